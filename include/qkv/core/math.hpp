@@ -1,0 +1,612 @@
+// math.hpp: constexpr exp, log, sqrt, sin, cos and an exactly rounded fma, for float and double.
+//
+// Why: std::exp and friends are not constexpr on clang (g++ folds them with MPFR, a GCC
+// extension), so the library carries its own. The same code runs at compile time and at run
+// time, so both give the same bits (the project builds with -ffp-contract=off: no silent fma).
+// Nothing here switches on std::is_constant_evaluated().
+//
+// Accuracy (measured by tests/runtime/math_accuracy_test.cpp against Boost cpp_bin_float_50,
+// numbers in docs/numerics.md): exp, log, sin, cos < 1 ulp; sqrt and fma correctly rounded.
+//
+// The algorithms are those of fdlibm as kept in FreeBSD's msun (Sun Microsystems, 1993-2004,
+// "Permission to use, copy, modify, and distribute this software is freely granted, provided
+// that this notice is preserved"), ported to constexpr C++ with std::bit_cast:
+//   exp  e_exp.c       (argument reduction x = k ln2 + r, Remez rational in r, scale by 2^k)
+//   log  e_log.c       (x = 2^k (1 + f), s = f/(2+f), Remez polynomial in s^2)
+//   sin  s_sin.c + k_sin.c, cos s_cos.c + k_cos.c (minimax polynomials on [-pi/4, pi/4])
+//   reduction modulo pi/2: e_rem_pio2.c's medium path (three-part Cody-Waite pi/2, 33+33+53
+//        bits) for |x| < 2^20 pi/2, and a Payne-Hanek reduction with 2/pi's bits otherwise
+//   sqrt e_sqrt.c's bit-by-bit integer square root (correctly rounded)
+//   fma  musl's src/math/fma.c (Szabolcs Nagy, 2018, MIT): exact 106-bit product in integers,
+//        aligned addition with a sticky bit, one rounding at the end
+// float versions evaluate in double and round once: the double result is within 1 ulp of
+// double, i.e. 2^-29 ulp of float, so the float result is within 0.5 + 2^-29 ulp of float.
+// sqrt in double rounded to float is correctly rounded (53 >= 2*24 + 2, Figueroa 1995).
+//
+// Special values (IEEE 754 / C Annex F): NaN in, NaN out; exp(+inf) = +inf, exp(-inf) = +0,
+// overflow returns +inf and underflow +0 explicitly (g++ refuses a constexpr overflow);
+// log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf; sqrt(-0) = -0, sqrt(x < 0) = NaN;
+// sin(+-0) = +-0, sin(+-inf) = cos(+-inf) = NaN; subnormal inputs and outputs are exact cases
+// of the same algorithms.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace qkv {
+
+namespace detail {
+
+// --- bits and special values -----------------------------------------------------------------
+
+[[nodiscard]] constexpr std::uint64_t to_bits(double x) { return std::bit_cast<std::uint64_t>(x); }
+[[nodiscard]] constexpr std::uint32_t to_bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+[[nodiscard]] constexpr double double_from_bits(std::uint64_t b) { return std::bit_cast<double>(b); }
+[[nodiscard]] constexpr float float_from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
+
+// the high 32 bits of a double, as fdlibm's GET_HIGH_WORD (signed, so that x < 0 reads hx < 0)
+[[nodiscard]] constexpr std::int32_t high_word(double x) {
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(to_bits(x) >> 32));
+}
+[[nodiscard]] constexpr std::uint32_t low_word(double x) {
+  return static_cast<std::uint32_t>(to_bits(x));
+}
+[[nodiscard]] constexpr double with_high_word(double x, std::uint32_t hi) {
+  return double_from_bits((std::uint64_t{hi} << 32) | low_word(x));
+}
+
+template <class T>
+[[nodiscard]] constexpr bool is_nan(T x) { return x != x; }
+template <class T>
+[[nodiscard]] constexpr bool is_inf(T x) {
+  return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
+}
+template <class T>
+[[nodiscard]] constexpr bool sign_bit(T x) { return (to_bits(x) >> (sizeof(T) * 8 - 1)) != 0; }
+template <class T>
+[[nodiscard]] constexpr T infinity() { return std::numeric_limits<T>::infinity(); }
+template <class T>
+[[nodiscard]] constexpr T quiet_nan() { return std::numeric_limits<T>::quiet_NaN(); }
+
+// 2^k for a normal exponent, k in [-1022, 1023], by building the bits
+[[nodiscard]] constexpr double two_to(int k) {
+  return double_from_bits(static_cast<std::uint64_t>(0x3ff + k) << 52);
+}
+
+// --- one rounding: a 63-bit significand with a sticky bit, to float or double --------------
+//
+// value = (-1)^negative * sig * 2^e with sig in [2^62, 2^63); bit 0 of sig is a sticky bit (set
+// when nonzero bits were dropped below it). Rounds to nearest, ties to even, into T, with
+// gradual underflow and overflow to infinity, using integers only.
+template <class T>
+[[nodiscard]] constexpr T round_pack(bool negative, std::uint64_t sig, int e) {
+  using bits_t = std::conditional_t<std::is_same_v<T, float>, std::uint32_t, std::uint64_t>;
+  constexpr int p = std::numeric_limits<T>::digits;             // 24 or 53
+  constexpr int emin = std::numeric_limits<T>::min_exponent - 1;  // -126 or -1022
+  constexpr int emax = std::numeric_limits<T>::max_exponent - 1;  // 127 or 1023
+  constexpr std::uint64_t inf_bits = std::uint64_t{2 * emax + 1} << (p - 1);
+  const T signed_zero = negative ? -T(0) : T(0);
+  const T signed_inf = negative ? -infinity<T>() : infinity<T>();
+
+  const int exponent = e + 62;  // value = 1.xxx * 2^exponent before rounding
+  if (exponent > emax) return signed_inf;
+  int shift = 63 - p;  // bits dropped for a normal result
+  if (exponent < emin) shift += emin - exponent;  // and more for a subnormal one
+  if (shift >= 64) return signed_zero;  // below half the smallest subnormal: sig < 2^63 = half
+
+  std::uint64_t kept = sig >> shift;
+  const std::uint64_t rest = sig & ((std::uint64_t{1} << shift) - 1);
+  const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1) != 0)) ++kept;  // a carry moves the exponent
+
+  // normal: the implicit bit in kept adds the 1 of the biased exponent (exponent - emin + 1)
+  const std::uint64_t b =
+      exponent >= emin ? (static_cast<std::uint64_t>(exponent - emin) << (p - 1)) + kept : kept;
+  if (b >= inf_bits) return signed_inf;
+  const bits_t sign = negative ? bits_t{1} << (sizeof(T) * 8 - 1) : bits_t{0};
+  return std::bit_cast<T>(static_cast<bits_t>(sign | static_cast<bits_t>(b)));
+}
+
+// --- exp (fdlibm e_exp.c) ----------------------------------------------------------------------
+//
+// 1. reduction: x = k ln2 + r, |r| <= 0.5 ln2, with ln2 = ln2_hi + ln2_lo (ln2_hi has 32 bits,
+//    so k * ln2_hi is exact for |k| < 2^21): r = hi - lo.
+// 2. polynomial: R(r^2) ~ r (e^r + 1)/(e^r - 1) on [0, 0.34658], Remez, error < 2^-59;
+//    c = r - r^2 R(r^2) and e^r = 1 + r + r c / (2 - c) = 1 - ((lo - (r c)/(2 - c)) - hi).
+// 3. reconstruction: e^x = 2^k e^r, with 2^k built from bits; a subnormal result is scaled
+//    in two steps so that it is rounded once.
+inline constexpr double exp_overflow = 7.09782712893383973096e+02;    // above: +inf
+inline constexpr double exp_underflow = -7.45133219101941108420e+02;  // below: +0
+
+struct exp_reduced {
+  double hi, lo, r;  // r = hi - lo
+  int k;
+};
+
+[[nodiscard]] constexpr exp_reduced exp_reduce(double x) {
+  constexpr double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42 fee00000
+  constexpr double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef 35793c76
+  constexpr double inv_ln2 = 1.44269504088896338700e+00;
+  const std::uint32_t hx = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  const bool negative = x < 0;
+  if (hx > 0x3fd62e42u) {    // |x| > 0.5 ln2
+    if (hx < 0x3ff0a2b2u) {  // |x| < 1.5 ln2: k = +-1
+      const double hi = negative ? x + ln2_hi : x - ln2_hi;
+      const double lo = negative ? -ln2_lo : ln2_lo;
+      return {hi, lo, hi - lo, negative ? -1 : 1};
+    }
+    // k = round(x / ln2), truncation after adding +-0.5
+    const int k = static_cast<int>(inv_ln2 * x + (negative ? -0.5 : 0.5));
+    const double t = k;
+    const double hi = x - t * ln2_hi;  // exact
+    const double lo = t * ln2_lo;
+    return {hi, lo, hi - lo, k};
+  }
+  return {x, 0.0, x, 0};
+}
+
+// c = r - r^2 (P1 + r^2 (P2 + ... + r^2 P5))
+[[nodiscard]] constexpr double exp_poly(double r) {
+  constexpr double P1 = 1.66666666666666019037e-01;
+  constexpr double P2 = -2.77777777770155933842e-03;
+  constexpr double P3 = 6.61375632143793436117e-05;
+  constexpr double P4 = -1.65339022054652515390e-06;
+  constexpr double P5 = 4.13813679705723846039e-08;
+  const double t = r * r;
+  return r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+}
+
+[[nodiscard]] constexpr double exp_reconstruct(const exp_reduced& s, double c) {
+  const double r = s.r;
+  if (s.k == 0) return 1.0 - ((r * c) / (c - 2.0) - r);
+  const double y = 1.0 - ((s.lo - (r * c) / (2.0 - c)) - s.hi);  // e^r, in [0.7, 1.42]
+  if (s.k >= -1021) {
+    if (s.k == 1024) return y * 2.0 * two_to(1023);
+    return y * two_to(s.k);
+  }
+  return y * two_to(s.k + 1000) * two_to(-1000);  // subnormal: one rounding, in the last step
+}
+
+[[nodiscard]] constexpr double exp_check(double x) {
+  if (is_nan(x)) return x;
+  if (x > exp_overflow) return infinity<double>();  // includes +inf
+  if (x < exp_underflow) return 0.0;                 // includes -inf
+  const std::uint32_t hx = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  if (hx < 0x3e300000u) return 1.0 + x;  // |x| < 2^-28: e^x = 1 + x to within 2^-56
+  const exp_reduced s = exp_reduce(x);
+  return exp_reconstruct(s, exp_poly(s.r));
+}
+
+// float: e^x in double, rounded once; results at or above FLT_MAX + ulp/2 round to +inf
+[[nodiscard]] constexpr float exp_check(float x) {
+  if (is_nan(x)) return x;
+  const double d = exp_check(static_cast<double>(x));
+  if (d >= 0x1.ffffffp127) return infinity<float>();
+  return static_cast<float>(d);
+}
+
+// --- log (fdlibm e_log.c) ----------------------------------------------------------------------
+//
+// 1. reduction: x = 2^k (1 + f) with sqrt(2)/2 < 1 + f < sqrt(2); subnormals scaled by 2^54.
+// 2. polynomial: with s = f / (2 + f), log(1 + f) = 2s + 2/3 s^3 + ... = 2s + s R(s^2);
+//    R is a Remez polynomial of degree 14 in s (Lg1..Lg7), error < 2^-58.45.
+// 3. reconstruction: log(x) = k ln2_hi + (f - (hfsq - (s (hfsq + R) + k ln2_lo))),
+//    hfsq = f^2 / 2; k ln2_hi is exact (ln2_hi has 32 bits).
+inline constexpr double ln2_hi = 6.93147180369123816490e-01;  // 0x3fe62e42 fee00000
+inline constexpr double ln2_lo = 1.90821492927058770002e-10;  // 0x3dea39ef 35793c76
+
+struct log_reduced {
+  double f;         // x / 2^k - 1
+  int k;            // the exponent
+  std::int32_t hx;  // high word of 1 + f without the exponent, picks the evaluation form
+};
+
+[[nodiscard]] constexpr log_reduced log_reduce(double x) {  // x positive, finite
+  int k = 0;
+  std::int32_t hx = high_word(x);
+  if (hx < 0x00100000) {  // subnormal: scale up by 2^54
+    k -= 54;
+    x *= 0x1p54;
+    hx = high_word(x);
+  }
+  k += (hx >> 20) - 1023;
+  hx &= 0x000fffff;
+  const std::int32_t i = (hx + 0x95f64) & 0x100000;  // 1 when the mantissa is above sqrt(2)
+  x = with_high_word(x, static_cast<std::uint32_t>(hx | (i ^ 0x3ff00000)));  // x or x/2
+  k += i >> 20;
+  return {x - 1.0, k, hx};
+}
+
+[[nodiscard]] constexpr double log_reconstruct(const log_reduced& s) {
+  constexpr double Lg1 = 6.666666666666735130e-01;  // 3fe55555 55555593
+  constexpr double Lg2 = 3.999999999940941908e-01;  // 3fd99999 9997fa04
+  constexpr double Lg3 = 2.857142874366239149e-01;  // 3fd24924 94229359
+  constexpr double Lg4 = 2.222219843214978396e-01;  // 3fcc71c5 1d8e78af
+  constexpr double Lg5 = 1.818357216161805012e-01;  // 3fc74664 96cb03de
+  constexpr double Lg6 = 1.531383769920937332e-01;  // 3fc39a09 d078c69f
+  constexpr double Lg7 = 1.479819860511658591e-01;  // 3fc2f112 df3e5244
+  const double f = s.f;
+  const int k = s.k;
+  const double dk = k;
+  if ((0x000fffff & (2 + s.hx)) < 3) {  // -2^-20 <= f < 2^-20: a short series is enough
+    if (f == 0.0) return k == 0 ? 0.0 : dk * ln2_hi + dk * ln2_lo;
+    const double R = f * f * (0.5 - 0.33333333333333333 * f);
+    return k == 0 ? f - R : dk * ln2_hi - ((R - dk * ln2_lo) - f);
+  }
+  const double s_ = f / (2.0 + f);
+  const double z = s_ * s_;
+  const double w = z * z;
+  const std::int32_t i = (s.hx - 0x6147a) | (0x6b851 - s.hx);  // > 0: f in a middle range
+  const double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+  const double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+  const double R = t2 + t1;
+  if (i > 0) {
+    const double hfsq = 0.5 * f * f;
+    return k == 0 ? f - (hfsq - s_ * (hfsq + R))
+                  : dk * ln2_hi - ((hfsq - (s_ * (hfsq + R) + dk * ln2_lo)) - f);
+  }
+  return k == 0 ? f - s_ * (f - R) : dk * ln2_hi - ((s_ * (f - R) - dk * ln2_lo) - f);
+}
+
+template <class T>
+[[nodiscard]] constexpr T log_check(T x) {
+  if (is_nan(x)) return x;
+  if (x == T(0)) return -infinity<T>();  // log(+-0) = -inf
+  if (x < T(0)) return quiet_nan<T>();
+  if (x == infinity<T>()) return x;
+  // float: log in double, rounded once (log of a float never overflows or underflows a float)
+  return static_cast<T>(log_reconstruct(log_reduce(static_cast<double>(x))));
+}
+
+// --- sqrt (fdlibm e_sqrt.c, bit by bit) -------------------------------------------------------
+//
+// x = m 2^e with m an integer and e even; q = floor(sqrt(m 2^54)) digit by digit (restoring,
+// two bits of the radicand per step), 54 bits; the remainder says whether q is exact.
+// One rounding of q (plus a sticky bit) to double is the correctly rounded square root.
+[[nodiscard]] constexpr double sqrt_positive(double x) {  // x positive, finite
+  const std::uint64_t b = to_bits(x);
+  const int biased = static_cast<int>(b >> 52);
+  std::uint64_t m = b & ((std::uint64_t{1} << 52) - 1);
+  int e = 0;
+  if (biased == 0) {  // subnormal: normalise m to [2^52, 2^53)
+    const int s = std::countl_zero(m) - 11;
+    m <<= s;
+    e = -1074 - s;
+  } else {
+    m |= std::uint64_t{1} << 52;
+    e = biased - 1075;
+  }
+  if ((e & 1) != 0) {  // make e even: m in [2^52, 2^54)
+    m <<= 1;
+    e -= 1;
+  }
+  // radicand M = m 2^54 in [2^106, 2^108), 54 pairs of bits; q in [2^53, 2^54); r <= 2q
+  std::uint64_t q = 0, r = 0;
+  for (int j = 53; j >= 0; --j) {
+    const std::uint64_t pair = j >= 27 ? (m >> (2 * (j - 27))) & 3u : 0u;
+    r = (r << 2) | pair;
+    const std::uint64_t t = (q << 2) | 1u;
+    if (r >= t) {
+      r -= t;
+      q = (q << 1) | 1u;
+    } else {
+      q <<= 1;
+    }
+  }
+  // sqrt(x) = sqrt(M) 2^((e - 54)/2); q << 9 is in [2^62, 2^63), bit 0 the sticky bit
+  return round_pack<double>(false, (q << 9) | (r != 0 ? 1u : 0u), (e - 54) / 2 - 9);
+}
+
+template <class T>
+[[nodiscard]] constexpr T sqrt_check(T x) {
+  if (is_nan(x)) return x;
+  if (x == T(0)) return x;  // sqrt(-0) = -0
+  if (x < T(0)) return quiet_nan<T>();
+  if (x == infinity<T>()) return x;
+  return static_cast<T>(sqrt_positive(static_cast<double>(x)));
+}
+
+// --- sin and cos (fdlibm k_sin.c, k_cos.c, e_rem_pio2.c) ----------------------------------------
+//
+// 1. reduction: x = n pi/2 + (y0 + y1), |y0 + y1| <= pi/4 (a double-double remainder).
+// 2. kernels on [-pi/4, pi/4]: sin(y) = y + y^3 (S1 + y^2 S2 + ... + y^10 S6), |error| < 2^-58;
+//    cos(y) = 1 - y^2/2 + y^4 (C1 + ... + y^10 C6), |error| < 2^-58; the tail y1 enters through
+//    sin(y0 + y1) ~ sin(y0) + y1 cos(y0) and cos(y0 + y1) ~ cos(y0) - y1 sin(y0).
+// 3. the quadrant n mod 4 picks +-sin or +-cos.
+[[nodiscard]] constexpr double kernel_sin(double x, double y, bool has_tail) {
+  constexpr double S1 = -1.66666666666666324348e-01;  // 0xbfc55555 55555549
+  constexpr double S2 = 8.33333333332248946124e-03;   // 0x3f811111 1110f8a6
+  constexpr double S3 = -1.98412698298579493134e-04;  // 0xbf2a01a0 19c161d5
+  constexpr double S4 = 2.75573137070700676789e-06;   // 0x3ec71de3 57b1fe7d
+  constexpr double S5 = -2.50507602534068634195e-08;  // 0xbe5ae5e6 8a2b9ceb
+  constexpr double S6 = 1.58969099521155010221e-10;   // 0x3de5d93a 5acfd57c
+  const double z = x * x;
+  const double w = z * z;
+  const double r = S2 + z * (S3 + z * S4) + z * w * (S5 + z * S6);
+  const double v = z * x;
+  if (!has_tail) return x + v * (S1 + z * r);
+  return x - ((z * (0.5 * y - v * r) - y) - v * S1);
+}
+
+[[nodiscard]] constexpr double kernel_cos(double x, double y) {
+  constexpr double C1 = 4.16666666666666019037e-02;   // 0x3fa55555 5555554c
+  constexpr double C2 = -1.38888888888741095749e-03;  // 0xbf56c16c 16c15177
+  constexpr double C3 = 2.48015872894767294178e-05;   // 0x3efa01a0 19cb1590
+  constexpr double C4 = -2.75573143513906633035e-07;  // 0xbe927e4f 809c52ad
+  constexpr double C5 = 2.08757232129817482790e-09;   // 0x3e21ee9e bdb4b1c4
+  constexpr double C6 = -1.13596475577881948265e-11;  // 0xbda8fae9 be8838d4
+  const double z = x * x;
+  double w = z * z;
+  const double r = z * (C1 + z * (C2 + z * C3)) + w * w * (C4 + z * (C5 + z * C6));
+  const double hz = 0.5 * z;
+  w = 1.0 - hz;
+  return w + (((1.0 - w) - hz) + (z * r - x * y));  // 1 - hz with its rounding error kept
+}
+
+struct pio2_reduced {
+  double y0, y1;  // x - n pi/2 = y0 + y1, |y1| <= ulp(y0)/2
+  int n;          // the quadrant (only n mod 4 matters)
+};
+
+// medium path of e_rem_pio2.c, |x| < 2^20 pi/2: n = round(x 2/pi), then x - n pi/2 with pi/2 in
+// three 33-bit parts (pio2_1 + pio2_2 + pio2_3, each with a tail) as far as cancellation needs:
+// n pio2_k is exact (n < 2^20 and pio2_k has 33 bits), so each round only loses the tail's error.
+[[nodiscard]] constexpr pio2_reduced rem_pio2_medium(double x) {
+  constexpr double inv_pio2 = 6.36619772367581382433e-01;  // 0x3fe45f30 6dc9c883
+  constexpr double pio2_1 = 1.57079632673412561417e+00;    // 0x3ff921fb 54400000
+  constexpr double pio2_1t = 6.07710050650619224932e-11;   // 0x3dd0b461 1a626331
+  constexpr double pio2_2 = 6.07710050630396597660e-11;    // 0x3dd0b461 1a600000
+  constexpr double pio2_2t = 2.02226624879595063154e-21;   // 0x3ba3198a 2e037073
+  constexpr double pio2_3 = 2.02226624871116645580e-21;    // 0x3ba3198a 2e000000
+  constexpr double pio2_3t = 8.47842766036889956997e-32;   // 0x397b839a 252049c1
+  constexpr double to_int = 0x1.8p52;  // adding and subtracting it rounds to an integer
+  const double fn = (x * inv_pio2 + to_int) - to_int;
+  const int n = static_cast<int>(fn);
+  double r = x - fn * pio2_1;
+  double w = fn * pio2_1t;  // first round: good to 85 bits
+  double y0 = r - w;
+  const int j = static_cast<int>((to_bits(x) >> 52) & 0x7ff);
+  int i = j - static_cast<int>((to_bits(y0) >> 52) & 0x7ff);
+  if (i > 16) {  // second round: good to 118 bits
+    double t = r;
+    w = fn * pio2_2;
+    r = t - w;
+    w = fn * pio2_2t - ((t - r) - w);
+    y0 = r - w;
+    i = j - static_cast<int>((to_bits(y0) >> 52) & 0x7ff);
+    if (i > 49) {  // third round: good to 151 bits, covers all cases
+      t = r;
+      w = fn * pio2_3;
+      r = t - w;
+      w = fn * pio2_3t - ((t - r) - w);
+      y0 = r - w;
+    }
+  }
+  return {y0, (r - y0) - w, n};
+}
+
+[[nodiscard]] constexpr pio2_reduced rem_pio2(double x) { return rem_pio2_medium(x); }
+
+[[nodiscard]] constexpr double sin_check(double x) {
+  if (is_nan(x)) return x;
+  if (is_inf(x)) return quiet_nan<double>();
+  const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  if (ix <= 0x3fe921fbu) {               // |x| <= pi/4
+    if (ix < 0x3e500000u) return x;      // |x| < 2^-26: sin(x) = x (also +-0, subnormals)
+    return kernel_sin(x, 0.0, false);
+  }
+  const pio2_reduced y = rem_pio2(x);
+  switch (y.n & 3) {
+    case 0: return kernel_sin(y.y0, y.y1, true);
+    case 1: return kernel_cos(y.y0, y.y1);
+    case 2: return -kernel_sin(y.y0, y.y1, true);
+    default: return -kernel_cos(y.y0, y.y1);
+  }
+}
+
+[[nodiscard]] constexpr double cos_check(double x) {
+  if (is_nan(x)) return x;
+  if (is_inf(x)) return quiet_nan<double>();
+  const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  if (ix <= 0x3fe921fbu) {               // |x| <= pi/4
+    if (ix < 0x3e46a09eu) return 1.0;    // |x| < 2^-27 sqrt(2): cos(x) = 1 to within 2^-55
+    return kernel_cos(x, 0.0);
+  }
+  const pio2_reduced y = rem_pio2(x);
+  switch (y.n & 3) {
+    case 0: return kernel_cos(y.y0, y.y1);
+    case 1: return -kernel_sin(y.y0, y.y1, true);
+    case 2: return -kernel_cos(y.y0, y.y1);
+    default: return kernel_sin(y.y0, y.y1, true);
+  }
+}
+
+[[nodiscard]] constexpr float sin_check(float x) {
+  return static_cast<float>(sin_check(static_cast<double>(x)));
+}
+[[nodiscard]] constexpr float cos_check(float x) {
+  return static_cast<float>(cos_check(static_cast<double>(x)));
+}
+
+// --- fma (musl fma.c): a*b + c with one rounding, in integers ---------------------------------
+//
+// Each operand as m 2^e with m in [2^53, 2^54) (top 10 bits and bit 0 of a 64-bit word are 0);
+// the product is exact in 128 bits; c is aligned to it, the bits shifted out are or-ed into a
+// sticky bit; the sum or difference is normalised to 63 bits plus sticky and rounded once
+// (round_pack). float operands are exact as doubles and take the same path, rounded to float.
+struct unpacked {
+  std::uint64_t m;  // in [2^53, 2^54)
+  int e;            // value = +-m 2^e
+  bool negative;
+};
+
+[[nodiscard]] constexpr unpacked unpack(double x) {  // x finite, nonzero
+  const std::uint64_t b = to_bits(x);
+  const int biased = static_cast<int>((b >> 52) & 0x7ff);
+  std::uint64_t m = b & ((std::uint64_t{1} << 52) - 1);
+  int e = -1074;
+  if (biased != 0) {
+    m |= std::uint64_t{1} << 52;
+    e = biased - 1075;
+  }
+  const int s = std::countl_zero(m) - 10;
+  return {m << s, e - s, (b >> 63) != 0};
+}
+
+// 64 x 64 -> 128 bits with 32-bit halves
+constexpr void multiply_128(std::uint64_t x, std::uint64_t y, std::uint64_t& hi, std::uint64_t& lo) {
+  const std::uint64_t xlo = static_cast<std::uint32_t>(x), xhi = x >> 32;
+  const std::uint64_t ylo = static_cast<std::uint32_t>(y), yhi = y >> 32;
+  const std::uint64_t t1 = xlo * ylo;
+  const std::uint64_t t2 = xlo * yhi + xhi * ylo;  // < 2^55 for m < 2^54: no carry lost
+  const std::uint64_t t3 = xhi * yhi;
+  lo = t1 + (t2 << 32);
+  hi = t3 + (t2 >> 32) + (t1 > lo ? 1u : 0u);
+}
+
+template <class T>
+[[nodiscard]] constexpr T fma_finite(double x, double y, double z) {  // x, y nonzero; all finite
+  const unpacked nx = unpack(x), ny = unpack(y);
+  std::uint64_t rhi = 0, rlo = 0;
+  multiply_128(nx.m, ny.m, rhi, rlo);  // in [2^106, 2^108): top 20 bits of rhi are 0
+  int e = nx.e + ny.e;
+  bool negative = nx.negative != ny.negative;
+
+  if (z != 0.0) {
+    const unpacked nz = unpack(z);
+    std::uint64_t zhi = 0, zlo = 0;
+    int d = nz.e - e;  // align: shift z left or the product right, so both share exponent e
+    if (d > 0) {
+      if (d < 64) {
+        zlo = nz.m << d;
+        zhi = nz.m >> (64 - d);
+      } else {  // z is far larger: z << 64 and the product shifted right with a sticky bit
+        zhi = nz.m;
+        e = nz.e - 64;
+        d -= 64;
+        if (d == 0) {
+        } else if (d < 64) {
+          rlo = (rhi << (64 - d)) | (rlo >> d) | ((rlo << (64 - d)) != 0 ? 1u : 0u);
+          rhi = rhi >> d;
+        } else {
+          rlo = 1;
+          rhi = 0;
+        }
+      }
+    } else {
+      d = -d;
+      if (d == 0) {
+        zlo = nz.m;
+      } else if (d < 64) {
+        zlo = (nz.m >> d) | ((nz.m << (64 - d)) != 0 ? 1u : 0u);
+      } else {
+        zlo = 1;
+      }
+    }
+    if (negative == nz.negative) {  // r += z
+      rlo += zlo;
+      rhi += zhi + (rlo < zlo ? 1u : 0u);
+    } else {  // r -= z, and flip the sign if it went negative
+      const std::uint64_t t = rlo;
+      rlo -= zlo;
+      rhi = rhi - zhi - (t < rlo ? 1u : 0u);
+      if ((rhi >> 63) != 0) {
+        rlo = ~rlo + 1;
+        rhi = ~rhi + (rlo == 0 ? 1u : 0u);
+        negative = !negative;
+      }
+    }
+  }
+
+  // normalise: the top 63 bits in [2^62, 2^63), the rest or-ed into bit 0
+  std::uint64_t sig = 0;
+  if (rhi != 0) {
+    const int d = std::countl_zero(rhi) - 1;
+    e += 64;
+    if (d == 0) {
+      sig = rhi | (rlo != 0 ? 1u : 0u);
+    } else if (d > 0) {
+      sig = (rhi << d) | (rlo >> (64 - d)) | ((rlo << d) != 0 ? 1u : 0u);
+    } else {  // rhi has its top bit set: cannot happen after the sign flip, kept for safety
+      sig = (rhi >> 1) | ((rhi & 1) | (rlo != 0 ? 1u : 0u));
+      e += 1;
+    }
+    e -= d > 0 ? d : 0;
+  } else if (rlo != 0) {
+    const int d = std::countl_zero(rlo) - 1;
+    if (d < 0) {
+      sig = (rlo >> 1) | (rlo & 1);
+      e += 1;
+    } else {
+      sig = rlo << d;
+      e -= d;
+    }
+  } else {
+    return T(0);  // exact cancellation: +0 when rounding to nearest
+  }
+  return round_pack<T>(negative, sig, e);
+}
+
+template <class T>
+[[nodiscard]] constexpr T fma_check(T a, T b, T c) {
+  if (is_nan(a)) return a;  // NaN in, NaN out: the first NaN operand
+  if (is_nan(b)) return b;
+  if (is_nan(c)) return c;
+  if (is_inf(a) || is_inf(b)) {
+    if (a == T(0) || b == T(0)) return quiet_nan<T>();  // inf * 0
+    const bool negative = sign_bit(a) != sign_bit(b);
+    if (is_inf(c) && sign_bit(c) != negative) return quiet_nan<T>();  // inf - inf
+    return negative ? -infinity<T>() : infinity<T>();
+  }
+  if (is_inf(c)) return c;
+  if (a == T(0) || b == T(0)) return a * b + c;  // the product is an exact signed zero
+  return fma_finite<T>(static_cast<double>(a), static_cast<double>(b), static_cast<double>(c));
+}
+
+}  // namespace detail
+
+/// @brief e^x, within 1 ulp; exp(NaN) = NaN, exp(+inf) = +inf, exp(-inf) = +0, overflow +inf.
+[[nodiscard]] constexpr double exp(double x) { return detail::exp_check(x); }
+[[nodiscard]] constexpr float exp(float x) { return detail::exp_check(x); }
+
+/// @brief natural logarithm, within 1 ulp; log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf.
+[[nodiscard]] constexpr double log(double x) { return detail::log_check(x); }
+[[nodiscard]] constexpr float log(float x) { return detail::log_check(x); }
+
+/// @brief square root, correctly rounded; sqrt(-0) = -0, sqrt(x < 0) = NaN.
+[[nodiscard]] constexpr double sqrt(double x) { return detail::sqrt_check(x); }
+[[nodiscard]] constexpr float sqrt(float x) { return detail::sqrt_check(x); }
+
+/// @brief sine (radians), within 1 ulp; sin(+-0) = +-0, sin(+-inf) = NaN.
+[[nodiscard]] constexpr double sin(double x) { return detail::sin_check(x); }
+[[nodiscard]] constexpr float sin(float x) { return detail::sin_check(x); }
+
+/// @brief cosine (radians), within 1 ulp; cos(+-inf) = NaN.
+[[nodiscard]] constexpr double cos(double x) { return detail::cos_check(x); }
+[[nodiscard]] constexpr float cos(float x) { return detail::cos_check(x); }
+
+/// @brief a*b + c rounded once (to nearest, ties to even), as IEEE 754 fusedMultiplyAdd,
+/// emulated with integers: no hardware fma, same bits at compile time and at run time.
+[[nodiscard]] constexpr double fma(double a, double b, double c) { return detail::fma_check(a, b, c); }
+[[nodiscard]] constexpr float fma(float a, float b, float c) { return detail::fma_check(a, b, c); }
+
+// integer arguments are computed in double, as <cmath> does
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double exp(I x) { return exp(static_cast<double>(x)); }
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double log(I x) { return log(static_cast<double>(x)); }
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double sqrt(I x) { return sqrt(static_cast<double>(x)); }
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double sin(I x) { return sin(static_cast<double>(x)); }
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double cos(I x) { return cos(static_cast<double>(x)); }
+
+}  // namespace qkv
