@@ -24,6 +24,8 @@ void failed_actual_expected(const T&, const T&) {}
 template <class T>
 void failed_at_row_col_actual_expected(std::size_t, std::size_t, const T&, const T&) {}
 template <class T>
+void failed_at_row_col_actual_expected_bound(std::size_t, std::size_t, const T&, const T&, const T&) {}
+template <class T>
 void failed_at_depth_row_col_actual_expected(std::size_t, std::size_t, std::size_t, const T&, const T&) {}
 
 /// |actual - expected| <= tolerance
@@ -61,6 +63,20 @@ constexpr bool equal(const matrix<T, R, C>& actual, const matrix<T, R, C>& expec
     for (std::size_t j = 0; j < C; ++j)
       if (!(actual(i, j) == expected(i, j)))
         failed_at_row_col_actual_expected(i, j, actual(i, j), expected(i, j));
+  return true;
+}
+
+/// |actual(i, j) - expected(i, j)| <= bound(i, j) for every element: a tolerance per element,
+/// e.g. a derived rounding-error bound (core/bounds.hpp); compared in double
+template <class T, class E, std::size_t R, std::size_t C>
+constexpr bool within(const matrix<T, R, C>& actual, const matrix<E, R, C>& expected,
+                      const matrix<double, R, C>& bound) {
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) {
+      const double a = static_cast<double>(actual(i, j)), e = static_cast<double>(expected(i, j));
+      const double d = a < e ? e - a : a - e;
+      if (!(d <= bound(i, j))) failed_at_row_col_actual_expected_bound(i, j, a, e, bound(i, j));
+    }
   return true;
 }
 

@@ -1,0 +1,234 @@
+// attention.hpp: scaled dot-product self- and cross-attention, step by step, every intermediate kept.
+//
+//   Q = X Wq   K = C Wk   V = C Wv        (C = X for self-attention)
+//   scores  = Q Kᵀ                         (T, S): query i against key j
+//   scaled  = scores / sqrt(d_k)           (or unscaled, or any divisor / factor)
+//   weights = softmax of each row          (T, S): each row sums to 1
+//   context = weights V                    (T, d_v)
+//
+// Tokens are rows everywhere in the results. The three weight conventions of the tutorials
+// are a tag argument:
+//   qkv::out_in   nn.Linear: W is (d_out, d_in), Q = X Wᵀ       (tutorials 003, 004; default)
+//   qkv::in_out   W is (d_in, d_out), Q = X W                   (tutorial 000)
+//   qkv::columns  tokens are the COLUMNS of X (d_in, T), W is (d_out, d_in), q_t = W x_t
+//                 (tutorials 001, 002); the products are the same sums in the same order as
+//                 out_in on Xᵀ, so the results are bit-identical to it.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <type_traits>
+
+#include "math.hpp"
+#include "matrix.hpp"
+#include "softmax.hpp"
+
+namespace qkv {
+
+// ---------------------------------------------------------------------------------------------
+// conventions
+
+struct out_in_t {};
+struct in_out_t {};
+struct columns_t {};
+inline constexpr out_in_t out_in{};
+inline constexpr in_out_t in_out{};
+inline constexpr columns_t columns{};
+
+template <class L>
+concept weight_layout =
+    std::is_same_v<L, out_in_t> || std::is_same_v<L, in_out_t> || std::is_same_v<L, columns_t>;
+
+/// @brief how the scores are scaled before the softmax.
+/// divide_by_sqrt_dk() is the default: scores / sqrt(d_k), a division by sqrt(d_k) rounded to T,
+/// as PyTorch does for `scores / d_k**0.5` in float32. none() leaves them (tutorials 000, 002).
+template <class T>
+struct scaling {
+  enum class kind { none, divide_by_sqrt_dk, divide_by, multiply_by };
+  kind how = kind::divide_by_sqrt_dk;
+  T value = T(1);
+
+  [[nodiscard]] static constexpr scaling none() { return {kind::none, T(1)}; }
+  [[nodiscard]] static constexpr scaling divide_by_sqrt_dk() { return {kind::divide_by_sqrt_dk, T(1)}; }
+  [[nodiscard]] static constexpr scaling divide_by(const T& d) { return {kind::divide_by, d}; }
+  [[nodiscard]] static constexpr scaling multiply_by(const T& f) { return {kind::multiply_by, f}; }
+};
+
+/// @brief options of an attention call: the scaling and an optional causal mask
+template <class T>
+struct attention_options {
+  scaling<T> scale = scaling<T>::divide_by_sqrt_dk();
+  bool causal = false;  // query i may attend to keys 0..i only
+};
+
+/// @brief every intermediate of one attention call; T queries, S keys
+template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
+struct attention_result {
+  matrix<T, Tq, Dk> queries;
+  matrix<T, S, Dk> keys;
+  matrix<T, S, Dv> values;
+  matrix<T, Tq, S> scores;         // q·k, raw: before scaling and masking
+  matrix<T, Tq, S> scaled_scores;  // after scaling; a masked score is -inf
+  matrix<T, Tq, S> weights;        // softmax of each row of scaled_scores
+  matrix<T, Tq, Dv> context;       // weights V: one output row per query
+};
+
+// ---------------------------------------------------------------------------------------------
+// step 1: projections
+
+/// X Wᵀ: (T, d_in) with nn.Linear's W (d_out, d_in) -> (T, d_out)
+template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
+  requires product_shapes<N, Din, WDin, Dout>
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
+                                                  const matrix<T, Dout, WDin>& w, out_in_t = {}) {
+  return matrix_product_transposed(x, w);
+}
+
+/// X W: (T, d_in) with W (d_in, d_out) -> (T, d_out)
+template <class T, std::size_t N, std::size_t Din, std::size_t WDin, std::size_t Dout>
+  requires product_shapes<N, Din, WDin, Dout>
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
+                                                  const matrix<T, WDin, Dout>& w, in_out_t) {
+  return matrix_product(x, w);
+}
+
+/// tokens as columns: X (d_in, T) and W (d_out, d_in) -> (W X)ᵀ, (T, d_out), tokens as rows
+template <class T, std::size_t Din, std::size_t N, std::size_t Dout, std::size_t WDin>
+  requires product_shapes<Dout, WDin, Din, N>
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, Din, N>& x,
+                                                  const matrix<T, Dout, WDin>& w, columns_t) {
+  return matrix_product_transposed(transposed(x), w);
+}
+
+/// X Wᵀ + b: nn.Linear with a bias (1, d_out)
+template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
+  requires product_shapes<N, Din, WDin, Dout>
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
+                                                  const matrix<T, Dout, WDin>& w,
+                                                  const matrix<T, 1, Dout>& b, out_in_t = {}) {
+  return add_row_vector(matrix_product_transposed(x, w), b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// steps 2-6
+
+/// step 2: scores = Q Kᵀ, (T, d_k) x (S, d_k)ᵀ -> (T, S)
+template <class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk>
+  requires product_shapes<Tq, Dq, Dk, S>
+[[nodiscard]] constexpr matrix<T, Tq, S> scores(const matrix<T, Tq, Dq>& queries,
+                                               const matrix<T, S, Dk>& keys) {
+  return matrix_product_transposed(queries, keys);
+}
+
+/// step 3: scale the scores; d_k is the width of a query (for divide_by_sqrt_dk)
+template <class T, std::size_t Tq, std::size_t S>
+[[nodiscard]] constexpr matrix<T, Tq, S> scale(const matrix<T, Tq, S>& s, const scaling<T>& how,
+                                              std::size_t d_k) {
+  using kind = typename scaling<T>::kind;
+  switch (how.how) {
+    case kind::none: return s;
+    case kind::divide_by_sqrt_dk: return divided(s, qkv::sqrt(T(d_k)));
+    case kind::divide_by: return divided(s, how.value);
+    case kind::multiply_by: return scaled(how.value, s);
+  }
+  return s;
+}
+
+/// a causal mask: score (i, j) becomes -inf where key j comes after query i (j > i)
+template <class T, std::size_t Tq, std::size_t S>
+  requires std::numeric_limits<T>::has_infinity
+[[nodiscard]] constexpr matrix<T, Tq, S> causal_masked(const matrix<T, Tq, S>& s) {
+  matrix<T, Tq, S> out = s;
+  for (std::size_t i = 0; i < Tq; ++i)
+    for (std::size_t j = i + 1; j < S; ++j) out.v[i * S + j] = -std::numeric_limits<T>::infinity();
+  return out;
+}
+
+/// a boolean mask: score (i, j) becomes -inf where allowed(i, j) is false
+template <class T, std::size_t Tq, std::size_t S, std::size_t MR, std::size_t MC>
+  requires(std::numeric_limits<T>::has_infinity && same_shapes<Tq, S, MR, MC>)
+[[nodiscard]] constexpr matrix<T, Tq, S> masked(const matrix<T, Tq, S>& s,
+                                               const matrix<bool, MR, MC>& allowed) {
+  matrix<T, Tq, S> out = s;
+  for (std::size_t k = 0; k < Tq * S; ++k)
+    if (!allowed.v[k]) out.v[k] = -std::numeric_limits<T>::infinity();
+  return out;
+}
+
+/// step 4: weights = softmax of each row
+template <class T, std::size_t Tq, std::size_t S>
+[[nodiscard]] constexpr matrix<T, Tq, S> weights(const matrix<T, Tq, S>& scaled_scores) {
+  return softmax_rows(scaled_scores);
+}
+
+/// @brief step 5, as tutorial 000 draws it: every value scaled by every query's weight for it.
+/// (T, S) weights and (S, d_v) values -> (S, T, d_v), element [j][i] = weights(i, j) * values[j]
+/// (value j weighted for query i; torch: values[:,None] * weights.T[:,:,None]).
+template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv>
+  requires product_shapes<Tq, S, VS, Dv>
+[[nodiscard]] constexpr stack<T, S, Tq, Dv> weighted_values(const matrix<T, Tq, S>& w,
+                                                           const matrix<T, VS, Dv>& values) {
+  stack<T, S, Tq, Dv> out;
+  for (std::size_t j = 0; j < S; ++j)
+    for (std::size_t i = 0; i < Tq; ++i)
+      for (std::size_t c = 0; c < Dv; ++c) out(j, i, c) = w.v[i * S + j] * values.v[j * Dv + c];
+  return out;
+}
+
+/// step 6: context = weights V, (T, S) x (S, d_v) -> (T, d_v); the same sums as adding the
+/// weighted values over their first index, in the same order
+template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv>
+  requires product_shapes<Tq, S, VS, Dv>
+[[nodiscard]] constexpr matrix<T, Tq, Dv> context(const matrix<T, Tq, S>& w,
+                                                 const matrix<T, VS, Dv>& values) {
+  return matrix_product(w, values);
+}
+
+// ---------------------------------------------------------------------------------------------
+// whole calls
+
+/// @brief attention of the queries of x over the keys and values of c, every step kept.
+/// x (T, d) one token per row (per column with qkv::columns); c (S, d_c); weights in the layout L.
+template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
+[[nodiscard]] constexpr attention_result<T, Tq, S, Dk, Dv> attend_projected(
+    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v,
+    const attention_options<T>& options) {
+  attention_result<T, Tq, S, Dk, Dv> r;
+  r.queries = q;
+  r.keys = k;
+  r.values = v;
+  r.scores = scores(q, k);                             // (T, S)
+  r.scaled_scores = scale(r.scores, options.scale, Dk);  // (T, S)
+  if constexpr (std::numeric_limits<T>::has_infinity)
+    if (options.causal) r.scaled_scores = causal_masked(r.scaled_scores);
+  r.weights = weights(r.scaled_scores);                // (T, S), rows sum to 1
+  r.context = context(r.weights, r.values);            // (T, d_v)
+  return r;
+}
+
+/// @brief cross-attention: queries from x, keys and values from c (their lengths may differ)
+template <weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t CR,
+          std::size_t CC, std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC,
+          std::size_t VR, std::size_t VC>
+[[nodiscard]] constexpr auto cross_attention(const matrix<T, XR, XC>& x, const matrix<T, CR, CC>& c,
+                                             const matrix<T, QR, QC>& wq,
+                                             const matrix<T, KR, KC>& wk,
+                                             const matrix<T, VR, VC>& wv, L layout,
+                                             const attention_options<T>& options = {}) {
+  const auto q = project(x, wq, layout);  // (T, d_k)
+  const auto k = project(c, wk, layout);  // (S, d_k)
+  const auto v = project(c, wv, layout);  // (S, d_v)
+  return attend_projected(q, k, v, options);
+}
+
+/// @brief self-attention: queries, keys and values all from x
+template <weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
+          std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
+[[nodiscard]] constexpr auto self_attention(const matrix<T, XR, XC>& x, const matrix<T, QR, QC>& wq,
+                                            const matrix<T, KR, KC>& wk,
+                                            const matrix<T, VR, VC>& wv, L layout,
+                                            const attention_options<T>& options = {}) {
+  return cross_attention(x, x, wq, wk, wv, layout, options);
+}
+
+}  // namespace qkv
