@@ -6,6 +6,13 @@
 
 #include "cli.hpp"
 
+// the examples themselves, without their main(): `qkv explain` prints what they print
+#define QKV_EXAMPLE_NO_MAIN
+#include "../examples/01_illustrated_self_attention.cpp"
+#include "../examples/03_walking_through_the_math.cpp"
+#include "../examples/05_statquest_self_attention.cpp"
+#undef QKV_EXAMPLE_NO_MAIN
+
 namespace qkv::cli {
 
 struct worked_example {
@@ -16,7 +23,9 @@ struct worked_example {
 
 // the examples' walkthroughs, compiled into the tool (each example's main() calls the same function)
 inline constexpr worked_example worked_examples[] = {
-    {"placeholder", "", nullptr},  // replaced as the examples land
+    {"illustrated", "examples/01_illustrated_self_attention.cpp", qkv::examples::illustrated::walkthrough},
+    {"the_math", "examples/03_walking_through_the_math.cpp", qkv::examples::the_math::walkthrough},
+    {"statquest", "examples/05_statquest_self_attention.cpp", qkv::examples::statquest::walkthrough},
 };
 
 inline int cmd_explain(const args& a) {
@@ -27,7 +36,7 @@ inline int cmd_explain(const args& a) {
   };
   if (a.size() != 1) throw input_error("expected one example name; the examples are: " + list());
   for (const auto& e : worked_examples)
-    if (a[0] == e.name && e.walkthrough) {
+    if (a[0] == e.name || a[0] == e.program) {
       e.walkthrough();
       return exit_ok;
     }
