@@ -48,6 +48,11 @@ constexpr void stable_softmax(const T* x, T* out, std::size_t n, std::size_t str
   using std::size_t;
   // pass 1: the maximum; subtracting it keeps every exp argument <= 0 (no overflow)
   const T m = maximum(x, n, stride);
+  if (m != m) {  // a NaN score: the whole row is NaN (without arithmetic on the NaN, which
+                 // clang refuses in a constant expression)
+    for (size_t k = 0; k < n; ++k) out[k * stride] = m;
+    return;
+  }
   if (is_minus_infinity(m)) {  // every score masked: weights 0 (not 0/0 = NaN)
     for (size_t k = 0; k < n; ++k) out[k * stride] = T(0);
     return;
