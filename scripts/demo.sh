@@ -14,5 +14,8 @@ echo
 echo
 echo "Proven at compile time (each example built, so every static_assert in it held):"
 for exe in build-gcc/examples/[0-9][0-9]_*; do
-  [ -x "$exe" ] && echo "  examples/$(basename "$exe").cpp"
+  if [ -f "$exe" ] && [ -x "$exe" ]; then
+    echo "  examples/$(basename "$exe").cpp"
+  fi
 done
+echo "Each example has a page in docs/examples/; 'build-gcc/tools/qkv explain NAME' prints its walkthrough."
