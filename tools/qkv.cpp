@@ -12,6 +12,7 @@
 
 #include "cli.hpp"
 #include "cmd_explain.hpp"
+#include "cmd_tokenize.hpp"
 
 namespace {
 
@@ -24,6 +25,8 @@ struct command {
 constexpr command commands[] = {
     {"explain", "explain EXAMPLE           run a worked example and print its walkthrough",
      qkv::cli::cmd_explain},
+    {"tokenize", "tokenize --vocab VOCAB.txt [--json] TEXT   BERT uncased WordPiece tokens and ids",
+     qkv::cli::cmd_tokenize},
 };
 
 void print_help(std::ostream& out) {
