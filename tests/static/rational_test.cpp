@@ -1,11 +1,13 @@
 // static proofs of exact/rational.hpp and exact/fixed_width.hpp: if this file compiles, they hold.
+// rational.hpp first: it must compile on its own, with no help from Boost's includes
+#include <qkv/exact/rational.hpp>
+
 #include <limits>
 #include <type_traits>
 
 #include <qkv/core/check.hpp>
 #include <qkv/core/matrix.hpp>
 #include <qkv/exact/fixed_width.hpp>
-#include <qkv/exact/rational.hpp>
 
 namespace {
 
