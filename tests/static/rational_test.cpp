@@ -111,6 +111,11 @@ static_assert(r64::exactly(7.8f) != r64::decimal("7.8"));
 // the smallest positive float is 2^-149: 256 bits hold it, 64 do not
 static_assert(q256::exactly(std::numeric_limits<float>::denorm_min()).denominator() ==
               boost::multiprecision::int256_t(1) << 149);
+// explicitly from a float: the same exact value; matrix_cast converts a whole matrix
+static_assert(r64(0.75f) == r64(3, 4) && static_cast<r64>(-2.5) == r64(-5, 2));
+static_assert(qkv::matrix_cast<r64>(matrix<float, 1, 2>{{{0.1f, 7.8f}}}) ==
+              matrix<r64, 1, 2>{{{r64::exactly(0.1f), r64(8178893, 1 << 20)}}});
+static_assert(!std::is_convertible_v<float, r64> && std::is_constructible_v<r64, float>);
 static_assert(!constant_expression<decltype([] { return r64::exactly(1e-30f); })>);
 static_assert(!constant_expression<decltype([] { return r64::exactly(1e30); })>);
 static_assert(!constant_expression<decltype([] { return r64::exactly(std::numeric_limits<double>::infinity()); })>);

@@ -301,6 +301,13 @@ class rational {
     return r;
   }
 
+  /// the exact value of a float or double, as exactly(x); explicit, so that
+  /// qkv::matrix_cast<rational<Int>>(m) converts a float matrix exactly while no float turns
+  /// into a rational silently
+  template <std::floating_point F>
+    requires(std::numeric_limits<F>::is_iec559 && (sizeof(F) == 4 || sizeof(F) == 8))
+  explicit constexpr rational(F x) : rational(exactly(x)) {}
+
   [[nodiscard]] constexpr const Int& numerator() const { return num_; }
   [[nodiscard]] constexpr const Int& denominator() const { return den_; }
   [[nodiscard]] constexpr bool is_integer() const { return den_ == Int(1); }
