@@ -11,6 +11,8 @@
 #include "../examples/01_illustrated_self_attention.cpp"
 #include "../examples/03_walking_through_the_math.cpp"
 #include "../examples/05_statquest_self_attention.cpp"
+#include "../examples/06_masking.cpp"
+#include "../examples/07_positional_encoding.cpp"
 #undef QKV_EXAMPLE_NO_MAIN
 
 namespace qkv::cli {
@@ -26,6 +28,8 @@ inline constexpr worked_example worked_examples[] = {
     {"illustrated", "examples/01_illustrated_self_attention.cpp", qkv::examples::illustrated::walkthrough},
     {"the_math", "examples/03_walking_through_the_math.cpp", qkv::examples::the_math::walkthrough},
     {"statquest", "examples/05_statquest_self_attention.cpp", qkv::examples::statquest::walkthrough},
+    {"masking", "examples/06_masking.cpp", qkv::examples::masking::walkthrough},
+    {"positional_encoding", "examples/07_positional_encoding.cpp", qkv::examples::positional_encoding::walkthrough},
 };
 
 inline int cmd_explain(const args& a) {
