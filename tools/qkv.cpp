@@ -13,6 +13,7 @@
 #include "cli.hpp"
 #include "cmd_explain.hpp"
 #include "cmd_tokenize.hpp"
+#include "cmd_torch.hpp"
 
 namespace {
 
@@ -27,6 +28,8 @@ constexpr command commands[] = {
      qkv::cli::cmd_explain},
     {"tokenize", "tokenize --vocab VOCAB.txt [--json] TEXT   BERT uncased WordPiece tokens and ids",
      qkv::cli::cmd_tokenize},
+    {"torch", "torch --seed S OP...      PyTorch's generator after manual_seed(S): rand, randn, Linear, ...",
+     qkv::cli::cmd_torch},
 };
 
 void print_help(std::ostream& out) {
