@@ -12,6 +12,7 @@
 #include <qkv/core/math.hpp>
 #include <qkv/core/matrix.hpp>
 #include <qkv/core/softmax.hpp>
+#include <qkv/core/torch.hpp>
 #include <qkv/io/print.hpp>
 
 namespace qkv::examples::statquest {
@@ -54,14 +55,27 @@ struct SelfAttention {
 // create a matrix of token encodings (float32, as torch.tensor makes them)
 constexpr matrix<float, 3, 2> encodings_matrix{{{1.16f, 0.23f}, {0.57f, 1.36f}, {4.41f, -2.16f}}};
 
-// torch.manual_seed(42), then three nn.Linear(2, 2, bias=False): these are the weights PyTorch
-// draws (../shared/reference/004, as stored, (out, in)). They are data here; the generator issue
-// derives them from the seed.
-constexpr SelfAttention<float, 2> selfAttention{
-    matrix<float, 2, 2>{{{0.5406103730201721f, 0.5869042277336121f}, {-0.16565565764904022f, 0.6495562791824341f}}},
-    matrix<float, 2, 2>{{{-0.15492962300777435f, 0.14268755912780762f}, {-0.34425848722457886f, 0.4152715504169464f}}},
-    matrix<float, 2, 2>{{{0.6233449578285217f, -0.5187534093856812f}, {0.6146144866943359f, 0.13234160840511322f}}},
-};
+// torch.manual_seed(42), then three nn.Linear(2, 2, bias=False), created in the order W_q, W_k,
+// W_v: the compiler runs PyTorch's generator (core/torch.hpp). Each weight is (out, in) =
+// uniform(-b, b) with b = float(sqrt(3) sqrt(2 / (1 + 5.000000000000001)) / sqrt(2)) = 0.70710677,
+// x (b - -b) + -b with one rounding (PyTorch's fused multiply-add).
+constexpr SelfAttention<float, 2> selfAttention = [] {
+  qkv::torch::generator gen{42};
+  const auto W_q = gen.linear<float, 2, 2>(qkv::torch::bias::none);
+  const auto W_k = gen.linear<float, 2, 2>(qkv::torch::bias::none);
+  const auto W_v = gen.linear<float, 2, 2>(qkv::torch::bias::none);
+  return SelfAttention<float, 2>{W_q.weight, W_k.weight, W_v.weight};
+}();
+
+// bit for bit the weights PyTorch drew (../shared/reference/004, as stored, (out, in)); by hand,
+// W_q(0, 0): the first draw's low 24 bits are 0xe1dc66, x = 14802022 / 2^24 = 0.88226926, and
+// 0.88226926 x 1.4142135 - 0.70710677 = 0.54061037
+static_assert(selfAttention.W_q == matrix<float, 2, 2>{{{0.5406103730201721f, 0.5869042277336121f},
+                                                        {-0.16565565764904022f, 0.6495562791824341f}}});
+static_assert(selfAttention.W_k == matrix<float, 2, 2>{{{-0.15492962300777435f, 0.14268755912780762f},
+                                                        {-0.34425848722457886f, 0.4152715504169464f}}});
+static_assert(selfAttention.W_v == matrix<float, 2, 2>{{{0.6233449578285217f, -0.5187534093856812f},
+                                                        {0.6146144866943359f, 0.13234160840511322f}}});
 
 // calculate basic attention for the token encodings
 constexpr auto t = selfAttention.forward(encodings_matrix);
