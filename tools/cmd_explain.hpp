@@ -9,6 +9,7 @@
 // the examples themselves, without their main(): `qkv explain` prints what they print
 #define QKV_EXAMPLE_NO_MAIN
 #include "../examples/01_illustrated_self_attention.cpp"
+#include "../examples/02_self_attention_from_scratch.cpp"
 #include "../examples/03_walking_through_the_math.cpp"
 #include "../examples/05_statquest_self_attention.cpp"
 #include "../examples/06_masking.cpp"
@@ -26,6 +27,7 @@ struct worked_example {
 // the examples' walkthroughs, compiled into the tool (each example's main() calls the same function)
 inline constexpr worked_example worked_examples[] = {
     {"illustrated", "examples/01_illustrated_self_attention.cpp", qkv::examples::illustrated::walkthrough},
+    {"from_scratch", "examples/02_self_attention_from_scratch.cpp", qkv::examples::from_scratch::walkthrough},
     {"the_math", "examples/03_walking_through_the_math.cpp", qkv::examples::the_math::walkthrough},
     {"statquest", "examples/05_statquest_self_attention.cpp", qkv::examples::statquest::walkthrough},
     {"masking", "examples/06_masking.cpp", qkv::examples::masking::walkthrough},
