@@ -28,8 +28,9 @@
 //
 // Every fused multiply-add is exact: qkv::fma (core/math.hpp) in constant evaluation, std::fma at
 // run time; every square root is qkv::sqrt / std::sqrt the same way. Both pairs are correctly
-// rounded IEEE operations, so they give the same bits; the run-time ones are the CPU's
-// instructions (qkv::fma and qkv::sqrt work in integers and are ~20x slower). The project builds
+// rounded IEEE operations, so they give the same bits (qkv::fma and qkv::sqrt work in integers
+// and are ~20x slower). On x86-64 the float32 blocks are also compiled for the FMA instruction
+// set and chosen at run time when the CPU has it (detail::normal_blocks_with_fma). The project builds
 // with -ffp-contract=off, so nothing else is fused behind our back (and the only products a
 // contracting compiler could fuse into an addition here are exact ones).
 #pragma once
@@ -287,6 +288,22 @@ constexpr void normal_block(double* d, double mean, double std) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// run time on x86-64: the same float32 blocks, compiled for the FMA instruction set when the CPU
+// has it (the build does not assume it: no -march). Inlined there, every exact_fma becomes one
+// vfmadd instruction instead of a call to the C library's fmaf: the same correctly rounded
+// operation, so the same bits, about 5x faster. Compile-time evaluation never comes here.
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(__FMA__)
+#define QKV_TORCH_FMA_DISPATCH 1
+[[gnu::target("fma"), gnu::flatten]] inline void normal_blocks_with_fma(float* d, std::size_t n, float mean, float std) {
+  for (std::size_t i = 0; i + 16 <= n; i += 16) normal_block(d + i, mean, std);
+}
+[[nodiscard]] inline bool cpu_has_fma() {
+  static const bool has = __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
 /// nn.init.kaiming_uniform_'s bound, evaluated in double exactly as torch/nn/init.py does:
 /// gain = sqrt(2 / (1 + a^2)), std = gain / sqrt(fan), bound = sqrt(3) * std.
 /// With a = sqrt(5), a^2 is 5.000000000000001, so this is not 1/sqrt(fan) in every bit.
@@ -406,7 +423,8 @@ class generator {
     // pass 1: n uniforms, all drawn before any transform
     for (T& x : out) x = next_unit<T>();
     // pass 2: the full blocks
-    for (std::size_t i = 0; i + 16 <= n; i += 16) detail::normal_block(out.data() + i, m, s);
+    if (!blocks_with_fma(out.data(), n, m, s))
+      for (std::size_t i = 0; i + 16 <= n; i += 16) detail::normal_block(out.data() + i, m, s);
     // pass 3, the tail rule: 16 fresh uniforms into the last 16 slots, done again as one block
     if (n % 16 != 0) {
       T* tail = out.data() + (n - 16);
@@ -582,6 +600,22 @@ class generator {
     has_cached_normal_ = false;
     cached_normal_ = 0.0;
     draws_ = 0;
+  }
+
+  // the full float32 blocks through detail::normal_blocks_with_fma, when that exists and the CPU
+  // can; false: do them the portable way
+  template <dtype T>
+  [[nodiscard]] static constexpr bool blocks_with_fma([[maybe_unused]] T* d, [[maybe_unused]] std::size_t n,
+                                                      [[maybe_unused]] T mean, [[maybe_unused]] T std) {
+#ifdef QKV_TORCH_FMA_DISPATCH
+    if constexpr (std::same_as<T, float>) {
+      if (!std::is_constant_evaluated() && detail::cpu_has_fma()) {
+        detail::normal_blocks_with_fma(d, n, mean, std);
+        return true;
+      }
+    }
+#endif
+    return false;
   }
 
   template <dtype T>
