@@ -165,6 +165,8 @@ struct op {
     o.b = parse_number(p[3], text, "HI");
     if (!(o.a <= o.b))
       throw input_error("op '" + std::string(text) + "': LO must not be above HI (uniform_ expects a [from, to) range)");
+    if (!(o.a >= -type_max && o.b <= type_max))
+      throw input_error("op '" + std::string(text) + "': LO and HI must fit in " + std::string(dtype));
     if (!(o.b - o.a <= type_max))
       throw input_error("op '" + std::string(text) + "': HI - LO does not fit in " + std::string(dtype));
     count(o.dims);
@@ -175,6 +177,8 @@ struct op {
     o.a = parse_number(p[2], text, "MEAN");
     o.b = parse_number(p[3], text, "STD");
     if (o.b < 0) throw input_error("op '" + std::string(text) + "': STD must not be negative");
+    if (!(o.a >= -type_max && o.a <= type_max && o.b <= type_max))
+      throw input_error("op '" + std::string(text) + "': MEAN and STD must fit in " + std::string(dtype));
     count(o.dims);
   } else if (name == "linear") {
     arity(3, 4, "linear:IN:OUT or linear:IN:OUT:nobias");
@@ -240,6 +244,10 @@ struct op {
 /// bits come back.
 template <class T>
 void write_number(std::string& out, T x) {
+  if (!std::isfinite(x)) {  // a normal_ with a huge std can overflow; JSON has no inf: null
+    out += "null";
+    return;
+  }
   char buf[40];
   const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<double>(x));
   out.append(buf, r.ptr);

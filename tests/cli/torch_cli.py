@@ -118,6 +118,12 @@ def main():
     if '[0.29611194133758545, 0.516562283039093, 0.2516707181930542]' not in r.stdout:
         fail('rand:3 seed 123 printed as %r' % r.stdout)
 
+    # a normal_ whose values overflow the dtype writes them as null (JSON has no inf)
+    r = run(qkv, ['--seed', '1', 'normal:20:0:3e38'])
+    if r.returncode != 0 or 'null' not in r.stdout:
+        fail('normal:20:0:3e38: exit %d, %r' % (r.returncode, r.stdout[:100]))
+    json.loads(r.stdout)
+
     # bad input: exit 2, a message naming the problem on stderr, nothing on stdout
     bad = [
         (['rand:2'], '--seed'),                                  # no seed
@@ -143,6 +149,8 @@ def main():
         (['--seed', '1', 'uniform:3:0:inf'], "'inf'"),
         (['--seed', '1', 'uniform:3:-3e38:3e38'], 'does not fit'),
         (['--seed', '1', 'normal:3:0:-1'], 'STD'),
+        (['--seed', '1', 'normal:3:0:1e39'], 'fit in float32'),
+        (['--seed', '1', 'uniform:3:-1e39:0'], 'fit in float32'),
         (['--seed', '1', 'normal:3:nan:1'], "'nan'"),
         (['--seed', '1', 'linear:3'], 'malformed'),
         (['--seed', '1', 'linear:3:0'], 'is 0'),
