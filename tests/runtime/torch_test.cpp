@@ -547,3 +547,37 @@ TEST_CASE("the FMA-compiled blocks and the portable blocks give the same bits") 
     CHECK(differ == 0);
   }
 }
+
+TEST_CASE("the compiler and the running program draw the same bits") {
+  // the same calls evaluated by the compiler (constexpr) and at run time (the seed comes from a
+  // volatile, so nothing is folded): exact fmas and sqrts on both sides, qkv::log/sin/cos on both
+  // sides of the float64 paths
+  struct draws {
+    qkv::matrix<double, 5, 8> randn64;       // float64 blocks with a tail (40 = 2 x 16 + 8)
+    qkv::matrix<double, 1, 5> small64;       // element-wise, with a cached sample left
+    qkv::matrix<float, 1, 3> small32;        // starts from that cached sample
+    qkv::matrix<float, 3, 11> normal32;      // AVX2 blocks with mean and std (fused)
+    qkv::matrix<double, 4, 5> uniform64;     // fused uniform_ in double
+    qkv::torch::linear_parameters<double, 3, 5> linear64;
+  };
+  auto draw = [](generator g) {
+    draws d{};
+    d.randn64 = g.randn<double, 5, 8>();
+    d.small64 = g.randn<double, 5>();
+    d.small32 = g.randn<float, 3>();
+    d.normal32 = g.normal<float, 3, 11>(0.5, 2.0);
+    d.uniform64 = g.uniform<double, 4, 5>(-0.3, 0.8);
+    d.linear64 = g.linear<double, 3, 5>();
+    return d;
+  };
+  constexpr draws at_compile_time = [&] { return draw(generator{77}); }();
+  volatile int seed = 77;
+  const draws at_run_time = draw(generator{static_cast<int>(seed)});
+  CHECK(at_run_time.randn64 == at_compile_time.randn64);
+  CHECK(at_run_time.small64 == at_compile_time.small64);
+  CHECK(at_run_time.small32 == at_compile_time.small32);
+  CHECK(at_run_time.normal32 == at_compile_time.normal32);
+  CHECK(at_run_time.uniform64 == at_compile_time.uniform64);
+  CHECK(at_run_time.linear64.weight == at_compile_time.linear64.weight);
+  CHECK(at_run_time.linear64.bias == at_compile_time.linear64.bias);
+}
