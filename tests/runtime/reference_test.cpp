@@ -1,24 +1,29 @@
 // The Boost.Multiprecision reference (include/qkv/reference/) as the truth for the float paths.
 //
-// For tutorials 000, 002 and 004 the reference computes every step from the float32 inputs'
+// For tutorials 000, 001, 002 and 004 the reference computes every step from the float32 inputs'
 // exact values: projections and scores in cpp_rational (no rounding at all), the scaling,
 // softmax and context in cpp_bin_float_50. Then four float results are judged against that
 // truth, each with a bound derived from the standard model of rounding (core/bounds.hpp):
 //   PyTorch's float32 and float64 results (tests/data/reference/, any summation order, FMA or
 //   not: gamma_n bounds hold for every order) and core's float and double results computed
-//   here at run time.
+//   here at run time. For tutorial 001 (inputs from core/torch.hpp's generator, bit-exact with
+//   PyTorch's) the PyTorch float64 results are those of tests/data/reference_001.hpp.
 // Where a step is exact in floating point (tutorial 000's integer sums), the test asks for ==.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/bounds.hpp>
 #include <qkv/core/matrix.hpp>
+#include <qkv/core/torch.hpp>
 #include <qkv/reference/attention.hpp>
 #include <qkv/reference/multiprecision.hpp>
 
+#include "../data/reference_001.hpp"
 #include "reference_data.hpp"
 
 namespace {
@@ -351,3 +356,74 @@ TEST_CASE("the reference's exact values and conversions") {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// tutorial 001: "Life is short, eat dessert first", the generator's embedding and weights;
+// column vectors (W x), scores / sqrt(24)
+
+namespace {
+
+template <class F>
+void check_tutorial_001(const char* precision) {
+  const std::string s = precision;
+  // torch.manual_seed(123); nn.Embedding(6, 16); the sentence's ids [0, 4, 5, 2, 1, 3]
+  qkv::torch::generator embedding_generator{123};
+  const auto embedding = embedding_generator.embedding<float, 6, 16>();
+  const auto E = qkv::torch::embedding_lookup(embedding, std::array<std::size_t, 6>{0, 4, 5, 2, 1, 3});
+  // torch.manual_seed(123) again; W_query, W_key = rand(24, 16), W_value = rand(28, 16)
+  qkv::torch::generator weight_generator{123};
+  const auto W_q = weight_generator.rand<float, 24, 16>();
+  const auto W_k = weight_generator.rand<float, 24, 16>();
+  const auto W_v = weight_generator.rand<float, 28, 16>();
+  // tokens as columns: X (16, 6)
+  const auto X = at_run_time(qkv::matrix_cast<F>(qkv::transposed(E)));
+  const auto truth = ref::self_attention(X, qkv::matrix_cast<F>(W_q), qkv::matrix_cast<F>(W_k),
+                                         qkv::matrix_cast<F>(W_v), qkv::columns, ref::scaling::divide_by_sqrt_dk());
+  const auto core = qkv::self_attention(X, qkv::matrix_cast<F>(W_q), qkv::matrix_cast<F>(W_k),
+                                        qkv::matrix_cast<F>(W_v), qkv::columns);
+
+  // projections: gamma_16 |x| |W|ᵀ
+  const auto Ed = qkv::matrix_cast<double>(E);
+  const auto dq = bounds::product_error<F>(Ed, qkv::transposed(qkv::matrix_cast<double>(W_q)));
+  const auto dk = bounds::product_error<F>(Ed, qkv::transposed(qkv::matrix_cast<double>(W_k)));
+  const auto dv = bounds::product_error<F>(Ed, qkv::transposed(qkv::matrix_cast<double>(W_v)));
+  expect_within(core.queries, truth.queries, dq, s + " queries (core)");
+  expect_within(core.keys, truth.keys, dk, s + " keys (core)");
+  expect_within(core.values, truth.values, dv, s + " values (core)");
+  // scores: gamma_24 (|q| + dq)(|k| + dk) + ...
+  const auto q = ref::to_double(truth.queries), k = ref::to_double(truth.keys);
+  const auto ds = bounds::product_error<F>(q, dq, qkv::transposed(k), qkv::transposed(dk));
+  expect_within(core.scores, truth.scores, ds, s + " omega (core)");
+  // scaled by the divisor sqrt(24) rounded to F (sqrt within 1 ulp), as in tutorial 004
+  constexpr double u = bounds::unit_roundoff<F>();
+  const auto s_abs = bounds::abs(ref::to_double(truth.scores));
+  matrix<double, 6, 6> dscaled;
+  for (std::size_t i = 0; i < 36; ++i) dscaled.v[i] = (ds.v[i] + 3 * u * s_abs.v[i]) / 4.898979485566356 * (1 + 3 * u);
+  expect_within(core.scaled_scores, truth.scaled_scores, dscaled, s + " omega / sqrt(24) (core)");
+  const auto w = ref::to_double(truth.weights);
+  const auto dw = bounds::softmax_rows_error<F>(ref::to_double(truth.scaled_scores), w, dscaled);
+  expect_within(core.weights, truth.weights, dw, s + " attention weights (core)");
+  const auto dout = bounds::product_error<F>(w, dw, ref::to_double(truth.values), dv);
+  expect_within(core.context, truth.context, dout, s + " context (core)");
+
+  if constexpr (std::is_same_v<F, double>) {
+    // PyTorch's float64 run on the same float32 inputs (tests/data/reference_001.hpp)
+    namespace pt = qkv_test::reference_001;
+    expect_within(matrix<double, 6, 24>(pt::queries), truth.queries, dq, "float64 queries (PyTorch)");
+    expect_within(matrix<double, 6, 24>(pt::keys), truth.keys, dk, "float64 keys (PyTorch)");
+    expect_within(matrix<double, 6, 28>(pt::values), truth.values, dv, "float64 values (PyTorch)");
+    expect_within(matrix<double, 6, 6>(pt::omega), truth.scores, ds, "float64 omega (PyTorch)");
+    expect_within(matrix<double, 6, 6>(pt::attention_weights), truth.weights, dw, "float64 attention weights (PyTorch)");
+    expect_within(matrix<double, 6, 28>(pt::context), truth.context, dout, "float64 context (PyTorch)");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tutorial 001 in float32 is within its derived bounds of the 50-digit truth") {
+  check_tutorial_001<float>("float32");
+}
+
+TEST_CASE("tutorial 001 in float64 (core and PyTorch) is within its derived bounds of the 50-digit truth") {
+  check_tutorial_001<double>("float64");
+}
