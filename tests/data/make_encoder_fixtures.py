@@ -13,7 +13,9 @@ and float64 runs start from the same numbers, exactly); expected values are the 
   sublayer), feed_forward_output (T, d), output (T, d).
 The layers run in training mode with dropout 0: PyTorch's math path (in eval mode under no_grad
 it takes the fused "fast path", torch._transformer_encoder_layer_fwd, which rounds differently
-and, inside nn.TransformerEncoder with a padding mask, returns 0 for padded rows).
+and, inside nn.TransformerEncoder with a padding mask, goes through a nested tensor and returns
+only the first rows, up to the longest unpadded length: measured, a (1, 5, 8) input with 2
+padding tokens gives a (1, 3, 8) output there, the same 3 rows as the math path to the bit).
 
 Also writes positional.json: the sinusoidal encoding of 100 positions x 8 dimensions, float64,
 computed as the PyTorch tutorial does (div_term = exp(arange(0, d, 2) * -(log(10000) / d))),
