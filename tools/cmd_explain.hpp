@@ -14,6 +14,7 @@
 #include "../examples/05_statquest_self_attention.cpp"
 #include "../examples/06_masking.cpp"
 #include "../examples/07_positional_encoding.cpp"
+#include "../examples/08_encoder_layer.cpp"
 #undef QKV_EXAMPLE_NO_MAIN
 
 namespace qkv::cli {
@@ -32,6 +33,7 @@ inline constexpr worked_example worked_examples[] = {
     {"statquest", "examples/05_statquest_self_attention.cpp", qkv::examples::statquest::walkthrough},
     {"masking", "examples/06_masking.cpp", qkv::examples::masking::walkthrough},
     {"positional_encoding", "examples/07_positional_encoding.cpp", qkv::examples::positional_encoding::walkthrough},
+    {"encoder_layer", "examples/08_encoder_layer.cpp", qkv::examples::encoder_layer::walkthrough},
 };
 
 inline int cmd_explain(const args& a) {

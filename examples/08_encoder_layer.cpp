@@ -1,0 +1,206 @@
+// 08_encoder_layer.cpp: one transformer encoder layer, then a stack, equal to PyTorch's nn.TransformerEncoderLayer.
+//
+// Tutorial 000 ends with the road from self-attention to a transformer. This walks it:
+//   torch.manual_seed(0)
+//   layer = nn.TransformerEncoderLayer(d_model=4, nhead=2, dim_feedforward=8, dropout=0.0, batch_first=True)
+//   x = torch.randn(1, 3, 4)
+//   layer(x)                                            # one layer
+//   nn.TransformerEncoder(layer, num_layers=2)(x)       # a stack of two copies, no final norm
+// The weights come from qkv's PyTorch-compatible generator after the same seed, drawn in the
+// order nn.TransformerEncoderLayer draws them (self_attn's initialisation, then linear1, then
+// linear2; the LayerNorms start at weight 1, bias 0), so they are PyTorch's to the bit. The layer
+// (post-norm: h = norm1(x + sa(x)), out = norm2(h + ff(h))) runs in the compiler and its output
+// is proven against PyTorch's float64 result, within a bound derived from float32 rounding
+// (core/encoder_bounds.hpp). The walkthrough then runs the same constexpr functions at a
+// realistic size at run time: d_model 512, 8 heads, dim_feedforward 2048, 64 tokens. PyTorch's numbers come from
+// tests/data/make_encoder_fixtures.py (tests/data/encoder/example_08.json).
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <vector>
+#include <algorithm>
+
+#include <qkv/core/check.hpp>
+#include <qkv/core/encoder.hpp>
+#include <qkv/core/encoder_bounds.hpp>
+#include <qkv/core/matrix.hpp>
+#include <qkv/core/torch.hpp>
+#include <qkv/io/print.hpp>
+
+namespace qkv::examples::encoder_layer {
+
+namespace check = qkv::check;
+using qkv::matrix;
+
+/// @brief nn.TransformerEncoderLayer(D, H, F)'s parameters as its __init__ draws them, in place:
+///   self_attn = nn.MultiheadAttention(D, H): out_proj = Linear(D, D) draws its weight and bias,
+///               then _reset_parameters: xavier_uniform_(in_proj_weight), both biases set to 0
+///   linear1 = nn.Linear(D, F), linear2 = nn.Linear(F, D): kaiming_uniform_ weight, uniform_ bias
+///   norm1, norm2 = nn.LayerNorm(D): weight 1, bias 0 (no draws)
+template <class T, std::size_t D, std::size_t H, std::size_t F>
+constexpr void draw_encoder_layer(qkv::torch::generator& gen, qkv::encoder_layer_parameters<T, D, H, F>& p) {
+  gen.linear_(std::span<T>(p.out_proj_weight.v), std::span<T>(p.out_proj_bias.v), D);
+  gen.xavier_uniform_(std::span<T>(p.in_proj_weight.v), D, 3 * D);
+  p.in_proj_bias = {};
+  p.out_proj_bias = {};
+  gen.linear_(std::span<T>(p.linear1_weight.v), std::span<T>(p.linear1_bias.v), D);
+  gen.linear_(std::span<T>(p.linear2_weight.v), std::span<T>(p.linear2_bias.v), F);
+  p.norm1 = {};
+  p.norm2 = {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// the small layer, in the compiler
+
+struct seeded_case {
+  qkv::encoder_layer_parameters<float, 4, 2, 8> layer;
+  matrix<float, 3, 4> x;
+};
+
+// torch.manual_seed(0); layer = ...; x = torch.randn(1, 3, 4)
+constexpr seeded_case small = [] {
+  seeded_case c;
+  qkv::torch::generator gen{0};
+  draw_encoder_layer(gen, c.layer);
+  c.x = gen.randn<float, 3, 4>();
+  return c;
+}();
+
+// the weights are PyTorch's, bit for bit (layer.state_dict(), the first and last element of each
+// tensor: a draw out of order would move them all)
+static_assert(small.layer.in_proj_weight(0, 0) == 0.22242416441440582f && small.layer.in_proj_weight(11, 3) == 0.14188958704471588f);
+static_assert(small.layer.out_proj_weight(0, 0) == -0.003743410110473633f && small.layer.out_proj_weight(3, 3) == 0.018521785736083984f);
+static_assert(small.layer.linear1_weight(0, 0) == 0.31018829345703125f && small.layer.linear1_bias(0, 7) == -0.38567835092544556f);
+static_assert(small.layer.linear2_weight(0, 0) == -0.01948065310716629f && small.layer.linear2_bias(0, 3) == -0.02556956559419632f);
+static_assert(small.layer.in_proj_bias == matrix<float, 1, 12>{} && small.layer.norm1.weight == qkv::filled<float, 1, 4>(1));
+// self_attn's draws are exactly those of nn.MultiheadAttention(4, 2) (core/torch.hpp)
+static_assert([] {
+  qkv::torch::generator gen{0};
+  const auto mha = gen.multihead_attention<float, 4, 2>();
+  return mha.in_proj_weight == small.layer.in_proj_weight && mha.out_proj_weight == small.layer.out_proj_weight;
+}());
+// x = torch.randn(1, 3, 4), drawn after the layer
+static_assert(small.x == matrix<float, 3, 4>{{{-1.3360486030578613f, 0.8870960474014282f, 0.7679574489593506f, 0.05711299926042557f},
+                                              {0.22395838797092438f, 0.551964282989502f, -0.5787979960441589f, 0.0177221167832613f},
+                                              {0.13182635605335236f, 1.0197668075561523f, -0.4468388855457306f, 0.4520224630832672f}}});
+
+// the layer, every step kept
+constexpr qkv::encoder_options<float> options{};  // relu, post-norm, eps 1e-5, no mask
+constexpr auto layer = qkv::encoder_layer_steps(small.x, small.layer, options);
+
+// By hand, the shapes: [q k v] = x W_inᵀ is (3, 12), split into three (3, 4), two heads of 2
+// columns each; each head's weights are (3, 3) and every row sums to 1 (within 3 roundings)
+static_assert(check::near(qkv::row_sums(layer.attention.weights[0]), qkv::filled<float, 3, 1>(1), 3 * 0x1p-24f));
+// post-norm ends with norm2 (weight 1, bias 0): every output row has mean 0 and variance 1 - eps/var,
+// so its 4 values sum to 0 (within 4 roundings of values below 2: 4 * 2 * 2^-24 = 5e-7)
+static_assert(check::near(qkv::row_sums(layer.output), matrix<float, 3, 1>{}, 5e-7f));
+
+// PyTorch's float64 output (the same float32 weights and x, converted), layer(x.double()):
+constexpr matrix<double, 3, 4> torch_layer_output{{{-1.5481367479897932, 1.117764472320686, 0.5765762424387557, -0.14620396676964856},
+                                                   {0.4863696913794265, 1.0057169533768706, -1.6512464887042377, 0.15915984394794064},
+                                                   {-0.1260937199889217, 1.2567835253725361, -1.5048469489491645, 0.3741571435655501}}};
+// our float32 output is within B_float32 + B_float64 of it: B_float32 bounds our rounding,
+// B_float64 PyTorch's own, each derived step by step (core/encoder_bounds.hpp: the projections'
+// gamma(K+1) sum |x||W|, the softmax's and LayerNorm's first-order sensitivities)
+constexpr auto layer_bound = qkv::bounds::encoder_layer_error<float>(layer, small.layer, options).output +
+                             qkv::bounds::encoder_layer_error<double>(layer, small.layer, options).output;
+static_assert(check::within(layer.output, torch_layer_output, layer_bound));
+// the bound is below 1e-4 here (worst cases all); the actual difference is about 1e-7
+static_assert(qkv::max_abs_difference(layer_bound, matrix<double, 3, 4>{}) < 1e-4);
+
+// a stack of two: nn.TransformerEncoder(layer, 2) deep-copies the layer, so both start the same
+constexpr auto stack = qkv::encoder_steps(small.x, qkv::clones<2>(small.layer), options);
+static_assert(stack.layers[0].output == layer.output);
+constexpr matrix<double, 3, 4> torch_stack_output{{{-1.3792972800755205, 1.3893480095980504, 0.2840637623575841, -0.2941144918801136},
+                                                   {0.6476344157144738, 0.8879213525398494, -1.6658785407024896, 0.1303227724481663},
+                                                   {0.15857701159482898, 1.1548294068551022, -1.5997487014702598, 0.28634228302032844}}};
+// the second layer's input carries the first one's error bound, which it passes on
+constexpr auto stack_bound = qkv::bounds::encoder_error<float>(stack, qkv::clones<2>(small.layer), options) +
+                             qkv::bounds::encoder_error<double>(stack, qkv::clones<2>(small.layer), options);
+static_assert(check::within(stack.output, torch_stack_output, stack_bound));
+
+// ---------------------------------------------------------------------------------------------
+// a realistic size at run time: d_model 512, 8 heads, dim_feedforward 2048, 64 tokens
+
+namespace realistic {
+
+constexpr std::size_t T_len = 64, D = 512, H = 8, F = 2048;
+
+// PyTorch's float64 results (layer(x.double()) and the 2-layer stack's), rows 0 and 1, columns 0..7
+constexpr matrix<double, 2, 8> torch_layer_rows{{{-0.7392940635264824, -0.04186834740728978, -0.8618934700516637, 1.2449855090512452,
+                                                  0.9599435756555198, 2.86301303180518, -0.36799357522237636, -1.5704204095363645},
+                                                 {1.2242408499493798, 0.33762574389586214, 0.533178915030931, 0.6113226105276913,
+                                                  -1.1733929100129519, 0.95211338905373, -1.3831375643895156, -0.6037828355825363}}};
+constexpr matrix<double, 1, 8> torch_layer_last_row{{{-0.6315637695300493, -0.9447093117499197, -0.9826243745167293,
+                                                      -0.7756665918774429, -1.3766271838913913, -0.37686155483804723,
+                                                      -1.5966788474447091, -0.1542866251931822}}};
+constexpr matrix<double, 2, 8> torch_stack_rows{{{-0.6143843029841471, -0.36090613050722237, -1.1827567045921716, 1.1183633439089762,
+                                                  1.0728960527929017, 2.927770897486183, -0.11672337332048202, -0.979221560972896},
+                                                 {1.1163131077754125, 0.3841156540699258, 0.3488054507632493, 0.5692156973070754,
+                                                  -1.25223986667949, 0.7384579708289455, -1.343951086052538, -0.42921239578795756}}};
+
+/// the largest |ours - PyTorch float64| over the given rows (row0 .. row0 + R - 1, columns 0 .. C - 1)
+template <std::size_t R, std::size_t C>
+inline double max_difference(const matrix<float, T_len, D>& ours, std::size_t row0, const matrix<double, R, C>& torch) {
+  double worst = 0;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) worst = std::max(worst, std::abs(double(ours(row0 + i, j)) - torch(i, j)));
+  return worst;
+}
+
+struct state {  // 25 MB of weights and 8 MB of steps: on the heap
+  qkv::encoder_parameters<float, D, H, F, 2> layers;
+  matrix<float, T_len, D> x;
+  qkv::encoder_result<float, T_len, D, H, F, 2> r;
+};
+
+inline void walkthrough() {
+  // the weights and x drawn as PyTorch draws them (at run time: 3.1 million numbers), then the
+  // same constexpr functions as above, run at run time
+  auto s = std::make_unique<state>();
+  qkv::torch::generator gen{0};
+  draw_encoder_layer(gen, s->layers.layers[0]);
+  s->layers.layers[1] = s->layers.layers[0];        // nn.TransformerEncoder's copy
+  gen.normal_(std::span<float>(s->x.v), 0.0, 1.0);  // torch.randn(1, 64, 512)
+  qkv::encoder_into(s->x, s->layers, options, matrix<bool, 1, T_len>{}, s->r);
+  const auto& l = s->r.layers[0].output;
+  std::printf("At run time: nn.TransformerEncoderLayer(512, 8, 2048), 64 tokens, weights and x from manual_seed(0), float32:\n");
+  std::printf("  max |ours - PyTorch float64|, layer output rows 0, 1 and 63 (24 values): %.3g\n",
+              std::max(max_difference(l, 0, torch_layer_rows), max_difference(l, T_len - 1, torch_layer_last_row)));
+  std::printf("  max |ours - PyTorch float64|, 2-layer stack rows 0 and 1 (16 values):      %.3g\n",
+              max_difference(s->r.output, 0, torch_stack_rows));
+  std::printf("  output[0, :4] = [%.7f, %.7f, %.7f, %.7f]\n", double(l(0, 0)), double(l(0, 1)), double(l(0, 2)), double(l(0, 3)));
+}
+
+}  // namespace realistic
+
+inline void walkthrough() {
+  using qkv::io::torch_str;
+  std::cout << "A transformer encoder layer, proven at compile time against PyTorch\n\n"
+            << "torch.manual_seed(0)\n"
+            << "layer = nn.TransformerEncoderLayer(d_model=4, nhead=2, dim_feedforward=8, dropout=0.0, batch_first=True)\n"
+            << "x = torch.randn(1, 3, 4)\n" << torch_str(small.x) << "\n\n"
+            << "self_attn.in_proj_weight (xavier_uniform_)\n" << torch_str(small.layer.in_proj_weight) << "\n"
+            << "linear1.weight\n" << torch_str(small.layer.linear1_weight) << "\n\n"
+            << "q, k, v = x W_inᵀ split in three; head 0 weights softmax(q_0 k_0ᵀ / sqrt 2)\n"
+            << torch_str(layer.attention.weights[0]) << "\n"
+            << "sa(x) = concat(heads) W_outᵀ + b_out\n" << torch_str(layer.attention_output) << "\n"
+            << "h = norm1(x + sa(x))\n" << torch_str(layer.hidden) << "\n"
+            << "ff(h) = linear2(relu(linear1(h)))\n" << torch_str(layer.feed_forward.output) << "\n"
+            << "layer(x) = norm2(h + ff(h))\n" << torch_str(layer.output) << "\n"
+            << "(PyTorch float64: within " << qkv::max_abs_difference(layer_bound, matrix<double, 3, 4>{})
+            << ", a derived bound; the difference is " << qkv::max_abs_difference(qkv::matrix_cast<double>(layer.output), torch_layer_output)
+            << ")\n\n"
+            << "nn.TransformerEncoder(layer, num_layers=2)(x)\n" << torch_str(stack.output) << "\n\n";
+  realistic::walkthrough();
+}
+
+}  // namespace qkv::examples::encoder_layer
+
+#ifndef QKV_EXAMPLE_NO_MAIN
+int main() { qkv::examples::encoder_layer::walkthrough(); }
+#endif
