@@ -30,6 +30,19 @@ namespace qkv::examples::positional_encoding {
 namespace check = qkv::check;
 using qkv::matrix;
 
+/// printf-style formatting written through std::cout, so that `qkv explain` (which captures
+/// std::cout) keeps the order of the lines
+template <class... A>
+inline void say(const char* format, A... args) {
+  if constexpr (sizeof...(A) == 0) {
+    std::cout << format;
+  } else {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, format, args...);
+    std::cout << buf;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // a 4-dimensional encoding, by hand
 
@@ -187,11 +200,11 @@ inline void walkthrough() {
     for (std::size_t j = 0; j < d; ++j) dotp += pe[p * d + j] * pe[(p + k) * d + j];
     worst_shift = std::max(worst_shift, std::abs(dotp - expected));
   }
-  std::printf("At run time: %zu positions x %zu dimensions\n", positions, d);
-  std::printf("  largest | |PE(p)|^2 - d/2 |:                 %.3g\n", worst_norm);
-  std::printf("  largest | PE(p) . PE(p+%zu) - sum cos(%zu w_i) |: %.3g (the same for every p)\n", k, k, worst_shift);
-  std::printf("  largest |qkv::sin/cos - libm's|:              %.3g\n", worst_libm);
-  std::printf("  PE(2047, 0..3) = [%.7f, %.7f, %.7f, %.7f] (float32: %.7f ...)\n", pe[2047 * d], pe[2047 * d + 1],
+  say("At run time: %zu positions x %zu dimensions\n", positions, d);
+  say("  largest | |PE(p)|^2 - d/2 |:                 %.3g\n", worst_norm);
+  say("  largest | PE(p) . PE(p+%zu) - sum cos(%zu w_i) |: %.3g (the same for every p)\n", k, k, worst_shift);
+  say("  largest |qkv::sin/cos - libm's|:              %.3g\n", worst_libm);
+  say("  PE(2047, 0..3) = [%.7f, %.7f, %.7f, %.7f] (float32: %.7f ...)\n", pe[2047 * d], pe[2047 * d + 1],
               pe[2047 * d + 2], pe[2047 * d + 3], double(pe32[2047 * d]));
   // each sum has d terms of size <= 1 in double: within d u = 6e-14, plus the values' own
   // errors (a few ulp of each sine and cosine, and the angle's rounding: 2 pos u, below 1e-12)
@@ -208,10 +221,9 @@ inline void walkthrough() {
             << qkv::dot(qkv::row(pe4, 3), qkv::row(pe4, 5)) << "\n\n"
             << "d_model = 20, dimensions 4..7 at positions 0, 10, 50, 99:\n";
   for (std::size_t p : {0, 10, 50, 99}) {
-    std::printf("  pos %2zu: [% .7f, % .7f, % .7f, % .7f]\n", p, double(figure(p, 4)), double(figure(p, 5)),
+    say("  pos %2zu: [% .7f, % .7f, % .7f, % .7f]\n", p, double(figure(p, 4)), double(figure(p, 5)),
                 double(figure(p, 6)), double(figure(p, 7)));
   }
-  std::fflush(stdout);
   const std::string path = "07_positional_encoding.svg";
   qkv::io::write_text_file(path, figure_svg());
   std::cout << "wrote " << path << " (dimensions 4 to 7 over 100 positions)\n\n";

@@ -36,6 +36,19 @@ namespace qkv::examples::encoder_layer {
 namespace check = qkv::check;
 using qkv::matrix;
 
+/// printf-style formatting written through std::cout, so that `qkv explain` (which captures
+/// std::cout) keeps the order of the lines
+template <class... A>
+inline void say(const char* format, A... args) {
+  if constexpr (sizeof...(A) == 0) {
+    std::cout << format;
+  } else {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, format, args...);
+    std::cout << buf;
+  }
+}
+
 /// @brief nn.TransformerEncoderLayer(D, H, F)'s parameters as its __init__ draws them, in place:
 ///   self_attn = nn.MultiheadAttention(D, H): out_proj = Linear(D, D) draws its weight and bias,
 ///               then _reset_parameters: xavier_uniform_(in_proj_weight), both biases set to 0
@@ -168,12 +181,12 @@ inline void walkthrough() {
   gen.normal_(std::span<float>(s->x.v), 0.0, 1.0);  // torch.randn(1, 64, 512)
   qkv::encoder_into(s->x, s->layers, options, matrix<bool, 1, T_len>{}, s->r);
   const auto& l = s->r.layers[0].output;
-  std::printf("At run time: nn.TransformerEncoderLayer(512, 8, 2048), 64 tokens, weights and x from manual_seed(0), float32:\n");
-  std::printf("  max |ours - PyTorch float64|, layer output rows 0, 1 and 63 (24 values): %.3g\n",
+  say("At run time: nn.TransformerEncoderLayer(512, 8, 2048), 64 tokens, weights and x from manual_seed(0), float32:\n");
+  say("  max |ours - PyTorch float64|, layer output rows 0, 1 and 63 (24 values): %.3g\n",
               std::max(max_difference(l, 0, torch_layer_rows), max_difference(l, T_len - 1, torch_layer_last_row)));
-  std::printf("  max |ours - PyTorch float64|, 2-layer stack rows 0 and 1 (16 values):      %.3g\n",
+  say("  max |ours - PyTorch float64|, 2-layer stack rows 0 and 1 (16 values):      %.3g\n",
               max_difference(s->r.output, 0, torch_stack_rows));
-  std::printf("  output[0, :4] = [%.7f, %.7f, %.7f, %.7f]\n", double(l(0, 0)), double(l(0, 1)), double(l(0, 2)), double(l(0, 3)));
+  say("  output[0, :4] = [%.7f, %.7f, %.7f, %.7f]\n", double(l(0, 0)), double(l(0, 1)), double(l(0, 2)), double(l(0, 3)));
 }
 
 }  // namespace realistic
