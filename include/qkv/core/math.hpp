@@ -31,6 +31,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -387,7 +388,118 @@ struct pio2_reduced {
   return {y0, (r - y0) - w, n};
 }
 
-[[nodiscard]] constexpr pio2_reduced rem_pio2(double x) { return rem_pio2_medium(x); }
+// 2/pi in binary, 32 bits per word, from the first bit after the point:
+// 2/pi = 0.a2f9836e 4e441529 fc2757d1 ... (hex). 1280 bits: enough for the largest double,
+// whose reduction needs the bits from 2^-970 to 2^-1194.
+inline constexpr std::uint32_t two_over_pi_bits[40] = {
+    0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0, 0xdb629599, 0x3c439041,
+    0xfe5163ab, 0xdebbc561, 0xb7246e3a, 0x424dd2e0, 0x06492eea, 0x09d1921c,
+    0xfe1deb1c, 0xb129a73e, 0xe88235f5, 0x2ebb4484, 0xe99c7026, 0xb45f7e41,
+    0x3991d639, 0x835339f4, 0x9c845f8b, 0xbdf9283b, 0x1ff897ff, 0xde05980f,
+    0xef2f118b, 0x5a0a6d1f, 0x6d367ecf, 0x27cb09b7, 0x4f463f66, 0x9e5fea2d,
+    0x7527bac7, 0xebe5f17b, 0x3d0739f7, 0x8a5292ea, 0x6bfb5fb1, 0x1f8d5d08,
+    0x56033046, 0xfc7b6bab, 0xf0cfbc20, 0x9af4361d};
+
+// a*b = p + err exactly (Dekker's product with Veltkamp's split; no fma, no overflow here)
+struct double_double {
+  double hi, lo;
+};
+[[nodiscard]] constexpr double_double split(double a) {
+  const double c = 134217729.0 * a;  // 2^27 + 1
+  const double hi = c - (c - a);
+  return {hi, a - hi};
+}
+[[nodiscard]] constexpr double_double two_product(double a, double b) {
+  const double p = a * b;
+  const double_double sa = split(a), sb = split(b);
+  const double err = ((sa.hi * sb.hi - p) + sa.hi * sb.lo + sa.lo * sb.hi) + sa.lo * sb.lo;
+  return {p, err};
+}
+
+// bits [pos, pos + count) of a little-endian array of 32-bit words, count <= 64, whole words
+// at a time (a bit loop would cost clang's constant evaluator thousands of steps per call)
+template <std::size_t N>
+[[nodiscard]] constexpr std::uint64_t bits_at(const std::uint32_t (&w)[N], int pos, int count) {
+  const int i = pos / 32, o = pos % 32;
+  const auto word = [&](int k) -> std::uint64_t { return k < static_cast<int>(N) ? w[k] : 0u; };
+  const std::uint64_t lo = word(i) | (word(i + 1) << 32);  // bits [32 i, 32 i + 64)
+  std::uint64_t r = lo >> o;
+  if (o != 0) r |= word(i + 2) << (64 - o);
+  return count == 64 ? r : r & ((std::uint64_t{1} << count) - 1);
+}
+
+// Payne-Hanek for |x| >= 2^20 pi/2 (x positive here): with x = m 2^e (m a 53-bit integer),
+// x 2/pi mod 4 needs only the bits of 2/pi from 2^-(e-1) on (earlier ones give multiples of 4).
+// A 224-bit window W of them times m, exactly in integers, gives n mod 4 and 128 bits of the
+// fraction, to within 2^-138; the closest a double comes to a multiple of pi/2 is ~2^-61 (Kahan,
+// McDonald), so at least 70 bits of the remainder are right. The fraction times pi/2 (a
+// double-double) is y0 + y1.
+[[nodiscard]] constexpr pio2_reduced rem_pio2_large(double x) {
+  const std::uint64_t b = to_bits(x);
+  const std::uint64_t m = (b & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+  const int e = static_cast<int>((b >> 52) & 0x7ff) - 1075;  // x = m 2^e, e >= -32 here
+  const int k0 = e - 1 > 1 ? e - 1 : 1;                       // first bit of 2/pi that counts
+  const int i0 = (k0 - 1) / 32;                               // its word
+  // window, little-endian: w[6] = two_over_pi_bits[i0], ..., w[0] = two_over_pi_bits[i0 + 6]
+  std::uint32_t w[7]{};
+  for (int j = 0; j < 7; ++j) w[j] = two_over_pi_bits[i0 + 6 - j];
+  // P = m W, 53 + 224 bits in 9 words (schoolbook, 32-bit limbs)
+  const std::uint32_t mw[2] = {static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(m >> 32)};
+  std::uint32_t prod[9]{};
+  for (int i = 0; i < 2; ++i) {
+    std::uint64_t carry = 0;
+    for (int j = 0; j < 7; ++j) {
+      const std::uint64_t t = std::uint64_t{mw[i]} * w[j] + prod[i + j] + carry;
+      prod[i + j] = static_cast<std::uint32_t>(t);
+      carry = t >> 32;
+    }
+    prod[i + 7] = static_cast<std::uint32_t>(carry);
+  }
+  // x 2/pi = P 2^-sh (mod 4), sh in [191, 256]
+  const int sh = 32 * i0 + 224 - e;
+  int n = static_cast<int>(bits_at(prod, sh, 2));
+  std::uint64_t f_hi = bits_at(prod, sh - 64, 64), f_lo = bits_at(prod, sh - 128, 64);
+  bool negative = false;
+  if ((f_hi >> 63) != 0) {  // fraction >= 1/2: take the next quadrant, fraction - 1
+    n += 1;
+    negative = true;
+    f_lo = ~f_lo + 1;
+    f_hi = ~f_hi + (f_lo == 0 ? 1u : 0u);
+  }
+  if (f_hi == 0 && f_lo == 0) return {0.0, 0.0, n};
+  // normalise the 128-bit magnitude, then split it into two 53-bit doubles
+  int z = 0;
+  if (f_hi == 0) {
+    f_hi = f_lo;
+    f_lo = 0;
+    z = 64;
+  }
+  const int s = std::countl_zero(f_hi);
+  if (s > 0) {
+    f_hi = (f_hi << s) | (f_lo >> (64 - s));
+    f_lo <<= s;
+  }
+  z += s;  // fraction = (f_hi 2^64 + f_lo) 2^(-128 - z), top bit of f_hi set
+  const double fh = static_cast<double>(f_hi >> 11) * two_to(-53 - z);
+  const double fl =
+      static_cast<double>(((f_hi & 0x7ff) << 42) | (f_lo >> 22)) * two_to(-106 - z);
+  // y = fraction pi/2 with pi/2 = pio2_hi + pio2_lo
+  constexpr double pio2_hi = 0x1.921fb54442d18p+0, pio2_lo = 0x1.1a62633145c07p-54;
+  const double_double p = two_product(fh, pio2_hi);
+  const double tail = p.lo + (fh * pio2_lo + fl * pio2_hi);
+  const double y0 = p.hi + tail;
+  const double y1 = tail - (y0 - p.hi);
+  return negative ? pio2_reduced{-y0, -y1, n} : pio2_reduced{y0, y1, n};
+}
+
+// x = n pi/2 + y0 + y1: the medium path below 2^20 pi/2, Payne-Hanek above; odd in x
+[[nodiscard]] constexpr pio2_reduced rem_pio2(double x) {
+  const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  if (ix < 0x413921fbu) return rem_pio2_medium(x);
+  if (x > 0) return rem_pio2_large(x);
+  const pio2_reduced r = rem_pio2_large(-x);
+  return {-r.y0, -r.y1, -r.n};
+}
 
 [[nodiscard]] constexpr double sin_check(double x) {
   if (is_nan(x)) return x;
