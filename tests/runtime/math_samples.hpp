@@ -129,6 +129,33 @@ constexpr T trig_argument(splitmix64& g, std::uint64_t i) {
   }
 }
 
+// tanh: |x| < 22 (beyond, tanh(x) rounds to +-1), every binade down to the subnormals, and
+// |x| in [0.5, 1], where E / (E + 2) would amplify an error in E = e^2x - 1 the most
+template <class T>
+constexpr T tanh_argument(splitmix64& g, std::uint64_t i) {
+  switch (i % 10) {
+    case 0: case 1: case 2: return static_cast<T>(g.uniform(-22.0, 22.0));
+    case 3: case 4: return random_sign(g, uniform_bits<T>(g, T(0), T(22)));
+    case 5: case 6: return random_sign(g, static_cast<T>(g.uniform(0.5, 1.0)));
+    case 7: return random_sign(g, uniform_bits<T>(g, std::numeric_limits<T>::denorm_min(), T(0x1p-20)));
+    default: return static_cast<T>(g.uniform(-4.0, 4.0));
+  }
+}
+
+// erf: |x| < 6 (beyond, erf(x) rounds to +-1), every binade down to the subnormals, and both
+// sides of 2, where the series gives way to the continued fraction
+template <class T>
+constexpr T erf_argument(splitmix64& g, std::uint64_t i) {
+  switch (i % 10) {
+    case 0: case 1: case 2: return static_cast<T>(g.uniform(-6.0, 6.0));
+    case 3: case 4: return random_sign(g, uniform_bits<T>(g, T(0), T(6)));
+    case 5: case 6: return static_cast<T>(g.uniform(-2.5, 2.5));
+    case 7: return random_sign(g, uniform_bits<T>(g, std::numeric_limits<T>::denorm_min(), T(0x1p-20)));
+    case 8: return random_sign(g, static_cast<T>(g.uniform(1.9, 2.1)));
+    default: return static_cast<T>(g.uniform(-1.0, 1.0));
+  }
+}
+
 // any finite number, every binade equally likely (for sin and cos beyond 10^4)
 template <class T>
 constexpr T any_finite(splitmix64& g) {

@@ -1,4 +1,4 @@
-// math.hpp: constexpr exp, log, sqrt, sin, cos and an exactly rounded fma, for float and double.
+// math.hpp: constexpr exp, log, sqrt, sin, cos, tanh, erf and an exactly rounded fma, for float and double.
 //
 // Why: std::exp and friends are not constexpr on clang (g++ folds them with MPFR, a GCC
 // extension), so the library carries its own. The same code runs at compile time and at run
@@ -6,7 +6,8 @@
 // Nothing here switches on std::is_constant_evaluated().
 //
 // Accuracy (measured by tests/runtime/math_accuracy_test.cpp against Boost cpp_bin_float_50,
-// numbers in docs/numerics.md): exp, log, sin, cos < 1 ulp; sqrt and fma correctly rounded.
+// numbers in docs/numerics.md): exp, log, sin, cos, tanh, erf < 1 ulp; sqrt and fma correctly
+// rounded.
 //
 // The algorithms are those of fdlibm as kept in FreeBSD's msun (Sun Microsystems, 1993-2004,
 // "Permission to use, copy, modify, and distribute this software is freely granted, provided
@@ -18,6 +19,9 @@
 //        bits) for |x| < 2^20 pi/2, and a Payne-Hanek reduction with 2/pi's bits otherwise
 //   sqrt an exact integer square root (e_sqrt.c's integer test, Newton for the first guess),
 //        correctly rounded
+//   tanh E/(E + 2) with E = e^2|x| - 1 (s_tanh.c's form), in double-double arithmetic
+//   erf  A&S 7.1.6 series with positive terms (|x| < 2) and 7.1.14 continued fraction for erfc
+//        (2 <= |x| < 6), in double-double where it matters
 //   fma  musl's src/math/fma.c (Szabolcs Nagy, 2018, MIT): exact 106-bit product in integers,
 //        aligned addition with a sticky bit, one rounding at the end
 // float versions evaluate in double and round once: the double result is within 1 ulp of
@@ -565,6 +569,173 @@ template <std::size_t N>
   return static_cast<float>(cos_check(static_cast<double>(x)));
 }
 
+// --- double-double arithmetic (Dekker 1971; Knuth, TAOCP vol. 2, 4.2.2) ---------------------
+//
+// hi + lo with |lo| <= ulp(hi)/2: about 106 bits, from error-free transformations of double
+// operations. Used where a result must be right to well beyond double before its one rounding.
+
+// a + b = s + err exactly (Knuth's two-sum, any order of magnitude)
+[[nodiscard]] constexpr double_double two_sum(double a, double b) {
+  const double s = a + b;
+  const double bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+
+// the same when |a| >= |b| (Dekker's fast two-sum)
+[[nodiscard]] constexpr double_double fast_two_sum(double a, double b) {
+  const double s = a + b;
+  return {s, b - (s - a)};
+}
+
+[[nodiscard]] constexpr double_double dd_add(double_double a, double_double b) {
+  double_double s = two_sum(a.hi, b.hi);
+  const double_double t = two_sum(a.lo, b.lo);
+  s.lo += t.hi;
+  s = fast_two_sum(s.hi, s.lo);
+  s.lo += t.lo;
+  return fast_two_sum(s.hi, s.lo);
+}
+
+[[nodiscard]] constexpr double_double dd_mul(double_double a, double_double b) {
+  double_double p = two_product(a.hi, b.hi);
+  p.lo += a.hi * b.lo + a.lo * b.hi;
+  return fast_two_sum(p.hi, p.lo);
+}
+
+// a / b: a first quotient, then the quotients of the exact remainders
+[[nodiscard]] constexpr double_double dd_div(double_double a, double_double b) {
+  const double q1 = a.hi / b.hi;
+  const double_double r = dd_add(a, dd_mul(b, {-q1, 0.0}));
+  const double q2 = r.hi / b.hi;
+  const double_double r2 = dd_add(r, dd_mul(b, {-q2, 0.0}));
+  return dd_add(fast_two_sum(q1, q2), {r2.hi / b.hi, 0.0});
+}
+
+// a / b for a double b: the quotient, then the quotient of the exact remainder
+[[nodiscard]] constexpr double_double dd_div(double_double a, double b) {
+  const double q1 = a.hi / b;
+  const double_double p = two_product(q1, b);
+  const double r = ((a.hi - p.hi) - p.lo) + a.lo;
+  return fast_two_sum(q1, r / b);
+}
+
+[[nodiscard]] constexpr double_double dd_scale(double_double a, int k) {  // a 2^k, no overflow
+  return {a.hi * two_to(k), a.lo * two_to(k)};
+}
+
+// e^a - 1 and the exponent k, for a double-double a with |a| < 700: a = k ln2 + r,
+// |r| <= ln2/2 + tiny, and e^r - 1 = r (1 + r/2 (1 + r/3 (... (1 + r/22)))) in double-double
+// (Taylor: r^23/23! < 2^-102 r). ln2 = L1 + L2 + L3 with L1 of 40 bits, so k L1 is exact.
+struct expm1_reduced {
+  double_double em1;  // e^r - 1
+  int k;
+};
+
+[[nodiscard]] constexpr expm1_reduced exp_dd_reduce(double_double a) {
+  constexpr double L1 = 0x1.62e42fefa4000p-1, L2 = -0x1.8432a1b0e2634p-43,
+                   L3 = 0x1.f97b57a079a19p-103;
+  constexpr double inv_ln2 = 0x1.71547652b82fep+0;
+  constexpr double to_int = 0x1.8p52;
+  const double kd = (a.hi * inv_ln2 + to_int) - to_int;
+  double_double r = dd_add(two_sum(a.hi, -kd * L1), {a.lo, 0.0});
+  r = dd_add(r, two_product(-kd, L2));
+  r = dd_add(r, {-kd * L3, 0.0});
+  double_double p{1.0, 0.0};
+  for (int n = 22; n >= 2; --n) p = dd_add({1.0, 0.0}, dd_div(dd_mul(r, p), static_cast<double>(n)));
+  return {dd_mul(r, p), static_cast<int>(kd)};
+}
+
+// e^a as a double-double, |a| < 700 and the result normal
+[[nodiscard]] constexpr double_double exp_dd(double_double a) {
+  const expm1_reduced e = exp_dd_reduce(a);
+  return dd_scale(dd_add({1.0, 0.0}, e.em1), e.k);
+}
+
+// e^u - 1 as a double-double, for 0 <= u < 700: 2^k (e^r - 1) + 2^k - 1 (just e^r - 1 for k = 0)
+[[nodiscard]] constexpr double_double expm1_dd(double u) {
+  const expm1_reduced e = exp_dd_reduce({u, 0.0});
+  if (e.k == 0) return e.em1;
+  return dd_add(dd_add(dd_scale(e.em1, e.k), {two_to(e.k), 0.0}), {-1.0, 0.0});
+}
+
+// --- tanh ---------------------------------------------------------------------------------------
+//
+// tanh(x) = E / (E + 2) with E = e^(2|x|) - 1 (the form of fdlibm s_tanh.c), but E and the
+// quotient in double-double, so the one rounding at the end is the only one that counts
+// (fdlibm's double version reaches 2 ulp near |x| = 0.55, where E + 2 amplifies E's error).
+// |x| < 2^-28: tanh(x) = x (x^3/3 is below half an ulp); |x| >= 22: tanh(x) = +-1 (1 - tanh(22)
+// = 2 e^-44 is below half an ulp of 1).
+[[nodiscard]] constexpr double tanh_check(double x) {
+  if (is_nan(x)) return x;
+  const double ax = x < 0 ? -x : x;
+  if (ax < 0x1p-28) return x;  // also +-0 and subnormals
+  if (ax >= 22.0) return x < 0 ? -1.0 : 1.0;  // also +-inf
+  const double_double e = expm1_dd(2.0 * ax);
+  const double_double q = dd_div(e, dd_add(e, {2.0, 0.0}));
+  const double t = q.hi + q.lo;
+  return x < 0 ? -t : t;
+}
+[[nodiscard]] constexpr float tanh_check(float x) {
+  return static_cast<float>(tanh_check(static_cast<double>(x)));
+}
+
+// --- erf ----------------------------------------------------------------------------------------
+//
+// |x| < 2^-28: erf(x) = 2x/sqrt(pi) (the next term, x^3/3, is below half an ulp), scaled by
+// 2^200 first so that a subnormal result is rounded once.
+// |x| < 2: the series with positive terms (Abramowitz & Stegun 7.1.6)
+//   erf(x) = 2/sqrt(pi) e^(-x^2) sum_n 2^n x^(2n+1) / (1 3 5 ... (2n+1)),
+//   summed in double-double until a term is below 2^-106 of the sum (at most 46 terms).
+// 2 <= |x| < 6: erf(x) = 1 - erfc(x), with erfc by its continued fraction (A&S 7.1.14)
+//   erfc(x) = e^(-x^2)/sqrt(pi) 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))),
+//   64 levels evaluated backwards in double: erfc(x) <= 0.0047 there, so its relative error of
+//   ~2^-50 is below 2^-57 absolute, a tenth of an ulp of erf.
+// |x| >= 6: erf(x) = +-1 (erfc(6) = 2.2e-17 is below half an ulp of 1).
+inline constexpr double_double two_over_sqrt_pi{0x1.20dd750429b6dp+0, 0x1.1ae3a914fed80p-56};
+
+[[nodiscard]] constexpr double erf_series(double ax) {  // 2^-28 <= ax < 2
+  const double_double x2 = two_product(ax, ax);
+  const double_double two_x2 = {2.0 * x2.hi, 2.0 * x2.lo};
+  double_double term{ax, 0.0}, sum{ax, 0.0};
+  for (int n = 1; n < 64; ++n) {
+    term = dd_div(dd_mul(term, two_x2), static_cast<double>(2 * n + 1));
+    sum = dd_add(sum, term);
+    if (term.hi < sum.hi * 0x1p-106) break;
+  }
+  const double_double r = dd_mul(dd_mul(two_over_sqrt_pi, exp_dd({-x2.hi, -x2.lo})), sum);
+  return r.hi + r.lo;
+}
+
+[[nodiscard]] constexpr double erfc_fraction(double ax) {  // 2 <= ax < 6
+  double t = 0.0;
+  for (int n = 64; n >= 1; --n) t = (0.5 * n) / (ax + t);
+  const double_double x2 = two_product(ax, ax);
+  const double_double e = exp_dd({-x2.hi, -x2.lo});
+  return (e.hi + e.lo) * (0.5 * two_over_sqrt_pi.hi) / (ax + t);
+}
+
+[[nodiscard]] constexpr double erf_check(double x) {
+  if (is_nan(x)) return x;
+  const double ax = x < 0 ? -x : x;
+  if (x == 0.0) return x;  // +-0
+  if (ax < 0x1p-28) {
+    const double_double p = dd_mul(two_over_sqrt_pi, {x * 0x1p200, 0.0});
+    return (p.hi + p.lo) * 0x1p-200;  // subnormals included
+  }
+  double r = 0.0;
+  if (ax < 2.0) {
+    r = erf_series(ax);
+  } else if (ax < 6.0) {
+    r = 1.0 - erfc_fraction(ax);
+  } else {
+    r = 1.0;  // also +-inf
+  }
+  return x < 0 ? -r : r;
+}
+[[nodiscard]] constexpr float erf_check(float x) {
+  return static_cast<float>(erf_check(static_cast<double>(x)));
+}
+
 // --- fma (musl fma.c): a*b + c with one rounding, in integers ---------------------------------
 //
 // Each operand as m 2^e with m in [2^53, 2^54) (top 10 bits and bit 0 of a 64-bit word are 0);
@@ -711,6 +882,14 @@ template <class T>
 [[nodiscard]] constexpr double cos(double x) { return detail::cos_check(x); }
 [[nodiscard]] constexpr float cos(float x) { return detail::cos_check(x); }
 
+/// @brief hyperbolic tangent, within 1 ulp; tanh(+-0) = +-0, tanh(+-inf) = +-1.
+[[nodiscard]] constexpr double tanh(double x) { return detail::tanh_check(x); }
+[[nodiscard]] constexpr float tanh(float x) { return detail::tanh_check(x); }
+
+/// @brief the error function 2/sqrt(pi) int_0^x e^(-t^2) dt, within 1 ulp; erf(+-inf) = +-1.
+[[nodiscard]] constexpr double erf(double x) { return detail::erf_check(x); }
+[[nodiscard]] constexpr float erf(float x) { return detail::erf_check(x); }
+
 /// @brief a*b + c rounded once (to nearest, ties to even), as IEEE 754 fusedMultiplyAdd,
 /// emulated with integers: no hardware fma, same bits at compile time and at run time.
 [[nodiscard]] constexpr double fma(double a, double b, double c) { return detail::fma_check(a, b, c); }
@@ -732,5 +911,12 @@ template <class I>
 template <class I>
   requires std::is_integral_v<I>
 [[nodiscard]] constexpr double cos(I x) { return cos(static_cast<double>(x)); }
+
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double tanh(I x) { return tanh(static_cast<double>(x)); }
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double erf(I x) { return erf(static_cast<double>(x)); }
 
 }  // namespace qkv
