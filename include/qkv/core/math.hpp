@@ -5,13 +5,14 @@
 // time, so both give the same bits (the project builds with -ffp-contract=off: no silent fma).
 // Nothing here switches on std::is_constant_evaluated().
 //
-// Accuracy (measured by tests/runtime/math_accuracy_test.cpp against Boost cpp_bin_float_50,
-// numbers in docs/numerics.md): exp, log, sin, cos, tanh, erf < 1 ulp; sqrt and fma correctly
-// rounded.
+// Accuracy (measured against Boost.Multiprecision by tests/runtime/math_accuracy_test.cpp and
+// math_tanh_erf_accuracy_test.cpp, numbers in docs/numerics.md): exp, log, sin, cos, tanh, erf
+// < 1 ulp; sqrt and fma correctly rounded.
 //
-// The algorithms are those of fdlibm as kept in FreeBSD's msun (Sun Microsystems, 1993-2004,
-// "Permission to use, copy, modify, and distribute this software is freely granted, provided
-// that this notice is preserved"), ported to constexpr C++ with std::bit_cast:
+// exp, log, sin and cos are fdlibm's algorithms and coefficients as kept in FreeBSD's msun (Sun
+// Microsystems, 1993-2004, "Permission to use, copy, modify, and distribute this software is
+// freely granted, provided that this notice is preserved"), ported to constexpr C++ with
+// std::bit_cast; the others are cited one by one:
 //   exp  e_exp.c       (argument reduction x = k ln2 + r, Remez rational in r, scale by 2^k)
 //   log  e_log.c       (x = 2^k (1 + f), s = f/(2+f), Remez polynomial in s^2)
 //   sin  s_sin.c + k_sin.c, cos s_cos.c + k_cos.c (minimax polynomials on [-pi/4, pi/4])
