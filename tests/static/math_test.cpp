@@ -124,7 +124,34 @@ static_assert(is_nan(qkv::fma(inf, 0.0, 1.0)) && is_nan(qkv::fma(inf, 1.0, -inf)
 static_assert(qkv::fma(inf, -2.0, -inf) == -inf && qkv::fma(1.0f, 2.0f, inff) == inff);
 static_assert(is_nan(qkv::fma(nan, 1.0, 1.0)) && is_nan(qkv::fma(1.0f, 1.0f, nanf)));
 
+// --- tanh and erf ---
+// odd functions through 0: tanh(+-0) = +-0, erf(+-0) = +-0; below 2^-28 tanh(x) = x
+static_assert(qkv::tanh(0.0) == 0.0 && negative_zero(qkv::tanh(-0.0)) && negative_zero(qkv::erf(-0.0f)));
+static_assert(qkv::tanh(1e-10) == 1e-10 && qkv::tanh(dlim::denorm_min()) == dlim::denorm_min());
+// tanh(1) = 0.76159415595576488812, nearest double 0x1.85efab514f394p-1; 1 ulp in [0.5, 1) is 2^-53
+static_assert(check::near(qkv::tanh(1.0), 0x1.85efab514f394p-1, 0x1p-53));
+// tanh(1/2) = 0.46211715726000975850 (0x1.d9353d7568af3p-2); 1 ulp in [0.25, 0.5) is 2^-54
+static_assert(check::near(qkv::tanh(0.5), 0x1.d9353d7568af3p-2, 0x1p-54));
+static_assert(check::near(qkv::tanh(-2.0f), -0.96402758f, 0x1p-24f));
+// 1 - tanh(22) = 2 e^-44 = 1.6e-19, below half an ulp of 1 (1.1e-16): tanh(x >= 22) = 1
+static_assert(qkv::tanh(22.0) == 1.0 && qkv::tanh(-1e300) == -1.0 && qkv::tanh(inf) == 1.0);
+static_assert(qkv::tanh(-inff) == -1.0f && is_nan(qkv::tanh(nan)) && is_nan(qkv::tanh(nanf)));
+// erf(1) = 0.84270079294971486934 (0x1.af767a741088bp-1), erf(1/2) = 0.52049987781304653768
+// (0x1.0a7ef5c18edd2p-1): the series; erf(3) = 0.99997790950300141456 (0x1.fffd1ac4135f9p-1):
+// the continued fraction. 1 ulp in [0.5, 1) is 2^-53
+static_assert(check::near(qkv::erf(1.0), 0x1.af767a741088bp-1, 0x1p-53));
+static_assert(check::near(qkv::erf(0.5), 0x1.0a7ef5c18edd2p-1, 0x1p-53));
+static_assert(check::near(qkv::erf(3.0), 0x1.fffd1ac4135f9p-1, 0x1p-53));
+static_assert(check::near(qkv::erf(-2.0f), -0.99532227f, 0x1p-24f));
+// small x: erf(x) = 2x/sqrt(pi); erf(10^-4) = 1.1283791633342487e-4 (0x1.d946ca4401e6ep-14)
+static_assert(check::near(qkv::erf(1e-4), 0x1.d946ca4401e6ep-14, 0x1p-66));
+// the smallest subnormal: 2/sqrt(pi) 2^-1074 = 1.13 2^-1074 rounds to 2^-1074
+static_assert(qkv::erf(dlim::denorm_min()) == dlim::denorm_min());
+// erfc(6) = 2.2e-17 is below half an ulp of 1: erf(6) = 1
+static_assert(qkv::erf(6.0) == 1.0 && qkv::erf(-inf) == -1.0 && qkv::erf(inff) == 1.0f);
+static_assert(is_nan(qkv::erf(nan)) && is_nan(qkv::erf(nanf)));
+
 // integer arguments are computed in double, as <cmath> does
-static_assert(qkv::exp(0) == 1.0 && qkv::sqrt(9) == 3.0 && qkv::log(1) == 0.0);
+static_assert(qkv::exp(0) == 1.0 && qkv::sqrt(9) == 3.0 && qkv::log(1) == 0.0 && qkv::tanh(0) == 0.0);
 
 }  // namespace

@@ -1,22 +1,28 @@
-// math.hpp: constexpr exp, log, sqrt, sin, cos and an exactly rounded fma, for float and double.
+// math.hpp: constexpr exp, log, sqrt, sin, cos, tanh, erf and an exactly rounded fma, for float and double.
 //
 // Why: std::exp and friends are not constexpr on clang (g++ folds them with MPFR, a GCC
 // extension), so the library carries its own. The same code runs at compile time and at run
 // time, so both give the same bits (the project builds with -ffp-contract=off: no silent fma).
 // Nothing here switches on std::is_constant_evaluated().
 //
-// Accuracy (measured by tests/runtime/math_accuracy_test.cpp against Boost cpp_bin_float_50,
-// numbers in docs/numerics.md): exp, log, sin, cos < 1 ulp; sqrt and fma correctly rounded.
+// Accuracy (measured against Boost.Multiprecision by tests/runtime/math_accuracy_test.cpp and
+// math_tanh_erf_accuracy_test.cpp, numbers in docs/numerics.md): exp, log, sin, cos, tanh, erf
+// < 1 ulp; sqrt and fma correctly rounded.
 //
-// The algorithms are those of fdlibm as kept in FreeBSD's msun (Sun Microsystems, 1993-2004,
-// "Permission to use, copy, modify, and distribute this software is freely granted, provided
-// that this notice is preserved"), ported to constexpr C++ with std::bit_cast:
+// exp, log, sin and cos are fdlibm's algorithms and coefficients as kept in FreeBSD's msun (Sun
+// Microsystems, 1993-2004, "Permission to use, copy, modify, and distribute this software is
+// freely granted, provided that this notice is preserved"), ported to constexpr C++ with
+// std::bit_cast; the others are cited one by one:
 //   exp  e_exp.c       (argument reduction x = k ln2 + r, Remez rational in r, scale by 2^k)
 //   log  e_log.c       (x = 2^k (1 + f), s = f/(2+f), Remez polynomial in s^2)
 //   sin  s_sin.c + k_sin.c, cos s_cos.c + k_cos.c (minimax polynomials on [-pi/4, pi/4])
 //   reduction modulo pi/2: e_rem_pio2.c's medium path (three-part Cody-Waite pi/2, 33+33+53
 //        bits) for |x| < 2^20 pi/2, and a Payne-Hanek reduction with 2/pi's bits otherwise
-//   sqrt e_sqrt.c's bit-by-bit integer square root (correctly rounded)
+//   sqrt an exact integer square root (e_sqrt.c's integer test, Newton for the first guess),
+//        correctly rounded
+//   tanh E/(E + 2) with E = e^2|x| - 1 (s_tanh.c's form), in double-double arithmetic
+//   erf  A&S 7.1.6 series with positive terms (|x| < 2) and 7.1.14 continued fraction for erfc
+//        (2 <= |x| < 6), in double-double where it matters
 //   fma  musl's src/math/fma.c (Szabolcs Nagy, 2018, MIT): exact 106-bit product in integers,
 //        aligned addition with a sticky bit, one rounding at the end
 // float versions evaluate in double and round once: the double result is within 1 ulp of
@@ -31,6 +37,7 @@
 #pragma once
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -107,6 +114,17 @@ template <class T>
   if (b >= inf_bits) return signed_inf;
   const bits_t sign = negative ? bits_t{1} << (sizeof(T) * 8 - 1) : bits_t{0};
   return std::bit_cast<T>(static_cast<bits_t>(sign | static_cast<bits_t>(b)));
+}
+
+// x y = hi 2^64 + lo exactly, with 32-bit halves, for x, y < 2^60 (the middle sum must not wrap)
+constexpr void multiply_128(std::uint64_t x, std::uint64_t y, std::uint64_t& hi, std::uint64_t& lo) {
+  const std::uint64_t xlo = static_cast<std::uint32_t>(x), xhi = x >> 32;
+  const std::uint64_t ylo = static_cast<std::uint32_t>(y), yhi = y >> 32;
+  const std::uint64_t t1 = xlo * ylo;
+  const std::uint64_t t2 = xlo * yhi + xhi * ylo;  // < 2^61
+  const std::uint64_t t3 = xhi * yhi;
+  lo = t1 + (t2 << 32);
+  hi = t3 + (t2 >> 32) + (t1 > lo ? 1u : 0u);
 }
 
 // --- exp (fdlibm e_exp.c) ----------------------------------------------------------------------
@@ -260,11 +278,22 @@ template <class T>
   return static_cast<T>(log_reconstruct(log_reduce(static_cast<double>(x))));
 }
 
-// --- sqrt (fdlibm e_sqrt.c, bit by bit) -------------------------------------------------------
+// --- sqrt ---------------------------------------------------------------------------------------
 //
-// x = m 2^e with m an integer and e even; q = floor(sqrt(m 2^54)) digit by digit (restoring,
-// two bits of the radicand per step), 54 bits; the remainder says whether q is exact.
-// One rounding of q (plus a sticky bit) to double is the correctly rounded square root.
+// x = m 2^e with m an integer and e even, so sqrt(x) = sqrt(M) 2^((e - 54)/2) with M = m 2^54
+// (108 bits). q = floor(sqrt(M)), 54 bits, is found exactly: Newton's iteration in double
+// gives it to within a few units, and comparing q^2 with M in 128-bit integers corrects it
+// (the integer check of fdlibm e_sqrt.c's bit-by-bit method, without its 54 iterations:
+// about 100 clang evaluation steps instead of 470). q and a sticky bit for q^2 != M, rounded
+// once (round_pack), are the correctly rounded square root.
+
+// q^2 <= M, for q < 2^55 and M = (m_hi, m_lo)
+[[nodiscard]] constexpr bool square_at_most(std::uint64_t q, std::uint64_t m_hi, std::uint64_t m_lo) {
+  std::uint64_t hi = 0, lo = 0;
+  multiply_128(q, q, hi, lo);
+  return hi < m_hi || (hi == m_hi && lo <= m_lo);
+}
+
 [[nodiscard]] constexpr double sqrt_positive(double x) {  // x positive, finite
   const std::uint64_t b = to_bits(x);
   const int biased = static_cast<int>(b >> 52);
@@ -278,25 +307,25 @@ template <class T>
     m |= std::uint64_t{1} << 52;
     e = biased - 1075;
   }
-  if ((e & 1) != 0) {  // make e even: m in [2^52, 2^54)
+  if ((e & 1) != 0) {  // make e even: m in [2^52, 2^54), still exact as a double
     m <<= 1;
     e -= 1;
   }
-  // radicand M = m 2^54 in [2^106, 2^108), 54 pairs of bits; q in [2^53, 2^54); r <= 2q
-  std::uint64_t q = 0, r = 0;
-  for (int j = 53; j >= 0; --j) {
-    const std::uint64_t pair = j >= 27 ? (m >> (2 * (j - 27))) & 3u : 0u;
-    r = (r << 2) | pair;
-    const std::uint64_t t = (q << 2) | 1u;
-    if (r >= t) {
-      r -= t;
-      q = (q << 1) | 1u;
-    } else {
-      q <<= 1;
-    }
-  }
-  // sqrt(x) = sqrt(M) 2^((e - 54)/2); q << 9 is in [2^62, 2^63), bit 0 the sticky bit
-  return round_pack<double>(false, (q << 9) | (r != 0 ? 1u : 0u), (e - 54) / 2 - 9);
+  // Newton for sqrt(t), t = m 2^-52 in [1, 4): from (t + 2)/3 (within 6%), 4 steps reach
+  // double precision (relative error squares: 6e-2, 2e-3, 2e-6, 2e-12, below 2^-52)
+  const double t = static_cast<double>(m) * 0x1p-52;
+  double y = (t + 2.0) / 3.0;
+  for (int i = 0; i < 4; ++i) y = 0.5 * (y + t / y);
+  // sqrt(M) = sqrt(t) 2^53; the candidate is within a few units of floor(sqrt(M))
+  std::uint64_t q = static_cast<std::uint64_t>(y * 0x1p53);
+  const std::uint64_t m_hi = m >> 10, m_lo = m << 54;  // M = m 2^54
+  while (!square_at_most(q, m_hi, m_lo)) --q;
+  while (square_at_most(q + 1, m_hi, m_lo)) ++q;
+  std::uint64_t q2_hi = 0, q2_lo = 0;
+  multiply_128(q, q, q2_hi, q2_lo);
+  const bool exact = q2_hi == m_hi && q2_lo == m_lo;
+  // q in [2^53, 2^54): q << 9 is in [2^62, 2^63), bit 0 the sticky bit
+  return round_pack<double>(false, (q << 9) | (exact ? 0u : 1u), (e - 54) / 2 - 9);
 }
 
 template <class T>
@@ -387,7 +416,118 @@ struct pio2_reduced {
   return {y0, (r - y0) - w, n};
 }
 
-[[nodiscard]] constexpr pio2_reduced rem_pio2(double x) { return rem_pio2_medium(x); }
+// 2/pi in binary, 32 bits per word, from the first bit after the point:
+// 2/pi = 0.a2f9836e 4e441529 fc2757d1 ... (hex). 1280 bits: enough for the largest double,
+// whose reduction needs the bits from 2^-970 to 2^-1194.
+inline constexpr std::uint32_t two_over_pi_bits[40] = {
+    0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0, 0xdb629599, 0x3c439041,
+    0xfe5163ab, 0xdebbc561, 0xb7246e3a, 0x424dd2e0, 0x06492eea, 0x09d1921c,
+    0xfe1deb1c, 0xb129a73e, 0xe88235f5, 0x2ebb4484, 0xe99c7026, 0xb45f7e41,
+    0x3991d639, 0x835339f4, 0x9c845f8b, 0xbdf9283b, 0x1ff897ff, 0xde05980f,
+    0xef2f118b, 0x5a0a6d1f, 0x6d367ecf, 0x27cb09b7, 0x4f463f66, 0x9e5fea2d,
+    0x7527bac7, 0xebe5f17b, 0x3d0739f7, 0x8a5292ea, 0x6bfb5fb1, 0x1f8d5d08,
+    0x56033046, 0xfc7b6bab, 0xf0cfbc20, 0x9af4361d};
+
+// a*b = p + err exactly (Dekker's product with Veltkamp's split; no fma, no overflow here)
+struct double_double {
+  double hi, lo;
+};
+[[nodiscard]] constexpr double_double split(double a) {
+  const double c = 134217729.0 * a;  // 2^27 + 1
+  const double hi = c - (c - a);
+  return {hi, a - hi};
+}
+[[nodiscard]] constexpr double_double two_product(double a, double b) {
+  const double p = a * b;
+  const double_double sa = split(a), sb = split(b);
+  const double err = ((sa.hi * sb.hi - p) + sa.hi * sb.lo + sa.lo * sb.hi) + sa.lo * sb.lo;
+  return {p, err};
+}
+
+// bits [pos, pos + count) of a little-endian array of 32-bit words, count <= 64, whole words
+// at a time (a bit loop would cost clang's constant evaluator thousands of steps per call)
+template <std::size_t N>
+[[nodiscard]] constexpr std::uint64_t bits_at(const std::uint32_t (&w)[N], int pos, int count) {
+  const int i = pos / 32, o = pos % 32;
+  const auto word = [&](int k) -> std::uint64_t { return k < static_cast<int>(N) ? w[k] : 0u; };
+  const std::uint64_t lo = word(i) | (word(i + 1) << 32);  // bits [32 i, 32 i + 64)
+  std::uint64_t r = lo >> o;
+  if (o != 0) r |= word(i + 2) << (64 - o);
+  return count == 64 ? r : r & ((std::uint64_t{1} << count) - 1);
+}
+
+// Payne-Hanek for |x| >= 2^20 pi/2 (x positive here): with x = m 2^e (m a 53-bit integer),
+// x 2/pi mod 4 needs only the bits of 2/pi from 2^-(e-1) on (earlier ones give multiples of 4).
+// A 224-bit window W of them times m, exactly in integers, gives n mod 4 and 128 bits of the
+// fraction, to within 2^-138; the closest a double comes to a multiple of pi/2 is ~2^-61 (Kahan,
+// McDonald), so at least 70 bits of the remainder are right. The fraction times pi/2 (a
+// double-double) is y0 + y1.
+[[nodiscard]] constexpr pio2_reduced rem_pio2_large(double x) {
+  const std::uint64_t b = to_bits(x);
+  const std::uint64_t m = (b & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+  const int e = static_cast<int>((b >> 52) & 0x7ff) - 1075;  // x = m 2^e, e >= -32 here
+  const int k0 = e - 1 > 1 ? e - 1 : 1;                       // first bit of 2/pi that counts
+  const int i0 = (k0 - 1) / 32;                               // its word
+  // window, little-endian: w[6] = two_over_pi_bits[i0], ..., w[0] = two_over_pi_bits[i0 + 6]
+  std::uint32_t w[7]{};
+  for (int j = 0; j < 7; ++j) w[j] = two_over_pi_bits[i0 + 6 - j];
+  // P = m W, 53 + 224 bits in 9 words (schoolbook, 32-bit limbs)
+  const std::uint32_t mw[2] = {static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(m >> 32)};
+  std::uint32_t prod[9]{};
+  for (int i = 0; i < 2; ++i) {
+    std::uint64_t carry = 0;
+    for (int j = 0; j < 7; ++j) {
+      const std::uint64_t t = std::uint64_t{mw[i]} * w[j] + prod[i + j] + carry;
+      prod[i + j] = static_cast<std::uint32_t>(t);
+      carry = t >> 32;
+    }
+    prod[i + 7] = static_cast<std::uint32_t>(carry);
+  }
+  // x 2/pi = P 2^-sh (mod 4), sh in [191, 256]
+  const int sh = 32 * i0 + 224 - e;
+  int n = static_cast<int>(bits_at(prod, sh, 2));
+  std::uint64_t f_hi = bits_at(prod, sh - 64, 64), f_lo = bits_at(prod, sh - 128, 64);
+  bool negative = false;
+  if ((f_hi >> 63) != 0) {  // fraction >= 1/2: take the next quadrant, fraction - 1
+    n += 1;
+    negative = true;
+    f_lo = ~f_lo + 1;
+    f_hi = ~f_hi + (f_lo == 0 ? 1u : 0u);
+  }
+  if (f_hi == 0 && f_lo == 0) return {0.0, 0.0, n};
+  // normalise the 128-bit magnitude, then split it into two 53-bit doubles
+  int z = 0;
+  if (f_hi == 0) {
+    f_hi = f_lo;
+    f_lo = 0;
+    z = 64;
+  }
+  const int s = std::countl_zero(f_hi);
+  if (s > 0) {
+    f_hi = (f_hi << s) | (f_lo >> (64 - s));
+    f_lo <<= s;
+  }
+  z += s;  // fraction = (f_hi 2^64 + f_lo) 2^(-128 - z), top bit of f_hi set
+  const double fh = static_cast<double>(f_hi >> 11) * two_to(-53 - z);
+  const double fl =
+      static_cast<double>(((f_hi & 0x7ff) << 42) | (f_lo >> 22)) * two_to(-106 - z);
+  // y = fraction pi/2 with pi/2 = pio2_hi + pio2_lo
+  constexpr double pio2_hi = 0x1.921fb54442d18p+0, pio2_lo = 0x1.1a62633145c07p-54;
+  const double_double p = two_product(fh, pio2_hi);
+  const double tail = p.lo + (fh * pio2_lo + fl * pio2_hi);
+  const double y0 = p.hi + tail;
+  const double y1 = tail - (y0 - p.hi);
+  return negative ? pio2_reduced{-y0, -y1, n} : pio2_reduced{y0, y1, n};
+}
+
+// x = n pi/2 + y0 + y1: the medium path below 2^20 pi/2, Payne-Hanek above; odd in x
+[[nodiscard]] constexpr pio2_reduced rem_pio2(double x) {
+  const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  if (ix < 0x413921fbu) return rem_pio2_medium(x);
+  if (x > 0) return rem_pio2_large(x);
+  const pio2_reduced r = rem_pio2_large(-x);
+  return {-r.y0, -r.y1, -r.n};
+}
 
 [[nodiscard]] constexpr double sin_check(double x) {
   if (is_nan(x)) return x;
@@ -430,6 +570,173 @@ struct pio2_reduced {
   return static_cast<float>(cos_check(static_cast<double>(x)));
 }
 
+// --- double-double arithmetic (Dekker 1971; Knuth, TAOCP vol. 2, 4.2.2) ---------------------
+//
+// hi + lo with |lo| <= ulp(hi)/2: about 106 bits, from error-free transformations of double
+// operations. Used where a result must be right to well beyond double before its one rounding.
+
+// a + b = s + err exactly (Knuth's two-sum, any order of magnitude)
+[[nodiscard]] constexpr double_double two_sum(double a, double b) {
+  const double s = a + b;
+  const double bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+
+// the same when |a| >= |b| (Dekker's fast two-sum)
+[[nodiscard]] constexpr double_double fast_two_sum(double a, double b) {
+  const double s = a + b;
+  return {s, b - (s - a)};
+}
+
+[[nodiscard]] constexpr double_double dd_add(double_double a, double_double b) {
+  double_double s = two_sum(a.hi, b.hi);
+  const double_double t = two_sum(a.lo, b.lo);
+  s.lo += t.hi;
+  s = fast_two_sum(s.hi, s.lo);
+  s.lo += t.lo;
+  return fast_two_sum(s.hi, s.lo);
+}
+
+[[nodiscard]] constexpr double_double dd_mul(double_double a, double_double b) {
+  double_double p = two_product(a.hi, b.hi);
+  p.lo += a.hi * b.lo + a.lo * b.hi;
+  return fast_two_sum(p.hi, p.lo);
+}
+
+// a / b: a first quotient, then the quotients of the exact remainders
+[[nodiscard]] constexpr double_double dd_div(double_double a, double_double b) {
+  const double q1 = a.hi / b.hi;
+  const double_double r = dd_add(a, dd_mul(b, {-q1, 0.0}));
+  const double q2 = r.hi / b.hi;
+  const double_double r2 = dd_add(r, dd_mul(b, {-q2, 0.0}));
+  return dd_add(fast_two_sum(q1, q2), {r2.hi / b.hi, 0.0});
+}
+
+// a / b for a double b: the quotient, then the quotient of the exact remainder
+[[nodiscard]] constexpr double_double dd_div(double_double a, double b) {
+  const double q1 = a.hi / b;
+  const double_double p = two_product(q1, b);
+  const double r = ((a.hi - p.hi) - p.lo) + a.lo;
+  return fast_two_sum(q1, r / b);
+}
+
+[[nodiscard]] constexpr double_double dd_scale(double_double a, int k) {  // a 2^k, no overflow
+  return {a.hi * two_to(k), a.lo * two_to(k)};
+}
+
+// e^a - 1 and the exponent k, for a double-double a with |a| < 700: a = k ln2 + r,
+// |r| <= ln2/2 + tiny, and e^r - 1 = r (1 + r/2 (1 + r/3 (... (1 + r/22)))) in double-double
+// (Taylor: r^23/23! < 2^-102 r). ln2 = L1 + L2 + L3 with L1 of 40 bits, so k L1 is exact.
+struct expm1_reduced {
+  double_double em1;  // e^r - 1
+  int k;
+};
+
+[[nodiscard]] constexpr expm1_reduced exp_dd_reduce(double_double a) {
+  constexpr double L1 = 0x1.62e42fefa4000p-1, L2 = -0x1.8432a1b0e2634p-43,
+                   L3 = 0x1.f97b57a079a19p-103;
+  constexpr double inv_ln2 = 0x1.71547652b82fep+0;
+  constexpr double to_int = 0x1.8p52;
+  const double kd = (a.hi * inv_ln2 + to_int) - to_int;
+  double_double r = dd_add(two_sum(a.hi, -kd * L1), {a.lo, 0.0});
+  r = dd_add(r, two_product(-kd, L2));
+  r = dd_add(r, {-kd * L3, 0.0});
+  double_double p{1.0, 0.0};
+  for (int n = 22; n >= 2; --n) p = dd_add({1.0, 0.0}, dd_div(dd_mul(r, p), static_cast<double>(n)));
+  return {dd_mul(r, p), static_cast<int>(kd)};
+}
+
+// e^a as a double-double, |a| < 700 and the result normal
+[[nodiscard]] constexpr double_double exp_dd(double_double a) {
+  const expm1_reduced e = exp_dd_reduce(a);
+  return dd_scale(dd_add({1.0, 0.0}, e.em1), e.k);
+}
+
+// e^u - 1 as a double-double, for 0 <= u < 700: 2^k (e^r - 1) + 2^k - 1 (just e^r - 1 for k = 0)
+[[nodiscard]] constexpr double_double expm1_dd(double u) {
+  const expm1_reduced e = exp_dd_reduce({u, 0.0});
+  if (e.k == 0) return e.em1;
+  return dd_add(dd_add(dd_scale(e.em1, e.k), {two_to(e.k), 0.0}), {-1.0, 0.0});
+}
+
+// --- tanh ---------------------------------------------------------------------------------------
+//
+// tanh(x) = E / (E + 2) with E = e^(2|x|) - 1 (the form of fdlibm s_tanh.c), but E and the
+// quotient in double-double, so the one rounding at the end is the only one that counts
+// (fdlibm's double version reaches 2 ulp near |x| = 0.55, where E + 2 amplifies E's error).
+// |x| < 2^-28: tanh(x) = x (x^3/3 is below half an ulp); |x| >= 22: tanh(x) = +-1 (1 - tanh(22)
+// = 2 e^-44 is below half an ulp of 1).
+[[nodiscard]] constexpr double tanh_check(double x) {
+  if (is_nan(x)) return x;
+  const double ax = x < 0 ? -x : x;
+  if (ax < 0x1p-28) return x;  // also +-0 and subnormals
+  if (ax >= 22.0) return x < 0 ? -1.0 : 1.0;  // also +-inf
+  const double_double e = expm1_dd(2.0 * ax);
+  const double_double q = dd_div(e, dd_add(e, {2.0, 0.0}));
+  const double t = q.hi + q.lo;
+  return x < 0 ? -t : t;
+}
+[[nodiscard]] constexpr float tanh_check(float x) {
+  return static_cast<float>(tanh_check(static_cast<double>(x)));
+}
+
+// --- erf ----------------------------------------------------------------------------------------
+//
+// |x| < 2^-28: erf(x) = 2x/sqrt(pi) (the next term, x^3/3, is below half an ulp), scaled by
+// 2^200 first so that a subnormal result is rounded once.
+// |x| < 2: the series with positive terms (Abramowitz & Stegun 7.1.6)
+//   erf(x) = 2/sqrt(pi) e^(-x^2) sum_n 2^n x^(2n+1) / (1 3 5 ... (2n+1)),
+//   summed in double-double until a term is below 2^-106 of the sum (at most 46 terms).
+// 2 <= |x| < 6: erf(x) = 1 - erfc(x), with erfc by its continued fraction (A&S 7.1.14)
+//   erfc(x) = e^(-x^2)/sqrt(pi) 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))),
+//   64 levels evaluated backwards in double: erfc(x) <= 0.0047 there, so its relative error of
+//   ~2^-50 is below 2^-57 absolute, a tenth of an ulp of erf.
+// |x| >= 6: erf(x) = +-1 (erfc(6) = 2.2e-17 is below half an ulp of 1).
+inline constexpr double_double two_over_sqrt_pi{0x1.20dd750429b6dp+0, 0x1.1ae3a914fed80p-56};
+
+[[nodiscard]] constexpr double erf_series(double ax) {  // 2^-28 <= ax < 2
+  const double_double x2 = two_product(ax, ax);
+  const double_double two_x2 = {2.0 * x2.hi, 2.0 * x2.lo};
+  double_double term{ax, 0.0}, sum{ax, 0.0};
+  for (int n = 1; n < 64; ++n) {
+    term = dd_div(dd_mul(term, two_x2), static_cast<double>(2 * n + 1));
+    sum = dd_add(sum, term);
+    if (term.hi < sum.hi * 0x1p-106) break;
+  }
+  const double_double r = dd_mul(dd_mul(two_over_sqrt_pi, exp_dd({-x2.hi, -x2.lo})), sum);
+  return r.hi + r.lo;
+}
+
+[[nodiscard]] constexpr double erfc_fraction(double ax) {  // 2 <= ax < 6
+  double t = 0.0;
+  for (int n = 64; n >= 1; --n) t = (0.5 * n) / (ax + t);
+  const double_double x2 = two_product(ax, ax);
+  const double_double e = exp_dd({-x2.hi, -x2.lo});
+  return (e.hi + e.lo) * (0.5 * two_over_sqrt_pi.hi) / (ax + t);
+}
+
+[[nodiscard]] constexpr double erf_check(double x) {
+  if (is_nan(x)) return x;
+  const double ax = x < 0 ? -x : x;
+  if (x == 0.0) return x;  // +-0
+  if (ax < 0x1p-28) {
+    const double_double p = dd_mul(two_over_sqrt_pi, {x * 0x1p200, 0.0});
+    return (p.hi + p.lo) * 0x1p-200;  // subnormals included
+  }
+  double r = 0.0;
+  if (ax < 2.0) {
+    r = erf_series(ax);
+  } else if (ax < 6.0) {
+    r = 1.0 - erfc_fraction(ax);
+  } else {
+    r = 1.0;  // also +-inf
+  }
+  return x < 0 ? -r : r;
+}
+[[nodiscard]] constexpr float erf_check(float x) {
+  return static_cast<float>(erf_check(static_cast<double>(x)));
+}
+
 // --- fma (musl fma.c): a*b + c with one rounding, in integers ---------------------------------
 //
 // Each operand as m 2^e with m in [2^53, 2^54) (top 10 bits and bit 0 of a 64-bit word are 0);
@@ -453,17 +760,6 @@ struct unpacked {
   }
   const int s = std::countl_zero(m) - 10;
   return {m << s, e - s, (b >> 63) != 0};
-}
-
-// 64 x 64 -> 128 bits with 32-bit halves
-constexpr void multiply_128(std::uint64_t x, std::uint64_t y, std::uint64_t& hi, std::uint64_t& lo) {
-  const std::uint64_t xlo = static_cast<std::uint32_t>(x), xhi = x >> 32;
-  const std::uint64_t ylo = static_cast<std::uint32_t>(y), yhi = y >> 32;
-  const std::uint64_t t1 = xlo * ylo;
-  const std::uint64_t t2 = xlo * yhi + xhi * ylo;  // < 2^55 for m < 2^54: no carry lost
-  const std::uint64_t t3 = xhi * yhi;
-  lo = t1 + (t2 << 32);
-  hi = t3 + (t2 >> 32) + (t1 > lo ? 1u : 0u);
 }
 
 template <class T>
@@ -587,6 +883,14 @@ template <class T>
 [[nodiscard]] constexpr double cos(double x) { return detail::cos_check(x); }
 [[nodiscard]] constexpr float cos(float x) { return detail::cos_check(x); }
 
+/// @brief hyperbolic tangent, within 1 ulp; tanh(+-0) = +-0, tanh(+-inf) = +-1.
+[[nodiscard]] constexpr double tanh(double x) { return detail::tanh_check(x); }
+[[nodiscard]] constexpr float tanh(float x) { return detail::tanh_check(x); }
+
+/// @brief the error function 2/sqrt(pi) int_0^x e^(-t^2) dt, within 1 ulp; erf(+-inf) = +-1.
+[[nodiscard]] constexpr double erf(double x) { return detail::erf_check(x); }
+[[nodiscard]] constexpr float erf(float x) { return detail::erf_check(x); }
+
 /// @brief a*b + c rounded once (to nearest, ties to even), as IEEE 754 fusedMultiplyAdd,
 /// emulated with integers: no hardware fma, same bits at compile time and at run time.
 [[nodiscard]] constexpr double fma(double a, double b, double c) { return detail::fma_check(a, b, c); }
@@ -608,5 +912,12 @@ template <class I>
 template <class I>
   requires std::is_integral_v<I>
 [[nodiscard]] constexpr double cos(I x) { return cos(static_cast<double>(x)); }
+
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double tanh(I x) { return tanh(static_cast<double>(x)); }
+template <class I>
+  requires std::is_integral_v<I>
+[[nodiscard]] constexpr double erf(I x) { return erf(static_cast<double>(x)); }
 
 }  // namespace qkv
