@@ -1,0 +1,207 @@
+// attention.hpp: scaled dot-product attention at run time, materialised or streaming.
+//
+//   out = softmax(scale * q kᵀ + mask) v      q: (T, d)  k: (S, d)  v: (S, d_v)  out: (T, d_v)
+//
+// Two paths over the same arithmetic ideas:
+// - materialised: the raw scores q kᵀ (T, S) and the weights (T, S) are written out, because
+//   the caller asked for them (qkv attend, the tests, the teaching trace);
+// - streaming (flash-attention style; Dao et al. 2022, "online softmax", Milakov & Gimelshein
+//   2018): keys are visited in blocks of key_block; each query row keeps its running maximum
+//   m, its running sum l and its unnormalised output o, rescaled by e^(m_old - m_new) when the
+//   maximum grows. The T x S matrix never exists: extra memory is a query_block x key_block
+//   tile and the packing buffers per thread, O(T + S) in all, whatever T and S.
+// Masks: `allowed` (T x S flags, nonzero = may attend) and/or causal (key j <= query i).
+// A query row with every key masked gets weights 0 and output 0 on both paths.
+// Work is split into tasks of query_block rows; a task's result does not depend on which
+// thread runs it, so any thread count gives the same bits (thread_pool.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+
+#include "dynamic_matrix.hpp"
+#include "exp.hpp"
+#include "gemm.hpp"
+#include "softmax.hpp"
+#include "thread_pool.hpp"
+
+namespace qkv::runtime {
+
+/// which keys a query may attend to
+struct attention_mask {
+  bool causal = false;                   // key j allowed for query i only when j <= i
+  const mask_matrix* allowed = nullptr;  // (T, S) flags, nonzero = allowed; nullptr = all
+};
+
+/// the rows of queries that one task handles (materialised path, streaming path), and the
+/// key block of the streaming path. A streaming task packs k and v once per pass over the
+/// keys, so its query block is larger: packing costs 1/stream_query_block of the arithmetic.
+inline constexpr std::size_t query_block = 64;
+inline constexpr std::size_t stream_query_block = 192;
+inline constexpr std::size_t key_block = 128;
+
+namespace detail {
+
+inline void check_attention_shapes(std::size_t q_rows, std::size_t q_cols, std::size_t k_rows,
+                                   std::size_t k_cols, std::size_t v_rows, std::size_t v_cols,
+                                   std::size_t out_rows, std::size_t out_cols,
+                                   const attention_mask& mask) {
+  if (q_cols != k_cols)
+    throw shape_error("attention: q is " + shape_string(q_rows, q_cols) + " but k is " +
+                      shape_string(k_rows, k_cols) + " (q and k need the same number of columns)");
+  if (k_rows != v_rows)
+    throw shape_error("attention: k is " + shape_string(k_rows, k_cols) + " but v is " +
+                      shape_string(v_rows, v_cols) + " (one value row per key)");
+  if (out_rows != q_rows || out_cols != v_cols)
+    throw shape_error("attention: the output is " + shape_string(out_rows, out_cols) +
+                      " but must be " + shape_string(q_rows, v_cols) + " (q's rows by v's columns)");
+  if (mask.allowed && (mask.allowed->rows() != q_rows || mask.allowed->cols() != k_rows))
+    throw shape_error("attention: allowed is " + mask.allowed->shape() + " but must be " +
+                      shape_string(q_rows, k_rows) + " (queries by keys)");
+}
+
+/// keys j < key_limit(i) may be allowed for query i (causal: i + 1)
+inline std::size_t key_limit(const attention_mask& mask, std::size_t i, std::size_t s) {
+  return mask.causal ? std::min(s, i + 1) : s;
+}
+
+/// @brief rows i0..i1 of the materialised path: scores (raw q kᵀ), weights, out
+template <class T>
+void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                              const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
+                              const attention_mask& mask, const matrix_view<T>& scores,
+                              const matrix_view<T>& weights, std::size_t i0, std::size_t i1) {
+  const std::size_t s = k.rows;
+  // pass 1: scores = q kᵀ, raw (before scaling and masking: the caller keeps them)
+  product_block<T>(q, transposed(k), scores, epilogue<T>{}, i0, i1, 0, s);
+  // pass 2: weights = softmax(scale * scores + mask), row by row
+  for (std::size_t i = i0; i < i1; ++i)
+    masked_softmax_row(&scores(i, 0), &weights(i, 0), s, scale,
+                       mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s));
+  // pass 3: out = weights v
+  product_block<T>(weights, v, out, epilogue<T>{}, i0, i1, 0, v.cols);
+}
+
+/// per-thread space of the streaming path: one scores tile and the row state
+template <class T>
+struct streaming_space {
+  aligned_vector<T> tile;  // (query_block, key_block)
+  aligned_vector<T> m, l;  // (query_block)
+  static streaming_space& get() {
+    thread_local streaming_space s;
+    return s;
+  }
+};
+
+/// @brief rows i0..i1 (at most stream_query_block) of the streaming path: out only
+template <class T>
+void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                           const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
+                           const attention_mask& mask, std::size_t i0, std::size_t i1) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const std::size_t rows = i1 - i0, s = k.rows, dv = v.cols;
+  auto& space = streaming_space<T>::get();
+  space.tile.resize(stream_query_block * key_block);
+  space.m.assign(stream_query_block, ninf);
+  space.l.assign(stream_query_block, T(0));
+  T* tile = space.tile.data();
+  T* m = space.m.data();
+  T* l = space.l.data();
+  for (std::size_t i = i0; i < i1; ++i)
+    for (std::size_t j = 0; j < dv; ++j) out(i, j) = T(0);
+  // keys past the last query's causal limit are masked for every row here: skip them
+  // (their p would be 0 and 0 * v adds nothing, so skipping changes no bit for finite v)
+  const std::size_t s_end = key_limit(mask, i1 - 1, s);
+  for (std::size_t j0 = 0; j0 < s_end; j0 += key_block) {
+    const std::size_t bc = std::min(key_block, s_end - j0);
+    const matrix_view<T> st{tile, rows, bc, bc, 1};
+    // pass 1: the scaled scores of this tile, st = scale * q(i0..i1) k(j0..j0+bc)ᵀ
+    epilogue<T> e;
+    e.scale = scale;
+    e.scaled = true;
+    product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc);
+    // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out
+    for (std::size_t r = 0; r < rows; ++r) {
+      T* srow = tile + r * bc;
+      const std::size_t i = i0 + r;
+      const std::size_t lim = key_limit(mask, i, s);
+      if (mask.allowed) {
+        const unsigned char* allowed = mask.allowed->row(i) + j0;
+        for (std::size_t c = 0; c < bc; ++c)
+          if (!allowed[c]) srow[c] = ninf;
+      }
+      for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
+      const T m_new = std::max(m[r], row_max(srow, bc));
+      if (m_new == ninf) {  // every key so far masked: nothing to add yet
+        for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
+        continue;
+      }
+      const T alpha = vexp(T(m[r] - m_new));  // e^(-inf) = 0 on the first finite block
+      const T row_sum = exp_shifted_sum(srow, bc, m_new);
+      l[r] = alpha == T(1) ? T(l[r] + row_sum) : T(l[r] * alpha + row_sum);
+      if (alpha != T(1))
+        for (std::size_t j = 0; j < dv; ++j) out(i, j) = out(i, j) * alpha;
+      m[r] = m_new;
+    }
+    // pass 3: out += p v(j0..j0+bc), continuing each output element's fma chain
+    product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
+                     epilogue<T>{}, 0, rows, 0, dv, true);
+  }
+  // pass 4: out /= l; a row with every key masked has l = 0 and out = 0
+  for (std::size_t r = 0; r < rows; ++r) {
+    T* o = &out(i0 + r, 0);
+    if (l[r] == T(0)) {
+      for (std::size_t j = 0; j < dv; ++j) o[j] = T(0);
+    } else if (out.col_stride == 1) {
+      divide_row(o, dv, l[r]);
+    } else {
+      for (std::size_t j = 0; j < dv; ++j) out(i0 + r, j) = out(i0 + r, j) / l[r];
+    }
+  }
+}
+
+}  // namespace detail
+
+/// @brief the default scale 1/sqrt(d), d = the dimension of one query (of one head)
+template <class T>
+[[nodiscard]] T default_scale(std::size_t d) {
+  return T(1) / std::sqrt(T(d));
+}
+
+/// @brief out = softmax(scale q kᵀ + mask) v; writes scores (raw q kᵀ) and weights when they are
+/// given (the materialised path), else streams (memory O(T + S)). Threads: query blocks.
+/// @throws shape_error naming the shapes that do not fit
+template <class T>
+void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k,
+                                  matrix_view<const T> v, matrix_view<T> out, T scale,
+                                  const attention_mask& mask = {},
+                                  const matrix_view<T>* scores = nullptr,
+                                  const matrix_view<T>* weights = nullptr,
+                                  thread_pool* pool = &default_pool()) {
+  detail::check_attention_shapes(q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, mask);
+  if ((scores == nullptr) != (weights == nullptr))
+    throw shape_error("attention: give both scores and weights, or neither");
+  if (scores && (scores->rows != q.rows || scores->cols != k.rows || weights->rows != q.rows ||
+                 weights->cols != k.rows))
+    throw shape_error("attention: scores are " + scores->shape() + " and weights " +
+                      weights->shape() + " but both must be " + shape_string(q.rows, k.rows));
+  const std::size_t qb = scores ? query_block : stream_query_block;
+  const std::size_t tasks = (q.rows + qb - 1) / qb;
+  auto run = [&](std::size_t t) {
+    const std::size_t i0 = t * qb, i1 = std::min(q.rows, i0 + qb);
+    if (scores)
+      detail::attend_rows_materialised(q, k, v, out, scale, mask, *scores, *weights, i0, i1);
+    else
+      detail::attend_rows_streaming(q, k, v, out, scale, mask, i0, i1);
+  };
+  const double work = double(q.rows) * double(k.rows) * double(q.cols + v.cols);
+  if (pool && work >= (1 << 17))
+    pool->parallel_for(tasks, run);
+  else
+    for (std::size_t t = 0; t < tasks; ++t) run(t);
+}
+
+}  // namespace qkv::runtime

@@ -1,0 +1,285 @@
+// gemm.hpp: a packed, register-blocked matrix product on simd, with a fused epilogue
+// (scale, bias), threaded over tiles of the output.
+//
+//   c = scale * (a b) + bias      a: (M, K)  b: (K, N)  c: (M, N)  bias: (N), broadcast on rows
+//
+// Method (Goto & van de Geijn, "Anatomy of high-performance matrix multiplication", 2008):
+// b is packed into panels of kc x NR and a into panels of MR x kc, so that a 6 x (2 lanes)
+// micro-kernel streams both from contiguous, aligned memory and keeps 12 accumulators in
+// registers (AVX2: 6 x 16 floats or 6 x 8 doubles). Any strides work: a transposed operand is
+// only a view (dynamic_matrix.hpp), and packing reads it in its own order.
+//
+// Summation order, fixed: element (i, j) is the chain acc = fma(a(i,k), b(k,j), acc) for
+// k = 0, 1, ..., K-1, starting from acc = 0. Blocking over k stores acc in c and loads it back
+// (same type, no rounding), so the chain is the same for every block size, tile and thread
+// count: results are identical bit for bit whatever the threads. It differs from the
+// constexpr matrix_product (one product, then mul-and-add, no fma) by at most
+// K u sum_k |a(i,k) b(k,j)| (u = half an ulp of 1), the bound tests/runtime/ use.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include "dynamic_matrix.hpp"
+#include "simd.hpp"
+#include "thread_pool.hpp"
+
+namespace qkv::runtime {
+
+/// what the product does to each result before storing it: c = scale * acc + bias[j]
+template <class T>
+struct epilogue {
+  T scale = T(1);
+  bool scaled = false;      // multiply by scale (false: leave acc as it is)
+  const T* bias = nullptr;  // N values, one per column, or none
+};
+
+namespace detail {
+
+template <class T>
+struct gemm_blocking {
+  static constexpr std::size_t mr = 6;              // rows of the micro-kernel
+  static constexpr std::size_t nr = 2 * lanes<T>;   // columns: two registers
+  static constexpr std::size_t kc = 256;            // depth of one packed block (L1: kc*nr*4 = 16 KiB)
+  static constexpr std::size_t mc = 72;             // rows of a packed a block (L2)
+};
+
+/// thread-local packing space, grown once and reused
+template <class T>
+struct packing_space {
+  aligned_vector<T> a, b;
+  static packing_space& get() {
+    thread_local packing_space s;
+    return s;
+  }
+};
+
+/// a(i0 .. i0+mc, k0 .. k0+kc) into panels of MR rows: dst[p][k][r], zero rows past the end
+template <class T>
+void pack_a(const matrix_view<const T>& a, std::size_t i0, std::size_t mc, std::size_t k0,
+            std::size_t kc, T* dst) {
+  constexpr std::size_t MR = gemm_blocking<T>::mr;
+  for (std::size_t p = 0; p < mc; p += MR, dst += MR * kc)
+    for (std::size_t r = 0; r < MR; ++r) {
+      if (p + r >= mc) {
+        for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = T(0);
+      } else {
+        const T* src = &a(i0 + p + r, k0);
+        const std::size_t cs = a.col_stride;
+        for (std::size_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k * cs];
+      }
+    }
+}
+
+/// b(k0 .. k0+kc, j0 .. j0+nc) into panels of NR columns: dst[q][k][n], zero columns past the end
+template <class T>
+void pack_b(const matrix_view<const T>& b, std::size_t k0, std::size_t kc, std::size_t j0,
+            std::size_t nc, T* dst) {
+  constexpr std::size_t NR = gemm_blocking<T>::nr;
+  for (std::size_t q = 0; q < nc; q += NR, dst += NR * kc) {
+    const std::size_t n_valid = std::min(NR, nc - q);
+    if (b.col_stride == 1) {  // rows of b are contiguous: copy NR at a time
+      for (std::size_t k = 0; k < kc; ++k) {
+        const T* src = &b(k0 + k, j0 + q);
+        T* d = dst + k * NR;
+        std::size_t n = 0;
+        for (; n < n_valid; ++n) d[n] = src[n];
+        for (; n < NR; ++n) d[n] = T(0);
+      }
+    } else {  // columns contiguous (b = wᵀ, w row-major): read along k
+      for (std::size_t n = 0; n < NR; ++n) {
+        if (n >= n_valid) {
+          for (std::size_t k = 0; k < kc; ++k) dst[k * NR + n] = T(0);
+          continue;
+        }
+        const T* src = &b(k0, j0 + q + n);
+        const std::size_t rs = b.row_stride;
+        for (std::size_t k = 0; k < kc; ++k) dst[k * NR + n] = src[k * rs];
+      }
+    }
+  }
+}
+
+/// @brief the MR x NR micro-kernel: acc (= c when load_c, else 0) += a_panel b_panel, then
+/// the epilogue when `last`, then c = acc. mr, nr: how much of the tile is real.
+template <class T>
+inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __restrict bp, T* c,
+                         std::size_t ldc, std::size_t mr, std::size_t nr, bool load_c,
+                         const epilogue<T>* last, std::size_t j) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>, MR = gemm_blocking<T>::mr, NR = gemm_blocking<T>::nr;
+  const bool full = mr == MR && nr == NR;
+  alignas(alignment) T tile[MR * NR];  // for partial tiles: c copied in and out through here
+  T* cp = c;
+  std::size_t ld = ldc;
+  if (!full) {
+    cp = tile;
+    ld = NR;
+    if (load_c)
+      for (std::size_t r = 0; r < MR; ++r)
+        for (std::size_t n = 0; n < NR; ++n) tile[r * NR + n] = (r < mr && n < nr) ? c[r * ldc + n] : T(0);
+  }
+  V acc0[MR], acc1[MR];
+#pragma GCC unroll 6
+  for (std::size_t r = 0; r < MR; ++r) {
+    if (load_c) {
+      acc0[r] = V(cp + r * ld, stdx::element_aligned);
+      acc1[r] = V(cp + r * ld + W, stdx::element_aligned);
+    } else {
+      acc0[r] = V(T(0));
+      acc1[r] = V(T(0));
+    }
+  }
+  for (std::size_t k = 0; k < kc; ++k, ap += MR, bp += NR) {
+    const V b0(bp, stdx::vector_aligned), b1(bp + W, stdx::vector_aligned);
+#pragma GCC unroll 6
+    for (std::size_t r = 0; r < MR; ++r) {
+      const V a(ap[r]);
+      acc0[r] = fmadd(a, b0, acc0[r]);
+      acc1[r] = fmadd(a, b1, acc1[r]);
+    }
+  }
+  if (last) {
+    if (last->scaled) {
+      const V s(last->scale);
+#pragma GCC unroll 6
+      for (std::size_t r = 0; r < MR; ++r) {
+        acc0[r] *= s;
+        acc1[r] *= s;
+      }
+    }
+    if (last->bias) {
+      const T* bias = last->bias + j;
+      const V bias0 = nr >= W ? V(bias, stdx::element_aligned) : load_partial(bias, nr);
+      const V bias1 = nr >= NR ? V(bias + W, stdx::element_aligned)
+                               : (nr > W ? load_partial(bias + W, nr - W) : V(T(0)));
+#pragma GCC unroll 6
+      for (std::size_t r = 0; r < MR; ++r) {
+        acc0[r] += bias0;
+        acc1[r] += bias1;
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (std::size_t r = 0; r < MR; ++r) {
+    acc0[r].copy_to(cp + r * ld, stdx::element_aligned);
+    acc1[r].copy_to(cp + r * ld + W, stdx::element_aligned);
+  }
+  if (!full)
+    for (std::size_t r = 0; r < mr; ++r)
+      for (std::size_t n = 0; n < nr; ++n) c[r * ldc + n] = tile[r * NR + n];
+}
+
+/// c(i0..i1, j0..j1) = the product restricted to that block, on this thread. With
+/// `accumulate` the chains start from c's values instead of 0 (c += a b, continuing the chain).
+template <class T>
+void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
+                   const matrix_view<T>& c, const epilogue<T>& e, std::size_t i0, std::size_t i1,
+                   std::size_t j0, std::size_t j1, bool accumulate = false) {
+  using blk = gemm_blocking<T>;
+  const std::size_t K = a.cols;
+  if (i0 >= i1 || j0 >= j1) return;
+  if (K == 0) {  // an empty sum is 0 (or c): c = scale * 0 + bias
+    for (std::size_t i = i0; i < i1; ++i)
+      for (std::size_t j = j0; j < j1; ++j) {
+        T v = accumulate ? c(i, j) : T(0);
+        if (e.scaled) v = v * e.scale;
+        if (e.bias) v = v + e.bias[j];
+        c(i, j) = v;
+      }
+    return;
+  }
+  auto& space = packing_space<T>::get();
+  const std::size_t nc = j1 - j0;
+  const std::size_t nc_padded = (nc + blk::nr - 1) / blk::nr * blk::nr;
+  const std::size_t kc_max = std::min(blk::kc, K);
+  if (space.b.size() < nc_padded * kc_max) space.b.resize(nc_padded * kc_max);
+  if (space.a.size() < blk::mc * kc_max) space.a.resize(blk::mc * kc_max);
+  for (std::size_t pc = 0; pc < K; pc += blk::kc) {
+    const std::size_t kc = std::min(blk::kc, K - pc);
+    const bool last = pc + kc >= K;
+    pack_b(b, pc, kc, j0, nc, space.b.data());
+    for (std::size_t ic = i0; ic < i1; ic += blk::mc) {
+      const std::size_t mc = std::min(blk::mc, i1 - ic);
+      pack_a(a, ic, mc, pc, kc, space.a.data());
+      for (std::size_t jr = 0; jr < nc; jr += blk::nr)
+        for (std::size_t ir = 0; ir < mc; ir += blk::mr)
+          micro_kernel(kc, space.a.data() + ir * kc, space.b.data() + jr * kc,
+                       &c(ic + ir, j0 + jr), c.row_stride, std::min(blk::mr, mc - ir),
+                       std::min(blk::nr, nc - jr), accumulate || pc > 0, last ? &e : nullptr, j0 + jr);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// @brief c = scale * (a b) + bias, threaded over tiles of c (see the header comment).
+/// @param a     (M, K), any strides
+/// @param b     (K, N), any strides; transposed(w.view()) gives x wᵀ, nn.Linear's product
+/// @param c     (M, N), rows contiguous (col_stride 1); must not overlap a or b
+/// @param e     scale and bias (N values), applied after the sum
+/// @param pool  the threads to use; nullptr = this thread only
+/// @throws shape_error naming all three shapes when they do not fit
+template <class T>
+void matrix_product(matrix_view<const T> a, matrix_view<const T> b, matrix_view<T> c,
+                    const epilogue<T>& e = {}, thread_pool* pool = &default_pool()) {
+  if (a.cols != b.rows || c.rows != a.rows || c.cols != b.cols)
+    throw shape_error("matrix_product: a is " + a.shape() + " and b is " + b.shape() +
+                      " (a's columns must equal b's rows), c is " + c.shape() + " (must be " +
+                      shape_string(a.rows, b.cols) + ")");
+  if (c.col_stride != 1 && c.rows * c.cols > 0)
+    throw shape_error("matrix_product: c must have contiguous rows (col_stride 1), c is " + c.shape());
+  using blk = detail::gemm_blocking<T>;
+  const std::size_t M = a.rows, N = b.cols;
+  const double work = double(M) * double(N) * double(a.cols);
+  const std::size_t threads = pool ? pool->size() : 1;
+  // the split changes only who computes what, never how: any split gives the same bits
+  if (threads == 1 || work < 1 << 17) {
+    detail::product_block(a, b, c, e, 0, M, 0, N);
+    return;
+  }
+  const std::size_t want = 4 * threads;
+  const std::size_t n_panels = (N + blk::nr - 1) / blk::nr;
+  if (n_panels >= 2 * threads) {  // split the columns: each task packs its own b columns
+    const std::size_t per = (n_panels + want - 1) / want * blk::nr;
+    const std::size_t tasks = (N + per - 1) / per;
+    pool->parallel_for(tasks, [&](std::size_t t) {
+      detail::product_block(a, b, c, e, 0, M, t * per, std::min(N, (t + 1) * per));
+    });
+  } else {  // few columns: split the rows
+    const std::size_t m_panels = (M + blk::mr - 1) / blk::mr;
+    const std::size_t per = std::max<std::size_t>(1, (m_panels + want - 1) / want) * blk::mr;
+    const std::size_t tasks = (M + per - 1) / per;
+    pool->parallel_for(tasks, [&](std::size_t t) {
+      detail::product_block(a, b, c, e, t * per, std::min(M, (t + 1) * per), 0, N);
+    });
+  }
+}
+
+/// @brief a b as a new matrix
+template <class T>
+[[nodiscard]] dynamic_matrix<T> matrix_product(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b,
+                                               thread_pool* pool = &default_pool()) {
+  if (a.cols() != b.rows())
+    throw shape_error("matrix_product: a is " + a.shape() + " and b is " + b.shape() +
+                      " (a's columns must equal b's rows)");
+  dynamic_matrix<T> c(a.rows(), b.cols());
+  matrix_product<T>(a.view(), b.view(), c.view(), {}, pool);
+  return c;
+}
+
+/// @brief a bᵀ as a new matrix: x Wᵀ for W stored (out, in), and Q Kᵀ
+template <class T>
+[[nodiscard]] dynamic_matrix<T> matrix_product_transposed(const dynamic_matrix<T>& a,
+                                                          const dynamic_matrix<T>& b,
+                                                          thread_pool* pool = &default_pool()) {
+  if (a.cols() != b.cols())
+    throw shape_error("matrix_product_transposed: a is " + a.shape() + " and b is " + b.shape() +
+                      " (a's columns must equal b's columns)");
+  dynamic_matrix<T> c(a.rows(), b.rows());
+  matrix_product<T>(a.view(), transposed(b.view()), c.view(), {}, pool);
+  return c;
+}
+
+}  // namespace qkv::runtime

@@ -1,0 +1,201 @@
+// multihead.hpp: projections with bias, multi-head (cross-)attention and the output projection,
+// at run time, keeping every intermediate a teacher or a test wants to see.
+//
+//   Q = x Wqᵀ + bq (T, d_q)   K = c Wkᵀ + bk (S, d_q)   V = c Wvᵀ + bv (S, d_v)   c = context or x
+//   head h: columns h*d_q/H .. of Q and K, h*d_v/H .. of V
+//   context_h = softmax(scale Q_h K_hᵀ + mask) V_h   (T, d_v/H)
+//   concat = [context_0 ... context_{H-1}] (T, d_v),  output = concat Woᵀ + bo (or concat)
+// Weights are nn.Linear's (out, in) by default; weight_layout::in_out takes (in, out) as
+// tutorial 000 writes them (Q = x Wq). Each head's scores and weights are kept when
+// keep_weights is set (never averaged); otherwise the streaming path runs (attention.hpp)
+// and only concat and output are filled. Threads: heads x query blocks, bit-identical.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attention.hpp"
+#include "dynamic_matrix.hpp"
+#include "gemm.hpp"
+#include "thread_pool.hpp"
+
+namespace qkv::runtime {
+
+/// how a weight matrix is stored
+enum class weight_layout {
+  out_in,  // (out, in), nn.Linear: y = x Wᵀ + b (the default)
+  in_out,  // (in, out): y = x W + b (tutorial 000)
+};
+
+/// @brief a linear layer's parameters: y = x Wᵀ + b (out_in) or x W + b (in_out)
+template <class T>
+struct linear_weights {
+  dynamic_matrix<T> weight;
+  std::vector<T> bias;  // empty, or one value per output feature
+  weight_layout layout = weight_layout::out_in;
+
+  [[nodiscard]] std::size_t in_features() const {
+    return layout == weight_layout::out_in ? weight.cols() : weight.rows();
+  }
+  [[nodiscard]] std::size_t out_features() const {
+    return layout == weight_layout::out_in ? weight.rows() : weight.cols();
+  }
+  /// W as the (in, out) operand of x W: a view, no copy
+  [[nodiscard]] matrix_view<const T> as_in_out() const {
+    return layout == weight_layout::out_in ? transposed(weight.view()) : weight.view();
+  }
+};
+
+/// @brief y = x Wᵀ + b (or x W + b), written to y (resized to (x.rows, out)). `name` is used
+/// in the error message: "linear wq: x is 3x4 but wq is 3x5 (out_in: wq's columns must equal x's columns)"
+template <class T>
+void linear(matrix_view<const T> x, const linear_weights<T>& w, dynamic_matrix<T>& y,
+            thread_pool* pool = &default_pool(), const std::string& name = "w") {
+  if (w.in_features() != x.cols)
+    throw shape_error("linear " + name + ": x is " + x.shape() + " but " + name + " is " +
+                      w.weight.shape() +
+                      (w.layout == weight_layout::out_in
+                           ? " (out_in: " + name + "'s columns must equal x's columns)"
+                           : " (in_out: " + name + "'s rows must equal x's columns)"));
+  if (!w.bias.empty() && w.bias.size() != w.out_features())
+    throw shape_error("linear " + name + ": the bias has " + std::to_string(w.bias.size()) +
+                      " values but " + name + " is " + w.weight.shape() + " with " +
+                      std::to_string(w.out_features()) + " outputs");
+  y.resize(x.rows, w.out_features());
+  epilogue<T> e;
+  e.bias = w.bias.empty() ? nullptr : w.bias.data();
+  matrix_product<T>(x, w.as_in_out(), y.view(), e, pool);
+}
+
+template <class T>
+[[nodiscard]] dynamic_matrix<T> linear(const dynamic_matrix<T>& x, const linear_weights<T>& w,
+                                       thread_pool* pool = &default_pool()) {
+  dynamic_matrix<T> y;
+  linear<T>(x.view(), w, y, pool);
+  return y;
+}
+
+/// the parameters of one attention layer
+template <class T>
+struct attention_weights {
+  linear_weights<T> q, k, v;
+  std::optional<linear_weights<T>> o;  // the output projection, if any
+};
+
+/// how to attend
+template <class T>
+struct attention_options {
+  std::size_t heads = 1;
+  std::optional<T> scale;              // default 1/sqrt(d_q / heads); 1 = unscaled
+  bool causal = false;
+  std::optional<mask_matrix> allowed;  // (T, S), nonzero = may attend
+  bool keep_weights = true;            // false: streaming, no scores/weights/context kept
+};
+
+/// everything one call computes
+template <class T>
+struct attention_result {
+  dynamic_matrix<T> queries, keys, values;             // (T, d_q) (S, d_q) (S, d_v)
+  std::vector<dynamic_matrix<T>> scores, weights;      // heads x (T, S): raw q·k, softmax
+  std::vector<dynamic_matrix<T>> context;              // heads x (T, d_v / heads)
+  dynamic_matrix<T> concat, output;                    // (T, d_v) (T, d_out)
+  T scale = T(1);                                      // the scale used
+};
+
+/// @brief multi-head attention of x (queries) over context (keys, values), into `r` (its
+/// buffers are reused when the shapes repeat, so a loop does not allocate).
+/// @throws shape_error naming both shapes of the first mismatch
+template <class T>
+void attention(matrix_view<const T> x, matrix_view<const T> context, const attention_weights<T>& w,
+               const attention_options<T>& opt, attention_result<T>& r,
+               thread_pool* pool = &default_pool()) {
+  const std::size_t H = opt.heads;
+  if (H == 0) throw shape_error("attention: heads must be at least 1");
+  // pass 1: projections (each threaded over its own tiles)
+  linear<T>(x, w.q, r.queries, pool, "wq");
+  linear<T>(context, w.k, r.keys, pool, "wk");
+  linear<T>(context, w.v, r.values, pool, "wv");
+  const std::size_t t_len = x.rows, s_len = context.rows;
+  const std::size_t dq = r.queries.cols(), dv = r.values.cols();
+  if (r.keys.cols() != dq)
+    throw shape_error("attention: wq is " + w.q.weight.shape() + " and wk is " + w.k.weight.shape() +
+                      " but queries and keys need the same width (" + std::to_string(dq) + " vs " +
+                      std::to_string(r.keys.cols()) + ")");
+  if (dq % H != 0 || dv % H != 0)
+    throw shape_error("attention: " + std::to_string(H) + " heads do not divide d_q = " +
+                      std::to_string(dq) + " and d_v = " + std::to_string(dv) + " evenly");
+  if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != s_len))
+    throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
+                      shape_string(t_len, s_len) + " (x's rows by context's rows)");
+  if (w.o && w.o->in_features() != dv)
+    throw shape_error("attention: wo is " + w.o->weight.shape() + " but the concatenated heads are " +
+                      shape_string(t_len, dv));
+  const std::size_t dh = dq / H, dvh = dv / H;
+  r.scale = opt.scale ? *opt.scale : default_scale<T>(dh);
+  r.concat.resize(t_len, dv);
+  const std::size_t keep = opt.keep_weights ? H : 0;
+  r.scores.resize(keep);
+  r.weights.resize(keep);
+  r.context.resize(keep);
+  for (std::size_t h = 0; h < keep; ++h) {
+    r.scores[h].resize(t_len, s_len);
+    r.weights[h].resize(t_len, s_len);
+  }
+  const attention_mask mask{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
+  // pass 2: heads x query blocks, each task alone on its rows of its head
+  const std::size_t qb = opt.keep_weights ? query_block : stream_query_block;
+  const std::size_t blocks = (t_len + qb - 1) / qb;
+  auto run = [&](std::size_t task) {
+    const std::size_t h = task / blocks, b = task % blocks;
+    const std::size_t i0 = b * qb, i1 = std::min(t_len, i0 + qb);
+    const auto q = column_block(matrix_view<const T>(r.queries.view()), h * dh, dh);
+    const auto k = column_block(matrix_view<const T>(r.keys.view()), h * dh, dh);
+    const auto v = column_block(matrix_view<const T>(r.values.view()), h * dvh, dvh);
+    const auto out = column_block(r.concat.view(), h * dvh, dvh);
+    if (opt.keep_weights)
+      detail::attend_rows_materialised<T>(q, k, v, out, r.scale, mask, r.scores[h].view(),
+                                          r.weights[h].view(), i0, i1);
+    else
+      detail::attend_rows_streaming<T>(q, k, v, out, r.scale, mask, i0, i1);
+  };
+  const double work = double(H) * double(t_len) * double(s_len) * double(dh + dvh);
+  if (t_len > 0) {
+    if (pool && work >= (1 << 17))
+      pool->parallel_for(H * blocks, run);
+    else
+      for (std::size_t t = 0; t < H * blocks; ++t) run(t);
+  }
+  for (std::size_t h = 0; h < keep; ++h) {
+    r.context[h].resize(t_len, dvh);
+    for (std::size_t i = 0; i < t_len; ++i)
+      for (std::size_t j = 0; j < dvh; ++j) r.context[h](i, j) = r.concat(i, h * dvh + j);
+  }
+  // pass 3: the output projection
+  if (w.o)
+    linear<T>(r.concat.view(), *w.o, r.output, pool, "wo");
+  else
+    r.output = r.concat;
+}
+
+/// @brief attention as a new result; self-attention when context is x
+template <class T>
+[[nodiscard]] attention_result<T> attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& context,
+                                            const attention_weights<T>& w,
+                                            const attention_options<T>& opt = {},
+                                            thread_pool* pool = &default_pool()) {
+  attention_result<T> r;
+  attention<T>(x.view(), context.view(), w, opt, r, pool);
+  return r;
+}
+
+/// @brief self-attention: queries, keys and values all from x
+template <class T>
+[[nodiscard]] attention_result<T> self_attention(const dynamic_matrix<T>& x, const attention_weights<T>& w,
+                                                 const attention_options<T>& opt = {},
+                                                 thread_pool* pool = &default_pool()) {
+  return attention(x, x, w, opt, pool);
+}
+
+}  // namespace qkv::runtime

@@ -1,0 +1,11 @@
+// runtime.hpp: the runtime path, umbrella (includes only).
+#pragma once
+
+#include "attention.hpp"
+#include "dynamic_matrix.hpp"
+#include "exp.hpp"
+#include "gemm.hpp"
+#include "multihead.hpp"
+#include "simd.hpp"
+#include "softmax.hpp"
+#include "thread_pool.hpp"

@@ -1,0 +1,323 @@
+// Runtime attention: masks, cross-attention, multi-head, the streaming path against the
+// materialised one, threads bit for bit, and PyTorch's numbers for tutorials 001 and 003.
+// Tolerances are derived from the standard model of rounding (runtime_test_support.hpp):
+// a float run must be within the bound of a double computation of the same formula.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <qkv/io/json.hpp>
+#include <qkv/runtime/runtime.hpp>
+
+#include "runtime_test_support.hpp"
+
+namespace rt = qkv::runtime;
+using qkv::testing::expect_within;
+using qkv::testing::random_matrix;
+using qkv::testing::reference_attention;
+using qkv::testing::to_double;
+using rt::dynamic_matrix;
+
+namespace {
+
+dynamic_matrix<double> zeros_like(const dynamic_matrix<double>& m) { return dynamic_matrix<double>(m.rows(), m.cols()); }
+
+/// run one head through both runtime paths in F and check both against the double reference
+template <class F>
+void check_one_head(std::size_t T, std::size_t S, std::size_t d, std::size_t dv, bool causal,
+                    const rt::mask_matrix* allowed, unsigned seed) {
+  const auto q = random_matrix<F>(T, d, seed, 0.6), k = random_matrix<F>(S, d, seed + 1, 0.6),
+             v = random_matrix<F>(S, dv, seed + 2);
+  const F scale = rt::default_scale<F>(d);
+  const std::size_t blocks = (S + rt::key_block - 1) / rt::key_block;
+  const auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
+  const auto ref = reference_attention::compute<F>(qd, zeros_like(qd), kd, zeros_like(kd), vd, zeros_like(vd),
+                                                   double(scale), causal, allowed, blocks);
+  const rt::attention_mask mask{causal, allowed};
+  dynamic_matrix<F> out_m(T, dv), out_s(T, dv), scores(T, S), weights(T, S);
+  auto sv = scores.view();
+  auto wv = weights.view();
+  rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_m.view(), scale, mask, &sv, &wv);
+  rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_s.view(), scale, mask);
+  expect_within(scores, ref.scores, ref.scores_bound, "raw scores");
+  expect_within(weights, ref.weights, ref.weights_bound, "weights");
+  expect_within(out_m, ref.out, ref.out_bound, "materialised output");
+  expect_within(out_s, ref.out, ref.out_bound, "streaming output");
+  // streaming == materialised: each is within out_bound of the exact result, so they are within
+  // twice that of each other (they round differently: running maxima, rescaling, one division)
+  dynamic_matrix<double> twice = ref.out_bound;
+  for (std::size_t x = 0; x < twice.size(); ++x) twice.data()[x] *= 2;
+  expect_within(out_s, to_double(out_m), twice, "streaming vs materialised");
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("single-head attention agrees with a double-precision reference, both paths", F, float, double) {
+  SUBCASE("self, 3 x 4") { check_one_head<F>(3, 3, 4, 4, false, nullptr, 1); }
+  SUBCASE("cross, T = 7 queries over S = 300 keys (three key blocks)") { check_one_head<F>(7, 300, 24, 28, false, nullptr, 2); }
+  SUBCASE("causal, 200 tokens (two query blocks of the streaming path)") { check_one_head<F>(200, 200, 64, 64, true, nullptr, 3); }
+  SUBCASE("an allowed mask with a fully masked row") {
+    rt::mask_matrix allowed(70, 130, 1);
+    for (std::size_t i = 0; i < 70; ++i)
+      for (std::size_t j = 0; j < 130; ++j) allowed(i, j) = (i * 7 + j * 3) % 5 != 0;
+    for (std::size_t j = 0; j < 130; ++j) allowed(13, j) = 0;
+    check_one_head<F>(70, 130, 16, 8, false, &allowed, 4);
+  }
+}
+
+TEST_CASE("a query with every key masked gets weights 0 and output 0 on both paths") {
+  const auto q = random_matrix<float>(4, 8, 5), k = random_matrix<float>(6, 8, 6), v = random_matrix<float>(6, 3, 7);
+  rt::mask_matrix allowed(4, 6, 1);
+  for (std::size_t j = 0; j < 6; ++j) allowed(2, j) = 0;
+  const rt::attention_mask mask{false, &allowed};
+  dynamic_matrix<float> out_m(4, 3), out_s(4, 3), scores(4, 6), weights(4, 6);
+  auto sv = scores.view();
+  auto wv = weights.view();
+  rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out_m.view(), 0.5f, mask, &sv, &wv);
+  rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out_s.view(), 0.5f, mask);
+  for (std::size_t j = 0; j < 6; ++j) CHECK(weights(2, j) == 0.0f);
+  for (std::size_t c = 0; c < 3; ++c) {
+    CHECK(out_m(2, c) == 0.0f);
+    CHECK(out_s(2, c) == 0.0f);
+    CHECK(!std::isnan(out_m(1, c)));
+  }
+}
+
+TEST_CASE("causal equals the allowed mask of its lower triangle, bit for bit") {
+  const auto x = random_matrix<float>(90, 32, 8);
+  rt::attention_weights<float> w;
+  w.q.weight = random_matrix<float>(32, 32, 9, 0.2);
+  w.k.weight = random_matrix<float>(32, 32, 10, 0.2);
+  w.v.weight = random_matrix<float>(32, 32, 11, 0.2);
+  rt::attention_options<float> causal;
+  causal.causal = true;
+  causal.heads = 2;
+  rt::attention_options<float> lower = causal;
+  lower.causal = false;
+  lower.allowed = rt::mask_matrix(90, 90);
+  for (std::size_t i = 0; i < 90; ++i)
+    for (std::size_t j = 0; j <= i; ++j) (*lower.allowed)(i, j) = 1;
+  for (bool keep : {true, false}) {
+    causal.keep_weights = lower.keep_weights = keep;
+    const auto a = rt::self_attention(x, w, causal);
+    const auto b = rt::self_attention(x, w, lower);
+    CHECK(a.output == b.output);
+    if (keep) CHECK(a.weights == b.weights);
+  }
+}
+
+TEST_CASE("multi-head attention is each head's attention on its columns, concatenated, then projected") {
+  const std::size_t T = 10, S = 13, d = 12, H = 3;
+  const auto x = random_matrix<double>(T, d, 20), c = random_matrix<double>(S, 8, 21);
+  rt::attention_weights<double> w;
+  w.q.weight = random_matrix<double>(12, d, 22, 0.3);
+  w.k.weight = random_matrix<double>(12, 8, 23, 0.3);
+  w.v.weight = random_matrix<double>(9, 8, 24, 0.3);
+  w.q.bias = {0.1, -0.2, 0.3, 0, 0, 0, 0.5, 0.5, 0.5, -1, 1, 0};
+  w.o = rt::linear_weights<double>{random_matrix<double>(5, 9, 25, 0.3), {1, 2, 3, 4, 5}};
+  rt::attention_options<double> opt;
+  opt.heads = H;
+  const auto r = rt::attention(x, c, w, opt);
+  REQUIRE(r.scores.size() == H);
+  CHECK(r.queries.rows() == T);
+  CHECK(r.keys.rows() == S);
+  CHECK(r.concat.cols() == 9);
+  CHECK(r.output.cols() == 5);
+  CHECK(r.scale == 1 / std::sqrt(4.0));
+  for (std::size_t h = 0; h < H; ++h) {
+    // head h alone: columns 4h .. 4h+3 of Q and K, 3h .. 3h+2 of V
+    const auto q = copy_of(rt::column_block(r.queries.view(), 4 * h, 4));
+    const auto k = copy_of(rt::column_block(r.keys.view(), 4 * h, 4));
+    const auto v = copy_of(rt::column_block(r.values.view(), 3 * h, 3));
+    dynamic_matrix<double> out(T, 3), s(T, S), wts(T, S);
+    auto sv = s.view();
+    auto wv = wts.view();
+    rt::scaled_dot_product_attention<double>(q.view(), k.view(), v.view(), out.view(), r.scale, {}, &sv, &wv);
+    CHECK(s == r.scores[h]);
+    CHECK(wts == r.weights[h]);
+    CHECK(out == r.context[h]);
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = 0; j < 3; ++j) CHECK(r.concat(i, 3 * h + j) == out(i, j));
+  }
+  CHECK(r.output == rt::linear(r.concat, *w.o));
+}
+
+TEST_CASE("attention with 1 and 2 threads is identical bit for bit, both paths") {
+  const auto x = random_matrix<float>(300, 96, 30);
+  rt::attention_weights<float> w;
+  for (auto* l : {&w.q, &w.k, &w.v}) {
+    l->weight = random_matrix<float>(96, 96, 31, 0.1);
+    l->bias.assign(96, 0.01f);
+  }
+  w.o = rt::linear_weights<float>{random_matrix<float>(96, 96, 32, 0.1), {}};
+  rt::thread_pool one(1), two(2);
+  for (bool keep : {true, false}) {
+    rt::attention_options<float> opt;
+    opt.heads = 6;
+    opt.keep_weights = keep;
+    const auto a = rt::attention(x, x, w, opt, &one);
+    const auto b = rt::attention(x, x, w, opt, &two);
+    CHECK(a.output == b.output);
+    CHECK(a.weights == b.weights);
+    CHECK(a.concat == b.concat);
+  }
+}
+
+TEST_CASE("the streaming path never allocates a T x S matrix") {
+  // its per-thread space is one stream_query_block x key_block tile, whatever T and S
+  const auto q = random_matrix<float>(1000, 16, 40), k = random_matrix<float>(1500, 16, 41),
+             v = random_matrix<float>(1500, 16, 42);
+  dynamic_matrix<float> out(1000, 16);
+  rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.25f, {}, nullptr, nullptr, nullptr);
+  CHECK(rt::detail::streaming_space<float>::get().tile.size() == rt::stream_query_block * rt::key_block);
+  CHECK(rt::stream_query_block * rt::key_block < 1000u * 1500u / 50);
+}
+
+TEST_CASE("attention names both shapes when they do not fit") {
+  const auto x = random_matrix<float>(3, 4, 50);
+  rt::attention_weights<float> w;
+  w.q.weight = random_matrix<float>(3, 5, 51);
+  w.k.weight = random_matrix<float>(3, 4, 52);
+  w.v.weight = random_matrix<float>(3, 4, 53);
+  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w), doctest::Contains("x is 3x4 but wq is 3x5"), rt::shape_error);
+  w.q.weight = random_matrix<float>(3, 4, 51);
+  rt::attention_options<float> opt;
+  opt.heads = 2;
+  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt), doctest::Contains("2 heads do not divide d_q = 3"), rt::shape_error);
+  opt.heads = 1;
+  opt.allowed = rt::mask_matrix(3, 2, 1);
+  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt), doctest::Contains("allowed is 3x2 but must be 3x3"), rt::shape_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// PyTorch's numbers
+
+namespace {
+
+struct reference {
+  qkv::io::json_document doc;
+  explicit reference(const std::string& name)
+      : doc(qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/reference/" + name)) {}
+  /// a tensor of `section`, reshaped to rows x cols (a [1, R, C] or [C] tensor fits)
+  template <class T>
+  dynamic_matrix<T> get(const std::string& section, const std::string& name, std::size_t rows, std::size_t cols) const {
+    const auto t = qkv::io::read_tensor<T>(doc, section + "." + name, doc.json().at(section).at(name));
+    REQUIRE(t.data.size() == rows * cols);
+    dynamic_matrix<T> m(rows, cols);
+    for (std::size_t k = 0; k < t.data.size(); ++k) m.data()[k] = t.data[k];
+    return m;
+  }
+  template <class T>
+  std::vector<T> vec(const std::string& section, const std::string& name) const {
+    return qkv::io::read_tensor<T>(doc, section + "." + name, doc.json().at(section).at(name)).data;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tutorial 003: one BERT head (9 tokens, 768 -> 64 with bias, scale 1/8) agrees with PyTorch") {
+  const reference ref("003_bert_attention_head_linear_init.json");
+  const auto x = ref.get<float>("float32", "seq_embedding", 9, 768);
+  rt::attention_weights<float> w;
+  w.q = {ref.get<float>("float32", "query_weight", 64, 768), ref.vec<float>("float32", "query_bias")};
+  w.k = {ref.get<float>("float32", "key_weight", 64, 768), ref.vec<float>("float32", "key_bias")};
+  w.v = {ref.get<float>("float32", "value_weight", 64, 768), ref.vec<float>("float32", "value_bias")};
+  rt::attention_options<float> opt;  // default scale 1/sqrt(64) = 1/8, exact
+  for (bool keep : {true, false}) {
+    opt.keep_weights = keep;
+    const auto r = rt::self_attention(x, w, opt);
+    // bounds: projections in float from exact inputs (gamma(768) sum |x||w| and the bias add)
+    dynamic_matrix<double> q, dq, k, dk, v, dv;
+    const double u = qkv::testing::unit<float>, g = qkv::testing::gamma_n<float>(768);
+    qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), std::vector<double>(w.q.bias.begin(), w.q.bias.end()), g, u, q, dq);
+    qkv::testing::reference_linear(to_double(x), to_double(w.k.weight), std::vector<double>(w.k.bias.begin(), w.k.bias.end()), g, u, k, dk);
+    qkv::testing::reference_linear(to_double(x), to_double(w.v.weight), std::vector<double>(w.v.bias.begin(), w.v.bias.end()), g, u, v, dv);
+    const auto a = reference_attention::compute<float>(q, dq, k, dk, v, dv, 0.125, false, nullptr, 1);
+    // PyTorch float64 is the exact answer to within 1e-15; our float run is within the bound
+    expect_within(r.queries, ref.get<double>("float64", "query", 9, 64), dq, "queries vs PyTorch float64");
+    expect_within(r.output, ref.get<double>("float64", "output", 9, 64), a.out_bound, "output vs PyTorch float64");
+    if (keep) {
+      // PyTorch's scores are q kᵀ / 8; ours are raw: times 1/8 is exact
+      auto scaled = to_double(r.scores[0]);
+      for (std::size_t x2 = 0; x2 < scaled.size(); ++x2) scaled.data()[x2] /= 8;
+      auto sb = a.scores_bound;
+      for (std::size_t x2 = 0; x2 < sb.size(); ++x2) sb.data()[x2] /= 8;
+      expect_within(scaled, ref.get<double>("float64", "scores", 9, 9), sb, "scores vs PyTorch float64");
+      expect_within(r.weights[0], ref.get<double>("float64", "weights", 9, 9), a.weights_bound, "weights vs PyTorch float64");
+    }
+  }
+}
+
+TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
+  const reference ref("001_self_attention_from_scratch.json");
+  const auto x = ref.get<float>("float32", "embedded_sentence", 6, 16);
+  SUBCASE("single head, scale 1/sqrt(24)") {
+    rt::attention_weights<float> w;
+    w.q.weight = ref.get<float>("float32", "W_query", 24, 16);
+    w.k.weight = ref.get<float>("float32", "W_key", 24, 16);
+    w.v.weight = ref.get<float>("float32", "W_value", 28, 16);
+    const auto r = rt::self_attention(x, w);
+    // PyTorch divides by sqrt(24) in float32; our scale is 1/sqrt(24) in float32 (2 roundings
+    // more than PyTorch's one): a relative 3u on the scaled scores, inside the softmax bound
+    dynamic_matrix<double> q, dq, k, dk, v, dv;
+    const double u = qkv::testing::unit<float>, g = qkv::testing::gamma_n<float>(16);
+    qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), {}, g, u, q, dq);
+    qkv::testing::reference_linear(to_double(x), to_double(w.k.weight), {}, g, u, k, dk);
+    qkv::testing::reference_linear(to_double(x), to_double(w.v.weight), {}, g, u, v, dv);
+    const auto a = reference_attention::compute<float>(q, dq, k, dk, v, dv, 1 / std::sqrt(24.0), false, nullptr, 3);
+    expect_within(r.scores[0], ref.get<double>("float64", "omega", 6, 6), a.scores_bound, "omega");
+    expect_within(r.weights[0], ref.get<double>("float64", "attention_weights", 6, 6), a.weights_bound, "attention_weights");
+    expect_within(r.output, ref.get<double>("float64", "context", 6, 28), a.out_bound, "context");
+  }
+  SUBCASE("three heads: per-head weights stacked into one projection") {
+    // multihead_W_query is (3, 24, 16): stacked it is (72, 16), head h in rows 24h .. 24h+23
+    rt::attention_weights<float> w;
+    w.q.weight = ref.get<float>("float32", "multihead_W_query", 72, 16);
+    w.k.weight = ref.get<float>("float32", "multihead_W_key", 72, 16);
+    w.v.weight = ref.get<float>("float32", "multihead_W_value", 84, 16);
+    rt::attention_options<float> opt;
+    opt.heads = 3;
+    const auto r = rt::self_attention(x, w, opt);
+    const auto omega = ref.get<double>("float64", "multihead_omega", 18, 6);
+    const auto weights = ref.get<double>("float64", "multihead_attention_weights", 18, 6);
+    const auto concat = ref.get<double>("float64", "multihead_context_concat", 6, 84);
+    dynamic_matrix<double> q, dq, k, dk, v, dv;
+    const double u = qkv::testing::unit<float>, g = qkv::testing::gamma_n<float>(16);
+    qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), {}, g, u, q, dq);
+    qkv::testing::reference_linear(to_double(x), to_double(w.k.weight), {}, g, u, k, dk);
+    qkv::testing::reference_linear(to_double(x), to_double(w.v.weight), {}, g, u, v, dv);
+    for (std::size_t h = 0; h < 3; ++h) {
+      CAPTURE(h);
+      auto head = [&](const dynamic_matrix<double>& m, std::size_t width) {
+        return copy_of(rt::column_block(m.view(), h * width, width));
+      };
+      const auto a = reference_attention::compute<float>(head(q, 24), head(dq, 24), head(k, 24), head(dk, 24),
+                                                         head(v, 28), head(dv, 28), 1 / std::sqrt(24.0), false, nullptr, 3);
+      expect_within(r.scores[h], copy_of(rt::row_block(omega.view(), 6 * h, 6)), a.scores_bound, "multihead_omega");
+      expect_within(r.weights[h], copy_of(rt::row_block(weights.view(), 6 * h, 6)), a.weights_bound, "multihead_attention_weights");
+      expect_within(r.context[h], head(concat, 28), a.out_bound, "multihead_context");
+    }
+  }
+  SUBCASE("cross-attention: query 2 over the 8 tokens of a second sequence") {
+    const auto x2 = ref.get<float>("float32", "embedded_sentence_2", 8, 16);
+    rt::attention_weights<float> w;
+    w.q.weight = ref.get<float>("float32", "W_query", 24, 16);
+    w.k.weight = ref.get<float>("float32", "W_key", 24, 16);
+    w.v.weight = ref.get<float>("float32", "W_value", 28, 16);
+    const auto r = rt::attention(x, x2, w);
+    CHECK(r.weights[0].rows() == 6);
+    CHECK(r.weights[0].cols() == 8);
+    dynamic_matrix<double> q, dq, k, dk, v, dv;
+    const double u = qkv::testing::unit<float>, g = qkv::testing::gamma_n<float>(16);
+    qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), {}, g, u, q, dq);
+    qkv::testing::reference_linear(to_double(x2), to_double(w.k.weight), {}, g, u, k, dk);
+    qkv::testing::reference_linear(to_double(x2), to_double(w.v.weight), {}, g, u, v, dv);
+    const auto a = reference_attention::compute<float>(q, dq, k, dk, v, dv, 1 / std::sqrt(24.0), false, nullptr, 3);
+    expect_within(copy_of(rt::row_block(r.weights[0].view(), 1, 1)), ref.get<double>("float64", "cross_attention_weights_2", 1, 8),
+                  copy_of(rt::row_block(a.weights_bound.view(), 1, 1)), "cross_attention_weights_2");
+    expect_within(copy_of(rt::row_block(r.output.view(), 1, 1)), ref.get<double>("float64", "cross_context_vector_2", 1, 28),
+                  copy_of(rt::row_block(a.out_bound.view(), 1, 1)), "cross_context_vector_2");
+  }
+}

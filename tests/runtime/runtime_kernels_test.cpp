@@ -1,0 +1,187 @@
+// The runtime path's building blocks: dynamic matrices and their conversions, the packed matrix
+// product (against a plain fma chain, bit for bit), its epilogue, the thread pool, the row softmax.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <qkv/core/matrix.hpp>
+#include <qkv/runtime/runtime.hpp>
+
+#include "runtime_test_support.hpp"
+
+namespace rt = qkv::runtime;
+using qkv::testing::random_matrix;
+using rt::dynamic_matrix;
+
+namespace {
+
+/// the summation order gemm.hpp promises: acc = fma(a(i,k), b(k,j), acc), k = 0 .. K-1, from 0
+/// (a multiply and an add when the target has no FMA: rt::fmadd is the same either way)
+template <class T>
+dynamic_matrix<T> fma_chain_product(rt::matrix_view<const T> a, rt::matrix_view<const T> b) {
+  dynamic_matrix<T> c(a.rows, b.cols);
+  for (std::size_t i = 0; i < a.rows; ++i)
+    for (std::size_t j = 0; j < b.cols; ++j) {
+      T acc = 0;
+      for (std::size_t k = 0; k < a.cols; ++k) acc = rt::fmadd(a(i, k), b(k, j), acc);
+      c(i, j) = acc;
+    }
+  return c;
+}
+
+std::string what_of(const std::exception& e) { return e.what(); }
+
+}  // namespace
+
+TEST_CASE("a dynamic matrix converts from and back to qkv::matrix unchanged") {
+  constexpr qkv::matrix<float, 2, 3> m{{{1, 2, 3}, {4, 5, 6}}};
+  const auto d = rt::to_dynamic(m);
+  CHECK(d.rows() == 2);
+  CHECK(d.cols() == 3);
+  CHECK(d(1, 2) == 6);
+  CHECK(reinterpret_cast<std::uintptr_t>(d.data()) % rt::alignment == 0);
+  CHECK((d.to_fixed<2, 3>() == m));
+  // a shape mismatch names both shapes
+  try {
+    (void)d.to_fixed<3, 2>();
+    FAIL("to_fixed<3, 2> of a 2x3 matrix must throw");
+  } catch (const rt::shape_error& e) {
+    CHECK(what_of(e).find("2x3") != std::string::npos);
+    CHECK(what_of(e).find("3x2") != std::string::npos);
+  }
+  CHECK_THROWS_AS((dynamic_matrix<float>{{1, 2}, {3}}), rt::shape_error);
+}
+
+TEST_CASE_TEMPLATE("the packed product equals a plain fma chain bit for bit, any shape and layout", T, float, double) {
+  // shapes around the tile edges (6 rows, 2 registers of columns, 256-deep blocks)
+  const std::size_t shapes[][3] = {{1, 1, 1},   {3, 4, 3},     {6, 16, 7},   {7, 17, 5},
+                                   {13, 45, 300}, {50, 9, 513}, {64, 64, 64}, {5, 70, 0}};
+  unsigned seed = 1;
+  for (const auto& s : shapes) {
+    const std::size_t M = s[0], N = s[1], K = s[2];
+    CAPTURE(M);
+    CAPTURE(N);
+    CAPTURE(K);
+    const auto a = random_matrix<T>(M, K, seed++);
+    const auto b = random_matrix<T>(K, N, seed++);
+    const auto bt = random_matrix<T>(N, K, seed++);  // used as btᵀ
+    dynamic_matrix<T> c(M, N);
+    rt::matrix_product<T>(a.view(), b.view(), c.view());
+    CHECK(c == fma_chain_product<T>(a.view(), b.view()));
+    rt::matrix_product<T>(a.view(), transposed(bt.view()), c.view());
+    CHECK(c == fma_chain_product<T>(a.view(), transposed(bt.view())));
+    // a transposed left operand too: (aᵀ)ᵀ b
+    const auto at = copy_of(transposed(a.view()));
+    rt::matrix_product<T>(transposed(at.view()), b.view(), c.view());
+    CHECK(c == fma_chain_product<T>(a.view(), b.view()));
+  }
+}
+
+TEST_CASE("the product's epilogue scales, then adds the bias, after the sum") {
+  const auto a = random_matrix<float>(9, 40, 11);
+  const auto b = random_matrix<float>(40, 21, 12);
+  std::vector<float> bias(21);
+  for (std::size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25f * float(j) - 2;
+  dynamic_matrix<float> c(9, 21);
+  rt::epilogue<float> e;
+  e.scale = 0.125f;
+  e.scaled = true;
+  e.bias = bias.data();
+  rt::matrix_product<float>(a.view(), b.view(), c.view(), e);
+  const auto plain = fma_chain_product<float>(a.view(), b.view());
+  for (std::size_t i = 0; i < 9; ++i)
+    for (std::size_t j = 0; j < 21; ++j) CHECK(c(i, j) == plain(i, j) * 0.125f + bias[j]);
+}
+
+TEST_CASE("a product of shapes that do not fit throws and names both shapes") {
+  const dynamic_matrix<float> a(3, 4), b(5, 2);
+  try {
+    (void)rt::matrix_product(a, b);
+    FAIL("must throw");
+  } catch (const rt::shape_error& e) {
+    CHECK(what_of(e).find("3x4") != std::string::npos);
+    CHECK(what_of(e).find("5x2") != std::string::npos);
+  }
+  CHECK_THROWS_WITH_AS((void)rt::matrix_product_transposed(a, b),
+                       doctest::Contains("a is 3x4 and b is 5x2"), rt::shape_error);
+}
+
+TEST_CASE("products with 1 and 2 threads are identical bit for bit") {
+  const auto a = random_matrix<float>(130, 300, 21);
+  const auto w = random_matrix<float>(200, 300, 22);
+  rt::thread_pool one(1), two(2);
+  dynamic_matrix<float> c1(130, 200), c2(130, 200), c3(130, 200);
+  rt::matrix_product<float>(a.view(), transposed(w.view()), c1.view(), {}, &one);
+  rt::matrix_product<float>(a.view(), transposed(w.view()), c2.view(), {}, &two);
+  rt::matrix_product<float>(a.view(), transposed(w.view()), c3.view(), {}, nullptr);
+  CHECK(c1 == c2);
+  CHECK(c1 == c3);
+  // and a tall, narrow one (split over rows)
+  const auto t = random_matrix<double>(500, 64, 23);
+  const auto u = random_matrix<double>(64, 8, 24);
+  dynamic_matrix<double> d1(500, 8), d2(500, 8);
+  rt::matrix_product<double>(t.view(), u.view(), d1.view(), {}, &one);
+  rt::matrix_product<double>(t.view(), u.view(), d2.view(), {}, &two);
+  CHECK(d1 == d2);
+}
+
+TEST_CASE("the pool runs every task once and passes on a task's exception") {
+  rt::thread_pool pool(2);
+  std::vector<std::atomic<int>> hits(1000);
+  pool.parallel_for(hits.size(), [&](std::size_t t) { hits[t]++; });
+  int wrong = 0;
+  for (auto& h : hits) wrong += h.load() != 1;
+  CHECK(wrong == 0);
+  CHECK_THROWS_WITH(pool.parallel_for(10, [](std::size_t t) {
+    if (t == 7) throw std::runtime_error("task 7 failed");
+  }), "task 7 failed");
+  pool.resize(1);
+  CHECK(pool.size() == 1);
+}
+
+TEST_CASE_TEMPLATE("softmax of equal logits is uniform", T, float, double) {
+  dynamic_matrix<T> m(3, 5, T(2.5));
+  const auto w = rt::softmax_rows(m);
+  for (std::size_t k = 0; k < w.size(); ++k) CHECK(w.data()[k] == T(0.2));
+}
+
+TEST_CASE("softmax stays finite for huge logits and gives 0 to a row of -inf") {
+  const float inf = std::numeric_limits<float>::infinity();
+  dynamic_matrix<float> m{{1000, 999, -1000}, {-inf, -inf, -inf}, {-inf, 0, -inf}};
+  const auto w = rt::softmax_rows(m);
+  // e^0 / (e^0 + e^-1) = 1 / (1 + 0.36788) = 0.7310586; e^-1 / ... = 0.2689414
+  CHECK(w(0, 0) == doctest::Approx(0.7310586).epsilon(1e-6));
+  CHECK(w(0, 1) == doctest::Approx(0.2689414).epsilon(1e-6));
+  CHECK(w(0, 2) == 0.0f);
+  CHECK(w(1, 0) == 0.0f);
+  CHECK(w(1, 1) == 0.0f);
+  CHECK(w(1, 2) == 0.0f);
+  CHECK(w(2, 1) == 1.0f);
+}
+
+TEST_CASE_TEMPLATE("the row softmax is within its derived bound of a double-precision softmax", T, float, double) {
+  // rows of 1 .. 40 entries: every tail length of the vector loop
+  for (std::size_t n = 1; n <= 40; ++n) {
+    CAPTURE(n);
+    const auto x = random_matrix<T>(4, n, unsigned(100 + n), 3.0);
+    const auto w = rt::softmax_rows(x);
+    for (std::size_t i = 0; i < 4; ++i) {
+      double m = -1e300, lo = 1e300, sum = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        m = std::max(m, double(x(i, j)));
+        lo = std::min(lo, double(x(i, j)));
+      }
+      for (std::size_t j = 0; j < n; ++j) sum += std::exp(double(x(i, j)) - m);
+      // core/bounds.hpp's bound with exact inputs and exp within 2 ulp: (2 (4 + range) + n) u
+      const double u = qkv::testing::unit<T>;
+      const double rel = 1.01 * (2 * (4 + (m - lo)) + double(n)) * u;
+      for (std::size_t j = 0; j < n; ++j) {
+        const double exact = std::exp(double(x(i, j)) - m) / sum;
+        CHECK(std::abs(double(w(i, j)) - exact) <= rel * exact);
+      }
+    }
+  }
+}
