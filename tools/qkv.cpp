@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "cli.hpp"
+#include "cmd_attend.hpp"
 #include "cmd_explain.hpp"
 #include "cmd_tokenize.hpp"
 #include "cmd_torch.hpp"
@@ -30,6 +31,10 @@ constexpr command commands[] = {
      qkv::cli::cmd_tokenize},
     {"torch", "torch --seed S OP...      PyTorch's generator after manual_seed(S): rand, randn, Linear, ...",
      qkv::cli::cmd_torch},
+
+    {"attend", "attend CASE.json [--json] [--svg FILE] [--html FILE]\n"
+               "                            attention for a case given as JSON: a trace, or every tensor",
+     qkv::cli::cmd_attend},
 };
 
 void print_help(std::ostream& out) {

@@ -185,14 +185,18 @@ namespace detail {
   return s + "]";
 }
 
-/// the shape of a bare nested array, checking that it is rectangular
+/// the most dimensions a tensor may have (a bound on the recursion, too)
+inline constexpr std::size_t max_rank = 8;
+
+/// the shape of a bare nested array, from its first elements (flatten checks the rest)
 inline void infer_shape(const json_document& doc, const std::string& field, const nlohmann::json& j,
                         std::vector<std::size_t>& shape, std::size_t depth) {
   if (!j.is_array()) return;
+  if (depth >= max_rank)
+    throw doc.error(field, "arrays nested deeper than " + std::to_string(max_rank) + " levels");
   if (depth == shape.size()) shape.push_back(j.size());
   if (j.empty()) return;
   infer_shape(doc, field, j[0], shape, depth + 1);
-  (void)doc;
 }
 
 /// flatten data to values, checking it against shape at every level
@@ -251,6 +255,9 @@ template <class T>
     }
     const auto& s = j.at("shape");
     if (!s.is_array()) throw doc.error(field, "shape must be an array of sizes, got " + detail::kind_of(s));
+    if (s.size() > detail::max_rank)
+      throw doc.error(field, "shape has " + std::to_string(s.size()) + " dimensions, at most " +
+                                 std::to_string(detail::max_rank) + " are supported");
     for (const auto& e : s) {
       if (!e.is_number_unsigned()) throw doc.error(field, "shape must hold non-negative integers, got " + detail::kind_of(e));
       t.shape.push_back(e.get<std::size_t>());

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""run_attend.py STATUS STREAM TEXT -- QKV ARGS...: run `qkv ARGS`, check its exit status, that
+TEXT appears in STREAM (stdout or stderr), and the stream contract: on an error (status 2)
+nothing on stdout; with --json and status 0, stdout is one JSON object with the eight keys of
+DESIGN.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape."""
+import json
+import subprocess
+import sys
+
+sep = sys.argv.index("--")
+status, stream, text = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+cmd = sys.argv[sep + 1:]
+p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+out = {"stdout": p.stdout, "stderr": p.stderr}
+problems = []
+if p.returncode != status:
+    problems.append(f"exit status {p.returncode}, expected {status}")
+if text not in out[stream]:
+    problems.append(f"{stream} does not contain {text!r}")
+if p.returncode == 2 and p.stdout:
+    problems.append("an error, but something on stdout")
+if p.returncode == 2 and not p.stderr.strip():
+    problems.append("an error, but no message on stderr")
+if p.returncode < 0:
+    problems.append(f"killed by signal {-p.returncode}")
+if p.returncode == 0 and "--json" in cmd:
+    try:
+        j = json.loads(p.stdout)
+        keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
+        if list(j.keys()) != keys:
+            problems.append(f"keys {list(j.keys())}, expected {keys}")
+        for k in keys:
+            t = j[k]
+            def check(d, shape):
+                if not shape:
+                    return d is None or isinstance(d, (int, float))
+                return isinstance(d, list) and len(d) == shape[0] and all(check(e, shape[1:]) for e in d)
+            if set(t) != {"dtype", "shape", "data"} or not check(t["data"], t["shape"]):
+                problems.append(f"{k} is not a well-formed tensor")
+        if len(j["scores"]["shape"]) != 3 or len(j["context"]["shape"]) != 3:
+            problems.append("scores and context must be heads x T x ...")
+    except (ValueError, KeyError, TypeError) as e:
+        problems.append(f"stdout is not the expected JSON: {e}")
+if problems:
+    print("command:", " ".join(cmd))
+    print("stdout:", p.stdout[:3000])
+    print("stderr:", p.stderr[:3000])
+    print("\n".join(problems))
+    sys.exit(1)
+print("ok:", " ".join(cmd[1:]))
