@@ -5,14 +5,10 @@
 // arithmetic; a bad one is an input_error naming the file, the field, the expected and the
 // actual shape (exit 2, nothing on stdout).
 //
-// --svg and --html: the hook for io/svg.hpp and io/html.hpp (the bert-io issue). When those
-// headers exist and define QKV_IO_ATTENTION_SVG / QKV_IO_ATTENTION_HTML, the flags call
-//   std::string qkv::io::attention_svg(const qkv::io::attention_figure&)
-//   std::string qkv::io::attention_html(const qkv::io::attention_figure&, const std::string& trace)
-// where attention_figure (defined by svg.hpp) has the members heads, queries (T), keys (S),
-// weights (one std::vector<double> per head, T x S row-major), query_labels and key_labels
-// (std::vector<std::string>), filled by make_figure() below. Until then the flags exit 2 with
-// "not built yet" (and nothing on stdout).
+// --svg writes the heatmap of the weights (io/svg.hpp: a panel per head, query and key indices
+// on the axes); --html a self-contained page (io/html.hpp) with the trace, every matrix of up to
+// 4096 elements as a table, and the heatmap. Files are written before anything is printed, so a
+// file that cannot be written is an error with nothing on stdout.
 #pragma once
 
 #include <cmath>
@@ -29,12 +25,8 @@
 #include <qkv/io/print.hpp>
 #include <qkv/runtime/multihead.hpp>
 
-#if __has_include(<qkv/io/svg.hpp>)
-#include <qkv/io/svg.hpp>
-#endif
-#if __has_include(<qkv/io/html.hpp>)
 #include <qkv/io/html.hpp>
-#endif
+#include <qkv/io/svg.hpp>
 
 #include "cli.hpp"
 
@@ -240,20 +232,63 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   return o.str();
 }
 
-#if defined(QKV_IO_ATTENTION_SVG)
-/// the hook's input (see the header comment): what a heatmap and a walkthrough page need
+/// the weights as (heads, T, S) nested vectors, and index labels "0", "1", ...
 template <class T>
-qkv::io::attention_figure make_figure(const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len) {
-  qkv::io::attention_figure f;
-  f.heads = r.weights.size();
-  f.queries = t_len;
-  f.keys = s_len;
-  for (const auto& w : r.weights) f.weights.emplace_back(w.data(), w.data() + w.size());
-  for (std::size_t i = 0; i < t_len; ++i) f.query_labels.push_back(std::to_string(i));
-  for (std::size_t j = 0; j < s_len; ++j) f.key_labels.push_back(std::to_string(j));
-  return f;
+std::vector<std::vector<std::vector<double>>> weights_3d(const rt::attention_result<T>& r) {
+  std::vector<std::vector<std::vector<double>>> w;
+  for (const auto& m : r.weights) {
+    auto& head = w.emplace_back();
+    for (std::size_t i = 0; i < m.rows(); ++i) head.emplace_back(m.row(i), m.row(i) + m.cols());
+  }
+  return w;
 }
-#endif
+
+inline std::vector<std::string> index_labels(std::size_t n) {
+  std::vector<std::string> l;
+  for (std::size_t i = 0; i < n; ++i) l.push_back(std::to_string(i));
+  return l;
+}
+
+template <class T>
+std::string heatmap(const parsed_case& pc, const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len,
+                    const std::string& id) {
+  qkv::io::heatmap_options o;
+  o.title = "attention weights, " + pc.file;
+  o.id = id;
+  return qkv::io::attention_svg(index_labels(t_len), index_labels(s_len), weights_3d(r), o);
+}
+
+template <class T>
+std::string html_page(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& context,
+                      bool has_context, const rt::attention_result<T>& r, const std::string& text) {
+  const std::size_t t_len = x.rows(), s_len = has_context ? context.rows() : x.rows();
+  qkv::io::html_page page("qkv attend " + pc.file);
+  auto table = [&](const std::string& name, const rt::dynamic_matrix<T>& m) {
+    if (m.size() > 4096) {
+      page.paragraph(name + " (" + m.shape() + "): too large for a table, see the trace above");
+      return;
+    }
+    std::vector<double> v(m.data(), m.data() + m.size());
+    page.matrix(name, m.rows(), m.cols(), v);
+  };
+  page.heading("The walkthrough").preformatted(text);
+  page.heading("The weights").svg(heatmap(pc, r, t_len, s_len, "qkv_attend"));
+  page.heading("Every matrix");
+  table("x", x);
+  if (has_context) table("context", context);
+  table("queries", r.queries);
+  table("keys", r.keys);
+  table("values", r.values);
+  for (std::size_t h = 0; h < r.weights.size(); ++h) {
+    const std::string head = r.weights.size() > 1 ? " (head " + std::to_string(h) + ")" : "";
+    table("scores" + head, r.scores[h]);
+    table("weights" + head, r.weights[h]);
+    table("context" + head, r.context[h]);
+  }
+  table("concat", r.concat);
+  table("output", r.output);
+  return page.str();
+}
 
 template <class T>
 int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html) {
@@ -265,24 +300,11 @@ int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const 
   const auto r = rt::attention(x, has_context ? context : x, w, opt);
   const std::size_t s_len = has_context ? context.rows() : x.rows();
   const std::string text = trace(pc, x, context, has_context, w, opt, r);
-  if (!svg.empty() || !html.empty()) {
-#if defined(QKV_IO_ATTENTION_SVG)
-    const auto figure = make_figure(r, x.rows(), s_len);
-#endif
-    if (!svg.empty()) {
-#if defined(QKV_IO_ATTENTION_SVG)
-      std::ofstream(svg) << qkv::io::attention_svg(figure);
-#else
-      throw input_error("--svg " + svg + ": the SVG heatmap (io/svg.hpp) is not built yet");
-#endif
-    }
-    if (!html.empty()) {
-#if defined(QKV_IO_ATTENTION_SVG) && defined(QKV_IO_ATTENTION_HTML)
-      std::ofstream(html) << qkv::io::attention_html(figure, text);
-#else
-      throw input_error("--html " + html + ": the HTML walkthrough (io/html.hpp) is not built yet");
-#endif
-    }
+  try {
+    if (!svg.empty()) qkv::io::write_text_file(svg, heatmap(pc, r, x.rows(), s_len, "qkv"));
+    if (!html.empty()) qkv::io::write_text_file(html, html_page(pc, x, context, has_context, r, text));
+  } catch (const std::runtime_error& e) {
+    throw input_error(std::string(e.what()));
   }
   std::cout << (as_json ? json_output(r, x.rows(), s_len) : text);
   return exit_ok;

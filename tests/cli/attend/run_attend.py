@@ -2,8 +2,11 @@
 """run_attend.py STATUS STREAM TEXT -- QKV ARGS...: run `qkv ARGS`, check its exit status, that
 TEXT appears in STREAM (stdout or stderr), and the stream contract: on an error (status 2)
 nothing on stdout; with --json and status 0, stdout is one JSON object with the eight keys of
-DESIGN.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape."""
+DESIGN.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape; with
+--svg FILE / --html FILE and status 0, FILE exists and is well-formed XML (SVG / XHTML)."""
 import json
+import os
+import xml.dom.minidom
 import subprocess
 import sys
 
@@ -41,6 +44,16 @@ if p.returncode == 0 and "--json" in cmd:
             problems.append("scores and context must be heads x T x ...")
     except (ValueError, KeyError, TypeError) as e:
         problems.append(f"stdout is not the expected JSON: {e}")
+if p.returncode == 0:
+    for flag, root in (("--svg", "svg"), ("--html", "html")):
+        if flag in cmd:
+            path = cmd[cmd.index(flag) + 1]
+            try:
+                doc = xml.dom.minidom.parse(path)
+                if doc.documentElement.tagName != root:
+                    problems.append(f"{path}: root element {doc.documentElement.tagName}, expected {root}")
+            except Exception as e:  # noqa: BLE001 - any failure to read is a problem to report
+                problems.append(f"{path} is not well-formed XML: {e}")
 if problems:
     print("command:", " ".join(cmd))
     print("stdout:", p.stdout[:3000])
