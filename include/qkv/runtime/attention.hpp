@@ -139,7 +139,9 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
         for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
         continue;
       }
-      const T alpha = vexp(T(m[r] - m_new));  // e^(-inf) = 0 on the first finite block
+      // e^(m_old - m_new): 0 on the first block with a finite score (m_old = -inf), as vexp
+      // gives for -inf; spelled out because one scalar exp costs a whole vector's latency
+      const T alpha = m[r] == ninf ? T(0) : vexp(T(m[r] - m_new));
       const T row_sum = exp_shifted_sum(srow, bc, m_new);
       l[r] = alpha == T(1) ? T(l[r] + row_sum) : T(l[r] * alpha + row_sum);
       if (alpha != T(1))

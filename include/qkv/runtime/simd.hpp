@@ -60,18 +60,26 @@ template <class T>
 #endif
 }
 
+/// lanes k < n (a masked load: never touches p[n] and beyond, no lane-by-lane inserts,
+/// which would stall on store forwarding)
+template <class T>
+[[nodiscard]] inline typename simd<T>::mask_type first_lanes(std::size_t n) {
+  const simd<T> index([](auto k) { return T(k); });
+  return index < simd<T>(T(n));
+}
+
 /// the first n (< lanes) elements of p, the rest filled with `fill`
 template <class T>
 [[nodiscard]] inline simd<T> load_partial(const T* p, std::size_t n, T fill = T(0)) {
   simd<T> v(fill);
-  for (std::size_t i = 0; i < n; ++i) v[i] = p[i];
+  stdx::where(first_lanes<T>(n), v).copy_from(p, stdx::element_aligned);
   return v;
 }
 
 /// store the first n (< lanes) elements of v to p
 template <class T>
 inline void store_partial(const simd<T>& v, T* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = v[i];
+  stdx::where(first_lanes<T>(n), v).copy_to(p, stdx::element_aligned);
 }
 
 /// the largest lane. The order of a max does not change its value, so this is exact.

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# bench.sh: build the Google Benchmark suite (bench/) in release mode with g++ and run it:
+# every workload and implementation interleaved at random, repeated, medians reported.
+#   ./scripts/bench.sh                      all benchmarks, 7 repetitions
+#   ./scripts/bench.sh 'W4|W5'              only those matching a regex
+#   QKV_BENCH_REPS=15 ./scripts/bench.sh    more repetitions
+# Results: the console table, and bench-results.json (Google Benchmark's JSON) in the build folder.
+# docs/performance.md explains the workloads, the machine and how to read the numbers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+
+dir=build-bench
+if [ ! -f "$dir/build.ninja" ]; then
+  CXX=${CXX:-g++} meson setup "$dir" -Dbench=true -Dtests=false -Dbuildtype=release >"$dir.setup.log" 2>&1 \
+    || { cat "$dir.setup.log"; exit 1; }
+  rm -f "$dir.setup.log"
+fi
+meson compile -C "$dir" -j 2 bench/qkv_bench
+
+# Two thread pools that spin after their work fight over two cores (docs/benchmarking.md):
+# OpenMP (Eigen) waits passively, and OpenBLAS's idle threads give up the core almost at once.
+# qkv's own pool sleeps on a condition variable and never spins.
+export OMP_WAIT_POLICY=PASSIVE
+export OPENBLAS_THREAD_TIMEOUT=4
+
+filter=${1:-.}
+"$dir/bench/qkv_bench" \
+  --benchmark_filter="$filter" \
+  --benchmark_repetitions="${QKV_BENCH_REPS:-7}" \
+  --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true \
+  --benchmark_min_time="${QKV_BENCH_MIN_TIME:-0.2}" \
+  --benchmark_out="$dir/bench-results.json" --benchmark_out_format=json
+echo "bench.sh: medians above; all repetitions in $dir/bench-results.json"
