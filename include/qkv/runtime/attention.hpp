@@ -89,7 +89,8 @@ void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<c
 template <class T>
 struct streaming_space {
   aligned_vector<T> tile;  // (query_block, key_block)
-  aligned_vector<T> m, l;  // (query_block)
+  aligned_vector<T> m, l;  // (stream_query_block): running maxima and sums
+  aligned_vector<T> m_new, row_sum;  // (stream_query_block): this key block's
   static streaming_space& get() {
     thread_local streaming_space s;
     return s;
@@ -104,12 +105,20 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
   const T ninf = -std::numeric_limits<T>::infinity();
   const std::size_t rows = i1 - i0, s = k.rows, dv = v.cols;
   auto& space = streaming_space<T>::get();
-  space.tile.resize(stream_query_block * key_block);
-  space.m.assign(stream_query_block, ninf);
-  space.l.assign(stream_query_block, T(0));
+  if (space.tile.size() < stream_query_block * key_block) {
+    space.tile.resize(stream_query_block * key_block);
+    space.m.resize(stream_query_block);
+    space.l.resize(stream_query_block);
+    space.m_new.resize(stream_query_block);
+    space.row_sum.resize(stream_query_block);
+  }
+  std::fill_n(space.m.begin(), rows, ninf);
+  std::fill_n(space.l.begin(), rows, T(0));
   T* tile = space.tile.data();
   T* m = space.m.data();
   T* l = space.l.data();
+  T* m_new = space.m_new.data();
+  T* row_sum = space.row_sum.data();
   for (std::size_t i = i0; i < i1; ++i)
     for (std::size_t j = 0; j < dv; ++j) out(i, j) = T(0);
   // keys past the last query's causal limit are masked for every row here: skip them
@@ -123,7 +132,9 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
     e.scale = scale;
     e.scaled = true;
     product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc);
-    // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out
+    // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. Three
+    // sweeps over the rows rather than one: each row's max -> exp -> sum is a long dependent
+    // chain, and independent rows side by side let the core overlap them (tiny cases)
     for (std::size_t r = 0; r < rows; ++r) {
       T* srow = tile + r * bc;
       const std::size_t i = i0 + r;
@@ -134,19 +145,27 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
           if (!allowed[c]) srow[c] = ninf;
       }
       for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
-      const T m_new = std::max(m[r], row_max(srow, bc));
-      if (m_new == ninf) {  // every key so far masked: nothing to add yet
+      m_new[r] = std::max(m[r], row_max(srow, bc));
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      T* srow = tile + r * bc;
+      if (m_new[r] == ninf) {  // every key so far masked: nothing to add yet
         for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
-        continue;
+        row_sum[r] = T(0);
+      } else {
+        row_sum[r] = exp_shifted_sum(srow, bc, m_new[r]);
       }
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (m_new[r] == ninf) continue;
+      const std::size_t i = i0 + r;
       // e^(m_old - m_new): 0 on the first block with a finite score (m_old = -inf), as vexp
       // gives for -inf; spelled out because one scalar exp costs a whole vector's latency
-      const T alpha = m[r] == ninf ? T(0) : vexp(T(m[r] - m_new));
-      const T row_sum = exp_shifted_sum(srow, bc, m_new);
-      l[r] = alpha == T(1) ? T(l[r] + row_sum) : T(l[r] * alpha + row_sum);
+      const T alpha = m[r] == ninf ? T(0) : vexp(T(m[r] - m_new[r]));
+      l[r] = alpha == T(1) ? T(l[r] + row_sum[r]) : T(l[r] * alpha + row_sum[r]);
       if (alpha != T(1))
         for (std::size_t j = 0; j < dv; ++j) out(i, j) = out(i, j) * alpha;
-      m[r] = m_new;
+      m[r] = m_new[r];
     }
     // pass 3: out += p v(j0..j0+bc), continuing each output element's fma chain
     product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),

@@ -87,15 +87,16 @@ void pack_b(const matrix_view<const T>& b, std::size_t k0, std::size_t kc, std::
         for (; n < n_valid; ++n) d[n] = src[n];
         for (; n < NR; ++n) d[n] = T(0);
       }
-    } else {  // columns contiguous (b = wᵀ, w row-major): read along k
-      for (std::size_t n = 0; n < NR; ++n) {
-        if (n >= n_valid) {
-          for (std::size_t k = 0; k < kc; ++k) dst[k * NR + n] = T(0);
-          continue;
-        }
-        const T* src = &b(k0, j0 + q + n);
-        const std::size_t rs = b.row_stride;
-        for (std::size_t k = 0; k < kc; ++k) dst[k * NR + n] = src[k * rs];
+    } else {  // b = wᵀ and the like: NR columns of b are NR rows of w, read side by side
+      const T* src[NR];
+      for (std::size_t n = 0; n < NR; ++n) src[n] = n < n_valid ? &b(k0, j0 + q + n) : nullptr;
+      const std::size_t rs = b.row_stride;
+      if (n_valid == NR) {
+        for (std::size_t k = 0; k < kc; ++k)
+          for (std::size_t n = 0; n < NR; ++n) dst[k * NR + n] = src[n][k * rs];
+      } else {
+        for (std::size_t k = 0; k < kc; ++k)
+          for (std::size_t n = 0; n < NR; ++n) dst[k * NR + n] = n < n_valid ? src[n][k * rs] : T(0);
       }
     }
   }
@@ -187,6 +188,19 @@ void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
         if (e.scaled) v = v * e.scale;
         if (e.bias) v = v + e.bias[j];
         c(i, j) = v;
+      }
+    return;
+  }
+  if ((i1 - i0) * (j1 - j0) * K <= 512) {
+    // tiny (tutorial-sized) blocks: the same chains and the same epilogue without packing,
+    // whose fixed costs would dominate; the same bits as the packed path
+    for (std::size_t i = i0; i < i1; ++i)
+      for (std::size_t j = j0; j < j1; ++j) {
+        T acc = accumulate ? c(i, j) : T(0);
+        for (std::size_t k = 0; k < K; ++k) acc = fmadd(a(i, k), b(k, j), acc);
+        if (e.scaled) acc = acc * e.scale;
+        if (e.bias) acc = acc + e.bias[j];
+        c(i, j) = acc;
       }
     return;
   }
