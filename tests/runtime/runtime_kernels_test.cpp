@@ -140,6 +140,16 @@ TEST_CASE("the pool runs every task once and passes on a task's exception") {
   }), "task 7 failed");
   pool.resize(1);
   CHECK(pool.size() == 1);
+  // workers started after earlier jobs wait for the next one (they once took a stale job)
+  pool.parallel_for(4, [](std::size_t) {});
+  pool.resize(2);
+  std::atomic<int> count{0};
+  pool.parallel_for(100, [&](std::size_t) { count++; });
+  CHECK(count.load() == 100);
+  pool.resize(1);
+  pool.resize(2);
+  pool.parallel_for(100, [&](std::size_t) { count++; });
+  CHECK(count.load() == 200);
 }
 
 TEST_CASE_TEMPLATE("softmax of equal logits is uniform", T, float, double) {

@@ -107,9 +107,10 @@ class thread_pool {
 
   void start(std::size_t threads) {
     quit_ = false;
+    const std::size_t now = generation_;  // a new worker waits for the next job, not a past one
     for (std::size_t w = 1; w < threads; ++w)
-      workers_.emplace_back([this] {
-        std::size_t seen = 0;
+      workers_.emplace_back([this, now] {
+        std::size_t seen = now;
         for (;;) {
           job* j;
           {
