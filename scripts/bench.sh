@@ -4,6 +4,8 @@
 #   ./scripts/bench.sh                      all benchmarks, 7 repetitions
 #   ./scripts/bench.sh 'W4|W5'              only those matching a regex
 #   QKV_BENCH_REPS=15 ./scripts/bench.sh    more repetitions
+#   QKV_SIMD_ARCH=native ./scripts/bench.sh  the runtime path for this CPU (AVX-512 where there is
+#                                            one), built in build-bench-native
 # Results: the console table, and bench-results.json (Google Benchmark's JSON) in the build folder.
 # docs/performance.md explains the workloads, the machine and how to read the numbers.
 set -euo pipefail
@@ -11,9 +13,11 @@ cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
 
+arch=${QKV_SIMD_ARCH:-x86-64-v3}
 dir=build-bench
+[ "$arch" = x86-64-v3 ] || dir=build-bench-$arch
 if [ ! -f "$dir/build.ninja" ]; then
-  CXX=${CXX:-g++} meson setup "$dir" -Dbench=true -Dtests=false -Dbuildtype=release >"$dir.setup.log" 2>&1 \
+  CXX=${CXX:-g++} meson setup "$dir" -Dbench=true -Dtests=false -Dbuildtype=release -Dsimd_arch="$arch" >"$dir.setup.log" 2>&1 \
     || { cat "$dir.setup.log"; exit 1; }
   rm -f "$dir.setup.log"
 fi

@@ -21,7 +21,8 @@ namespace qkv::runtime {
 
 namespace stdx = std::experimental;
 
-/// the widest register the target has: 8 floats / 4 doubles with AVX2, 4 / 2 with SSE2
+/// the widest register the target has: 8 floats / 4 doubles with AVX2, 16 / 8 with AVX-512
+/// (simd_arch=x86-64-v4 or native), 4 / 2 with SSE2
 template <class T>
 using simd = stdx::native_simd<T>;
 
@@ -39,6 +40,13 @@ inline constexpr bool has_fma =
 /// @brief a * b + c, rounded once when the target has FMA (see the header comment)
 template <class T>
 [[nodiscard]] inline simd<T> fmadd(const simd<T>& a, const simd<T>& b, const simd<T>& c) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && lanes<float> == 16)
+    return simd<T>(_mm512_fmadd_ps(static_cast<__m512>(a), static_cast<__m512>(b), static_cast<__m512>(c)));
+  else if constexpr (std::is_same_v<T, double> && lanes<double> == 8)
+    return simd<T>(_mm512_fmadd_pd(static_cast<__m512d>(a), static_cast<__m512d>(b), static_cast<__m512d>(c)));
+  else
+#endif
 #if defined(__FMA__) && defined(__AVX__)
   if constexpr (std::is_same_v<T, float> && lanes<float> == 8)
     return simd<T>(_mm256_fmadd_ps(static_cast<__m256>(a), static_cast<__m256>(b), static_cast<__m256>(c)));
