@@ -29,7 +29,7 @@ def per_call_us(b, key):
 
 print("| benchmark | wall / call | CPU / call | GFLOP/s (wall) | W4 peak extra |")
 print("|---|---|---|---|---|")
-for name, b in med.items():
+for name, b in sorted(med.items()):
     if name.startswith("exp/"):
         continue
     wall, cpu = per_call_us(b, "real_time"), per_call_us(b, "cpu_time")
@@ -39,7 +39,7 @@ for name, b in med.items():
 print()
 print("| exp kernel | elements/s |")
 print("|---|---|")
-for name, b in med.items():
+for name, b in sorted(med.items()):
     if name.startswith("exp/"):
         print(f"| {name} | {b['items_per_second'] / 1e9:.3f} G/s |")
 
