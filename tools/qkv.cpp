@@ -31,7 +31,6 @@ constexpr command commands[] = {
      qkv::cli::cmd_tokenize},
     {"torch", "torch --seed S OP...      PyTorch's generator after manual_seed(S): rand, randn, Linear, ...",
      qkv::cli::cmd_torch},
-
     {"attend", "attend CASE.json [--json] [--svg FILE] [--html FILE]\n"
                "                            attention for a case given as JSON: a trace, or every tensor",
      qkv::cli::cmd_attend},
