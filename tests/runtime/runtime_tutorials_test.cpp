@@ -1,4 +1,4 @@
-// The same examples through both paths: tutorials 000, 002 and 004 computed at compile time
+// The same examples through both paths: tutorials 000, 001, 002 and 004 computed at compile time
 // (the examples' constexpr results) and by the runtime SIMD engine agree within the tolerance
 // that follows from the FMA policy.
 //
@@ -9,8 +9,8 @@
 // of the exact result (runtime_test_support.hpp: gamma(K) sum |a||b| per product, the softmax
 // bound of core/bounds.hpp with exp within 2 ulp), so |constexpr - runtime| <= 2 B. Exact
 // steps (tutorial 000's integer products) must agree bit for bit.
-// Tutorial 001 joins when its constexpr example exists (the generator issue); its PyTorch
-// numbers are checked in runtime_attention_test.cpp already.
+// Tutorial 001's PyTorch numbers (three heads, cross-attention) are checked in
+// runtime_attention_test.cpp too.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -18,6 +18,7 @@
 
 #define QKV_EXAMPLE_NO_MAIN
 #include "../../examples/01_illustrated_self_attention.cpp"
+#include "../../examples/02_self_attention_from_scratch.cpp"
 #include "../../examples/03_walking_through_the_math.cpp"
 #include "../../examples/05_statquest_self_attention.cpp"
 
@@ -113,4 +114,17 @@ TEST_CASE("tutorial 004 (StatQuest) through the runtime path agrees with its con
         d(ex::selfAttention.W_v), 1 / std::sqrt(2.0));
   // the tutorial prints [[1.0100, 1.0641], [0.2040, 0.7057], [3.4989, 2.2427]]
   CHECK(r.output(2, 0) == doctest::Approx(3.4989).epsilon(2e-5));
+}
+
+TEST_CASE("tutorial 001 (from scratch, 6 tokens of 16, d_q = 24, d_v = 28) through the runtime path agrees with its constexpr result") {
+  namespace ex = qkv::examples::from_scratch;
+  // the notebook's weights are (out, in) and its tokens columns: x = the embedded sentence as rows
+  rt::attention_weights<float> w;
+  w.q.weight = rt::to_dynamic(ex::weights.W_query);
+  w.k.weight = rt::to_dynamic(ex::weights.W_key);
+  w.v.weight = rt::to_dynamic(ex::weights.W_value);
+  const auto x = rt::to_dynamic(ex::embedded_sentence);
+  const auto r = rt::self_attention(x, w);  // default scale 1/sqrt(24); the core divides by sqrt(24)
+  agree(r, ex::attn, to_double(x), d(ex::weights.W_query), d(ex::weights.W_key), d(ex::weights.W_value),
+        1 / std::sqrt(24.0));
 }
