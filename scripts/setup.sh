@@ -3,10 +3,12 @@
 #
 # needed:   g++ (12), clang-16 (clang++-16 on libstdc++), meson, ninja, cmake (meson finds
 #           doctest through its CMake config), doctest, Boost (Multiprecision), nlohmann-json,
-#           Google Benchmark; for the benchmark's peers: Eigen and OpenBLAS.
+#           Google Benchmark; for the benchmark's peers: Eigen and OpenBLAS; for clang's
+#           -fsanitize=address,undefined its runtime libclang-rt-16-dev (only a Recommends of
+#           clang-16, which --no-install-recommends skips). g++'s comes with it (libasan8, libubsan1).
 set -euo pipefail
 
-packages=(g++ clang-16 meson ninja-build cmake pkg-config doctest-dev libboost-dev
+packages=(g++ clang-16 libclang-rt-16-dev meson ninja-build cmake pkg-config doctest-dev libboost-dev
           nlohmann-json3-dev libbenchmark-dev libeigen3-dev libopenblas-dev)
 
 missing=()
