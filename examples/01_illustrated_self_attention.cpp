@@ -4,7 +4,7 @@
 // unscaled scores, a softmax over each row, the 3x3x3 "weighted values" and their sum.
 // Every step below is a static_assert: if this file compiles, the numbers are right.
 // Running it prints the tutorial's trace.
-#include <cstdio>
+#include <iomanip>
 #include <iostream>
 
 #include <qkv/core/attention.hpp>
@@ -182,7 +182,9 @@ inline void walkthrough() {
             << torch_str(weighted_values) << "\n\n"
             << "Step 7: sum the weighted values\n"
             << torch_str(outputs) << "\n";
-  std::printf("In float32 the 7.8 is %.7f (the TensorFlow print: 7.7999997).\n", double(outputs(2, 1)));
+  // through std::cout, like every other line: qkv explain captures std::cout
+  std::cout << "In float32 the 7.8 is " << std::fixed << std::setprecision(7) << outputs(2, 1)
+            << std::defaultfloat << std::setprecision(6) << " (the TensorFlow print: 7.7999997).\n";
   std::cout << "\nWith the exact softmax instead of the rounded one:\n"
             << torch_str(outputs_exact_softmax) << "\n";
 }

@@ -6,7 +6,7 @@
 // The inputs are the values TensorFlow printed (each read as a float32, as the tutorial's
 // tensors are). Every step is a static_assert; the float32 results are checked against
 // PyTorch's float64 results with error bounds derived step by step (core/bounds.hpp).
-#include <cstdio>
+#include <iomanip>
 #include <iostream>
 
 #include <qkv/core/attention.hpp>
@@ -209,8 +209,9 @@ inline void walkthrough() {
   show("v_1", v_1); show("v_2", v_2); show("v_3", v_3); show("v_4", v_4);
   std::cout << "\nStep 6: our output vector:\n";
   show("y_2", y_2);
-  std::printf("\nwithin the derived bound (at most %.1e) of PyTorch's float64 y_2, and within 1e-6 of the\n"
-              "tutorial's print\n", qkv::max_abs_difference(bound::dy, matrix<double, 4, 1>{}));
+  std::cout << "\nwithin the derived bound (at most " << std::scientific << std::setprecision(1)
+            << qkv::max_abs_difference(bound::dy, matrix<double, 4, 1>{}) << std::defaultfloat << std::setprecision(6)
+            << ") of PyTorch's float64 y_2, and within 1e-6 of the\ntutorial's print\n";
 }
 
 }  // namespace qkv::examples::the_math
