@@ -158,12 +158,17 @@ inline void walkthrough() {
             << "\n\nWeighted values (value i weighted for query j):\n";
   for (std::size_t i = 0; i < 3; ++i) std::cout << rows_str(weighted_values[i]) << "\n";
   std::cout << "\nOutputs, exactly:\n" << rows_str(outputs) << "\n\n";
-  std::printf("Output 3, column 2, in three representations:\n");
-  std::cout << "  exact    39/5  = 7.8\n";
-  std::printf("  double   %.17g = 39/5 + %s\n", outputs_f64(2, 1),
-              (std::ostringstream() << (out_f64 - q(39, 5))).str().c_str());
-  std::printf("  float32  %.8g  = 39/5 - %s\n", static_cast<double>(outputs_f32(2, 1)),
-              (std::ostringstream() << (q(39, 5) - out_f32)).str().c_str());
+  // std::cout only (qkv explain captures std::cout); snprintf formats the numbers
+  auto number = [](const char* spec, double x) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, spec, x);
+    return std::string(buffer);
+  };
+  std::cout << "Output 3, column 2, in three representations:\n"
+            << "  exact    39/5  = 7.8\n"
+            << "  double   " << number("%.17g", outputs_f64(2, 1)) << " = 39/5 + " << (out_f64 - q(39, 5)) << "\n"
+            << "  float32  " << number("%.8g", static_cast<double>(outputs_f32(2, 1))) << "  = 39/5 - "
+            << (q(39, 5) - out_f32) << "\n";
 }
 
 }  // namespace qkv::examples::illustrated_exact

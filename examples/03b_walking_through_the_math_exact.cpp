@@ -11,6 +11,7 @@
 // The softmax (exp) has no exact value and stays in example 03.
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include <qkv/core/check.hpp>
 #include <qkv/core/matrix.hpp>
@@ -189,25 +190,32 @@ static_assert(carried_f64 == (q::exactly(q_2_f64[0]) - q_2[0]) * K(0, 2));
 
 // ---------------------------------------------------------------------------------------------
 inline void walkthrough() {
+  // std::cout only (qkv explain captures std::cout); snprintf formats the numbers
+  auto number = [](const char* spec, double x) {
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, spec, x);
+    return std::string(buffer);
+  };
   std::cout << "Walking through the math (tutorial 002): its sums over the exact values of its float32 inputs\n"
             << "(qkv::exact::q128, fractions of Boost.Multiprecision int128_t, computed by the compiler)\n\n"
             << "x_2 is not [0.1870852, ...]: its first element is exactly " << q::exactly(x_2[0]) << "\n\n"
             << "Barebones: w'_2j = x_2 . x_j, exactly, and its error in double and in float32:\n";
-  for (std::size_t j = 0; j < 4; ++j) {
-    std::cout << "  w'_2" << j + 1 << " = " << w_prime_2(0, j) << "\n";
-    std::printf("        ~ %.17g   double error %.1e   float32 %.9g, error %.1e\n", w_prime_2(0, j).to<double>(),
-                qkv::exact::abs(q::exactly(w_prime_2_f64(0, j)) - w_prime_2(0, j)).to<double>(),
-                static_cast<double>(w_prime_2_f32(0, j)),
-                qkv::exact::abs(q::exactly(w_prime_2_f32(0, j)) - w_prime_2(0, j)).to<double>());
-  }
+  for (std::size_t j = 0; j < 4; ++j)
+    std::cout << "  w'_2" << j + 1 << " = " << w_prime_2(0, j) << "\n"
+              << "        ~ " << number("%.17g", w_prime_2(0, j).to<double>()) << "   double error "
+              << number("%.1e", qkv::exact::abs(q::exactly(w_prime_2_f64(0, j)) - w_prime_2(0, j)).to<double>())
+              << "   float32 " << number("%.9g", static_cast<double>(w_prime_2_f32(0, j))) << ", error "
+              << number("%.1e", qkv::exact::abs(q::exactly(w_prime_2_f32(0, j)) - w_prime_2(0, j)).to<double>())
+              << "\n";
   std::cout << "\nScores w_T_2i = q_2 . k_i, exactly:\n";
-  for (std::size_t i = 0; i < 4; ++i) {
-    std::cout << "  w_T_2" << i + 1 << " = " << w_T_2(0, i) << "\n";
-    std::printf("         ~ %.17g   double %.17g   float32 %.9g\n", w_T_2(0, i).to<double>(), w_T_2_f64(0, i),
-                static_cast<double>(w_T_2_f32(0, i)));
-  }
-  std::printf("\nw_T_23: float32 is %.3f float32 ulps from the exact score, double %.3f double ulps\n",
-              (err_f32 / ulp_f32).to<double>(), (err_f64 / ulp_f64).to<double>());
+  for (std::size_t i = 0; i < 4; ++i)
+    std::cout << "  w_T_2" << i + 1 << " = " << w_T_2(0, i) << "\n"
+              << "         ~ " << number("%.17g", w_T_2(0, i).to<double>()) << "   double "
+              << number("%.17g", w_T_2_f64(0, i)) << "   float32 "
+              << number("%.9g", static_cast<double>(w_T_2_f32(0, i))) << "\n";
+  std::cout << "\nw_T_23: float32 is " << number("%.3f", (err_f32 / ulp_f32).to<double>())
+            << " float32 ulps from the exact score, double " << number("%.3f", (err_f64 / ulp_f64).to<double>())
+            << " double ulps\n";
 }
 
 }  // namespace qkv::examples::the_math_exact
