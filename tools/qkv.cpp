@@ -12,6 +12,7 @@
 
 #include "cli.hpp"
 #include "cmd_attend.hpp"
+#include "cmd_encode.hpp"
 #include "cmd_explain.hpp"
 #include "cmd_tokenize.hpp"
 #include "cmd_torch.hpp"
@@ -34,6 +35,8 @@ constexpr command commands[] = {
     {"attend", "attend CASE.json [--json] [--svg FILE] [--html FILE]\n"
                "                            attention for a case given as JSON: a trace, or every tensor",
      qkv::cli::cmd_attend},
+    {"encode", "encode CASE.json [--json] transformer encoder layers (nn.TransformerEncoderLayer) on the runtime path",
+     qkv::cli::cmd_encode},
 };
 
 void print_help(std::ostream& out) {
