@@ -8,7 +8,6 @@
 #include "core/check.hpp"
 #include "core/encoder.hpp"
 #include "core/encoder_bounds.hpp"
-#include "core/erf.hpp"
 #include "core/layers.hpp"
 #include "core/masks.hpp"
 #include "core/math.hpp"

@@ -12,7 +12,6 @@
 
 #include <cstddef>
 
-#include "erf.hpp"
 #include "math.hpp"
 #include "matrix.hpp"
 
@@ -63,8 +62,7 @@ template <class T, std::size_t R, std::size_t C>
 template <class T>
 [[nodiscard]] constexpr T gelu(const T& x) {
   constexpr T sqrt1_2 = T(0.707106781186547524400844362104849039);  // 1/sqrt(2) rounded to T
-  // qkv::erf_fdlibm (core/erf.hpp) until core/math.hpp's qkv::erf is in main
-  return T(T(x * T(0.5)) * T(T(1) + qkv::erf_fdlibm(T(x * sqrt1_2))));
+  return T(T(x * T(0.5)) * T(T(1) + qkv::erf(T(x * sqrt1_2))));
 }
 
 /// GELU of every element
