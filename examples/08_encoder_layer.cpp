@@ -165,27 +165,29 @@ inline double max_difference(const matrix<float, T_len, D>& ours, std::size_t ro
   return worst;
 }
 
-struct state {  // 25 MB of weights and 8 MB of steps: on the heap
-  qkv::encoder_parameters<float, D, H, F, 2> layers;
+struct state {  // 12.6 MB of weights and 8 MB of steps: on the heap
+  qkv::encoder_layer_parameters<float, D, H, F> layer;
   matrix<float, T_len, D> x;
-  qkv::encoder_result<float, T_len, D, H, F, 2> r;
+  qkv::encoder_layer_result<float, T_len, D, H, F> first, second;
 };
 
 inline void walkthrough() {
   // the weights and x drawn as PyTorch draws them (at run time: 3.1 million numbers), then the
-  // same constexpr functions as above, run at run time
+  // same constexpr functions as above, run at run time; nn.TransformerEncoder(layer, 2) runs two
+  // copies of the layer, so the stack is the same layer applied twice
   auto s = std::make_unique<state>();
   qkv::torch::generator gen{0};
-  draw_encoder_layer(gen, s->layers.layers[0]);
-  s->layers.layers[1] = s->layers.layers[0];        // nn.TransformerEncoder's copy
+  draw_encoder_layer(gen, s->layer);
   gen.normal_(std::span<float>(s->x.v), 0.0, 1.0);  // torch.randn(1, 64, 512)
-  qkv::encoder_into(s->x, s->layers, options, matrix<bool, 1, T_len>{}, s->r);
-  const auto& l = s->r.layers[0].output;
+  const matrix<bool, 1, T_len> no_padding{};
+  qkv::encoder_layer_into(s->x, s->layer, options, no_padding, s->first);
+  qkv::encoder_layer_into(s->first.output, s->layer, options, no_padding, s->second);
+  const auto& l = s->first.output;
   say("At run time: nn.TransformerEncoderLayer(512, 8, 2048), 64 tokens, weights and x from manual_seed(0), float32:\n");
   say("  max |ours - PyTorch float64|, layer output rows 0, 1 and 63 (24 values): %.3g\n",
               std::max(max_difference(l, 0, torch_layer_rows), max_difference(l, T_len - 1, torch_layer_last_row)));
   say("  max |ours - PyTorch float64|, 2-layer stack rows 0 and 1 (16 values):      %.3g\n",
-              max_difference(s->r.output, 0, torch_stack_rows));
+              max_difference(s->second.output, 0, torch_stack_rows));
   say("  output[0, :4] = [%.7f, %.7f, %.7f, %.7f]\n", double(l(0, 0)), double(l(0, 1)), double(l(0, 2)), double(l(0, 3)));
 }
 
