@@ -25,23 +25,12 @@
 #include <qkv/io/print.hpp>
 #include <qkv/io/svg.hpp>
 
+#include "say.hpp"  // say(): printf-style lines through std::cout (qkv explain captures it)
+
 namespace qkv::examples::positional_encoding {
 
 namespace check = qkv::check;
 using qkv::matrix;
-
-/// printf-style formatting written through std::cout, so that `qkv explain` (which captures
-/// std::cout) keeps the order of the lines
-template <class... A>
-inline void say(const char* format, A... args) {
-  if constexpr (sizeof...(A) == 0) {
-    std::cout << format;
-  } else {
-    char buf[512];
-    std::snprintf(buf, sizeof buf, format, args...);
-    std::cout << buf;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // a 4-dimensional encoding, by hand

@@ -31,23 +31,12 @@
 #include <qkv/core/torch.hpp>
 #include <qkv/io/print.hpp>
 
+#include "say.hpp"  // say(): printf-style lines through std::cout (qkv explain captures it)
+
 namespace qkv::examples::encoder_layer {
 
 namespace check = qkv::check;
 using qkv::matrix;
-
-/// printf-style formatting written through std::cout, so that `qkv explain` (which captures
-/// std::cout) keeps the order of the lines
-template <class... A>
-inline void say(const char* format, A... args) {
-  if constexpr (sizeof...(A) == 0) {
-    std::cout << format;
-  } else {
-    char buf[512];
-    std::snprintf(buf, sizeof buf, format, args...);
-    std::cout << buf;
-  }
-}
 
 /// @brief nn.TransformerEncoderLayer(D, H, F)'s parameters as its __init__ draws them, in place:
 ///   self_attn = nn.MultiheadAttention(D, H): out_proj = Linear(D, D) draws its weight and bias,

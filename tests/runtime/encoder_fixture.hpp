@@ -2,6 +2,7 @@
 // with PyTorch 1.13) into the constexpr path's fixed-size types, checking every shape.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <fstream>
 #include <stdexcept>
@@ -12,6 +13,8 @@
 
 #include <qkv/core/encoder.hpp>
 #include <qkv/core/matrix.hpp>
+
+#include "reference_data.hpp"  // flatten
 
 namespace qkv::testing {
 
@@ -85,14 +88,30 @@ class encoder_fixture {
   }
 
  private:
-  static void flatten(const nlohmann::json& j, std::vector<double>& out) {
-    if (j.is_array())
-      for (const auto& e : j) flatten(e, out);
-    else
-      out.push_back(j.get<double>());
-  }
   std::string path_;
   nlohmann::json json_;
 };
+
+/// @brief how far `actual` (anything with (i, j): a qkv::matrix or a runtime dynamic_matrix) is
+/// from `expected`, element by element, against a per-element bound: the tests check
+/// outside == 0 and report the worst difference and the worst difference / bound
+struct within_report {
+  std::size_t outside = 0;  // elements not within their bound (NaN counts as outside)
+  double worst = 0, worst_ratio = 0;
+};
+
+template <class M, std::size_t R, std::size_t C>
+[[nodiscard]] within_report compare_within(const M& actual, const qkv::matrix<double, R, C>& expected,
+                                           const qkv::matrix<double, R, C>& bound) {
+  within_report w;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) {
+      const double d = std::abs(double(actual(i, j)) - expected(i, j));
+      if (!(d <= bound(i, j))) ++w.outside;
+      w.worst = d > w.worst ? d : w.worst;
+      w.worst_ratio = d / bound(i, j) > w.worst_ratio ? d / bound(i, j) : w.worst_ratio;
+    }
+  return w;
+}
 
 }  // namespace qkv::testing

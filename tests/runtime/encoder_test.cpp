@@ -29,18 +29,10 @@ using qkv::testing::encoder_fixture;
 template <class T, std::size_t R, std::size_t C>
 double expect_rows_within(const matrix<T, R, C>& actual, const matrix<double, R, C>& expected,
                           const matrix<double, R, C>& bound, const std::string& what) {
-  double worst = 0, worst_ratio = 0;
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < R; ++i)
-    for (std::size_t j = 0; j < C; ++j) {
-      const double d = std::abs(double(actual(i, j)) - expected(i, j));
-      if (!(d <= bound(i, j))) ++bad;
-      worst = d > worst ? d : worst;
-      worst_ratio = d / bound(i, j) > worst_ratio ? d / bound(i, j) : worst_ratio;
-    }
-  INFO(what << ": max difference " << worst << ", at most " << worst_ratio << " of its bound");
-  CHECK(bad == 0);
-  return worst_ratio;
+  const auto w = qkv::testing::compare_within(actual, expected, bound);
+  INFO(what << ": max difference " << w.worst << ", at most " << w.worst_ratio << " of its bound");
+  CHECK(w.outside == 0);
+  return w.worst_ratio;
 }
 
 template <std::size_t R, std::size_t C>

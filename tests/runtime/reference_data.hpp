@@ -14,6 +14,14 @@
 
 namespace qkv::testing {
 
+/// the numbers of a nested JSON array, row-major, appended to out (a tensor's "data")
+inline void flatten(const nlohmann::json& j, std::vector<double>& out) {
+  if (j.is_array())
+    for (const auto& e : j) flatten(e, out);
+  else
+    out.push_back(j.get<double>());
+}
+
 /// one reference file: {"float32": {name: tensor}, "float64": {...}, ...}
 class reference_file {
  public:
@@ -43,12 +51,6 @@ class reference_file {
   [[nodiscard]] const nlohmann::json& json() const { return json_; }
 
  private:
-  static void flatten(const nlohmann::json& j, std::vector<double>& out) {
-    if (j.is_array())
-      for (const auto& e : j) flatten(e, out);
-    else
-      out.push_back(j.get<double>());
-  }
   std::string path_;
   nlohmann::json json_;
 };

@@ -37,17 +37,9 @@ void expect_within(const rt::dynamic_matrix<T>& actual, const matrix<double, R, 
                    const matrix<double, R, C>& bound, const std::string& what) {
   REQUIRE(actual.rows() == R);
   REQUIRE(actual.cols() == C);
-  double worst = 0, worst_ratio = 0;
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < R; ++i)
-    for (std::size_t j = 0; j < C; ++j) {
-      const double d = std::abs(double(actual(i, j)) - expected(i, j));
-      if (!(d <= bound(i, j))) ++bad;
-      worst = std::max(worst, d);
-      worst_ratio = std::max(worst_ratio, d / bound(i, j));
-    }
-  INFO(what << ": max difference " << worst << ", at most " << worst_ratio << " of its bound");
-  CHECK(bad == 0);
+  const auto w = qkv::testing::compare_within(actual, expected, bound);
+  INFO(what << ": max difference " << w.worst << ", at most " << w.worst_ratio << " of its bound");
+  CHECK(w.outside == 0);
 }
 
 template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F, std::size_t L>
