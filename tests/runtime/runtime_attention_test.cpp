@@ -167,12 +167,12 @@ TEST_CASE("attention with 1 and 2 threads is identical bit for bit, both paths")
 
 TEST_CASE("the streaming path never allocates a T x S matrix") {
   // its per-thread space is one stream_query_block x key_block tile, whatever T and S
-  const auto q = random_matrix<float>(1000, 16, 40), k = random_matrix<float>(1500, 16, 41),
-             v = random_matrix<float>(1500, 16, 42);
-  dynamic_matrix<float> out(1000, 16);
+  const auto q = random_matrix<float>(2000, 16, 40), k = random_matrix<float>(3000, 16, 41),
+             v = random_matrix<float>(3000, 16, 42);
+  dynamic_matrix<float> out(2000, 16);
   rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.25f, {}, nullptr, nullptr, nullptr);
   CHECK(rt::detail::streaming_space<float>::get().tile.size() == rt::stream_query_block * rt::key_block);
-  CHECK(rt::stream_query_block * rt::key_block < 1000u * 1500u / 50);
+  CHECK(rt::stream_query_block * rt::key_block < 2000u * 3000u / 50);
 }
 
 TEST_CASE("attention names both shapes when they do not fit") {
@@ -320,4 +320,78 @@ TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
     expect_within(copy_of(rt::row_block(r.output.view(), 1, 1)), ref.get<double>("float64", "cross_context_vector_2", 1, 28),
                   copy_of(rt::row_block(a.out_bound.view(), 1, 1)), "cross_context_vector_2");
   }
+}
+
+TEST_CASE_TEMPLATE("the streaming path's few-keys case equals its tiled case bit for bit, masks included", F, float, double) {
+  // attend_rows_small (s <= small_keys, d <= small_depth) against attend_rows_tiled: the same
+  // chains, the same exp sums, one key block; a row with every key masked gives 0 on both
+  int differ = 0, cases = 0;
+  unsigned seed = 300;
+  for (std::size_t T : {1, 3, 6, 17})
+    for (std::size_t S : {1, 3, 8, 9, 17, 32})
+      for (std::size_t d : {1, 3, 24, 64})
+        for (std::size_t dv : {1, 3, 8, 28})
+          for (int kind = 0; kind < 3; ++kind) {
+            const auto q = random_matrix<F>(T, d, seed++, 2), k = random_matrix<F>(S, d, seed++, 2),
+                       v = random_matrix<F>(S, dv, seed++);
+            rt::mask_matrix allowed(T, S, 1);
+            for (std::size_t i = 0; i < T; ++i)
+              for (std::size_t j = 0; j < S; ++j) allowed(i, j) = (i * 7 + j * 3) % 4 != 0;
+            if (T > 1)
+              for (std::size_t j = 0; j < S; ++j) allowed(1, j) = 0;  // row 1: every key masked
+            rt::attention_mask mask;
+            mask.causal = kind == 1;
+            mask.allowed = kind == 2 ? &allowed : nullptr;
+            dynamic_matrix<F> small(T, dv), tiled(T, dv);
+            rt::detail::attend_rows_small<F>(q.view(), k.view(), v.view(), small.view(), F(0.3), mask, 0, T);
+            rt::detail::attend_rows_tiled<F>(q.view(), k.view(), v.view(), tiled.view(), F(0.3), mask, 0, T);
+            differ += !(small == tiled);
+            ++cases;
+            if (kind == 2 && T > 1)
+              for (std::size_t j = 0; j < dv; ++j) CHECK(small(1, j) == F(0));
+          }
+  CHECK(cases == 1152);
+  CHECK(differ == 0);
+}
+
+TEST_CASE("attention with its weights packed once equals attention with the weights, bit for bit") {
+  // tutorial 001's shapes (no bias) and a small BERT-like layer (bias, heads, output projection)
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::size_t T = layer == 0 ? 6 : 40, d_in = layer == 0 ? 16 : 96, dq = layer == 0 ? 24 : 96,
+                      dv = layer == 0 ? 28 : 96, H = layer == 0 ? 1 : 4;
+    const auto x = random_matrix<float>(T, d_in, 400 + layer);
+    rt::attention_weights<float> w;
+    w.q.weight = random_matrix<float>(dq, d_in, 410, 0.3);
+    w.k.weight = random_matrix<float>(dq, d_in, 411, 0.3);
+    w.v.weight = random_matrix<float>(dv, d_in, 412, 0.3);
+    if (layer == 1) {
+      for (auto* l : {&w.q, &w.k, &w.v}) l->bias.assign(l->out_features(), 0.05f);
+      w.o = rt::linear_weights<float>{random_matrix<float>(dv, dv, 413, 0.1), std::vector<float>(dv, -0.1f)};
+    }
+    const rt::packed_attention_weights<float> packed(w);
+    for (bool keep : {true, false}) {
+      CAPTURE(layer);
+      CAPTURE(keep);
+      rt::attention_options<float> opt;
+      opt.heads = H;
+      opt.keep_weights = keep;
+      opt.causal = layer == 1;
+      const auto a = rt::attention(x, x, w, opt);
+      const auto b = rt::attention(x, x, packed, opt);
+      CHECK(a.queries == b.queries);
+      CHECK(a.keys == b.keys);
+      CHECK(a.values == b.values);
+      CHECK(a.weights == b.weights);
+      CHECK(a.concat == b.concat);
+      CHECK(a.output == b.output);
+    }
+  }
+  // a packed layer keeps the source's shape for its messages
+  rt::attention_weights<float> w;
+  w.q.weight = random_matrix<float>(3, 5, 420);
+  w.k.weight = random_matrix<float>(3, 4, 421);
+  w.v.weight = random_matrix<float>(3, 4, 422);
+  const rt::packed_attention_weights<float> packed(w);
+  CHECK_THROWS_WITH_AS((void)rt::attention(random_matrix<float>(3, 4, 423), random_matrix<float>(3, 4, 424), packed),
+                       doctest::Contains("x is 3x4 but wq is 3x5"), rt::shape_error);
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <qkv/core/matrix.hpp>
 #include <qkv/runtime/runtime.hpp>
@@ -194,4 +196,97 @@ TEST_CASE_TEMPLATE("the row softmax is within its derived bound of a double-prec
       }
     }
   }
+}
+
+TEST_CASE_TEMPLATE("a prepacked operand gives the plain fma chain's bits, with its epilogue, any shape", T, float, double) {
+  // few rows (the unpacked-rows case, K <= 256), many rows, depths across the 256-deep blocks,
+  // column counts around the panel width; b given as b and as wᵀ
+  const std::size_t shapes[][3] = {{1, 1, 1},   {3, 3, 4},    {6, 24, 16}, {6, 28, 16}, {12, 33, 256},
+                                   {5, 70, 257}, {13, 45, 300}, {50, 9, 513}, {128, 96, 64}};
+  unsigned seed = 60;
+  for (const auto& s : shapes) {
+    const std::size_t M = s[0], N = s[1], K = s[2];
+    CAPTURE(M);
+    CAPTURE(N);
+    CAPTURE(K);
+    const auto a = random_matrix<T>(M, K, seed++);
+    const auto b = random_matrix<T>(K, N, seed++);
+    const auto w = random_matrix<T>(N, K, seed++);
+    std::vector<T> bias(N);
+    for (std::size_t j = 0; j < N; ++j) bias[j] = T(0.5) * T(j) - 3;
+    const rt::packed_operand<T> pb(b.view()), pw(transposed(w.view()));
+    CHECK(pb.rows() == K);
+    CHECK(pb.cols() == N);
+    dynamic_matrix<T> c(M, N);
+    rt::matrix_product<T>(a.view(), pb, c.view());
+    CHECK(c == fma_chain_product<T>(a.view(), b.view()));
+    rt::matrix_product<T>(a.view(), pw, c.view());
+    const auto plain = fma_chain_product<T>(a.view(), transposed(w.view()));
+    CHECK(c == plain);
+    // the epilogue: scale, then bias, after the whole chain
+    rt::epilogue<T> e;
+    e.scale = T(0.125);
+    e.scaled = true;
+    e.bias = bias.data();
+    rt::matrix_product<T>(a.view(), pw, c.view(), e);
+    bool same = true;
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = 0; j < N; ++j) same = same && c(i, j) == T(plain(i, j) * T(0.125)) + bias[j];
+    CHECK(same);
+    // threads only split the work
+    rt::thread_pool two(2);
+    dynamic_matrix<T> c2(M, N);
+    rt::matrix_product<T>(a.view(), pw, c2.view(), e, &two);
+    CHECK(c2 == c);
+  }
+  // a shape that does not fit names both shapes
+  const rt::packed_operand<T> p(random_matrix<T>(5, 2, 1).view());
+  dynamic_matrix<T> c(3, 2);
+  CHECK_THROWS_WITH_AS(rt::matrix_product<T>(random_matrix<T>(3, 4, 2).view(), p, c.view()),
+                       doctest::Contains("a is 3x4 and b is 5x2"), rt::shape_error);
+}
+
+TEST_CASE_TEMPLATE("a product that reads a in place (attention's tiles) gives the fma chain's bits", T, float, double) {
+  const std::size_t shapes[][3] = {{1, 1, 1}, {7, 17, 5}, {13, 45, 300}, {50, 9, 513}, {384, 64, 128}};
+  unsigned seed = 80;
+  for (const auto& s : shapes) {
+    const std::size_t M = s[0], N = s[1], K = s[2];
+    CAPTURE(M);
+    CAPTURE(N);
+    CAPTURE(K);
+    const auto a = random_matrix<T>(M, K, seed++);
+    const auto w = random_matrix<T>(N, K, seed++);
+    dynamic_matrix<T> c(M, N);
+    rt::detail::product_block<T>(a.view(), transposed(w.view()), c.view(), rt::epilogue<T>{}, 0, M, 0, N,
+                                 false, nullptr, true);
+    CHECK(c == fma_chain_product<T>(a.view(), transposed(w.view())));
+    // continuing the chains (accumulate) from c: the chain of [a a] against [wᵀ; wᵀ]
+    rt::detail::product_block<T>(a.view(), transposed(w.view()), c.view(), rt::epilogue<T>{}, 0, M, 0, N,
+                                 true, nullptr, true);
+    dynamic_matrix<T> aa(M, 2 * K), ww(N, 2 * K);
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t k = 0; k < K; ++k) aa(i, k) = aa(i, K + k) = a(i, k);
+    for (std::size_t j = 0; j < N; ++j)
+      for (std::size_t k = 0; k < K; ++k) ww(j, k) = ww(j, K + k) = w(j, k);
+    CHECK(c == fma_chain_product<T>(aa.view(), transposed(ww.view())));
+  }
+}
+
+TEST_CASE_TEMPLATE("vexp gives a lane the same bits on its fast path and its wide path", T, float, double) {
+  // the fast path runs when every lane has |x| <= fast_limit; one lane at 88.5 (float) or 709.5
+  // (double) sends the whole vector down the wide path, which must not change the other lanes
+  using V = rt::simd<T>;
+  const T far = std::is_same_v<T, float> ? T(88.5) : T(709.5);
+  const T limit = rt::detail::exp_constants<T>::fast_limit;
+  int differ = 0, count = 0;
+  for (T x = -limit; x <= limit; x += limit / T(4096.3)) {
+    V mixed(far);
+    mixed[0] = x;
+    const T fast = rt::vexp(V(x))[0];
+    differ += rt::vexp(mixed)[0] != fast;
+    differ += rt::detail::vexp_wide(V(x))[0] != fast;
+    ++count;
+  }
+  CHECK(count > 8000);
+  CHECK(differ == 0);
 }

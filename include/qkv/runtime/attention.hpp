@@ -40,8 +40,11 @@ struct attention_mask {
 /// key block of the streaming path. A streaming task packs k and v once per pass over the
 /// keys, so its query block is larger: packing costs 1/stream_query_block of the arithmetic.
 inline constexpr std::size_t query_block = 64;
-inline constexpr std::size_t stream_query_block = 192;
+inline constexpr std::size_t stream_query_block = 384;
 inline constexpr std::size_t key_block = 128;
+/// the streaming path's small case (attend_rows_small): at most this many keys and this depth
+inline constexpr std::size_t small_keys = 32;
+inline constexpr std::size_t small_depth = 64;
 
 namespace detail {
 
@@ -97,11 +100,85 @@ struct streaming_space {
   }
 };
 
-/// @brief rows i0..i1 (at most stream_query_block) of the streaming path: out only
+/// @brief the streaming path for few keys (s_end <= small_keys, d <= small_depth; tutorial
+/// sizes): one query row at a time, its scores in registers, k transposed once into a stack
+/// buffer so that a row's scores are vectors over the keys. No tile, no packing, no thread-local
+/// space. The same bits as attend_rows_tiled: the same chains (scores over d, out over the keys
+/// in order), the same exp sums (lane sums in key order, then the fixed lane order), and one key
+/// block, so the online rescale is the identity (alpha = 0 on a zero output and sum).
+template <class T>
+void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                       const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
+                       const attention_mask& mask, std::size_t i0, std::size_t i1) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>, max_vectors = (small_keys + W - 1) / W;
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const std::size_t s = k.rows, d = q.cols, dv = v.cols;
+  const std::size_t s_end = key_limit(mask, i1 - 1, s);  // as the tiled path: later keys skipped
+  const std::size_t nv = (s_end + W - 1) / W, sp = nv * W;
+  alignas(alignment) T kt[small_depth * small_keys];  // kt[c * sp + j] = k(j, c), 0 past s_end
+  for (std::size_t c = 0; c < d; ++c)
+    for (std::size_t j = 0; j < sp; ++j) kt[c * sp + j] = j < s_end ? k(j, c) : T(0);
+  alignas(alignment) T p[max_vectors * W];
+  for (std::size_t i = i0; i < i1; ++i) {
+    V acc[max_vectors];
+    for (std::size_t t = 0; t < nv; ++t) acc[t] = V(T(0));
+    for (std::size_t c = 0; c < d; ++c) {
+      const V a(q(i, c));
+      for (std::size_t t = 0; t < nv; ++t) acc[t] = fmadd(a, V(kt + c * sp + t * W, stdx::vector_aligned), acc[t]);
+    }
+    const std::size_t lim = key_limit(mask, i, s);
+    const unsigned char* allowed = mask.allowed ? mask.allowed->row(i) : nullptr;
+    for (std::size_t t = 0; t < nv; ++t) (acc[t] * V(scale)).copy_to(p + t * W, stdx::vector_aligned);
+    for (std::size_t j = 0; j < s_end; ++j)
+      if (j >= lim || (allowed && !allowed[j])) p[j] = ninf;
+    const T m = row_max(p, s_end);
+    T* o = &out(i, 0);
+    if (m == ninf) {  // every key masked: weights 0, output 0
+      for (std::size_t c = 0; c < dv; ++c) o[c] = T(0);
+      continue;
+    }
+    const T l = exp_shifted_sum(p, s_end, m);
+    const V vl(l);
+    for (std::size_t c0 = 0; c0 < dv; c0 += W) {
+      const std::size_t n = std::min(W, dv - c0);
+      V acc_o(T(0));
+      for (std::size_t j = 0; j < s_end; ++j) {
+        const T* vr = &v(j, c0);
+        acc_o = fmadd(V(p[j]), n == W ? V(vr, stdx::element_aligned) : load_partial(vr, n), acc_o);
+      }
+      if (n == W)
+        (acc_o / vl).copy_to(o + c0, stdx::element_aligned);
+      else
+        store_partial(V(acc_o / vl), o + c0, n);
+    }
+  }
+}
+
+template <class T>
+void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                       const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
+                       const attention_mask& mask, std::size_t i0, std::size_t i1);
+
+/// @brief rows i0..i1 (at most stream_query_block) of the streaming path: out only. Few keys go
+/// through attend_rows_small, the others through attend_rows_tiled: the same bits either way.
 template <class T>
 void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                            const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
                            const attention_mask& mask, std::size_t i0, std::size_t i1) {
+  if (i0 < i1 && key_limit(mask, i1 - 1, k.rows) <= small_keys && q.cols <= small_depth &&
+      v.col_stride == 1 && out.col_stride == 1)
+    attend_rows_small(q, k, v, out, scale, mask, i0, i1);
+  else
+    attend_rows_tiled(q, k, v, out, scale, mask, i0, i1);
+}
+
+/// @brief rows i0..i1 (at most stream_query_block) of the streaming path, in tiles of
+/// key_block keys (any size): out only
+template <class T>
+void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                       const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
+                       const attention_mask& mask, std::size_t i0, std::size_t i1) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const std::size_t rows = i1 - i0, s = k.rows, dv = v.cols;
   auto& space = streaming_space<T>::get();
@@ -131,7 +208,8 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
     epilogue<T> e;
     e.scale = scale;
     e.scaled = true;
-    product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc);
+    product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc,
+                     false, nullptr, true);
     // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. Three
     // sweeps over the rows rather than one: each row's max -> exp -> sum is a long dependent
     // chain, and independent rows side by side let the core overlap them (tiny cases)
@@ -163,13 +241,17 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
       // gives for -inf; spelled out because one scalar exp costs a whole vector's latency
       const T alpha = m[r] == ninf ? T(0) : vexp(T(m[r] - m_new[r]));
       l[r] = alpha == T(1) ? T(l[r] + row_sum[r]) : T(l[r] * alpha + row_sum[r]);
-      if (alpha != T(1))
-        for (std::size_t j = 0; j < dv; ++j) out(i, j) = out(i, j) * alpha;
+      if (alpha != T(1)) {
+        if (out.col_stride == 1)
+          multiply_row(&out(i, 0), dv, alpha);
+        else
+          for (std::size_t j = 0; j < dv; ++j) out(i, j) = out(i, j) * alpha;
+      }
       m[r] = m_new[r];
     }
     // pass 3: out += p v(j0..j0+bc), continuing each output element's fma chain
     product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
-                     epilogue<T>{}, 0, rows, 0, dv, true);
+                     epilogue<T>{}, 0, rows, 0, dv, true, nullptr, true);
   }
   // pass 4: out /= l; a row with every key masked has l = 0 and out = 0
   for (std::size_t r = 0; r < rows; ++r) {

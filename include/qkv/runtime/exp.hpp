@@ -2,10 +2,13 @@
 //
 // libstdc++ 12's stdx::exp calls expf once per lane (toolchain.md section 2). This one is the
 // Cephes expf method written on simd operations, every step vectorised:
-//   x = n ln2 + r, n = nearbyint(x log2 e), |r| <= ln2/2  (r by a two-part ln2, Cody & Waite)
+//   x = n ln2 + r, n = round(x log2 e), |r| <= ln2/2  (r by a two-part ln2, Cody & Waite)
 //   e^r ~ 1 + r + r^2 P(r), P of degree 5 (float; Cephes expf.c) or Taylor to r^13 (double)
-//   e^x = e^r 2^n, with 2^n built from the exponent bits in two halves, 2^(n>>1) 2^(n-(n>>1)),
-//   so that n = 128 (x close to 88.72) and the subnormal results below x = -87.34 are right.
+//   e^x = e^r 2^n. n and 2^n come from one fma with a "shifter" constant (its bits are n + bias);
+//   when every |x| <= 87 (float) 2^n is one normal number: about 16 instructions per vector.
+//   Other vectors (|x| > 87, infinities, NaN: rare in attention) take a slower path that builds
+//   2^n in two halves, 2^(n>>1) 2^(n-(n>>1)), so that n = 128 (x close to 88.72) and the
+//   subnormal results below x = -87.34 are right; lanes both paths can do get the same bits.
 // Every multiply-add is an explicit fmadd (FMA policy, simd.hpp). Measured error, float:
 // at most 1 ulp over every float in [-87.3, 88.7] against a double exp, tests/runtime/exp_test.cpp.
 // exp(-inf) = 0, exp(+inf) = +inf, exp(NaN) = NaN; results overflow to +inf above 88.7228
@@ -33,6 +36,7 @@ struct exp_constants<float> {
   static constexpr float ln2_hi = 0.693359375f;      // 9 significant bits: n ln2_hi is exact
   static constexpr float ln2_lo = -2.12194440e-4f;   // ln 2 - ln2_hi
   static constexpr int mantissa_bits = 23, bias = 127;
+  static constexpr float fast_limit = 87.0f;  // n = round(x log2e) in [-126, 126]: 2^n normal
   // Cephes expf.c, P(r) such that e^r ~ 1 + r + r^2 P(r) on [-ln2/2, ln2/2]
   static constexpr float p[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                                 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
@@ -46,6 +50,7 @@ struct exp_constants<double> {
   static constexpr double ln2_hi = 6.93145751953125e-1;  // Cephes exp.c's C1: n ln2_hi is exact
   static constexpr double ln2_lo = 1.42860682030941723212e-6;
   static constexpr int mantissa_bits = 52, bias = 1023;
+  static constexpr double fast_limit = 708.0;  // n in [-1022, 1022]
   // 1/k! for k = 13 .. 2: P(r) = sum r^(k-2)/k!, remainder r^14/14! < 4e-18 for |r| <= ln2/2
   static constexpr double p[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
                                  1.0 / 3628800.0,    1.0 / 362880.0,    1.0 / 40320.0,
@@ -55,31 +60,76 @@ struct exp_constants<double> {
 
 }  // namespace detail
 
-/// @brief e^x in every lane (see the header comment for the method and the accuracy)
+namespace detail {
+
+/// x log2 e + shift, rounded once: its low mantissa bits are n + bias with n = round(x log2 e)
+/// (the "shifter" trick: shift = 1.5 2^p, p = mantissa bits, so the ulp of the sum is 1), which
+/// gives n without a round and its 2^n without an int conversion
 template <class T>
-[[nodiscard]] inline simd<T> vexp(simd<T> x) {
-  using c = detail::exp_constants<T>;
+[[nodiscard, gnu::always_inline]] inline simd<T> exp_shifted_n(const simd<T>& x) {
+  using c = exp_constants<T>;
+  constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
+  return fmadd(x, simd<T>(c::log2e), simd<T>(shift));
+}
+
+/// e^r 2^-n for r = x - n ln2: the reduction and the polynomial, shared by both paths so that
+/// a lane gets the same bits whichever path runs it
+template <class T>
+[[nodiscard, gnu::always_inline]] inline simd<T> exp_mantissa(const simd<T>& x, const simd<T>& z) {
+  using c = exp_constants<T>;
+  using V = simd<T>;
+  constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
+  const V n = z - V(shift);  // exact: z and shift are integers of the same binade
+  V r = fmadd(n, V(-c::ln2_hi), x);
+  r = fmadd(n, V(-c::ln2_lo), r);
+  // e^r = 1 + r + r^2 P(r)
+  V p(c::p[0]);
+  for (std::size_t k = 1; k < std::size(c::p); ++k) p = fmadd(p, r, V(c::p[k]));
+  return fmadd(p, r * r, r) + V(1);
+}
+
+/// the rare lanes: |x| beyond fast_limit, infinities, NaN. Clamped, then 2^n in two halves,
+/// 2^h 2^(n-h) with h = n >> 1, each a normal number, so that n = 128 (x close to 88.72) and
+/// the subnormal results below x = -87.34 are right
+template <class T>
+[[gnu::noinline]] simd<T> vexp_wide(simd<T> x) {
+  using c = exp_constants<T>;
   using V = simd<T>;
   using I = stdx::rebind_simd_t<typename c::int_type, V>;
   const V input = x;
   const auto is_nan = x != x;
   x = stdx::min(stdx::max(x, V(c::lo)), V(c::hi));
-  // pass 1: x = n ln2 + r
-  const V n = stdx::nearbyint(x * V(c::log2e));
-  V r = fmadd(n, V(-c::ln2_hi), x);
-  r = fmadd(n, V(-c::ln2_lo), r);
-  // pass 2: e^r = 1 + r + r^2 P(r)
-  V p(c::p[0]);
-  for (std::size_t k = 1; k < std::size(c::p); ++k) p = fmadd(p, r, V(c::p[k]));
-  V y = fmadd(p, r * r, r) + V(1);
-  // pass 3: times 2^n, as 2^h 2^(n-h) with h = n >> 1, each a normal number
-  const I ni = stdx::static_simd_cast<I>(n);
+  const V z = exp_shifted_n(x);
+  const V y = exp_mantissa(x, z);
+  constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
+  const I ni = stdx::static_simd_cast<I>(z - V(shift));
   const I h = ni >> 1;
   const V two_h = stdx::__proposed::simd_bit_cast<V>((h + I(c::bias)) << c::mantissa_bits);
   const V two_rest = stdx::__proposed::simd_bit_cast<V>((ni - h + I(c::bias)) << c::mantissa_bits);
-  y = (y * two_h) * two_rest;
-  stdx::where(is_nan, y) = input;  // the clamp above turned NaN into a number: give it back
-  return y;
+  V out = (y * two_h) * two_rest;
+  stdx::where(is_nan, out) = input;  // the clamp turned NaN into a number: give it back
+  return out;
+}
+
+}  // namespace detail
+
+/// @brief e^x in every lane (see the header comment for the method and the accuracy).
+/// Fast path when every |x| <= fast_limit (2^n is then one normal number, built from z's bits
+/// by one shift); else detail::vexp_wide, with the same bits for the lanes both can do.
+template <class T>
+[[nodiscard, gnu::always_inline]] inline simd<T> vexp(simd<T> x) {
+  using c = detail::exp_constants<T>;
+  using V = simd<T>;
+  using I = stdx::rebind_simd_t<typename c::int_type, V>;
+  // NaN compares false, so it takes the wide path too
+  if (!stdx::all_of(stdx::abs(x) <= V(c::fast_limit))) [[unlikely]]
+    return detail::vexp_wide(x);
+  const V z = detail::exp_shifted_n(x);
+  const V y = detail::exp_mantissa(x, z);
+  // z's low bits are n + bias: shifted into the exponent field they are 2^n (the bits above
+  // drop out of the integer)
+  const V two_n = stdx::__proposed::simd_bit_cast<V>(stdx::__proposed::simd_bit_cast<I>(z) << c::mantissa_bits);
+  return y * two_n;
 }
 
 /// @brief out[i] = e^in[i] for i < n; in and out may be the same array. The tail (n % lanes)

@@ -39,10 +39,13 @@ namespace detail {
 
 template <class T>
 struct gemm_blocking {
-  static constexpr std::size_t mr = 6;              // rows of the micro-kernel
+  // rows of the micro-kernel: 6 x 2 accumulators of the 16 registers of AVX2; AVX-512 has 32,
+  // and 12 x 2 accumulators (24) there measured 5% faster than 6 and 14 rows on a 128 x 768 x 768
+  // product (MR = 14 spills a broadcast: 1.15x slower)
+  static constexpr std::size_t mr = lanes<T> >= 16 ? 12 : 6;
   static constexpr std::size_t nr = 2 * lanes<T>;   // columns: two registers
   static constexpr std::size_t kc = 256;            // depth of one packed block (L1: kc*nr*4 = 16 KiB)
-  static constexpr std::size_t mc = 72;             // rows of a packed a block (L2)
+  static constexpr std::size_t mc = 12 * mr;        // rows of a packed a block (L2)
 };
 
 /// thread-local packing space, grown once and reused
@@ -104,10 +107,12 @@ void pack_b(const matrix_view<const T>& b, std::size_t k0, std::size_t kc, std::
 
 /// @brief the MR x NR micro-kernel: acc (= c when load_c, else 0) += a_panel b_panel, then
 /// the epilogue when `last`, then c = acc. mr, nr: how much of the tile is real.
-template <class T>
+/// Direct: a is read in place, row r at ap + r * lda (rows past mr read row 0 again, their
+/// results are dropped), instead of from a packed panel: the same numbers in the same order.
+template <class T, bool Direct = false>
 inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __restrict bp, T* c,
                          std::size_t ldc, std::size_t mr, std::size_t nr, bool load_c,
-                         const epilogue<T>* last, std::size_t j) {
+                         const epilogue<T>* last, std::size_t j, std::size_t lda = 0) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>, MR = gemm_blocking<T>::mr, NR = gemm_blocking<T>::nr;
   const bool full = mr == MR && nr == NR;
@@ -122,7 +127,7 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
         for (std::size_t n = 0; n < NR; ++n) tile[r * NR + n] = (r < mr && n < nr) ? c[r * ldc + n] : T(0);
   }
   V acc0[MR], acc1[MR];
-#pragma GCC unroll 6
+#pragma GCC unroll 16
   for (std::size_t r = 0; r < MR; ++r) {
     if (load_c) {
       acc0[r] = V(cp + r * ld, stdx::element_aligned);
@@ -132,19 +137,34 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
       acc1[r] = V(T(0));
     }
   }
-  for (std::size_t k = 0; k < kc; ++k, ap += MR, bp += NR) {
-    const V b0(bp, stdx::vector_aligned), b1(bp + W, stdx::vector_aligned);
-#pragma GCC unroll 6
-    for (std::size_t r = 0; r < MR; ++r) {
-      const V a(ap[r]);
-      acc0[r] = fmadd(a, b0, acc0[r]);
-      acc1[r] = fmadd(a, b1, acc1[r]);
+  if constexpr (Direct) {
+    const T* __restrict rows[MR];
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < MR; ++r) rows[r] = ap + (r < mr ? r : 0) * lda;
+    for (std::size_t k = 0; k < kc; ++k, bp += NR) {
+      const V b0(bp, stdx::vector_aligned), b1(bp + W, stdx::vector_aligned);
+#pragma GCC unroll 16
+      for (std::size_t r = 0; r < MR; ++r) {
+        const V a(rows[r][k]);
+        acc0[r] = fmadd(a, b0, acc0[r]);
+        acc1[r] = fmadd(a, b1, acc1[r]);
+      }
+    }
+  } else {
+    for (std::size_t k = 0; k < kc; ++k, ap += MR, bp += NR) {
+      const V b0(bp, stdx::vector_aligned), b1(bp + W, stdx::vector_aligned);
+#pragma GCC unroll 16
+      for (std::size_t r = 0; r < MR; ++r) {
+        const V a(ap[r]);
+        acc0[r] = fmadd(a, b0, acc0[r]);
+        acc1[r] = fmadd(a, b1, acc1[r]);
+      }
     }
   }
   if (last) {
     if (last->scaled) {
       const V s(last->scale);
-#pragma GCC unroll 6
+#pragma GCC unroll 16
       for (std::size_t r = 0; r < MR; ++r) {
         acc0[r] *= s;
         acc1[r] *= s;
@@ -155,14 +175,14 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
       const V bias0 = nr >= W ? V(bias, stdx::element_aligned) : load_partial(bias, nr);
       const V bias1 = nr >= NR ? V(bias + W, stdx::element_aligned)
                                : (nr > W ? load_partial(bias + W, nr - W) : V(T(0)));
-#pragma GCC unroll 6
+#pragma GCC unroll 16
       for (std::size_t r = 0; r < MR; ++r) {
         acc0[r] += bias0;
         acc1[r] += bias1;
       }
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 16
   for (std::size_t r = 0; r < MR; ++r) {
     acc0[r].copy_to(cp + r * ld, stdx::element_aligned);
     acc1[r].copy_to(cp + r * ld + W, stdx::element_aligned);
@@ -172,12 +192,66 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
       for (std::size_t n = 0; n < nr; ++n) c[r * ldc + n] = tile[r * NR + n];
 }
 
+/// @brief few rows (<= MR) times a prepacked b of depth K <= kc: one row at a time, read straight
+/// from a (packing a would cost more than the arithmetic), with b's panels as prepacked. Each
+/// element is the micro-kernel's chain and epilogue: the same bits.
+template <class T>
+void small_rows_prepacked(const matrix_view<const T>& a, const matrix_view<T>& c,
+                          const epilogue<T>& e, std::size_t i0, std::size_t i1, std::size_t j0,
+                          std::size_t j1, const T* packed) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>, NR = gemm_blocking<T>::nr;
+  const std::size_t K = a.cols, nc = j1 - j0;
+  for (std::size_t jr = 0; jr < nc; jr += NR) {
+    const T* bp = packed + (j0 + jr) * K;  // depth block 0 (K <= kc), the panel of column j0 + jr
+    const std::size_t n = std::min(NR, nc - jr);
+    V bias0(T(0)), bias1(T(0));
+    if (e.bias) {
+      const T* bias = e.bias + j0 + jr;
+      bias0 = n >= W ? V(bias, stdx::element_aligned) : load_partial(bias, n);
+      bias1 = n >= NR ? V(bias + W, stdx::element_aligned) : (n > W ? load_partial(bias + W, n - W) : V(T(0)));
+    }
+    for (std::size_t i = i0; i < i1; ++i) {
+      V acc0(T(0)), acc1(T(0));
+      const T* ar = &a(i, 0);
+      const std::size_t cs = a.col_stride;
+      for (std::size_t k = 0; k < K; ++k) {
+        const V x(ar[k * cs]);
+        acc0 = fmadd(x, V(bp + k * NR, stdx::vector_aligned), acc0);
+        acc1 = fmadd(x, V(bp + k * NR + W, stdx::vector_aligned), acc1);
+      }
+      if (e.scaled) {
+        acc0 *= V(e.scale);
+        acc1 *= V(e.scale);
+      }
+      if (e.bias) {
+        acc0 += bias0;
+        acc1 += bias1;
+      }
+      T* cr = &c(i, j0 + jr);
+      if (n == NR) {
+        acc0.copy_to(cr, stdx::element_aligned);
+        acc1.copy_to(cr + W, stdx::element_aligned);
+      } else if (n > W) {
+        acc0.copy_to(cr, stdx::element_aligned);
+        store_partial(acc1, cr + W, n - W);
+      } else if (n == W) {
+        acc0.copy_to(cr, stdx::element_aligned);
+      } else {
+        store_partial(acc0, cr, n);
+      }
+    }
+  }
+}
+
 /// c(i0..i1, j0..j1) = the product restricted to that block, on this thread. With
 /// `accumulate` the chains start from c's values instead of 0 (c += a b, continuing the chain).
+/// `packed`: b already in panels (packed_operand, below; j0 a multiple of NR), or nullptr.
 template <class T>
 void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
                    const matrix_view<T>& c, const epilogue<T>& e, std::size_t i0, std::size_t i1,
-                   std::size_t j0, std::size_t j1, bool accumulate = false) {
+                   std::size_t j0, std::size_t j1, bool accumulate = false,
+                   const T* packed = nullptr, bool direct_a = false) {
   using blk = gemm_blocking<T>;
   const std::size_t K = a.cols;
   if (i0 >= i1 || j0 >= j1) return;
@@ -191,7 +265,7 @@ void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
       }
     return;
   }
-  if ((i1 - i0) * (j1 - j0) * K <= 512) {
+  if (!packed && (i1 - i0) * (j1 - j0) * K <= 512) {
     // tiny (tutorial-sized) blocks: the same chains and the same epilogue without packing,
     // whose fixed costs would dominate; the same bits as the packed path
     for (std::size_t i = i0; i < i1; ++i)
@@ -204,29 +278,122 @@ void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
       }
     return;
   }
+  if (packed && !accumulate && K <= blk::kc && i1 - i0 <= blk::mr) {
+    small_rows_prepacked(a, c, e, i0, i1, j0, j1, packed);
+    return;
+  }
   auto& space = packing_space<T>::get();
   const std::size_t nc = j1 - j0;
   const std::size_t nc_padded = (nc + blk::nr - 1) / blk::nr * blk::nr;
   const std::size_t kc_max = std::min(blk::kc, K);
-  if (space.b.size() < nc_padded * kc_max) space.b.resize(nc_padded * kc_max);
-  if (space.a.size() < blk::mc * kc_max) space.a.resize(blk::mc * kc_max);
+  const std::size_t n_padded = (b.cols + blk::nr - 1) / blk::nr * blk::nr;  // of the whole b
+  // direct_a: a's rows are read in place (contiguous rows, already in cache: attention's tiles)
+  const bool direct = direct_a && a.col_stride == 1;
+  if (!packed && space.b.size() < nc_padded * kc_max) space.b.resize(nc_padded * kc_max);
+  if (!direct && space.a.size() < blk::mc * kc_max) space.a.resize(blk::mc * kc_max);
   for (std::size_t pc = 0; pc < K; pc += blk::kc) {
     const std::size_t kc = std::min(blk::kc, K - pc);
     const bool last = pc + kc >= K;
-    pack_b(b, pc, kc, j0, nc, space.b.data());
+    // the panels of b(pc..pc+kc, j0..j1): packed here, or taken from the prepacked operand,
+    // whose depth block pc starts at pc * n_padded and whose panel of column j0 at j0 * kc
+    const T* bpanels = packed ? packed + pc * n_padded + j0 * kc : space.b.data();
+    if (!packed) pack_b(b, pc, kc, j0, nc, space.b.data());
     for (std::size_t ic = i0; ic < i1; ic += blk::mc) {
       const std::size_t mc = std::min(blk::mc, i1 - ic);
+      if (direct) {
+        for (std::size_t jr = 0; jr < nc; jr += blk::nr)
+          for (std::size_t ir = 0; ir < mc; ir += blk::mr)
+            micro_kernel<T, true>(kc, &a(ic + ir, pc), bpanels + jr * kc, &c(ic + ir, j0 + jr),
+                                  c.row_stride, std::min(blk::mr, mc - ir), std::min(blk::nr, nc - jr),
+                                  accumulate || pc > 0, last ? &e : nullptr, j0 + jr, a.row_stride);
+        continue;
+      }
       pack_a(a, ic, mc, pc, kc, space.a.data());
       for (std::size_t jr = 0; jr < nc; jr += blk::nr)
         for (std::size_t ir = 0; ir < mc; ir += blk::mr)
-          micro_kernel(kc, space.a.data() + ir * kc, space.b.data() + jr * kc,
+          micro_kernel(kc, space.a.data() + ir * kc, bpanels + jr * kc,
                        &c(ic + ir, j0 + jr), c.row_stride, std::min(blk::mr, mc - ir),
                        std::min(blk::nr, nc - jr), accumulate || pc > 0, last ? &e : nullptr, j0 + jr);
     }
   }
 }
 
+/// the split of a product over the pool. It changes only who computes what, never how: any
+/// split gives the same bits. Column blocks start at multiples of NR (prepacked panels).
+template <class T>
+void threaded_product(const matrix_view<const T>& a, const matrix_view<const T>& b,
+                      const matrix_view<T>& c, const epilogue<T>& e, thread_pool* pool,
+                      const T* packed) {
+  using blk = gemm_blocking<T>;
+  const std::size_t M = a.rows, N = b.cols;
+  const double work = double(M) * double(N) * double(a.cols);
+  const std::size_t threads = pool ? pool->size() : 1;
+  if (threads == 1 || work < 1 << 17) {
+    product_block(a, b, c, e, 0, M, 0, N, false, packed);
+    return;
+  }
+  const std::size_t want = 4 * threads;
+  const std::size_t n_panels = (N + blk::nr - 1) / blk::nr;
+  if (n_panels >= 2 * threads) {  // split the columns: each task packs its own b columns
+    const std::size_t per = (n_panels + want - 1) / want * blk::nr;
+    const std::size_t tasks = (N + per - 1) / per;
+    pool->parallel_for(tasks, [&](std::size_t t) {
+      product_block(a, b, c, e, 0, M, t * per, std::min(N, (t + 1) * per), false, packed);
+    });
+  } else {  // few columns: split the rows
+    const std::size_t m_panels = (M + blk::mr - 1) / blk::mr;
+    const std::size_t per = std::max<std::size_t>(1, (m_panels + want - 1) / want) * blk::mr;
+    const std::size_t tasks = (M + per - 1) / per;
+    pool->parallel_for(tasks, [&](std::size_t t) {
+      product_block(a, b, c, e, t * per, std::min(M, (t + 1) * per), 0, N, false, packed);
+    });
+  }
+}
+
 }  // namespace detail
+
+/// @brief b (K, N) packed once into the micro-kernel's panels, for a product operand used many
+/// times: a layer's weights. matrix_product with it skips packing b, which for x Wᵀ reads W
+/// transposed, on every call. The values are copied: changing the source afterwards does not
+/// change the packed operand (pack again). Results are the same bits as with the plain view.
+/// Layout: depth blocks of kc rows; block pc holds ceil(N / NR) panels of kc x NR, zero-padded.
+template <class T>
+class packed_operand {
+ public:
+  packed_operand() = default;
+  explicit packed_operand(matrix_view<const T> b) : rows_(b.rows), cols_(b.cols) {
+    using blk = detail::gemm_blocking<T>;
+    const std::size_t n_padded = (cols_ + blk::nr - 1) / blk::nr * blk::nr;
+    data_.resize(rows_ * n_padded);
+    for (std::size_t pc = 0; pc < rows_; pc += blk::kc)
+      detail::pack_b(b, pc, std::min(blk::kc, rows_ - pc), 0, cols_, data_.data() + pc * n_padded);
+  }
+  [[nodiscard]] std::size_t rows() const { return rows_; }
+  [[nodiscard]] std::size_t cols() const { return cols_; }
+  [[nodiscard]] std::string shape() const { return shape_string(rows_, cols_); }
+  [[nodiscard]] bool empty() const { return rows_ * cols_ == 0; }
+  [[nodiscard]] const T* data() const { return data_.data(); }
+
+ private:
+  std::size_t rows_ = 0, cols_ = 0;
+  aligned_vector<T> data_;
+};
+
+/// @brief c = scale * (a b) + bias with b prepacked (same bits as the view overload)
+/// @throws shape_error naming all three shapes when they do not fit
+template <class T>
+void matrix_product(matrix_view<const T> a, const packed_operand<T>& b, matrix_view<T> c,
+                    const epilogue<T>& e = {}, thread_pool* pool = &default_pool()) {
+  if (a.cols != b.rows() || c.rows != a.rows || c.cols != b.cols())
+    throw shape_error("matrix_product: a is " + a.shape() + " and b is " + b.shape() +
+                      " (a's columns must equal b's rows), c is " + c.shape() + " (must be " +
+                      shape_string(a.rows, b.cols()) + ")");
+  if (c.col_stride != 1 && c.rows * c.cols > 0)
+    throw shape_error("matrix_product: c must have contiguous rows (col_stride 1), c is " + c.shape());
+  // the view is never read when the panels are given; it carries b's shape
+  const matrix_view<const T> shape_only{nullptr, b.rows(), b.cols(), b.cols(), 1};
+  detail::threaded_product<T>(a, shape_only, c, e, pool, b.data());
+}
 
 /// @brief c = scale * (a b) + bias, threaded over tiles of c (see the header comment).
 /// @param a     (M, K), any strides
@@ -244,31 +411,7 @@ void matrix_product(matrix_view<const T> a, matrix_view<const T> b, matrix_view<
                       shape_string(a.rows, b.cols) + ")");
   if (c.col_stride != 1 && c.rows * c.cols > 0)
     throw shape_error("matrix_product: c must have contiguous rows (col_stride 1), c is " + c.shape());
-  using blk = detail::gemm_blocking<T>;
-  const std::size_t M = a.rows, N = b.cols;
-  const double work = double(M) * double(N) * double(a.cols);
-  const std::size_t threads = pool ? pool->size() : 1;
-  // the split changes only who computes what, never how: any split gives the same bits
-  if (threads == 1 || work < 1 << 17) {
-    detail::product_block(a, b, c, e, 0, M, 0, N);
-    return;
-  }
-  const std::size_t want = 4 * threads;
-  const std::size_t n_panels = (N + blk::nr - 1) / blk::nr;
-  if (n_panels >= 2 * threads) {  // split the columns: each task packs its own b columns
-    const std::size_t per = (n_panels + want - 1) / want * blk::nr;
-    const std::size_t tasks = (N + per - 1) / per;
-    pool->parallel_for(tasks, [&](std::size_t t) {
-      detail::product_block(a, b, c, e, 0, M, t * per, std::min(N, (t + 1) * per));
-    });
-  } else {  // few columns: split the rows
-    const std::size_t m_panels = (M + blk::mr - 1) / blk::mr;
-    const std::size_t per = std::max<std::size_t>(1, (m_panels + want - 1) / want) * blk::mr;
-    const std::size_t tasks = (M + per - 1) / per;
-    pool->parallel_for(tasks, [&](std::size_t t) {
-      detail::product_block(a, b, c, e, t * per, std::min(M, (t + 1) * per), 0, N);
-    });
-  }
+  detail::threaded_product<T>(a, b, c, e, pool, nullptr);
 }
 
 /// @brief a b as a new matrix

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attention.hpp"
@@ -48,25 +49,70 @@ struct linear_weights {
   }
 };
 
+/// @brief a linear layer packed once for many calls (inference): the weight as a
+/// packed_operand (gemm.hpp) in x W order, and the bias. linear() with it gives the same bits as
+/// with the linear_weights it came from, without repacking W on every call (for x Wᵀ, W is read
+/// transposed). It holds a copy: pack again after changing the weights.
+template <class T>
+struct packed_linear {
+  packed_operand<T> weight;  // (in, out)
+  std::vector<T> bias;
+  std::string weight_shape;  // the source's shape and layout, for error messages
+  weight_layout layout = weight_layout::out_in;
+
+  packed_linear() = default;
+  explicit packed_linear(const linear_weights<T>& w)
+      : weight(w.as_in_out()), bias(w.bias), weight_shape(w.weight.shape()), layout(w.layout) {}
+  [[nodiscard]] std::size_t in_features() const { return weight.rows(); }
+  [[nodiscard]] std::size_t out_features() const { return weight.cols(); }
+};
+
+namespace detail {
+
+/// the shape checks of linear(), for both kinds of weights
+template <class W>
+void check_linear(std::size_t x_rows, std::size_t x_cols, const W& w, const char* name) {
+  if (w.in_features() == x_cols && (w.bias.empty() || w.bias.size() == w.out_features())) return;
+  const std::string n = name;  // the messages are built only on an error
+  const std::string shape = [&] {
+    if constexpr (requires { w.weight_shape; }) return w.weight_shape;
+    else return w.weight.shape();
+  }();
+  if (w.in_features() != x_cols)
+    throw shape_error("linear " + n + ": x is " + shape_string(x_rows, x_cols) + " but " + n + " is " +
+                      shape +
+                      (w.layout == weight_layout::out_in
+                           ? " (out_in: " + n + "'s columns must equal x's columns)"
+                           : " (in_out: " + n + "'s rows must equal x's columns)"));
+  if (!w.bias.empty() && w.bias.size() != w.out_features())
+    throw shape_error("linear " + n + ": the bias has " + std::to_string(w.bias.size()) +
+                      " values but " + n + " is " + shape + " with " +
+                      std::to_string(w.out_features()) + " outputs");
+}
+
+}  // namespace detail
+
 /// @brief y = x Wᵀ + b (or x W + b), written to y (resized to (x.rows, out)). `name` is used
 /// in the error message: "linear wq: x is 3x4 but wq is 3x5 (out_in: wq's columns must equal x's columns)"
 template <class T>
 void linear(matrix_view<const T> x, const linear_weights<T>& w, dynamic_matrix<T>& y,
-            thread_pool* pool = &default_pool(), const std::string& name = "w") {
-  if (w.in_features() != x.cols)
-    throw shape_error("linear " + name + ": x is " + x.shape() + " but " + name + " is " +
-                      w.weight.shape() +
-                      (w.layout == weight_layout::out_in
-                           ? " (out_in: " + name + "'s columns must equal x's columns)"
-                           : " (in_out: " + name + "'s rows must equal x's columns)"));
-  if (!w.bias.empty() && w.bias.size() != w.out_features())
-    throw shape_error("linear " + name + ": the bias has " + std::to_string(w.bias.size()) +
-                      " values but " + name + " is " + w.weight.shape() + " with " +
-                      std::to_string(w.out_features()) + " outputs");
+            thread_pool* pool = &default_pool(), const char* name = "w") {
+  detail::check_linear(x.rows, x.cols, w, name);
   y.resize(x.rows, w.out_features());
   epilogue<T> e;
   e.bias = w.bias.empty() ? nullptr : w.bias.data();
   matrix_product<T>(x, w.as_in_out(), y.view(), e, pool);
+}
+
+/// @brief the same with the weights packed once (same bits, no packing of W per call)
+template <class T>
+void linear(matrix_view<const T> x, const packed_linear<T>& w, dynamic_matrix<T>& y,
+            thread_pool* pool = &default_pool(), const char* name = "w") {
+  detail::check_linear(x.rows, x.cols, w, name);
+  y.resize(x.rows, w.out_features());
+  epilogue<T> e;
+  e.bias = w.bias.empty() ? nullptr : w.bias.data();
+  matrix_product<T>(x, w.weight, y.view(), e, pool);
 }
 
 template <class T>
@@ -82,6 +128,19 @@ template <class T>
 struct attention_weights {
   linear_weights<T> q, k, v;
   std::optional<linear_weights<T>> o;  // the output projection, if any
+};
+
+/// the parameters of one attention layer, each packed once (packed_linear): for calling
+/// attention() many times with the same weights. Same results, bit for bit.
+template <class T>
+struct packed_attention_weights {
+  packed_linear<T> q, k, v;
+  std::optional<packed_linear<T>> o;
+
+  packed_attention_weights() = default;
+  explicit packed_attention_weights(const attention_weights<T>& w) : q(w.q), k(w.k), v(w.v) {
+    if (w.o) o.emplace(*w.o);
+  }
 };
 
 /// how to attend
@@ -107,10 +166,17 @@ struct attention_result {
 /// @brief multi-head attention of x (queries) over context (keys, values), into `r` (its
 /// buffers are reused when the shapes repeat, so a loop does not allocate).
 /// @throws shape_error naming both shapes of the first mismatch
-template <class T>
-void attention(matrix_view<const T> x, matrix_view<const T> context, const attention_weights<T>& w,
+/// w: attention_weights<T>, or packed_attention_weights<T> (the same bits, no repacking).
+template <class T, template <class> class Weights>
+  requires std::is_same_v<Weights<T>, attention_weights<T>> ||
+           std::is_same_v<Weights<T>, packed_attention_weights<T>>
+void attention(matrix_view<const T> x, matrix_view<const T> context, const Weights<T>& w,
                const attention_options<T>& opt, attention_result<T>& r,
                thread_pool* pool = &default_pool()) {
+  auto wshape = [](const auto& l) {
+    if constexpr (requires { l.weight_shape; }) return l.weight_shape;
+    else return l.weight.shape();
+  };
   const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("attention: heads must be at least 1");
   // pass 1: projections (each threaded over its own tiles)
@@ -120,7 +186,7 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const atten
   const std::size_t t_len = x.rows, s_len = context.rows;
   const std::size_t dq = r.queries.cols(), dv = r.values.cols();
   if (r.keys.cols() != dq)
-    throw shape_error("attention: wq is " + w.q.weight.shape() + " and wk is " + w.k.weight.shape() +
+    throw shape_error("attention: wq is " + wshape(w.q) + " and wk is " + wshape(w.k) +
                       " but queries and keys need the same width (" + std::to_string(dq) + " vs " +
                       std::to_string(r.keys.cols()) + ")");
   if (dq % H != 0 || dv % H != 0)
@@ -130,7 +196,7 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const atten
     throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
                       shape_string(t_len, s_len) + " (x's rows by context's rows)");
   if (w.o && w.o->in_features() != dv)
-    throw shape_error("attention: wo is " + w.o->weight.shape() + " but the concatenated heads are " +
+    throw shape_error("attention: wo is " + wshape(*w.o) + " but the concatenated heads are " +
                       shape_string(t_len, dv));
   const std::size_t dh = dq / H, dvh = dv / H;
   r.scale = opt.scale ? *opt.scale : default_scale<T>(dh);
@@ -183,6 +249,17 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const atten
 template <class T>
 [[nodiscard]] attention_result<T> attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& context,
                                             const attention_weights<T>& w,
+                                            const attention_options<T>& opt = {},
+                                            thread_pool* pool = &default_pool()) {
+  attention_result<T> r;
+  attention<T>(x.view(), context.view(), w, opt, r, pool);
+  return r;
+}
+
+/// @brief the same with weights packed once (packed_attention_weights): the same bits
+template <class T>
+[[nodiscard]] attention_result<T> attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& context,
+                                            const packed_attention_weights<T>& w,
                                             const attention_options<T>& opt = {},
                                             thread_pool* pool = &default_pool()) {
   attention_result<T> r;

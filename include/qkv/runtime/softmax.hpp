@@ -48,8 +48,11 @@ inline T exp_shifted_sum(T* x, std::size_t n, T m) {
     s += e;
   }
   if (j < n) {
-    // padding with -inf makes the padded lanes e^(-inf) = 0, which adds nothing
-    const V e = vexp(load_partial(x + j, n - j, -std::numeric_limits<T>::infinity()) - vm);
+    // the padded lanes hold m: e^0 = 1 keeps vexp on its fast path (e^(-inf) would not);
+    // they are set to 0 before the sum, so they add nothing
+    const auto real = first_lanes<T>(n - j);
+    V e = vexp(load_partial(x + j, n - j, m) - vm);
+    stdx::where(!real, e) = T(0);
     store_partial(e, x + j, n - j);
     s += e;
   }
@@ -65,6 +68,17 @@ inline void divide_row(T* x, std::size_t n, T d) {
   std::size_t j = 0;
   for (; j + W <= n; j += W) (V(x + j, stdx::element_aligned) / vd).copy_to(x + j, stdx::element_aligned);
   for (; j < n; ++j) x[j] = x[j] / d;
+}
+
+/// x[j] *= f (the online softmax's rescale of an output row)
+template <class T>
+inline void multiply_row(T* x, std::size_t n, T f) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  const V vf(f);
+  std::size_t j = 0;
+  for (; j + W <= n; j += W) (V(x + j, stdx::element_aligned) * vf).copy_to(x + j, stdx::element_aligned);
+  for (; j < n; ++j) x[j] = x[j] * f;
 }
 
 }  // namespace detail
