@@ -4,22 +4,29 @@
 #   ./scripts/bench.sh                      all benchmarks, 7 repetitions
 #   ./scripts/bench.sh 'W4|W5'              only those matching a regex
 #   QKV_BENCH_REPS=15 ./scripts/bench.sh    more repetitions
-#   QKV_SIMD_ARCH=native ./scripts/bench.sh  the runtime path for this CPU (AVX-512 where there is
-#                                            one), built in build-bench-native
-# Results: the console table, and bench-results.json (Google Benchmark's JSON) in the build folder.
-# docs/performance.md explains the workloads, the machine and how to read the numbers.
+#   QKV_SIMD_ARCH=x86-64-v3 ./scripts/bench.sh  the runtime path built for AVX2 + FMA (the
+#                                            project's default simd_arch), in build-bench-x86-64-v3
+# By default the runtime path is built for this CPU (simd_arch=native, in build-bench): OpenBLAS,
+# the peer, picks its kernels for the CPU it runs on (AVX-512 where there is one), so this is the
+# like-for-like comparison. docs/performance.md reports both builds.
+# Results: the console table, and bench-results.json (Google Benchmark's JSON) and bench-load.txt
+# (the load average before and after the run) in the build folder.
+# docs/performance.md explains the workloads, the machine and how to read the numbers;
+# scripts/bench_table.py turns bench-results.json into its tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
 
-arch=${QKV_SIMD_ARCH:-x86-64-v3}
+arch=${QKV_SIMD_ARCH:-native}
 dir=build-bench
-[ "$arch" = x86-64-v3 ] || dir=build-bench-$arch
+[ "$arch" = native ] || dir=build-bench-$arch
 if [ ! -f "$dir/build.ninja" ]; then
   CXX=${CXX:-g++} meson setup "$dir" -Dbench=true -Dtests=false -Dbuildtype=release -Dsimd_arch="$arch" >"$dir.setup.log" 2>&1 \
     || { cat "$dir.setup.log"; exit 1; }
   rm -f "$dir.setup.log"
+else
+  meson configure "$dir" -Dsimd_arch="$arch"  # a folder made by an older bench.sh may have another
 fi
 meson compile -C "$dir" -j 2 bench/qkv_bench
 
@@ -30,6 +37,7 @@ export OMP_WAIT_POLICY=PASSIVE
 export OPENBLAS_THREAD_TIMEOUT=4
 
 filter=${1:-.}
+echo "bench.sh: simd_arch=$arch, load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$dir/bench-load.txt"
 "$dir/bench/qkv_bench" \
   --benchmark_filter="$filter" \
   --benchmark_repetitions="${QKV_BENCH_REPS:-7}" \
@@ -37,4 +45,5 @@ filter=${1:-.}
   --benchmark_report_aggregates_only=true \
   --benchmark_min_time="${QKV_BENCH_MIN_TIME:-0.2}" \
   --benchmark_out="$dir/bench-results.json" --benchmark_out_format=json
-echo "bench.sh: medians above; all repetitions in $dir/bench-results.json"
+echo "bench.sh: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$dir/bench-load.txt"
+echo "bench.sh: medians above; all repetitions in $dir/bench-results.json; tables: scripts/bench_table.py $dir/bench-results.json"

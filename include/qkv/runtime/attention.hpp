@@ -112,45 +112,66 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
                        const attention_mask& mask, std::size_t i0, std::size_t i1) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>, max_vectors = (small_keys + W - 1) / W;
+  // rows go in groups, each step swept over the group's rows: one row's steps form a long
+  // dependent chain (max -> exp -> sum -> divide), and independent rows side by side let the
+  // core overlap them
+  constexpr std::size_t group = 8;
   const T ninf = -std::numeric_limits<T>::infinity();
   const std::size_t s = k.rows, d = q.cols, dv = v.cols;
   const std::size_t s_end = key_limit(mask, i1 - 1, s);  // as the tiled path: later keys skipped
   const std::size_t nv = (s_end + W - 1) / W, sp = nv * W;
   alignas(alignment) T kt[small_depth * small_keys];  // kt[c * sp + j] = k(j, c), 0 past s_end
-  for (std::size_t c = 0; c < d; ++c)
-    for (std::size_t j = 0; j < sp; ++j) kt[c * sp + j] = j < s_end ? k(j, c) : T(0);
-  alignas(alignment) T p[max_vectors * W];
-  for (std::size_t i = i0; i < i1; ++i) {
-    V acc[max_vectors];
-    for (std::size_t t = 0; t < nv; ++t) acc[t] = V(T(0));
-    for (std::size_t c = 0; c < d; ++c) {
-      const V a(q(i, c));
-      for (std::size_t t = 0; t < nv; ++t) acc[t] = fmadd(a, V(kt + c * sp + t * W, stdx::vector_aligned), acc[t]);
-    }
-    const std::size_t lim = key_limit(mask, i, s);
-    const unsigned char* allowed = mask.allowed ? mask.allowed->row(i) : nullptr;
-    for (std::size_t t = 0; t < nv; ++t) (acc[t] * V(scale)).copy_to(p + t * W, stdx::vector_aligned);
-    for (std::size_t j = 0; j < s_end; ++j)
-      if (j >= lim || (allowed && !allowed[j])) p[j] = ninf;
-    const T m = row_max(p, s_end);
-    T* o = &out(i, 0);
-    if (m == ninf) {  // every key masked: weights 0, output 0
-      for (std::size_t c = 0; c < dv; ++c) o[c] = T(0);
-      continue;
-    }
-    const T l = exp_shifted_sum(p, s_end, m);
-    const V vl(l);
-    for (std::size_t c0 = 0; c0 < dv; c0 += W) {
-      const std::size_t n = std::min(W, dv - c0);
-      V acc_o(T(0));
-      for (std::size_t j = 0; j < s_end; ++j) {
-        const T* vr = &v(j, c0);
-        acc_o = fmadd(V(p[j]), n == W ? V(vr, stdx::element_aligned) : load_partial(vr, n), acc_o);
+  for (std::size_t c = 0; c < d; ++c) {
+    T* row = kt + c * sp;
+    for (std::size_t j = 0; j < s_end; ++j) row[j] = k(j, c);
+    for (std::size_t j = s_end; j < sp; ++j) row[j] = T(0);
+  }
+  alignas(alignment) T p[group * max_vectors * W];  // the group's scores, then weights (rows of sp)
+  T m[group], l[group];
+  for (std::size_t g0 = i0; g0 < i1; g0 += group) {
+    const std::size_t gn = std::min(group, i1 - g0);
+    // sweep 1: scaled, masked scores
+    for (std::size_t r = 0; r < gn; ++r) {
+      const std::size_t i = g0 + r;
+      V acc[max_vectors];
+      for (std::size_t t = 0; t < nv; ++t) acc[t] = V(T(0));
+      for (std::size_t c = 0; c < d; ++c) {
+        const V a(q(i, c));
+        for (std::size_t t = 0; t < nv; ++t) acc[t] = fmadd(a, V(kt + c * sp + t * W, stdx::vector_aligned), acc[t]);
       }
-      if (n == W)
-        (acc_o / vl).copy_to(o + c0, stdx::element_aligned);
-      else
-        store_partial(V(acc_o / vl), o + c0, n);
+      T* pr = p + r * sp;
+      for (std::size_t t = 0; t < nv; ++t) (acc[t] * V(scale)).copy_to(pr + t * W, stdx::vector_aligned);
+      const std::size_t lim = key_limit(mask, i, s);
+      for (std::size_t j = lim; j < s_end; ++j) pr[j] = ninf;
+      if (mask.allowed) {
+        const unsigned char* allowed = mask.allowed->row(i);
+        for (std::size_t j = 0; j < s_end; ++j)
+          if (!allowed[j]) pr[j] = ninf;
+      }
+    }
+    // sweep 2: row maxima; sweep 3: p = e^(s - m) and the sums
+    for (std::size_t r = 0; r < gn; ++r) m[r] = row_max(p + r * sp, s_end);
+    for (std::size_t r = 0; r < gn; ++r) l[r] = m[r] == ninf ? T(0) : exp_shifted_sum(p + r * sp, s_end, m[r]);
+    // sweep 4: out = p v / l; a row with every key masked gets 0
+    for (std::size_t r = 0; r < gn; ++r) {
+      T* o = &out(g0 + r, 0);
+      if (m[r] == ninf) {
+        for (std::size_t c = 0; c < dv; ++c) o[c] = T(0);
+        continue;
+      }
+      const T* pr = p + r * sp;
+      const V vl(l[r]);
+      for (std::size_t c0 = 0; c0 < dv; c0 += W) {
+        const std::size_t n = std::min(W, dv - c0);
+        V acc_o(T(0));
+        if (n == W) {
+          for (std::size_t j = 0; j < s_end; ++j) acc_o = fmadd(V(pr[j]), V(&v(j, c0), stdx::element_aligned), acc_o);
+          (acc_o / vl).copy_to(o + c0, stdx::element_aligned);
+        } else {
+          for (std::size_t j = 0; j < s_end; ++j) acc_o = fmadd(V(pr[j]), load_partial(&v(j, c0), n), acc_o);
+          store_partial(V(acc_o / vl), o + c0, n);
+        }
+      }
     }
   }
 }
