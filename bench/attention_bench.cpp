@@ -7,7 +7,9 @@
 //                           output projection with bias
 //   W4_long_2048            attention only: Q, K, V 2048x64, one head
 //   W5_long_multihead_1024  attention only: Q, K, V 1024x768, 12 heads of 64
-// Names: <workload>/<impl>/threads:<n>. Counters: GFLOP/s (2 flops per multiply-add of the
+// Names: <workload>/<impl>/threads:<n>; impl qkv (weights packed once, before the timed loop, as
+// an inference engine does and as the peers lay out theirs), qkv_unpacked (W1-W3: the weights
+// packed on every call), naive, eigen, openblas. Counters: GFLOP/s (2 flops per multiply-add of the
 // products; softmax not counted) and, for W4, peak_extra_MiB: the most heap memory the call
 // holds at once beyond its inputs and output, measured on fresh threads (scripts/bench.sh).
 // Every implementation allocates its buffers before the timed loop (benchmarking.md: page faults).
@@ -193,6 +195,23 @@ struct qkv_impl {
       rt::default_pool().parallel_for(w.heads * blocks, task);
       benchmark::DoNotOptimize(out.data());
     }
+  }
+};
+
+/// qkv_unpacked: the same call with the weights as given (linear_weights), packed on every call
+/// as a one-off call would: W1-W3 only, what packing the weights once saves
+struct qkv_unpacked_impl {
+  const workload& w;
+  rt::attention_result<float> r;
+  rt::attention_options<float> opt;
+  explicit qkv_unpacked_impl(const workload& wl) : w(wl) {
+    opt.heads = w.heads;
+    opt.scale = w.scale;
+    opt.keep_weights = false;
+  }
+  void operator()() {
+    rt::attention<float>(w.x.view(), w.x.view(), w.w, opt, r);
+    benchmark::DoNotOptimize(r.output.data());
   }
 };
 
@@ -471,6 +490,9 @@ int register_all() {
     const bool mem = id == 4;
     benchmark::RegisterBenchmark((n + "/qkv").c_str(), [id, mem](benchmark::State& s) { run<qkv_impl>(s, id, mem); })
         ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    if (id <= 3)
+      benchmark::RegisterBenchmark((n + "/qkv_unpacked").c_str(), [id, mem](benchmark::State& s) { run<qkv_unpacked_impl>(s, id, mem); })
+          ->ArgName("threads")->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark((n + "/naive").c_str(), [id, mem](benchmark::State& s) { run<naive_impl>(s, id, mem); })
         ->ArgName("threads")->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 #ifdef QKV_BENCH_EIGEN

@@ -58,6 +58,9 @@ rows = [
     ("W4 qkv vs openblas, 1 thread (>= 2.0)", "W4_long_2048/qkv/threads:1", "W4_long_2048/openblas/threads:1"),
     ("W5 qkv vs openblas, 1 thread (>= 2.0)", "W5_long_multihead_1024/qkv/threads:1", "W5_long_multihead_1024/openblas/threads:1"),
     ("W3 qkv 2 threads vs 1 thread (>= 1.6)", "W3_bert_layer/qkv/threads:2", "W3_bert_layer/qkv/threads:1"),
+    ("W3 qkv_unpacked vs openblas, 1 thread", "W3_bert_layer/qkv_unpacked/threads:1", "W3_bert_layer/openblas/threads:1"),
+    ("W4 qkv 2 threads vs 1 thread", "W4_long_2048/qkv/threads:2", "W4_long_2048/qkv/threads:1"),
+    ("W5 qkv 2 threads vs 1 thread", "W5_long_multihead_1024/qkv/threads:2", "W5_long_multihead_1024/qkv/threads:1"),
 ]
 for label, a, b in rows:
     print(f"| {label} | {ratio(a, b):.2f}x | {ratio(a, b, 'cpu_time'):.2f}x |")
