@@ -35,7 +35,8 @@ constexpr command commands[] = {
     {"attend", "attend CASE.json [--json] [--svg FILE] [--html FILE]\n"
                "                            attention for a case given as JSON: a trace, or every tensor",
      qkv::cli::cmd_attend},
-    {"encode", "encode CASE.json [--json] transformer encoder layers (nn.TransformerEncoderLayer) on the runtime path",
+    {"encode", "encode CASE.json [--json]\n"
+               "                            transformer encoder layers (nn.TransformerEncoderLayer) on the runtime path",
      qkv::cli::cmd_encode},
 };
 

@@ -198,6 +198,13 @@ def main():
     ok = r.returncode == 2 and r.stdout == '' and 'no_such_case.json' in r.stderr
     print(f'{"ok  " if ok else "FAIL"} a missing file: exit {r.returncode}, stderr {r.stderr.strip()!r}')
     failures += not ok
+    for what, args, needle in [('no case file', [], 'usage: qkv encode CASE.json [--json]'),
+                               ('an unknown option', ['case.json', '--bogus'], "unknown option '--bogus'"),
+                               ('two case files', ['a.json', 'b.json'], 'one case file expected')]:
+        r = subprocess.run([qkv, 'encode', *args], capture_output=True, text=True)
+        ok = r.returncode == 2 and r.stdout == '' and needle in r.stderr
+        print(f'{"ok  " if ok else "FAIL"} {what}: exit {r.returncode}, stderr {r.stderr.strip()!r}')
+        failures += not ok
     failures += mutations(qkv, base, 400)
     print(f'{failures} failed')
     return 1 if failures else 0
