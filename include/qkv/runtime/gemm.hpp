@@ -192,18 +192,18 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
       for (std::size_t n = 0; n < nr; ++n) c[r * ldc + n] = tile[r * NR + n];
 }
 
-/// @brief few rows (<= MR) times a prepacked b of depth K <= kc: one row at a time, read straight
-/// from a (packing a would cost more than the arithmetic), with b's panels as prepacked. Each
-/// element is the micro-kernel's chain and epilogue: the same bits.
+/// @brief few rows (<= MR) times b of depth K <= kc in packed panels (`panels`: the panel of
+/// column j0): one row at a time, read straight from a (packing a would cost more than the
+/// arithmetic), no partial-tile copies. Each element is the micro-kernel's chain and epilogue:
+/// the same bits.
 template <class T>
-void small_rows_prepacked(const matrix_view<const T>& a, const matrix_view<T>& c,
-                          const epilogue<T>& e, std::size_t i0, std::size_t i1, std::size_t j0,
-                          std::size_t j1, const T* packed) {
+void small_rows(const matrix_view<const T>& a, const matrix_view<T>& c, const epilogue<T>& e,
+                std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1, const T* panels) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>, NR = gemm_blocking<T>::nr;
   const std::size_t K = a.cols, nc = j1 - j0;
   for (std::size_t jr = 0; jr < nc; jr += NR) {
-    const T* bp = packed + (j0 + jr) * K;  // depth block 0 (K <= kc), the panel of column j0 + jr
+    const T* bp = panels + jr * K;  // depth block 0 (K <= kc), the panel of column j0 + jr
     const std::size_t n = std::min(NR, nc - jr);
     V bias0(T(0)), bias1(T(0));
     if (e.bias) {
@@ -278,13 +278,19 @@ void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
       }
     return;
   }
-  if (packed && !accumulate && K <= blk::kc && i1 - i0 <= blk::mr) {
-    small_rows_prepacked(a, c, e, i0, i1, j0, j1, packed);
-    return;
-  }
   auto& space = packing_space<T>::get();
   const std::size_t nc = j1 - j0;
   const std::size_t nc_padded = (nc + blk::nr - 1) / blk::nr * blk::nr;
+  if (!accumulate && K <= blk::kc && i1 - i0 <= blk::mr) {  // few rows: a is not packed
+    if (packed) {
+      small_rows(a, c, e, i0, i1, j0, j1, packed + j0 * K);
+    } else {
+      if (space.b.size() < nc_padded * K) space.b.resize(nc_padded * K);
+      pack_b(b, 0, K, j0, nc, space.b.data());
+      small_rows(a, c, e, i0, i1, j0, j1, space.b.data());
+    }
+    return;
+  }
   const std::size_t kc_max = std::min(blk::kc, K);
   const std::size_t n_padded = (b.cols + blk::nr - 1) / blk::nr * blk::nr;  // of the whole b
   // direct_a: a's rows are read in place (contiguous rows, already in cache: attention's tiles)
