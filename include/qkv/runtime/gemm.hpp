@@ -324,36 +324,81 @@ void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
   }
 }
 
-/// the split of a product over the pool. It changes only who computes what, never how: any
-/// split gives the same bits. Column blocks start at multiples of NR (prepacked panels).
+/// one product and its split over the pool into tasks. The split changes only who computes
+/// what, never how: any split gives the same bits. Column blocks start at multiples of NR
+/// (prepacked panels).
+template <class T>
+struct product_job {
+  matrix_view<const T> a, b;
+  matrix_view<T> c;
+  epilogue<T> e;
+  const T* packed = nullptr;
+  std::size_t tasks = 1, per = 0;
+  bool by_columns = true;
+  // a with contiguous rows that fits in L2 is read in place: split over columns, every task
+  // would otherwise pack all of a again
+  bool direct = false;
+
+  void plan(std::size_t threads) {
+    using blk = gemm_blocking<T>;
+    const std::size_t M = a.rows, N = b.cols;
+    direct = a.col_stride == 1 && M * a.cols * sizeof(T) <= (std::size_t(1) << 19);
+    const double work = double(M) * double(N) * double(a.cols);
+    if (threads == 1 || work < 1 << 17) {
+      tasks = 1;
+      per = N;
+      by_columns = true;
+      return;
+    }
+    const std::size_t want = 4 * threads;
+    const std::size_t n_panels = (N + blk::nr - 1) / blk::nr;
+    by_columns = n_panels >= 2 * threads;
+    if (by_columns) {  // each task packs its own b columns
+      per = (n_panels + want - 1) / want * blk::nr;
+      tasks = (N + per - 1) / per;
+    } else {  // few columns: split the rows
+      const std::size_t m_panels = (M + blk::mr - 1) / blk::mr;
+      per = std::max<std::size_t>(1, (m_panels + want - 1) / want) * blk::mr;
+      tasks = (M + per - 1) / per;
+    }
+  }
+  void run(std::size_t t) const {
+    const std::size_t M = a.rows, N = b.cols;
+    if (by_columns)
+      product_block(a, b, c, e, 0, M, std::min(N, t * per), std::min(N, (t + 1) * per), false, packed, direct);
+    else
+      product_block(a, b, c, e, t * per, std::min(M, (t + 1) * per), 0, N, false, packed);
+  }
+};
+
+/// @brief several independent products (Q, K and V's projections) in one parallel_for: one
+/// wake-up of the pool instead of one per product, and the tasks of all balanced together
+template <class T, std::size_t P>
+void threaded_products(product_job<T> (&jobs)[P], thread_pool* pool) {
+  const std::size_t threads = pool ? pool->size() : 1;
+  std::size_t total = 0;
+  for (auto& j : jobs) {
+    j.plan(threads);
+    total += j.tasks;
+  }
+  auto run = [&](std::size_t t) {
+    for (const auto& j : jobs) {
+      if (t < j.tasks) return j.run(t);
+      t -= j.tasks;
+    }
+  };
+  if (threads == 1 || total == P)
+    for (std::size_t t = 0; t < total; ++t) run(t);
+  else
+    pool->parallel_for(total, run);
+}
+
 template <class T>
 void threaded_product(const matrix_view<const T>& a, const matrix_view<const T>& b,
                       const matrix_view<T>& c, const epilogue<T>& e, thread_pool* pool,
                       const T* packed) {
-  using blk = gemm_blocking<T>;
-  const std::size_t M = a.rows, N = b.cols;
-  const double work = double(M) * double(N) * double(a.cols);
-  const std::size_t threads = pool ? pool->size() : 1;
-  if (threads == 1 || work < 1 << 17) {
-    product_block(a, b, c, e, 0, M, 0, N, false, packed);
-    return;
-  }
-  const std::size_t want = 4 * threads;
-  const std::size_t n_panels = (N + blk::nr - 1) / blk::nr;
-  if (n_panels >= 2 * threads) {  // split the columns: each task packs its own b columns
-    const std::size_t per = (n_panels + want - 1) / want * blk::nr;
-    const std::size_t tasks = (N + per - 1) / per;
-    pool->parallel_for(tasks, [&](std::size_t t) {
-      product_block(a, b, c, e, 0, M, t * per, std::min(N, (t + 1) * per), false, packed);
-    });
-  } else {  // few columns: split the rows
-    const std::size_t m_panels = (M + blk::mr - 1) / blk::mr;
-    const std::size_t per = std::max<std::size_t>(1, (m_panels + want - 1) / want) * blk::mr;
-    const std::size_t tasks = (M + per - 1) / per;
-    pool->parallel_for(tasks, [&](std::size_t t) {
-      product_block(a, b, c, e, t * per, std::min(M, (t + 1) * per), 0, N, false, packed);
-    });
-  }
+  product_job<T> jobs[1] = {{a, b, c, e, packed}};
+  threaded_products(jobs, pool);
 }
 
 }  // namespace detail

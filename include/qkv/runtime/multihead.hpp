@@ -115,6 +115,29 @@ void linear(matrix_view<const T> x, const packed_linear<T>& w, dynamic_matrix<T>
   matrix_product<T>(x, w.weight, y.view(), e, pool);
 }
 
+namespace detail {
+
+/// linear()'s product as a job (shapes checked, y resized), for running several in one
+/// parallel_for (attention's Q, K and V): the same tasks, so the same bits
+template <class T, class W>
+product_job<T> linear_job(matrix_view<const T> x, const W& w, dynamic_matrix<T>& y, const char* name) {
+  check_linear(x.rows, x.cols, w, name);
+  y.resize(x.rows, w.out_features());
+  product_job<T> j;
+  j.a = x;
+  j.c = y.view();
+  j.e.bias = w.bias.empty() ? nullptr : w.bias.data();
+  if constexpr (requires { w.weight_shape; }) {
+    j.b = {nullptr, w.weight.rows(), w.weight.cols(), w.weight.cols(), 1};  // shape only
+    j.packed = w.weight.data();
+  } else {
+    j.b = w.as_in_out();
+  }
+  return j;
+}
+
+}  // namespace detail
+
 template <class T>
 [[nodiscard]] dynamic_matrix<T> linear(const dynamic_matrix<T>& x, const linear_weights<T>& w,
                                        thread_pool* pool = &default_pool()) {
@@ -179,10 +202,11 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   };
   const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("attention: heads must be at least 1");
-  // pass 1: projections (each threaded over its own tiles)
-  linear<T>(x, w.q, r.queries, pool, "wq");
-  linear<T>(context, w.k, r.keys, pool, "wk");
-  linear<T>(context, w.v, r.values, pool, "wv");
+  // pass 1: the three projections, their tiles in one parallel_for
+  detail::product_job<T> projections[3] = {detail::linear_job<T>(x, w.q, r.queries, "wq"),
+                                           detail::linear_job<T>(context, w.k, r.keys, "wk"),
+                                           detail::linear_job<T>(context, w.v, r.values, "wv")};
+  detail::threaded_products(projections, pool);
   const std::size_t t_len = x.rows, s_len = context.rows;
   const std::size_t dq = r.queries.cols(), dv = r.values.cols();
   if (r.keys.cols() != dq)
