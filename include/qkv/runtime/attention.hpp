@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "dynamic_matrix.hpp"
 #include "exp.hpp"
@@ -100,6 +101,17 @@ struct streaming_space {
   }
 };
 
+/// f(std::integral_constant<std::size_t, n>) for n in 1 .. N (nothing for n = 0 or n > N)
+template <std::size_t N, class F>
+inline void with_count(std::size_t n, F&& f) {
+  if constexpr (N > 0) {
+    if (n == N)
+      f(std::integral_constant<std::size_t, N>{});
+    else
+      with_count<N - 1>(n, f);
+  }
+}
+
 /// @brief the streaming path for few keys (s_end <= small_keys, d <= small_depth; tutorial
 /// sizes): one query row at a time, its scores in registers, k transposed once into a stack
 /// buffer so that a row's scores are vectors over the keys. No tile, no packing, no thread-local
@@ -133,14 +145,19 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
     // sweep 1: scaled, masked scores
     for (std::size_t r = 0; r < gn; ++r) {
       const std::size_t i = g0 + r;
-      V acc[max_vectors];
-      for (std::size_t t = 0; t < nv; ++t) acc[t] = V(T(0));
-      for (std::size_t c = 0; c < d; ++c) {
-        const V a(q(i, c));
-        for (std::size_t t = 0; t < nv; ++t) acc[t] = fmadd(a, V(kt + c * sp + t * W, stdx::vector_aligned), acc[t]);
-      }
       T* pr = p + r * sp;
-      for (std::size_t t = 0; t < nv; ++t) (acc[t] * V(scale)).copy_to(pr + t * W, stdx::vector_aligned);
+      // nv as a compile-time count, so that the accumulators live in registers (a run-time
+      // count made them a memset array on the stack, and every load of it stalled)
+      with_count<max_vectors>(nv, [&](auto count) {
+        constexpr std::size_t NV = decltype(count)::value;
+        V acc[NV];
+        for (std::size_t t = 0; t < NV; ++t) acc[t] = V(T(0));
+        for (std::size_t c = 0; c < d; ++c) {
+          const V a(q(i, c));
+          for (std::size_t t = 0; t < NV; ++t) acc[t] = fmadd(a, V(kt + c * sp + t * W, stdx::vector_aligned), acc[t]);
+        }
+        for (std::size_t t = 0; t < NV; ++t) (acc[t] * V(scale)).copy_to(pr + t * W, stdx::vector_aligned);
+      });
       const std::size_t lim = key_limit(mask, i, s);
       for (std::size_t j = lim; j < s_end; ++j) pr[j] = ninf;
       if (mask.allowed) {

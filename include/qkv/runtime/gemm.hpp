@@ -215,10 +215,14 @@ void small_rows(const matrix_view<const T>& a, const matrix_view<T>& c, const ep
       V acc0(T(0)), acc1(T(0));
       const T* ar = &a(i, 0);
       const std::size_t cs = a.col_stride;
-      for (std::size_t k = 0; k < K; ++k) {
-        const V x(ar[k * cs]);
-        acc0 = fmadd(x, V(bp + k * NR, stdx::vector_aligned), acc0);
-        acc1 = fmadd(x, V(bp + k * NR + W, stdx::vector_aligned), acc1);
+      if (n <= W) {  // one register of real columns: the second would be padding
+        for (std::size_t k = 0; k < K; ++k) acc0 = fmadd(V(ar[k * cs]), V(bp + k * NR, stdx::vector_aligned), acc0);
+      } else {
+        for (std::size_t k = 0; k < K; ++k) {
+          const V x(ar[k * cs]);
+          acc0 = fmadd(x, V(bp + k * NR, stdx::vector_aligned), acc0);
+          acc1 = fmadd(x, V(bp + k * NR + W, stdx::vector_aligned), acc1);
+        }
       }
       if (e.scaled) {
         acc0 *= V(e.scale);
