@@ -16,6 +16,7 @@
 // The tutorial's names: seq_embedding (T, 768), query/key/value (T, 64), scores (T, T),
 // weights (T, T), seq_embedding_att (T, 64), att_concat (T, 768), output (T, 768).
 #include <algorithm>
+#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +43,7 @@
 #error "build with -DQKV_DATA_DIR=\"<project>/data\" (examples/meson.build does)"
 #endif
 
-namespace {
+namespace qkv::examples::bert {
 
 using qkv::runtime::dynamic_matrix;
 constexpr std::size_t hidden_size = 768, num_heads = 12, head_dim = hidden_size / num_heads;  // 64
@@ -54,15 +55,29 @@ struct options {
 
 // ---- printing ------------------------------------------------------------------------------
 
+// printf's formats, written through std::cout: `qkv explain bert` captures std::cout, and one
+// stream keeps the lines in order
+[[gnu::format(printf, 1, 2)]] void say(const char* format, ...) {
+  std::va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string text(static_cast<std::size_t>(n > 0 ? n : 0), '\0');
+  std::vsnprintf(text.data(), text.size() + 1, format, again);
+  va_end(again);
+  std::cout << text;
+}
+
 // the first rows and columns of a matrix, 4 decimals as PyTorch prints them
 void print(std::string_view name, const dynamic_matrix<float>& m, std::size_t max_rows = 9, std::size_t max_cols = 9) {
-  std::printf("%.*s (%zu, %zu)\n", static_cast<int>(name.size()), name.data(), m.rows(), m.cols());
+  say("%.*s (%zu, %zu)\n", static_cast<int>(name.size()), name.data(), m.rows(), m.cols());
   for (std::size_t i = 0; i < std::min(m.rows(), max_rows); ++i) {
-    std::printf("  [");
-    for (std::size_t j = 0; j < std::min(m.cols(), max_cols); ++j) std::printf("%s%8.4f", j ? " " : "", m(i, j));
-    std::printf("%s]\n", m.cols() > max_cols ? " ..." : "");
+    say("  [");
+    for (std::size_t j = 0; j < std::min(m.cols(), max_cols); ++j) say("%s%8.4f", j ? " " : "", m(i, j));
+    say("%s]\n", m.cols() > max_cols ? " ..." : "");
   }
-  if (m.rows() > max_rows) std::printf("  ...\n");
+  if (m.rows() > max_rows) say("  ...\n");
 }
 
 std::vector<double> to_double(const dynamic_matrix<float>& m) {
@@ -187,7 +202,7 @@ bool within(std::string_view name, const std::vector<double>& computed, const st
     worst = std::max(worst, e / bound[i]);
     ok = e <= bound[i];
   }
-  std::printf("  %-18.*s max |error| %.3g, %.2g of its bound: %s\n", static_cast<int>(name.size()), name.data(),
+  say("  %-18.*s max |error| %.3g, %.2g of its bound: %s\n", static_cast<int>(name.size()), name.data(),
               max_err, worst, ok ? "ok" : "FAILED");
   return ok;
 }
@@ -212,7 +227,7 @@ bool check(const bert_layer& L, const qkv::runtime::attention_result<float>& r, 
   const auto& f64 = ref["float64"];
   const std::size_t T = L.seq_embedding.rows(), D = hidden_size, d = head_dim;
   bool ok = true;
-  std::printf("\nchecking the stand-in against %s\n", path.c_str());
+  say("\nchecking the stand-in against %s\n", path.c_str());
 
   // bit for bit: what came from the generator
   auto bits = [&](std::string_view name, const float* ours, std::size_t n) {
@@ -220,7 +235,7 @@ bool check(const bert_layer& L, const qkv::runtime::attention_result<float>& r, 
     std::size_t differ = t.data.size() == n ? 0 : n;
     for (std::size_t i = 0; i < n && i < t.data.size(); ++i)
       differ += static_cast<float>(t.data[i]) != ours[i] || std::signbit(static_cast<float>(t.data[i])) != std::signbit(ours[i]);
-    std::printf("  %-18.*s %zu values, %s\n", static_cast<int>(name.size()), name.data(), n,
+    say("  %-18.*s %zu values, %s\n", static_cast<int>(name.size()), name.data(), n,
                 differ ? "DIFFER from PyTorch's" : "bit for bit PyTorch's");
     ok = ok && differ == 0;
   };
@@ -298,33 +313,46 @@ bool check(const bert_layer& L, const qkv::runtime::attention_result<float>& r, 
   ok &= within("seq_embedding_att", to_double(r.context[0]), O, eO);
   // PyTorch's own float32 output is held to the same bound (it is a float32 computation too)
   ok &= within("(PyTorch float32)", tensor(f32["output"]).data, O, eO);
-  std::printf("%s\n", ok ? "the stand-in matches PyTorch's reference" : "MISMATCH with PyTorch's reference");
+  say("%s\n", ok ? "the stand-in matches PyTorch's reference" : "MISMATCH with PyTorch's reference");
   return ok;
 }
 
 // ---- the walkthrough -----------------------------------------------------------------------
 
+// bert-base-uncased's vocab.txt, which the project ships: in the source tree's data/ (QKV_DATA_DIR),
+// or where `meson install` puts it, <prefix>/share/qkv/, found from the program's own path
+std::string bundled_vocabulary() {
+  const std::filesystem::path in_source = std::filesystem::path(QKV_DATA_DIR) / "bert-base-uncased/vocab.txt";
+  if (std::filesystem::exists(in_source)) return in_source.string();
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto installed = exe.parent_path().parent_path() / "share/qkv/bert-base-uncased/vocab.txt";
+    if (std::filesystem::exists(installed)) return installed.string();
+  }
+  return in_source.string();  // the error names the path looked for first
+}
+
 int run(const options& o) {
   // tokenizer = AutoTokenizer.from_pretrained('bert-base-uncased'); tokenizer.encode(...)
   const std::string vocab_path =
-      o.model_dir.empty() ? std::string(QKV_DATA_DIR) + "/bert-base-uncased/vocab.txt"
-                          : (std::filesystem::path(o.model_dir) / "vocab.txt").string();
+      o.model_dir.empty() ? bundled_vocabulary() : (std::filesystem::path(o.model_dir) / "vocab.txt").string();
   const qkv::io::wordpiece_tokenizer tokenizer(qkv::io::wordpiece_vocab::from_file(vocab_path));
   const auto encoding = tokenizer.encode(sentence);
   const auto& tokens = encoding.tokens;
   const std::size_t T = tokens.size();
-  std::printf("encoding = tokenizer.encode(\"%s\")\n  [", sentence.c_str());
-  for (std::size_t i = 0; i < T; ++i) std::printf("%s%lld", i ? ", " : "", static_cast<long long>(encoding.ids[i]));
-  std::printf("]\ntokens = tokenizer.convert_ids_to_tokens(encoding)\n  [");
+  say("encoding = tokenizer.encode(\"%s\")\n  [", sentence.c_str());
+  for (std::size_t i = 0; i < T; ++i) say("%s%lld", i ? ", " : "", static_cast<long long>(encoding.ids[i]));
+  say("]\ntokens = tokenizer.convert_ids_to_tokens(encoding)\n  [");
   for (std::size_t i = 0; i < T; ++i) {
     // as Python prints a string: in single quotes, or double quotes when it holds one
     const char q = tokens[i].find('\'') == std::string::npos ? '\'' : '"';
-    std::printf("%s%c%s%c", i ? ", " : "", q, tokens[i].c_str(), q);
+    say("%s%c%s%c", i ? ", " : "", q, tokens[i].c_str(), q);
   }
-  std::printf("]\n\n");
+  say("]\n\n");
 
   const bert_layer L = o.model_dir.empty() ? stand_in(T) : from_checkpoint(o.model_dir, encoding.ids);
-  std::printf("seq_embedding: %s\n", L.source.c_str());
+  say("seq_embedding: %s\n", L.source.c_str());
   print("seq_embedding.shape", L.seq_embedding, 3, 6);
 
   // all 12 heads in one call: head h is columns 64h .. 64h + 63 of Q, K and V
@@ -332,19 +360,19 @@ int run(const options& o) {
   opt.heads = num_heads;  // scale: 1/sqrt(64) = 1/8
   const auto r = qkv::runtime::self_attention(L.seq_embedding, L.weights, opt);
 
-  std::printf("\n# one head: query = nn.Linear(768, 64)(seq_embedding), and key, value\n");
+  say("\n# one head: query = nn.Linear(768, 64)(seq_embedding), and key, value\n");
   dynamic_matrix<float> q0(T, head_dim), s0(T, T);
   for (std::size_t i = 0; i < T; ++i) {
     for (std::size_t j = 0; j < head_dim; ++j) q0(i, j) = r.queries(i, j);
     for (std::size_t j = 0; j < T; ++j) s0(i, j) = r.scores[0](i, j) * r.scale;
   }
   print("query", q0, 3, 6);
-  std::printf("dim_k = %zu\n", head_dim);
+  say("dim_k = %zu\n", head_dim);
   print("scores = torch.bmm(query, key.transpose(1, 2)) / sqrt(dim_k)", s0);
   print("weights = F.softmax(scores, dim=-1)", r.weights[0]);
   print("seq_embedding_att = torch.bmm(weights, value)", r.context[0], 3, 6);
 
-  std::printf("\n# twelve heads: torch.cat([scaled_dot_product_attention(seq_embedding) for i in range(12)], dim=-1)\n");
+  say("\n# twelve heads: torch.cat([scaled_dot_product_attention(seq_embedding) for i in range(12)], dim=-1)\n");
   for (std::size_t h = 1; h < num_heads; ++h) print("weights, head " + std::to_string(h), r.weights[h]);
   print("att_concat", r.concat, 3, 6);
   print("nn.Linear(768, 768)(att_concat)", r.output, 3, 6);
@@ -361,7 +389,7 @@ int run(const options& o) {
     const std::string svg = qkv::io::attention_svg(tokens, w, ho);
     if (!o.svg.empty()) {
       qkv::io::write_text_file(o.svg, svg);
-      std::printf("\nwrote %s\n", o.svg.c_str());
+      say("\nwrote %s\n", o.svg.c_str());
     }
     if (!o.html.empty()) {
       qkv::io::html_page page("BERT self-attention: \"" + sentence + "\"");
@@ -382,7 +410,7 @@ int run(const options& o) {
       for (std::size_t h = 1; h < num_heads; ++h)
         page.matrix("weights, head " + std::to_string(h), T, T, to_double(r.weights[h]), tokens, tokens, 4);
       page.write(o.html);
-      std::printf("wrote %s\n", o.html.c_str());
+      say("wrote %s\n", o.html.c_str());
     }
   }
 
@@ -393,9 +421,18 @@ int run(const options& o) {
   return 0;
 }
 
-}  // namespace
+// `qkv explain bert`: the walkthrough with the stand-in embeddings (or QKV_BERT_MODEL's checkpoint)
+inline void walkthrough() {
+  options o;
+  if (const char* env = std::getenv("QKV_BERT_MODEL")) o.model_dir = env;
+  run(o);
+}
 
+}  // namespace qkv::examples::bert
+
+#ifndef QKV_EXAMPLE_NO_MAIN
 int main(int argc, char** argv) {
+  using namespace qkv::examples::bert;
   options o;
   if (const char* env = std::getenv("QKV_BERT_MODEL")) o.model_dir = env;
   try {
@@ -418,3 +455,4 @@ int main(int argc, char** argv) {
     return 2;
   }
 }
+#endif

@@ -6,16 +6,8 @@
 
 #include "cli.hpp"
 
-// the examples themselves, without their main(): `qkv explain` prints what they print
-#define QKV_EXAMPLE_NO_MAIN
-#include "../examples/01_illustrated_self_attention.cpp"
-#include "../examples/02_self_attention_from_scratch.cpp"
-#include "../examples/03_walking_through_the_math.cpp"
-#include "../examples/05_statquest_self_attention.cpp"
-#include "../examples/06_masking.cpp"
-#include "../examples/07_positional_encoding.cpp"
-#include "../examples/08_encoder_layer.cpp"
-#undef QKV_EXAMPLE_NO_MAIN
+// the examples' walkthroughs, each compiled in its own file (tools/explain/walkthrough.cpp)
+#include "explain/walkthroughs.hpp"
 
 namespace qkv::cli {
 
@@ -25,15 +17,20 @@ struct worked_example {
   void (*walkthrough)();
 };
 
-// the examples' walkthroughs, compiled into the tool (each example's main() calls the same function)
+// the examples' walkthroughs (each example's main() calls the same function)
 inline constexpr worked_example worked_examples[] = {
-    {"illustrated", "examples/01_illustrated_self_attention.cpp", qkv::examples::illustrated::walkthrough},
-    {"from_scratch", "examples/02_self_attention_from_scratch.cpp", qkv::examples::from_scratch::walkthrough},
-    {"the_math", "examples/03_walking_through_the_math.cpp", qkv::examples::the_math::walkthrough},
-    {"statquest", "examples/05_statquest_self_attention.cpp", qkv::examples::statquest::walkthrough},
-    {"masking", "examples/06_masking.cpp", qkv::examples::masking::walkthrough},
-    {"positional_encoding", "examples/07_positional_encoding.cpp", qkv::examples::positional_encoding::walkthrough},
-    {"encoder_layer", "examples/08_encoder_layer.cpp", qkv::examples::encoder_layer::walkthrough},
+    {"illustrated", "examples/01_illustrated_self_attention.cpp", walkthroughs::illustrated},
+    {"illustrated_exact", "examples/01b_illustrated_exact.cpp", walkthroughs::illustrated_exact},
+    {"from_scratch", "examples/02_self_attention_from_scratch.cpp", walkthroughs::from_scratch},
+    {"the_math", "examples/03_walking_through_the_math.cpp", walkthroughs::the_math},
+#ifdef QKV_EXPLAIN_HAS_BOOST
+    {"the_math_exact", "examples/03b_walking_through_the_math_exact.cpp", walkthroughs::the_math_exact},
+#endif
+    {"bert", "examples/04_bert_self_attention.cpp", walkthroughs::bert},
+    {"statquest", "examples/05_statquest_self_attention.cpp", walkthroughs::statquest},
+    {"masking", "examples/06_masking.cpp", walkthroughs::masking},
+    {"positional_encoding", "examples/07_positional_encoding.cpp", walkthroughs::positional_encoding},
+    {"encoder_layer", "examples/08_encoder_layer.cpp", walkthroughs::encoder_layer},
 };
 
 inline int cmd_explain(const args& a) {

@@ -45,7 +45,7 @@ using big = mp::cpp_bin_float_50;
 using screen = mp::number<mp::cpp_bin_float<64, mp::digit_base_2>, mp::et_off>;
 constexpr double screen_threshold = 0.49;
 
-constexpr std::uint64_t points = 1'000'000;  // per function and type
+const std::uint64_t points = qkv::test::sample_points(1'000'000);  // per function and type
 
 template <class T>
 constexpr const char* type_name() { return std::is_same_v<T, float> ? "float" : "double"; }

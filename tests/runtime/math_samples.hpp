@@ -7,10 +7,24 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <limits>
 #include <type_traits>
 
 namespace qkv::test {
+
+// How many points a slow sweep measures: `full`, or a tenth of it when QKV_TEST_SAMPLE=small
+// (scripts/test.sh sets it in the sanitizer builds, where Boost's arithmetic runs ~10x slower;
+// the plain builds always measure the full sample). Says so on stdout when it shrinks.
+inline std::uint64_t sample_points(std::uint64_t full) {
+  const char* sample = std::getenv("QKV_TEST_SAMPLE");
+  if (sample == nullptr || std::string_view(sample) != "small") return full;
+  std::printf("QKV_TEST_SAMPLE=small: %llu of the %llu points of the full sweep\n",
+              static_cast<unsigned long long>(full / 10), static_cast<unsigned long long>(full));
+  return full / 10;
+}
 
 // splitmix64 (Steele, Lea, Flood 2014): a full-period 64-bit generator, good enough to sample
 struct splitmix64 {

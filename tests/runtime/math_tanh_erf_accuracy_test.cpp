@@ -38,7 +38,7 @@ using qkv::test::splitmix64;
 using big = mp::cpp_bin_float_50;
 using quad = mp::cpp_bin_float_quad;
 
-constexpr std::uint64_t points = 1'000'000;  // per function and type
+const std::uint64_t points = qkv::test::sample_points(1'000'000);  // per function and type
 constexpr double screen_threshold = 0.49;
 
 template <class T>

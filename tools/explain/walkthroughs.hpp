@@ -1,0 +1,16 @@
+// walkthroughs.hpp: the worked examples' walkthroughs, one function per example, each defined
+// by tools/explain/walkthrough.cpp compiled for that example (see tools/meson.build).
+#pragma once
+
+namespace qkv::cli::walkthroughs {
+void illustrated();          // examples/01_illustrated_self_attention.cpp
+void illustrated_exact();    // examples/01b_illustrated_exact.cpp
+void from_scratch();         // examples/02_self_attention_from_scratch.cpp
+void the_math();             // examples/03_walking_through_the_math.cpp
+void the_math_exact();       // examples/03b_walking_through_the_math_exact.cpp (needs Boost)
+void bert();                 // examples/04_bert_self_attention.cpp (the stand-in embeddings)
+void statquest();            // examples/05_statquest_self_attention.cpp
+void masking();              // examples/06_masking.cpp
+void positional_encoding();  // examples/07_positional_encoding.cpp
+void encoder_layer();        // examples/08_encoder_layer.cpp
+}  // namespace qkv::cli::walkthroughs
