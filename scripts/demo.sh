@@ -15,9 +15,10 @@ echo
 ./build-demo/tools/qkv explain illustrated
 echo
 echo "Proven at compile time (each example built, so every static_assert in it held):"
-for exe in build-demo/examples/[0-9][0-9]_*; do
+for exe in build-demo/examples/[0-9][0-9]*_*; do
   if [ -f "$exe" ] && [ -x "$exe" ]; then
     echo "  examples/$(basename "$exe").cpp"
   fi
 done
-echo "Each example has a page in docs/examples/; 'build-demo/tools/qkv explain NAME' prints its walkthrough."
+echo "Each example has a page in docs/examples/; 'build-demo/tools/qkv explain NAME' prints its walkthrough"
+echo "(the names: $(./build-demo/tools/qkv explain 2>&1 | sed 's/.*the examples are: //'))"
