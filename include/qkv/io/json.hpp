@@ -149,7 +149,7 @@ class json_document {
     d.file_ = name;
     try {
       d.json_ = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400
       throw json_error(name + ": not valid JSON: " + e.what());
     }
     return d;
