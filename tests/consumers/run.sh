@@ -5,13 +5,20 @@
 #
 # BUILD_DIR is a configured and built qkv build folder (meson test passes its own). This
 #   1. stages it: meson install --no-rebuild --destdir BUILD_DIR/consumers/stage, and checks
-#      that every header of include/qkv, bin/qkv, qkv.pc and the CMake package are there;
+#      that every header of include/qkv, bin/qkv, qkv.pc, qkv-runtime.pc, qkv-io.pc and the CMake
+#      package are there;
 #   2. builds and runs tests/consumers/pkgconfig  (dependency('qkv') through qkv.pc, found with
 #      PKG_CONFIG_PATH in the staging tree: the .pc is relocatable, prefix=${pcfiledir}/../..);
 #   3. builds and runs tests/consumers/subproject (subprojects/qkv a symlink to this source
 #      tree, made here), and checks that qkv built and installed nothing of its own;
 #   4. builds and runs tests/consumers/cmake      (find_package(qkv) with CMAKE_PREFIX_PATH in the
-#      staging tree).
+#      staging tree), and checks that a missing nlohmann_json or Boost, or an unknown component,
+#      fails find_package with a message that names it;
+#   5. the light install: configures this source with -Dtests=false -Dexamples=false and checks
+#      that only the tool and its stubs are to be built (no example, test or benchmark), then
+#      with -Dtool=false too, installs it without building anything and checks the packages.
+# Each project builds consumer.cpp (the core, through qkv / qkv::qkv / qkv_dep) and extras.cpp
+# (runtime/, io/ and exact/, through the packages that carry -march, nlohmann-json and Boost).
 # Each consumer is copied out of the source tree first, so nothing but the package can reach
 # qkv's headers. CXX (default: $CXX, else c++) compiles the consumers. Prints one line per step
 # with its time; exits 1 on the first failure, after printing that step's log.
@@ -59,13 +66,28 @@ for h in $(cd "$source_root/include" && find qkv -name '*.hpp' | sort); do
 done
 pcdir=$(abs "$datadir")/pkgconfig
 cmakedir=$(abs "$datadir")/cmake/qkv
-for f in "$pcdir/qkv.pc" "$cmakedir/qkvConfig.cmake" "$cmakedir/qkvConfigVersion.cmake"; do
+for f in "$pcdir/qkv.pc" "$pcdir/qkv-runtime.pc" "$pcdir/qkv-io.pc" "$(abs "$datadir")/qkv/single_include/qkv.hpp" \
+         "$cmakedir/qkvConfig.cmake" \
+         "$cmakedir/qkvConfigVersion.cmake"; do
   [ -f "$f" ] || fail "$f is not installed"
 done
 version=$(meson introspect --projectinfo "$build" | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
 tool_version=$("$(abs "$bindir")/qkv" --version 2>>"$log") || fail "the installed bin/qkv --version"
 case $tool_version in *"$version"*) ;; *) fail "bin/qkv --version printed '$tool_version', not $version" ;; esac
-done_step "staged install in $stage$prefix ($(cd "$inc" && find qkv -name '*.hpp' | wc -l) headers, bin/qkv $version, qkv.pc, CMake package)"
+# the packages declare what the optional layers need: qkv-io requires nlohmann_json, and
+# qkv-runtime carries the -march of this build's simd_arch (none: QKV_RUNTIME_PORTABLE instead)
+PKG_CONFIG_PATH=$pcdir pkg-config --print-requires qkv-io | grep -q '^nlohmann_json' ||
+  fail "qkv-io.pc does not require nlohmann_json"
+simd_arch=$(meson introspect --buildoptions "$build" | python3 -c '
+import json, sys; print({x["name"]: x["value"] for x in json.load(sys.stdin)}["simd_arch"])')
+runtime_cflags=$(PKG_CONFIG_PATH=$pcdir pkg-config --cflags qkv-runtime)
+case $simd_arch:$runtime_cflags in
+  none:*-DQKV_RUNTIME_PORTABLE*) ;;
+  none:*) fail "qkv-runtime.pc: simd_arch=none but its cflags '$runtime_cflags' lack -DQKV_RUNTIME_PORTABLE" ;;
+  *:*"-march=$simd_arch"*) ;;
+  *) fail "qkv-runtime.pc: cflags '$runtime_cflags' lack -march=$simd_arch" ;;
+esac
+done_step "staged install in $stage$prefix ($(cd "$inc" && find qkv -name '*.hpp' | wc -l) headers, bin/qkv $version, qkv.pc, qkv-runtime.pc ($runtime_cflags), qkv-io.pc, CMake package)"
 
 # --- 2. meson + pkg-config -------------------------------------------------------------------
 copy_out pkgconfig
@@ -76,7 +98,9 @@ run meson compile -C "$work/pkgconfig/build" || fail "pkgconfig consumer: build"
 run meson test -C "$work/pkgconfig/build" --print-errorlogs || fail "pkgconfig consumer: run"
 grep -q "run time == compile time" "$work/pkgconfig/build/meson-logs/testlog.txt" ||
   fail "pkgconfig consumer: the program did not report its result"
-done_step "meson, dependency('qkv') from the staged qkv.pc"
+grep -q "io/ and exact/ work" "$work/pkgconfig/build/meson-logs/testlog.txt" ||
+  fail "pkgconfig consumer: extras did not report its result"
+done_step "meson, dependency('qkv'), ('qkv-runtime'), ('qkv-io') from the staged .pc files"
 
 # --- 3. meson subproject ---------------------------------------------------------------------
 copy_out subproject
@@ -90,7 +114,7 @@ run meson test -C "$work/subproject/build" --print-errorlogs || fail "subproject
 # qkv as a subproject: no targets of its own (no tool, examples or tests), nothing installed
 targets=$(meson introspect --targets "$work/subproject/build" | python3 -c '
 import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
-[ "$targets" = "consumer" ] || fail "subproject consumer: targets are '$targets', expected only 'consumer'"
+[ "$targets" = "consumer extras" ] || fail "subproject consumer: targets are '$targets', expected only 'consumer extras'"
 run meson install -C "$work/subproject/build" --no-rebuild --destdir "$work/subproject/stage" ||
   fail "subproject consumer: meson install"
 installed=$(cd "$work/subproject/stage" && find . -type f | sed 's|.*/||' | sort | tr '\n' ' ')
@@ -108,6 +132,7 @@ grep -q "qkv_DIR:PATH=$cmakedir" "$work/cmake/build/CMakeCache.txt" ||
 run cmake --build "$work/cmake/build" || fail "cmake consumer: build"
 (cd "$work/cmake/build" && run ctest --output-on-failure -V) || fail "cmake consumer: run"
 grep -q "run time == compile time" "$log" || fail "cmake consumer: the program did not report its result"
+grep -q "io/ and exact/ work" "$log" || fail "cmake consumer: extras did not report its result"
 # the version file: 0.x accepts the same minor version only (0.1 -> 0.1.z), never 0.2 or 1.0
 mkdir -p "$work/cmake/probe"
 cat >"$work/cmake/probe/CMakeLists.txt" <<'EOF'
@@ -126,6 +151,67 @@ endif()
 EOF
 run cmake -S "$work/cmake/probe" -B "$work/cmake/probe/build" -DCMAKE_PREFIX_PATH="$root" ||
   fail "cmake consumer: qkvConfigVersion.cmake accepted a wrong version or refused its own"
-done_step "CMake, find_package(qkv) and qkv::qkv from the staged package"
+# a required component whose library is missing, and an unknown component: find_package fails
+# and its message says what is missing
+mkdir -p "$work/cmake/missing"
+cat >"$work/cmake/missing/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.16)
+project(qkv_missing_probe CXX)
+find_package(qkv 0.1 REQUIRED COMPONENTS ${WANT})
+EOF
+expect_refusal() {  # expect_refusal WHAT TEXT CMAKE_ARGS...
+  local what=$1 text=$2
+  shift 2
+  rm -rf "$work/cmake/missing/build"
+  if cmake -S "$work/cmake/missing" -B "$work/cmake/missing/build" -DCMAKE_PREFIX_PATH="$root" \
+       -DCMAKE_CXX_COMPILER="$cxx" "$@" >"$work/cmake/missing.log" 2>&1; then
+    cat "$work/cmake/missing.log" >>"$log"
+    fail "cmake consumer: find_package(qkv) accepted $what"
+  fi
+  grep -q "$text" "$work/cmake/missing.log" || {
+    cat "$work/cmake/missing.log" >>"$log"
+    fail "cmake consumer: find_package(qkv) refused $what without saying '$text'"
+  }
+}
+expect_refusal "COMPONENTS io without nlohmann_json" "qkv::io (include/qkv/io/) needs nlohmann_json" \
+  -DWANT=io -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=TRUE
+expect_refusal "COMPONENTS exact without Boost" "qkv::exact (include/qkv/exact/, reference/) needs Boost" \
+  -DWANT=exact -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE
+expect_refusal "an unknown component" "qkv has no component 'nonsense'" -DWANT=nonsense
+done_step "CMake, find_package(qkv COMPONENTS runtime io exact) from the staged package; missing ones named"
 
-echo "consumers: all three passed"
+# --- 5. the light install ---------------------------------------------------------------------
+# -Dtests=false -Dexamples=false: the tool and nothing else (its `qkv explain` stubs say the
+# examples were not built); configured only, as building the tool is what the build above did
+light=$work/light
+run env CXX="$cxx" meson setup "$light" "$source_root" -Dtests=false -Dexamples=false || fail "light install: meson setup"
+light_targets=$(meson introspect --targets "$light" | python3 -c '
+import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
+for t in $light_targets; do
+  case $t in qkv | walkthrough_* | qkv_single_header) ;; *) fail "light install: builds '$t' (targets: $light_targets)" ;; esac
+done
+for f in $(meson introspect --targets "$light" | python3 -c '
+import json, sys
+for t in json.load(sys.stdin):
+    for s in t["target_sources"]:
+        for f in s.get("sources", []): print(f)'); do
+  case $f in */examples/*) fail "light install: compiles the example $f" ;; esac
+done
+# -Dtool=false as well: nothing to build at all; the install is the headers and the packages
+light_root=$work/light-stage
+run env CXX="$cxx" meson setup "$light-headers" "$source_root" -Dtests=false -Dexamples=false -Dtool=false ||
+  fail "light install: meson setup -Dtool=false"
+headers_targets=$(meson introspect --targets "$light-headers" | python3 -c '
+import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
+[ "$headers_targets" = "qkv_single_header" ] ||
+  fail "light install: -Dtool=false has targets '$headers_targets', expected only qkv_single_header"
+
+run meson install -C "$light-headers" --destdir "$light_root" || fail "light install: meson install -Dtool=false"
+for f in qkv.pc qkv-runtime.pc qkv-io.pc qkvConfig.cmake; do
+  [ -n "$(find "$light_root" -name "$f")" ] || fail "light install: $f is not installed"
+done
+[ -n "$(find "$light_root" -path '*include/qkv/qkv.hpp')" ] || fail "light install: the headers are not installed"
+[ -z "$(find "$light_root" -path '*/bin/qkv')" ] || fail "light install: -Dtool=false installed bin/qkv"
+done_step "light install: -Dtests=false -Dexamples=false builds $(echo "$light_targets" | wc -w) targets (qkv, its explain stubs, the single header); -Dtool=false the single header alone"
+
+echo "consumers: all passed"

@@ -8,4 +8,5 @@
 #include "multihead.hpp"
 #include "simd.hpp"
 #include "softmax.hpp"
+#include "target.hpp"
 #include "thread_pool.hpp"

@@ -13,6 +13,8 @@
 #include <experimental/simd>
 #include <type_traits>
 
+#include "target.hpp"  // the instruction set, and a warning without AVX2 + FMA
+
 #if defined(__AVX__) || defined(__FMA__)
 #include <immintrin.h>
 #endif

@@ -1,0 +1,19 @@
+// not_built.cpp: a worked example's walkthrough in a qkv built with -Dexamples=false (the light
+// install, docs/design.md "Install"): the function cmd_explain.hpp calls exists, and says why
+// there is nothing to show instead of compiling the example and its proofs.
+//
+// tools/meson.build compiles this file once per example, with QKV_EXAMPLE_NAME its name, e.g.
+// illustrated, exactly as it compiles walkthrough.cpp in a full build.
+#include <string>
+
+#include "../cli.hpp"
+#include "walkthroughs.hpp"
+
+#define QKV_STRINGIFY_(x) #x
+#define QKV_STRINGIFY(x) QKV_STRINGIFY_(x)
+
+void qkv::cli::walkthroughs::QKV_EXAMPLE_NAME() {
+  throw qkv::cli::input_error(std::string("the worked example '") + QKV_STRINGIFY(QKV_EXAMPLE_NAME) +
+                              "' is not in this qkv: it was built with -Dexamples=false (the light "
+                              "install); build with -Dexamples=true, or read examples/ in qkv's source");
+}
