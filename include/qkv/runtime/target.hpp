@@ -34,6 +34,16 @@ inline constexpr const char* instruction_set =
 
 #if (defined(__x86_64__) || defined(_M_X64)) && !(defined(__AVX2__) && defined(__FMA__)) && \
     !defined(QKV_RUNTIME_PORTABLE)
+#if defined(__clang__)
+// clang's "#pragma GCC warning" is not made an error by -Werror; its #warning is (and is a C++23
+// extension under -Wpedantic, silenced here), so both compilers treat the warning alike. The
+// message is written out twice: g++'s pragma takes a string literal, not a macro.
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wpedantic"
+#warning "qkv/runtime/ is compiled without AVX2+FMA: its SIMD kernels fall back to SSE2, several times slower. Use the packages (pkg-config qkv-runtime, CMake qkv::runtime, meson qkv_runtime_dep) or -march=x86-64-v3 / -march=native; define QKV_RUNTIME_PORTABLE to keep SSE2 on purpose."
+#pragma clang diagnostic pop
+#else
 #pragma GCC warning \
     "qkv/runtime/ is compiled without AVX2+FMA: its SIMD kernels fall back to SSE2, several times slower. Use the packages (pkg-config qkv-runtime, CMake qkv::runtime, meson qkv_runtime_dep) or -march=x86-64-v3 / -march=native; define QKV_RUNTIME_PORTABLE to keep SSE2 on purpose."
+#endif
 #endif
