@@ -15,7 +15,8 @@ without a change here):
      repository), and a bare name ending in .md (DESIGN.md, numerics.md: looked up beside the
      page, at the root and in docs/). A path with a wildcard (* or NN) or a placeholder in
      capitals (examples/NAME.cpp, fuzz/corpus/TARGET) must match something;
-  3. header paths relative to include/qkv/ (core/torch.hpp, runtime/, io/json.hpp) count as
+  3. header paths relative to include/qkv/ (core/torch.hpp, runtime/, io/json.hpp: with a file
+     extension or a final /, so prose like "the core/runtime split" is left alone) count as
      found when they exist there.
 
 Inside code blocks (fenced, or indented by 4 spaces after a blank line) only paths that start
@@ -157,6 +158,9 @@ def check_page(root: pathlib.Path, page: pathlib.Path) -> list[str]:
                 if not exists(root, root / token):
                     problems.append(f'{where}: {token}: no such file in the repository')
             elif first in HEADER_DIRS and not code:
+                # core/torch.hpp or runtime/, not prose such as "the core/runtime split"
+                if not (token.endswith('/') or '.' in token.split('/')[-1]):
+                    continue
                 if not (exists(root, root / 'include' / 'qkv' / token) or exists(root, root / token)
                         or exists(root, page.parent / token)):
                     problems.append(f'{where}: {token}: not in include/qkv/ nor the repository')
@@ -189,11 +193,15 @@ def self_test() -> int:
         (root / 'docs' / 'examples').mkdir(parents=True)
         (root / 'include' / 'qkv' / 'core').mkdir(parents=True)
         (root / 'include' / 'qkv' / 'core' / 'torch.hpp').write_text('')
+        (root / 'include' / 'qkv' / 'runtime').mkdir()
+        (root / 'include' / 'qkv' / 'io').mkdir()
+        (root / 'include' / 'qkv' / 'io' / 'json.hpp').write_text('')
         (root / 'docs' / 'design.md').write_text('# Design\n\n## The FMA policy\n\nText.\n')
         good = ('# Good\n\nSee [the policy](design.md#the-fma-policy), `include/qkv/core/torch.hpp`,\n'
                 'core/torch.hpp, [up](../README.md), design.md and https://example.org/x/y.md.\n'
                 '```\nmeson setup build && ls build/qkv.hpp <prefix>/share/qkv bench/qkv_bench\n```\n'
                 '\n    ./build/bench/generator_bench && meson compile bench/generator_bench\n\n'
+                'The core/runtime split, runtime/ and io/json.hpp.\n'
                 'Pages: `docs/examples/NN_*.md`, 1/sqrt(d) and/or <prefix>/include/qkv/.\n'
                 'A header: `include/qkv/core/NAME.hpp`.\n')
         (root / 'README.md').write_text('# Readme\n\n[design](docs/design.md)\n')
