@@ -70,5 +70,18 @@ static_assert(!projectable<matrix<float, 3, 4>, matrix<float, 4, 5>>);
 template <std::size_t H, class M>
 concept splittable = requires(M m) { qkv::split_heads<H>(m); };
 static_assert(splittable<3, matrix<float, 2, 6>> && !splittable<4, matrix<float, 2, 6>>);
+// square weights need a layout (x Wᵀ and x W both fit); a non-square W (d_out, d_in) reads one way
+static_assert(!projectable<matrix<float, 3, 4>, matrix<float, 4, 4>>);
+static_assert(qkv::project(x, w_out_in, qkv::out_in) == self.queries);
+
+// scaled_scores(q, k): scores / sqrt(d_k) with d_k from q's width, the same bits as the long way
+constexpr matrix<float, 2, 3> q3{{{1, 0.5f, 2}, {0, 1, 3}}};
+constexpr matrix<float, 4, 3> k3{{{1, 0, 1}, {2, 1, 0}, {0.25f, 1, 1}, {3, 3, 3}}};
+static_assert(qkv::scaled_scores(q3, k3) ==
+              qkv::scale(qkv::scores(q3, k3), qkv::scaling<float>::divide_by_sqrt_dk(), 3));
+// q3 row 0 . k3 row 1 = 1*2 + 0.5*1 + 2*0 = 2.5; / sqrt(3) = 1.4433756729740644 (float: 1.44337571)
+static_assert(qkv::proven<check::near(qkv::scaled_scores(q3, k3)(0, 1), 1.4433756729740644, 1.2e-7)>);
+// a number given as the scale is a multiplier, as in the runtime's attention_options
+static_assert(qkv::scale(qkv::scores(q3, k3), qkv::attention_options<float>{.scale = 0.5f}.scale, 3)(0, 1) == 1.25f);
 
 }  // namespace

@@ -2,13 +2,17 @@
 //
 //   Q = X Wq   K = C Wk   V = C Wv        (C = X for self-attention)
 //   scores  = Q Kᵀ                         (T, S): query i against key j
-//   scaled  = scores / sqrt(d_k)           (or unscaled, or any divisor / factor)
-//   weights = softmax of each row          (T, S): each row sums to 1
+//   scaled  = scores / sqrt(d_k)           (or unscaled, or any divisor / factor):
+//             scaled_scores(q, k) does both, d_k from q's width
+//   weights = softmax_rows(scaled)         (T, S): each row sums to 1
 //   context = weights V                    (T, d_v)
 //
 // Tokens are rows everywhere in the results. The three weight conventions of the tutorials
 // are a tag argument:
-//   qkv::out_in   nn.Linear: W is (d_out, d_in), Q = X Wᵀ       (tutorials 003, 004; default)
+//   qkv::out_in   nn.Linear: W is (d_out, d_in), Q = X Wᵀ       (tutorials 003, 004; the
+//                 default of project(x, w) when W is not square: square weights fit both
+//                 out_in and in_out, so project(x, w) with a square W does not compile and
+//                 names the concept square_weights_need_a_layout: say which)
 //   qkv::in_out   W is (d_in, d_out), Q = X W                   (tutorial 000)
 //   qkv::columns  tokens are the COLUMNS of X (d_in, T), W is (d_out, d_in), q_t = W x_t
 //                 (tutorials 001, 002); the products are the same sums in the same order as
@@ -48,6 +52,12 @@ struct scaling {
   kind how = kind::divide_by_sqrt_dk;
   T value = T(1);
 
+  constexpr scaling() = default;
+  constexpr scaling(kind k, const T& v) : how(k), value(v) {}
+  /// a number is a multiplier, as the runtime's attention_options::scale is:
+  /// attention_options<float>{.scale = 0.5f} halves the scores in both
+  constexpr scaling(const T& factor) : how(kind::multiply_by), value(factor) {}  // NOLINT: implicit on purpose
+
   [[nodiscard]] static constexpr scaling none() { return {kind::none, T(1)}; }
   [[nodiscard]] static constexpr scaling divide_by_sqrt_dk() { return {kind::divide_by_sqrt_dk, T(1)}; }
   [[nodiscard]] static constexpr scaling divide_by(const T& d) { return {kind::divide_by, d}; }
@@ -76,11 +86,24 @@ struct attention_result {
 // ---------------------------------------------------------------------------------------------
 // step 1: projections
 
+/// square weights (d, d) read the same as (d_out, d_in) and as (d_in, d_out): project(x, w)
+/// without a layout refuses them rather than guess (pass qkv::out_in or qkv::in_out)
+template <std::size_t WRows, std::size_t WCols>
+concept square_weights_need_a_layout = (WRows != WCols);
+
 /// X Wᵀ: (T, d_in) with nn.Linear's W (d_out, d_in) -> (T, d_out)
 template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
   requires product_shapes<N, Din, WDin, Dout>
 [[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
-                                                  const matrix<T, Dout, WDin>& w, out_in_t = {}) {
+                                                  const matrix<T, Dout, WDin>& w, out_in_t) {
+  return matrix_product_transposed(x, w);
+}
+
+/// X Wᵀ with W (d_out, d_in), d_out != d_in: the only layout the shapes allow
+template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
+  requires(product_shapes<N, Din, WDin, Dout> && square_weights_need_a_layout<Dout, WDin>)
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
+                                                  const matrix<T, Dout, WDin>& w) {
   return matrix_product_transposed(x, w);
 }
 
@@ -105,16 +128,30 @@ template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t
   requires product_shapes<N, Din, WDin, Dout>
 [[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
                                                   const matrix<T, Dout, WDin>& w,
-                                                  const matrix<T, 1, Dout>& b, out_in_t = {}) {
+                                                  const matrix<T, 1, Dout>& b, out_in_t) {
+  return add_row_vector(matrix_product_transposed(x, w), b);
+}
+
+/// X Wᵀ + b without a layout: W must not be square (square_weights_need_a_layout)
+template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
+  requires(product_shapes<N, Din, WDin, Dout> && square_weights_need_a_layout<Dout, WDin>)
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
+                                                  const matrix<T, Dout, WDin>& w,
+                                                  const matrix<T, 1, Dout>& b) {
   return add_row_vector(matrix_product_transposed(x, w), b);
 }
 
 // ---------------------------------------------------------------------------------------------
 // steps 2-6
 
+/// a query is compared with every key: queries (T, QueryCols) and keys (S, KeyCols) need the
+/// same number of columns (a mismatch names both: "[with QueryCols = 3; KeyCols = 2]")
+template <std::size_t QueryCols, std::size_t KeyCols>
+concept queries_and_keys_have_the_same_columns = (QueryCols == KeyCols);
+
 /// step 2: scores = Q Kᵀ, (T, d_k) x (S, d_k)ᵀ -> (T, S)
 template <class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk>
-  requires product_shapes<Tq, Dq, Dk, S>
+  requires queries_and_keys_have_the_same_columns<Dq, Dk>
 [[nodiscard]] constexpr matrix<T, Tq, S> scores(const matrix<T, Tq, Dq>& queries,
                                                const matrix<T, S, Dk>& keys) {
   return matrix_product_transposed(queries, keys);
@@ -132,6 +169,15 @@ template <class T, std::size_t Tq, std::size_t S>
     case kind::multiply_by: return scaled(how.value, s);
   }
   return s;
+}
+
+/// steps 2 and 3 at once: Q Kᵀ / sqrt(d_k), d_k the width of a query: (T, d_k) x (S, d_k)ᵀ -> (T, S).
+/// The same bits as scale(scores(q, k), scaling<T>::divide_by_sqrt_dk(), d_k).
+template <class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk>
+  requires queries_and_keys_have_the_same_columns<Dq, Dk>
+[[nodiscard]] constexpr matrix<T, Tq, S> scaled_scores(const matrix<T, Tq, Dq>& queries,
+                                                      const matrix<T, S, Dk>& keys) {
+  return divided(matrix_product_transposed(queries, keys), qkv::sqrt(T(Dq)));
 }
 
 /// a causal mask: score (i, j) becomes -inf where key j comes after query i (j > i)
@@ -155,10 +201,11 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t MR, std::size_t MC
   return out;
 }
 
-/// step 4: weights = softmax of each row
+/// step 4, deprecated: write softmax_rows(scaled) (softmax.hpp), the one name for the softmax of
+/// the scores; `weights` is the name of the learner's variable. Kept so existing code compiles.
 template <class T, std::size_t Tq, std::size_t S>
-[[nodiscard]] constexpr matrix<T, Tq, S> weights(const matrix<T, Tq, S>& scaled_scores) {
-  return softmax_rows(scaled_scores);
+[[nodiscard]] constexpr matrix<T, Tq, S> weights(const matrix<T, Tq, S>& s) {
+  return softmax_rows(s);
 }
 
 /// @brief step 5, as tutorial 000 draws it: every value scaled by every query's weight for it.
@@ -201,7 +248,7 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
   r.scaled_scores = scale(r.scores, options.scale, Dk);  // (T, S)
   if constexpr (std::numeric_limits<T>::has_infinity)
     if (options.causal) r.scaled_scores = causal_masked(r.scaled_scores);
-  r.weights = weights(r.scaled_scores);                // (T, S), rows sum to 1
+  r.weights = softmax_rows(r.scaled_scores);           // (T, S), rows sum to 1
   r.context = context(r.weights, r.values);            // (T, d_v)
   return r;
 }
