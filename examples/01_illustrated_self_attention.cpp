@@ -39,22 +39,22 @@ constexpr auto values = qkv::project(x, w_value, qkv::in_out);
 // [1, 0, 1, 0] x w_key = [0+0+0+0, 0+0+1+0, 1+0+0+0] = [0, 1, 1]
 // [0, 2, 0, 2] x w_key = [0+2+0+2, 0+2+0+2, 0+0+0+0] = [4, 4, 0]
 // [1, 1, 1, 1] x w_key = [0+1+0+1, 0+1+1+1, 1+0+0+0] = [2, 3, 1]
-static_assert(check::equal(keys, matrix<float, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}}));
+static_assert(proven<check::equal(keys, matrix<float, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}})>);
 // [1, 0, 1, 0] x w_query = [1+0+0+0, 0+0+0+0, 1+0+1+0] = [1, 0, 2]
 // [0, 2, 0, 2] x w_query = [0+2+0+0, 0+0+0+2, 0+0+0+2] = [2, 2, 2]
 // [1, 1, 1, 1] x w_query = [1+1+0+0, 0+0+0+1, 1+0+1+1] = [2, 1, 3]
-static_assert(check::equal(querys, matrix<float, 3, 3>{{{1, 0, 2}, {2, 2, 2}, {2, 1, 3}}}));
+static_assert(proven<check::equal(querys, matrix<float, 3, 3>{{{1, 0, 2}, {2, 2, 2}, {2, 1, 3}}})>);
 // [1, 0, 1, 0] x w_value = [0+0+1+0, 2+0+0+0, 0+0+3+0] = [1, 2, 3]
 // [0, 2, 0, 2] x w_value = [0+0+0+2, 0+6+0+2, 0+0+0+0] = [2, 8, 0]
 // [1, 1, 1, 1] x w_value = [0+0+1+1, 2+3+0+1, 0+0+3+0] = [2, 6, 3]
-static_assert(check::equal(values, matrix<float, 3, 3>{{{1, 2, 3}, {2, 8, 0}, {2, 6, 3}}}));
+static_assert(proven<check::equal(values, matrix<float, 3, 3>{{{1, 2, 3}, {2, 8, 0}, {2, 6, 3}}})>);
 
 // Step 4: attention scores, querys @ keys.T: (3, 3) x (3, 3) = (3, 3), no scaling
 constexpr auto attn_scores = qkv::scores(querys, keys);
 // query 1 [1, 0, 2] . keys [0, 1, 1], [4, 4, 0], [2, 3, 1] = [0+0+2, 4+0+0, 2+0+2]    = [2, 4, 4]
 // query 2 [2, 2, 2] . ...                                  = [0+2+2, 8+8+0, 4+6+2]    = [4, 16, 12]
 // query 3 [2, 1, 3] . ...                                  = [0+1+3, 8+4+0, 4+3+3]    = [4, 12, 10]
-static_assert(check::equal(attn_scores, matrix<float, 3, 3>{{{2, 4, 4}, {4, 16, 12}, {4, 12, 10}}}));
+static_assert(proven<check::equal(attn_scores, matrix<float, 3, 3>{{{2, 4, 4}, {4, 16, 12}, {4, 12, 10}}})>);
 
 // Step 5: softmax across each row of the scores
 constexpr auto attn_scores_softmax = qkv::softmax_rows(attn_scores);
@@ -71,15 +71,15 @@ constexpr matrix<double, 3, 3> softmax_float64{{
 // row sum add u each, the division u: a weight is within 7u relative of the exact one, and a
 // weight is <= 1, so 8u = 2^-21 = 4.8e-7 absolute bounds it.
 constexpr float softmax_tolerance_f32 = 1.0f / (1 << 21);
-static_assert(check::near(qkv::matrix_cast<double>(attn_scores_softmax), softmax_float64,
-                          double(softmax_tolerance_f32)));
+static_assert(proven<check::near(qkv::matrix_cast<double>(attn_scores_softmax), softmax_float64,
+                                 double(softmax_tolerance_f32))>);
 // The same computation in double is within 1e-12 of PyTorch's float64.
 constexpr auto attn_scores_softmax_f64 = qkv::softmax_rows(qkv::matrix_cast<double>(attn_scores));
-static_assert(check::near(attn_scores_softmax_f64, softmax_float64, 1e-12));
+static_assert(proven<check::near(attn_scores_softmax_f64, softmax_float64, 1e-12)>);
 // Each row sums to 1: sum_i e_i / s is 1 up to the 2 roundings of s (2u), each division adds u
 // and summing the 3 weights 2 more roundings: within 5u = 3.0e-7.
-static_assert(check::near(qkv::row_sums(attn_scores_softmax),
-                          matrix<float, 3, 1>{{{1}, {1}, {1}}}, 5.0f / (1 << 24)));
+static_assert(proven<check::near(qkv::row_sums(attn_scores_softmax),
+                                 matrix<float, 3, 1>{{{1}, {1}, {1}}}, 5.0f / (1 << 24))>);
 
 // The tutorial rounds the weights by hand "for readability"
 constexpr matrix<float, 3, 3> attn_scores_softmax_rounded{{
@@ -97,9 +97,9 @@ constexpr matrix<double, 3, 3> numpy_whole_matrix_softmax{{
     {5.912811869056454e-06, 0.962338462448094, 0.017625843766938966},
     {5.912811869056454e-06, 0.017625843766938966, 0.00238539855848297},
 }};
-static_assert(check::near(whole_matrix_softmax, numpy_whole_matrix_softmax, 1e-12));
-static_assert(check::near(qkv::sum(whole_matrix_softmax), 1.0, 1e-15));
-static_assert(check::near(qkv::row_sums(whole_matrix_softmax)(0, 0), 1.2625835807136469e-05, 1e-16));
+static_assert(proven<check::near(whole_matrix_softmax, numpy_whole_matrix_softmax, 1e-12)>);
+static_assert(proven<check::near(qkv::sum(whole_matrix_softmax), 1.0, 1e-15)>);
+static_assert(proven<check::near(qkv::row_sums(whole_matrix_softmax)(0, 0), 1.2625835807136469e-05, 1e-16)>);
 
 // Step 6: multiply scores with values. weighted_values[i][j] = softmax[j][i] * values[i]
 // (value i weighted for query j), (3, 3, 3)
@@ -109,12 +109,12 @@ constexpr auto weighted_values = qkv::weighted_values(attn_scores_softmax_rounde
 // value 3 [2, 6, 3] times [0.5, 0.0, 0.1] -> [1, 3, 1.5], [0, 0, 0], [0.2, 0.6, 0.3]
 // 0.9f * 2 = 1.8f exactly? 0.9f = 0.89999997615814208984375, times 2 is exact: 1.7999999523...,
 // which is the float nearest 1.8 (1.8f): so the weighted values equal the float literals.
-static_assert(check::equal(weighted_values,
-                           qkv::stack<float, 3, 3, 3>{{
-                               matrix<float, 3, 3>{{{0, 0, 0}, {0, 0, 0}, {0, 0, 0}}},
-                               matrix<float, 3, 3>{{{1, 4, 0}, {2, 8, 0}, {1.8f, 7.2f, 0}}},
-                               matrix<float, 3, 3>{{{1, 3, 1.5f}, {0, 0, 0}, {0.2f, 0.6f, 0.3f}}},
-                           }}));
+static_assert(proven<check::equal(weighted_values,
+                                  qkv::stack<float, 3, 3, 3>{{
+                                      matrix<float, 3, 3>{{{0, 0, 0}, {0, 0, 0}, {0, 0, 0}}},
+                                      matrix<float, 3, 3>{{{1, 4, 0}, {2, 8, 0}, {1.8f, 7.2f, 0}}},
+                                      matrix<float, 3, 3>{{{1, 3, 1.5f}, {0, 0, 0}, {0.2f, 0.6f, 0.3f}}},
+                                  }})>);
 
 // Step 7: sum the weighted values (over the first index) to get the outputs
 constexpr auto outputs = qkv::sum(weighted_values);
@@ -124,13 +124,13 @@ constexpr auto outputs = qkv::sum(weighted_values);
 // In float32, 7.2f + 0.6f rounds to 7.7999997 (the TensorFlow print): 7.2f = 7.19999980926...,
 // 0.6f = 0.60000002384..., their sum 7.79999983310... rounds to the float 7.79999971389...,
 // one ulp (4.8e-7) below 7.8f = 7.80000019073...
-static_assert(check::equal(outputs(0, 0), 2.0f) && check::equal(outputs(0, 1), 7.0f) &&
-              check::equal(outputs(0, 2), 1.5f));
-static_assert(check::equal(outputs(1, 0), 2.0f) && check::equal(outputs(1, 1), 8.0f) &&
-              check::equal(outputs(1, 2), 0.0f));
-static_assert(check::equal(outputs(2, 1), 7.79999971389770507812f) && outputs(2, 1) != 7.8f);
-static_assert(check::near(outputs, matrix<float, 3, 3>{{{2, 7, 1.5f}, {2, 8, 0}, {2, 7.8f, 0.3f}}},
-                          1.0f / (1 << 21)));
+static_assert(proven<check::equal(outputs(0, 0), 2.0f) && check::equal(outputs(0, 1), 7.0f) &&
+                     check::equal(outputs(0, 2), 1.5f)>);
+static_assert(proven<check::equal(outputs(1, 0), 2.0f) && check::equal(outputs(1, 1), 8.0f) &&
+                     check::equal(outputs(1, 2), 0.0f)>);
+static_assert(proven<check::equal(outputs(2, 1), 7.79999971389770507812f) && outputs(2, 1) != 7.8f>);
+static_assert(proven<check::near(outputs, matrix<float, 3, 3>{{{2, 7, 1.5f}, {2, 8, 0}, {2, 7.8f, 0.3f}}},
+                                 1.0f / (1 << 21))>);
 // The sum of the weighted values and the product softmax @ values are the same sums in the
 // same order, so they agree to the bit.
 static_assert(qkv::context(attn_scores_softmax_rounded, values) == outputs);
@@ -145,8 +145,8 @@ constexpr matrix<double, 3, 3> outputs_exact_float64{{
 // Tolerance: each output is sum_i w_i v_i with |v_i| <= 8 and sum_i w_i = 1; each weight is
 // off by at most 2^-21 (above) and the 3 products and 2 additions round once each (at most
 // 5 half-ulps of a value below 8, i.e. 5 * 2^-21): 8 * 3 * 2^-21 + 5 * 2^-21 < 2^-16 = 1.5e-5.
-static_assert(check::near(qkv::matrix_cast<double>(outputs_exact_softmax), outputs_exact_float64,
-                          1.0 / (1 << 16)));
+static_assert(proven<check::near(qkv::matrix_cast<double>(outputs_exact_softmax), outputs_exact_float64,
+                                 1.0 / (1 << 16))>);
 // and the whole pipeline in one call gives the same bits as the steps above
 constexpr auto result = qkv::self_attention(x, w_query, w_key, w_value, qkv::in_out,
                                             {qkv::scaling<float>::none()});

@@ -47,18 +47,18 @@ constexpr auto keys = qkv::project(x, w_key, qkv::in_out);
 constexpr auto querys = qkv::project(x, w_query, qkv::in_out);
 constexpr auto values = qkv::project(x, w_value, qkv::in_out);
 // [1, 0, 1, 0] x w_key = [0, 1, 1]; [0, 2, 0, 2] x w_key = [4, 4, 0]; [1, 1, 1, 1] x w_key = [2, 3, 1]
-static_assert(check::equal(keys, matrix<q, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}}));
+static_assert(proven<check::equal(keys, matrix<q, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}})>);
 // [1, 0, 1, 0] x w_query = [1, 0, 2]; [0, 2, 0, 2] x w_query = [2, 2, 2]; [1, 1, 1, 1] -> [2, 1, 3]
-static_assert(check::equal(querys, matrix<q, 3, 3>{{{1, 0, 2}, {2, 2, 2}, {2, 1, 3}}}));
+static_assert(proven<check::equal(querys, matrix<q, 3, 3>{{{1, 0, 2}, {2, 2, 2}, {2, 1, 3}}})>);
 // [1, 0, 1, 0] x w_value = [1, 2, 3]; [0, 2, 0, 2] x w_value = [2, 8, 0]; [1, 1, 1, 1] -> [2, 6, 3]
-static_assert(check::equal(values, matrix<q, 3, 3>{{{1, 2, 3}, {2, 8, 0}, {2, 6, 3}}}));
+static_assert(proven<check::equal(values, matrix<q, 3, 3>{{{1, 2, 3}, {2, 8, 0}, {2, 6, 3}}})>);
 
 // Step 4: scores = querys @ keys.T, no scaling
 constexpr auto attn_scores = qkv::scores(querys, keys);
 // [1, 0, 2] . [0, 1, 1] = 2, . [4, 4, 0] = 4, . [2, 3, 1] = 4
 // [2, 2, 2] . ...       = 4,               16,              12
 // [2, 1, 3] . ...       = 4,               12,              10
-static_assert(check::equal(attn_scores, matrix<q, 3, 3>{{{2, 4, 4}, {4, 16, 12}, {4, 12, 10}}}));
+static_assert(proven<check::equal(attn_scores, matrix<q, 3, 3>{{{2, 4, 4}, {4, 16, 12}, {4, 12, 10}}})>);
 
 // Step 5: the softmax has no exact value (e^2 is irrational), so, like the tutorial, use its
 // rounded weights. decimal("0.9") is exactly 9/10, which no binary float is.
@@ -70,19 +70,19 @@ constexpr matrix<q, 3, 3> attn_scores_softmax_rounded{{
 static_assert(q::decimal("0.9") == q(9, 10) && q::decimal("0.1") == q(1, 10));
 // every row sums to exactly 1 (in float32, 0.9f + 0.1f is 1 only because the rounding errors
 // of the two literals happen to cancel in the addition)
-static_assert(check::equal(qkv::row_sums(attn_scores_softmax_rounded), matrix<q, 3, 1>{{{1}, {1}, {1}}}));
+static_assert(proven<check::equal(qkv::row_sums(attn_scores_softmax_rounded), matrix<q, 3, 1>{{{1}, {1}, {1}}})>);
 
 // Step 6: weighted values, [i][j] = softmax[j][i] * values[i] (value i weighted for query j)
 constexpr auto weighted_values = qkv::weighted_values(attn_scores_softmax_rounded, values);
 // value 1 [1, 2, 3] x [0, 0, 0]        -> 0, 0, 0
 // value 2 [2, 8, 0] x [1/2, 1, 9/10]   -> [1, 4, 0], [2, 8, 0], [9/5, 36/5, 0]
 // value 3 [2, 6, 3] x [1/2, 0, 1/10]   -> [1, 3, 3/2], [0, 0, 0], [1/5, 3/5, 3/10]
-static_assert(check::equal(weighted_values,
-                           qkv::stack<q, 3, 3, 3>{{
-                               matrix<q, 3, 3>{},
-                               matrix<q, 3, 3>{{{1, 4, 0}, {2, 8, 0}, {q(9, 5), q(36, 5), 0}}},
-                               matrix<q, 3, 3>{{{1, 3, q(3, 2)}, {0, 0, 0}, {q(1, 5), q(3, 5), q(3, 10)}}},
-                           }}));
+static_assert(proven<check::equal(weighted_values,
+                                  qkv::stack<q, 3, 3, 3>{{
+                                      matrix<q, 3, 3>{},
+                                      matrix<q, 3, 3>{{{1, 4, 0}, {2, 8, 0}, {q(9, 5), q(36, 5), 0}}},
+                                      matrix<q, 3, 3>{{{1, 3, q(3, 2)}, {0, 0, 0}, {q(1, 5), q(3, 5), q(3, 10)}}},
+                                  }})>);
 
 // Step 7: outputs = the sum of the weighted values
 constexpr auto outputs = qkv::sum(weighted_values);
@@ -90,7 +90,7 @@ constexpr auto outputs = qkv::sum(weighted_values);
 // Output 2 = [2, 8, 0]                      = [2, 8, 0]
 // Output 3 = [9/5, 36/5, 0] + [1/5, 3/5, 3/10] = [10/5, 39/5, 3/10] = [2, 39/5, 3/10]
 constexpr matrix<q, 3, 3> outputs_exact{{{2, 7, q(3, 2)}, {2, 8, 0}, {2, q(39, 5), q(3, 10)}}};
-static_assert(check::equal(outputs, outputs_exact));
+static_assert(proven<check::equal(outputs, outputs_exact)>);
 // softmax @ values is the same sums: over exact numbers, the order cannot matter
 static_assert(qkv::context(attn_scores_softmax_rounded, values) == outputs_exact);
 

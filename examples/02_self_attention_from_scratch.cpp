@@ -82,11 +82,11 @@ static_assert(same_bits(embed_weight.v, drawn::t001_embedding_weight));
 constexpr auto embedded_sentence = qkv::torch::embedding_lookup(embed_weight, sentence_int);
 // the notebook prints row 0 as [0.3374, -0.1778, ...] (word 'Life', id 0) and row 1 (word 'is',
 // id 4) as [0.5146, 0.9938, -0.2587, ...]: 4 decimals, so within 5e-5 of the float
-static_assert(check::near(embedded_sentence(0, 0), 0.3374f, 5e-5f) &&
-              check::near(embedded_sentence(0, 1), -0.1778f, 5e-5f) &&
-              check::near(embedded_sentence(1, 0), 0.5146f, 5e-5f) &&
-              check::near(embedded_sentence(1, 2), -0.2587f, 5e-5f) &&
-              check::near(embedded_sentence(5, 15), 0.2293f, 5e-5f));
+static_assert(proven<check::near(embedded_sentence(0, 0), 0.3374f, 5e-5f) &&
+                     check::near(embedded_sentence(0, 1), -0.1778f, 5e-5f) &&
+                     check::near(embedded_sentence(1, 0), 0.5146f, 5e-5f) &&
+                     check::near(embedded_sentence(1, 2), -0.2587f, 5e-5f) &&
+                     check::near(embedded_sentence(5, 15), 0.2293f, 5e-5f)>);
 static_assert(qkv::row(embedded_sentence, 1) == qkv::row(embed_weight, 4));
 
 // =============================================================================================
@@ -201,39 +201,39 @@ constexpr auto single = head(attn, dq, dk, dv);
 // The single head against PyTorch
 
 // the projections of all tokens
-static_assert(check::within(attn.queries, matrix<double, 6, 24>{ref64::queries}, qkv::map(bound::dq, bound::with_reference)));
-static_assert(check::within(attn.keys, matrix<double, 6, 24>{ref64::keys}, qkv::map(bound::dk, bound::with_reference)));
-static_assert(check::within(attn.values, matrix<double, 6, 28>{ref64::values}, qkv::map(bound::dv, bound::with_reference)));
+static_assert(proven<check::within(attn.queries, matrix<double, 6, 24>{ref64::queries}, qkv::map(bound::dq, bound::with_reference))>);
+static_assert(proven<check::within(attn.keys, matrix<double, 6, 24>{ref64::keys}, qkv::map(bound::dk, bound::with_reference))>);
+static_assert(proven<check::within(attn.values, matrix<double, 6, 28>{ref64::values}, qkv::map(bound::dv, bound::with_reference))>);
 
 // omega_24 = 11.1466, as the notebook prints it (4 decimals: within 5e-5 of the exact value, and
 // ours within the derived bound of it)
-static_assert(check::near(double(omega_24), 11.1466, 5e-5 + bound::single.scores(1, 4)));
-static_assert(check::near(double(omega_24), ref64::omega_24[0][0], bound::single.scores(1, 4)));
+static_assert(proven<check::near(double(omega_24), 11.1466, 5e-5 + bound::single.scores(1, 4))>);
+static_assert(proven<check::near(double(omega_24), ref64::omega_24[0][0], bound::single.scores(1, 4))>);
 // by hand from the 4-decimal prints it is 11.1466: omega_2 = [8.5808, -7.6597, 3.2558, 1.0395, 11.1466, -0.4800]
 constexpr matrix<double, 1, 6> printed_omega_2{{{8.5808, -7.6597, 3.2558, 1.0395, 11.1466, -0.4800}}};
-static_assert(check::within(omega_2, printed_omega_2, qkv::map(qkv::row(bound::single.scores, 1),
-                                                                [](double e) { return e + 5e-5; })));
+static_assert(proven<check::within(omega_2, printed_omega_2, qkv::map(qkv::row(bound::single.scores, 1),
+                                                                       [](double e) { return e + 5e-5; }))>);
 // softmax(omega_2 / 4.8989797): the largest score 11.1466 / 4.899 = 2.2753 gets e^0 = 1 after the
 // maximum is subtracted; 8.5808 / 4.899 = 1.7516 gets e^(1.7516 - 2.2753) = 0.5923; the sum of
 // the six terms is 2.0337, so the weights are 0.5923 / 2.0337 = 0.2912 and 1 / 2.0337 = 0.4917
 constexpr matrix<double, 1, 6> printed_attention_weights_2{{{0.2912, 0.0106, 0.0982, 0.0625, 0.4917, 0.0458}}};
-static_assert(check::within(attention_weights_2, printed_attention_weights_2,
-                            qkv::map(qkv::row(bound::single.weights, 1), [](double e) { return e + 5e-5; })));
-static_assert(check::near(double(attention_weights_2[0] + attention_weights_2[1] + attention_weights_2[2] +
-                                 attention_weights_2[3] + attention_weights_2[4] + attention_weights_2[5]),
-                          1.0, 6 * 6e-8));  // a row of the softmax sums to 1 (6 terms, each within ~1 ulp)
+static_assert(proven<check::within(attention_weights_2, printed_attention_weights_2,
+                                   qkv::map(qkv::row(bound::single.weights, 1), [](double e) { return e + 5e-5; }))>);
+static_assert(proven<check::near(double(attention_weights_2[0] + attention_weights_2[1] + attention_weights_2[2] +
+                                        attention_weights_2[3] + attention_weights_2[4] + attention_weights_2[5]),
+                                 1.0, 6 * 6e-8)>);  // a row of the softmax sums to 1 (6 terms, each within ~1 ulp)
 // the context vector of the notebook, 28 values at 4 decimals
 constexpr matrix<double, 1, 28> printed_context_vector_2{{{-1.5993, 0.0156, 1.2670, 0.0032, -0.6460, -1.1407, -0.4908,
                                                            -1.4632, 0.4747, 1.1926, 0.4506, -0.7110, 0.0602, 0.7125,
                                                            -0.1628, -2.0184, 0.3838, -2.1188, -0.8136, -1.5694, 0.7934,
                                                            -0.2911, -1.3640, -0.2366, -0.9564, -0.5265, 0.0624, 1.7084}}};
-static_assert(check::within(context_vector_2, printed_context_vector_2,
-                            qkv::map(qkv::row(bound::single.context, 1), [](double e) { return e + 5e-5; })));
+static_assert(proven<check::within(context_vector_2, printed_context_vector_2,
+                                   qkv::map(qkv::row(bound::single.context, 1), [](double e) { return e + 5e-5; }))>);
 
 // the whole 6x6 omega, the 6x6 weights and the full 6x28 output against PyTorch's float64
-static_assert(check::within(attn.scores, matrix<double, 6, 6>{ref64::omega}, bound::single.scores));
-static_assert(check::within(attn.weights, matrix<double, 6, 6>{ref64::attention_weights}, bound::single.weights));
-static_assert(check::within(attn.context, matrix<double, 6, 28>{ref64::context}, bound::single.context));
+static_assert(proven<check::within(attn.scores, matrix<double, 6, 6>{ref64::omega}, bound::single.scores)>);
+static_assert(proven<check::within(attn.weights, matrix<double, 6, 6>{ref64::attention_weights}, bound::single.weights)>);
+static_assert(proven<check::within(attn.context, matrix<double, 6, 28>{ref64::context}, bound::single.context)>);
 // the largest bound on the output, for the record: 2.1e-3. It is a worst case: every rounding
 // error taken at its largest and with the same sign, through scores of up to 24 |q||k| ~ 200
 // and a softmax that passes a score error on to the weights doubled; the float32 output is in
@@ -288,14 +288,14 @@ constexpr auto mh1 = multihead_head<1>(head_1);
 constexpr auto mh2 = multihead_head<2>(head_2);
 }  // namespace bound
 
-static_assert(check::within(head_0.scores, matrix<double, 6, 6>{ref64::multihead_omega[0]}, bound::mh0.scores));
-static_assert(check::within(head_1.scores, matrix<double, 6, 6>{ref64::multihead_omega[1]}, bound::mh1.scores));
-static_assert(check::within(head_2.scores, matrix<double, 6, 6>{ref64::multihead_omega[2]}, bound::mh2.scores));
-static_assert(check::within(head_0.weights, matrix<double, 6, 6>{ref64::multihead_attention_weights[0]}, bound::mh0.weights));
-static_assert(check::within(head_1.weights, matrix<double, 6, 6>{ref64::multihead_attention_weights[1]}, bound::mh1.weights));
-static_assert(check::within(head_2.weights, matrix<double, 6, 6>{ref64::multihead_attention_weights[2]}, bound::mh2.weights));
-static_assert(check::within(multihead_context_concat, matrix<double, 6, 84>{ref64::multihead_context_concat},
-                            qkv::hconcat(qkv::hconcat(bound::mh0.context, bound::mh1.context), bound::mh2.context)));
+static_assert(proven<check::within(head_0.scores, matrix<double, 6, 6>{ref64::multihead_omega[0]}, bound::mh0.scores)>);
+static_assert(proven<check::within(head_1.scores, matrix<double, 6, 6>{ref64::multihead_omega[1]}, bound::mh1.scores)>);
+static_assert(proven<check::within(head_2.scores, matrix<double, 6, 6>{ref64::multihead_omega[2]}, bound::mh2.scores)>);
+static_assert(proven<check::within(head_0.weights, matrix<double, 6, 6>{ref64::multihead_attention_weights[0]}, bound::mh0.weights)>);
+static_assert(proven<check::within(head_1.weights, matrix<double, 6, 6>{ref64::multihead_attention_weights[1]}, bound::mh1.weights)>);
+static_assert(proven<check::within(head_2.weights, matrix<double, 6, 6>{ref64::multihead_attention_weights[2]}, bound::mh2.weights)>);
+static_assert(proven<check::within(multihead_context_concat, matrix<double, 6, 84>{ref64::multihead_context_concat},
+                                   qkv::hconcat(qkv::hconcat(bound::mh0.context, bound::mh1.context), bound::mh2.context))>);
 
 // ---------------------------------------------------------------------------------------------
 // What the notebook's code did. multihead_query_2 = multihead_W_query.matmul(x_2) is (3, 24):
@@ -331,7 +331,7 @@ struct three_heads {
 };
 constexpr code_result first_run_code = notebook_code(three_heads{{head_0, head_1, head_2}});
 // the same numbers as PyTorch's float64 run of the literal code
-static_assert(check::near(double(first_run_code.omega_2(0, 0, 0)), ref64::code_multihead_omega_2[0][0][0], 1e-4));
+static_assert(proven<check::near(double(first_run_code.omega_2(0, 0, 0)), ref64::code_multihead_omega_2[0][0][0], 1e-4)>);
 
 // The notebook's printed multi-head numbers are not these. They come from running the weight
 // cell a second time: the next 3648 draws (from draw 4864 on) reproduce all 108 printed values.
@@ -350,25 +350,25 @@ constexpr matrix<double, 1, 6> printed_code_omega_000{{{-4.6998, -15.8777, -20.5
 constexpr matrix<double, 1, 6> printed_code_weights_000{{{0.0253, 0.0030, 0.1937, 0.5669, 0.2305, 0.3184}}};
 // each printed omega is a 24-term float32 dot product of values below 8 in magnitude (|q| |k|
 // sums below 60 here): gamma_24 60 = 8.6e-5 at most; the print adds 5e-5
-static_assert(check::within(qkv::row(second_run_code.omega_2[0], 0), printed_code_omega_000,
-                            qkv::filled<double, 1, 6>(5e-5 + qkv::bounds::gamma<float>(24) * 60)));
+static_assert(proven<check::within(qkv::row(second_run_code.omega_2[0], 0), printed_code_omega_000,
+                                   qkv::filled<double, 1, 6>(5e-5 + qkv::bounds::gamma<float>(24) * 60))>);
 // the weights (a softmax over the 3 "heads" b of omega / sqrt(24)): a score error ds moves a
 // weight by at most 2 w ds <= 2 ds (bounds::softmax_rows_error), ds = the omega bound / 4.89;
 // the softmax's own rounding (exp within 2u, a sum of 3, a division) stays below 1e-6
-static_assert(check::within(qkv::row(second_run_code.weights_2[0], 0), printed_code_weights_000,
-                            qkv::filled<double, 1, 6>(5e-5 + 2 * qkv::bounds::gamma<float>(24) * 60 / 4.89 + 1e-6)));
+static_assert(proven<check::within(qkv::row(second_run_code.weights_2[0], 0), printed_code_weights_000,
+                                   qkv::filled<double, 1, 6>(5e-5 + 2 * qkv::bounds::gamma<float>(24) * 60 / 4.89 + 1e-6))>);
 // the notebook's element [2][1][3] is printed -16.5260; the float32 value is -16.526054, and the
 // exact (float64) one -16.526050: the print comes from a float32 sum in another order
-static_assert(check::near(double(second_run_code.omega_2(2, 1, 3)), ref64::second_run_code_multihead_omega_2[2][1][3],
-                          qkv::bounds::gamma<float>(24) * 60));
-static_assert(check::near(ref64::second_run_code_multihead_omega_2[2][1][3], -16.5260, 5e-5));
+static_assert(proven<check::near(double(second_run_code.omega_2(2, 1, 3)), ref64::second_run_code_multihead_omega_2[2][1][3],
+                                 qkv::bounds::gamma<float>(24) * 60)>);
+static_assert(proven<check::near(ref64::second_run_code_multihead_omega_2[2][1][3], -16.5260, 5e-5)>);
 // while the first run's values are nowhere near the print
 static_assert(qkv::magnitude(first_run_code.omega_2(0, 0, 0) - -4.6998f) > 1.0f);
 
 // the correct per-head computation with the second-run weights, for query 2
 constexpr auto second_head_0 = head_attention<0>(second_run);
-static_assert(check::near(double(second_head_0.scores(1, 0)), ref64::second_run_multihead_omega_2[0][0],
-                          qkv::bounds::gamma<float>(24) * 60));
+static_assert(proven<check::near(double(second_head_0.scores(1, 0)), ref64::second_run_multihead_omega_2[0][0],
+                                 qkv::bounds::gamma<float>(24) * 60)>);
 
 // =============================================================================================
 // Cross-attention: torch.manual_seed(123) again and the same three rand calls (the same weights),
@@ -390,13 +390,13 @@ constexpr auto cross_keys = projection(embedded_sentence_2, weights.W_key);
 constexpr auto cross_values = projection(embedded_sentence_2, weights.W_value);
 constexpr auto cross_head = head(cross, dq, cross_keys, cross_values);
 }  // namespace bound
-static_assert(check::within(cross.keys, matrix<double, 8, 24>{ref64::cross_keys}, qkv::map(bound::cross_keys, bound::with_reference)));
-static_assert(check::within(cross.values, matrix<double, 8, 28>{ref64::cross_values}, qkv::map(bound::cross_values, bound::with_reference)));
-static_assert(check::within(qkv::row(cross.scores, 1), matrix<double, 1, 8>{ref64::cross_omega_2}, qkv::row(bound::cross_head.scores, 1)));
-static_assert(check::within(qkv::row(cross.weights, 1), matrix<double, 1, 8>{ref64::cross_attention_weights_2},
-                            qkv::row(bound::cross_head.weights, 1)));
-static_assert(check::within(qkv::row(cross.context, 1), matrix<double, 1, 28>{ref64::cross_context_vector_2},
-                            qkv::row(bound::cross_head.context, 1)));
+static_assert(proven<check::within(cross.keys, matrix<double, 8, 24>{ref64::cross_keys}, qkv::map(bound::cross_keys, bound::with_reference))>);
+static_assert(proven<check::within(cross.values, matrix<double, 8, 28>{ref64::cross_values}, qkv::map(bound::cross_values, bound::with_reference))>);
+static_assert(proven<check::within(qkv::row(cross.scores, 1), matrix<double, 1, 8>{ref64::cross_omega_2}, qkv::row(bound::cross_head.scores, 1))>);
+static_assert(proven<check::within(qkv::row(cross.weights, 1), matrix<double, 1, 8>{ref64::cross_attention_weights_2},
+                                   qkv::row(bound::cross_head.weights, 1))>);
+static_assert(proven<check::within(qkv::row(cross.context, 1), matrix<double, 1, 28>{ref64::cross_context_vector_2},
+                                   qkv::row(bound::cross_head.context, 1))>);
 
 // =============================================================================================
 inline void walkthrough() {

@@ -52,17 +52,17 @@ static_assert(X(1, 1) == x_2(1, 0) && X(3, 2) == x_3(3, 0));
 namespace barebones {
 constexpr auto w_prime_2 = qkv::matrix_product(qkv::transposed(x_2), X);  // (1, 4)
 // w'_22 = |x_2|^2 = 0.0350 + 1.7995 + 1.2249 + 1.7973 = 4.8567 (4 decimals)
-static_assert(check::near(w_prime_2(0, 1), 4.8567f, 1e-4f));
+static_assert(proven<check::near(w_prime_2(0, 1), 4.8567f, 1e-4f)>);
 // w'_21 = x_2 . x_1 = -0.0391 - 0.7346 - 0.8018 + 1.5163 = -0.0592; w'_23 = -0.4704, w'_24 = 0.7411
-static_assert(check::near(w_prime_2(0, 0), -0.0592f, 1e-4f));
-static_assert(check::near(w_prime_2(0, 2), -0.4704f, 1e-4f) && check::near(w_prime_2(0, 3), 0.7411f, 1e-4f));
+static_assert(proven<check::near(w_prime_2(0, 0), -0.0592f, 1e-4f)>);
+static_assert(proven<check::near(w_prime_2(0, 2), -0.4704f, 1e-4f) && check::near(w_prime_2(0, 3), 0.7411f, 1e-4f)>);
 constexpr auto w_2 = qkv::softmax_rows(w_prime_2);  // (1, 4), sums to 1
 constexpr auto y_2 = qkv::matrix_product(X, qkv::transposed(w_2));  // (4, 1) = sum_j w_2j x_j
 // x_2 scores itself highest (4.8567 against at most 0.7411), so y_2 is nearly x_2:
 // w_22 = 1 / (1 + e^(-0.0592-4.8567) + e^(-0.4704-4.8567) + e^(0.7411-4.8567))
 //      = 1 / (1 + 0.00733 + 0.00486 + 0.01632) = 1 / 1.02851 = 0.9723
-static_assert(check::near(w_2(0, 1), 0.9723f, 1e-4f));
-static_assert(check::near(qkv::sum(w_2), 1.0f, 4.0f / (1 << 24)));  // 4 roundings of a sum of 1
+static_assert(proven<check::near(w_2(0, 1), 0.9723f, 1e-4f)>);
+static_assert(proven<check::near(qkv::sum(w_2), 1.0f, 4.0f / (1 << 24))>);  // 4 roundings of a sum of 1
 }  // namespace barebones
 
 // ---------------------------------------------------------------------------------------------
@@ -105,13 +105,13 @@ constexpr vec y_2_printed{{{0.11782318f}, {0.39491105f}, {-2.4440105f}, {0.56878
 // By hand, the sign pattern: q_2 = [1.06, -1.51, 3.23, -0.97] and k_3 = [-1.32, 0.58, -3.84, -1.17]
 // point apart (1.06 * -1.32 - 1.51 * 0.58 - 3.23 * 3.84 + 0.97 * 1.17 = -13.57), so x_3 gets
 // e^-13.57 / sum = 3.2e-6 of the weight: y_2 is mostly v_2 and v_4 (w_22 = 0.546, w_24 = 0.449).
-static_assert(check::near(w_T_23(0, 0), -13.573791f, 2e-5f));
-static_assert(check::near(w_22 + w_24, 0.99533f, 1e-5f));
+static_assert(proven<check::near(w_T_23(0, 0), -13.573791f, 2e-5f)>);
+static_assert(proven<check::near(w_22 + w_24, 0.99533f, 1e-5f)>);
 
 // y_2 agrees with the tutorial's print to 1e-6 (TensorFlow sums in another order; its print
 // has 8 significant digits)
-static_assert(check::near(y_2, y_2_printed, 1e-6f));
-static_assert(check::near(q_2, q_2_printed, 1e-6f));
+static_assert(proven<check::near(y_2, y_2_printed, 1e-6f)>);
+static_assert(proven<check::near(q_2, q_2_printed, 1e-6f)>);
 
 // ---------------------------------------------------------------------------------------------
 // The same steps against PyTorch's float64 results, with bounds derived step by step.
@@ -160,13 +160,13 @@ constexpr auto dy = product_error<float>(qkv::matrix_product(Wv, Xd), dV, w, dw)
                     scaled(gamma<double>(8), qkv::filled<double, 4, 1>(10.0));
 }  // namespace bound
 
-static_assert(check::within(q_2, q_2_float64, bound::dq + scaled(qkv::bounds::gamma<double>(4),
-                                                                  qkv::filled<double, 4, 1>(10.0))));
-static_assert(check::within(matrix<float, 1, 1>{{{w_23}}}, matrix<double, 1, 1>{{{w_23_float64}}},
-                            matrix<double, 1, 1>{{{bound::dw(2, 0)}}}));
-static_assert(check::within(matrix<float, 1, 1>{{{w_24}}}, matrix<double, 1, 1>{{{w_24_float64}}},
-                            matrix<double, 1, 1>{{{bound::dw(3, 0)}}}));
-static_assert(check::within(y_2, y_2_float64, bound::dy));
+static_assert(proven<check::within(q_2, q_2_float64, bound::dq + scaled(qkv::bounds::gamma<double>(4),
+                                                                         qkv::filled<double, 4, 1>(10.0)))>);
+static_assert(proven<check::within(matrix<float, 1, 1>{{{w_23}}}, matrix<double, 1, 1>{{{w_23_float64}}},
+                                   matrix<double, 1, 1>{{{bound::dw(2, 0)}}})>);
+static_assert(proven<check::within(matrix<float, 1, 1>{{{w_24}}}, matrix<double, 1, 1>{{{w_24_float64}}},
+                                   matrix<double, 1, 1>{{{bound::dw(3, 0)}}})>);
+static_assert(proven<check::within(y_2, y_2_float64, bound::dy)>);
 // A worst-case bound is loose (the actual differences are near 1e-7; the cancellation in the
 // scores, |q||k| = 20 for a score of -13.6, dominates it), but it is below 1e-4, finer than the
 // tutorial's 4-decimal reasoning, and it is derived, not chosen.
@@ -179,7 +179,7 @@ static_assert(qkv::max_abs_difference(bound::dy, matrix<double, 4, 1>{}) < 1e-4)
 constexpr auto result = qkv::self_attention(X, W_q, W_k, W_v, qkv::columns,
                                             {qkv::scaling<float>::none()});
 static_assert(result.queries == qkv::transposed(qkv::matrix_product(W_q, X)));  // same sums, same bits
-static_assert(check::within(qkv::transposed(qkv::row(result.context, 1)), y_2_float64, bound::dy));
+static_assert(proven<check::within(qkv::transposed(qkv::row(result.context, 1)), y_2_float64, bound::dy)>);
 
 // ---------------------------------------------------------------------------------------------
 inline void walkthrough() {

@@ -38,9 +38,9 @@ struct SelfAttention {
   [[nodiscard]] constexpr trace<n_tokens> forward(const matrix<T, n_tokens, d_model>& token_encodings) const {
     trace<n_tokens> t;
     // create the query, key and values for each token: x Wᵀ
-    t.q = qkv::project(token_encodings, W_q);
-    t.k = qkv::project(token_encodings, W_k);
-    t.v = qkv::project(token_encodings, W_v);
+    t.q = qkv::project(token_encodings, W_q, qkv::out_in);
+    t.k = qkv::project(token_encodings, W_k, qkv::out_in);
+    t.v = qkv::project(token_encodings, W_v, qkv::out_in);
     // similarities q kᵀ (k transposed over row_dim and col_dim)
     t.sims = qkv::matrix_product(t.q, qkv::transposed(t.k));
     // scaled by sqrt(k.size(col_dim)): a division by the float sqrt(d_model), as torch.tensor(2**0.5)
@@ -81,24 +81,24 @@ static_assert(selfAttention.W_v == matrix<float, 2, 2>{{{0.6233449578285217f, -0
 constexpr auto t = selfAttention.forward(encodings_matrix);
 
 // The tutorial prints W.weight.transpose(0, 1): W_q^T = [[0.5406, -0.1657], [0.5869, 0.6496]]
-static_assert(check::near(qkv::transposed(selfAttention.W_q),
-                          matrix<float, 2, 2>{{{0.5406f, -0.1657f}, {0.5869f, 0.6496f}}}, 5e-5f));
+static_assert(proven<check::near(qkv::transposed(selfAttention.W_q),
+                                 matrix<float, 2, 2>{{{0.5406f, -0.1657f}, {0.5869f, 0.6496f}}}, 5e-5f)>);
 
 // By hand, the first query: [1.16, 0.23] . rows of W_q = [1.16*0.5406 + 0.23*0.5869, 1.16*-0.1657 + 0.23*0.6496]
 //   = [0.6271 + 0.1350, -0.1922 + 0.1494] = [0.7621, -0.0428]   (the tutorial: 0.7621, -0.0428)
-static_assert(check::near(t.q(0, 0), 0.7621f, 5e-5f) && check::near(t.q(0, 1), -0.0428f, 5e-5f));
+static_assert(proven<check::near(t.q(0, 0), 0.7621f, 5e-5f) && check::near(t.q(0, 1), -0.0428f, 5e-5f)>);
 // sims(0, 0) = q_1 . k_1 = 0.7621 * -0.1469 + -0.0428 * -0.3038 = -0.1120 + 0.0130 = -0.0990
-static_assert(check::near(t.sims(0, 0), -0.0990f, 5e-5f));
+static_assert(proven<check::near(t.sims(0, 0), -0.0990f, 5e-5f)>);
 // scaled: -0.0990 / 1.4142 = -0.0700; softmax of row 1 [-0.0700, 0.0458, -0.4612]:
 // e^x = [0.9324, 1.0469, 0.6305], sum 2.6098, percents [0.3573, 0.4011, 0.2416]
-static_assert(check::near(t.scaled_sims(0, 0), -0.0700f, 5e-5f));
-static_assert(check::near(t.attention_percents(0, 0), 0.3573f, 5e-5f) &&
-              check::near(t.attention_percents(0, 2), 0.2416f, 5e-5f));
+static_assert(proven<check::near(t.scaled_sims(0, 0), -0.0700f, 5e-5f)>);
+static_assert(proven<check::near(t.attention_percents(0, 0), 0.3573f, 5e-5f) &&
+                     check::near(t.attention_percents(0, 2), 0.2416f, 5e-5f)>);
 
 // The module's output, as the tutorial prints it (4 decimals: within 5e-5 of the exact value,
 // plus float32 rounding, below 2e-5 here: see the bound below)
 constexpr matrix<float, 3, 2> printed_output{{{1.0100f, 1.0641f}, {0.2040f, 0.7057f}, {3.4989f, 2.2427f}}};
-static_assert(check::near(t.attention_scores, printed_output, 5e-5f + 2e-5f));
+static_assert(proven<check::near(t.attention_scores, printed_output, 5e-5f + 2e-5f)>);
 
 // ---------------------------------------------------------------------------------------------
 // Against PyTorch's float64 results (../shared/reference/004, float64), within bounds derived
@@ -140,12 +140,12 @@ constexpr auto doutput = product_error<float>(matrix_cast<double>(t.attention_pe
                                               matrix_cast<double>(t.v), dv);
 }  // namespace bound
 
-static_assert(check::within(t.q, q_float64, qkv::map(bound::dq, [](double e) { return e + bound::ref; })));
-static_assert(check::within(t.sims, sims_float64, qkv::map(bound::dsims, [](double e) { return e + bound::ref; })));
-static_assert(check::within(t.attention_percents, percents_float64,
-                            qkv::map(bound::dpercents, [](double e) { return e + bound::ref; })));
-static_assert(check::within(t.attention_scores, output_float64,
-                            qkv::map(bound::doutput, [](double e) { return e + bound::ref; })));
+static_assert(proven<check::within(t.q, q_float64, qkv::map(bound::dq, [](double e) { return e + bound::ref; }))>);
+static_assert(proven<check::within(t.sims, sims_float64, qkv::map(bound::dsims, [](double e) { return e + bound::ref; }))>);
+static_assert(proven<check::within(t.attention_percents, percents_float64,
+                                   qkv::map(bound::dpercents, [](double e) { return e + bound::ref; }))>);
+static_assert(proven<check::within(t.attention_scores, output_float64,
+                                   qkv::map(bound::doutput, [](double e) { return e + bound::ref; }))>);
 // the worst-case bound on the output is below 2e-5, finer than the printed 4 decimals
 static_assert(qkv::max_abs_difference(bound::doutput, matrix<double, 3, 2>{}) < 2e-5);
 

@@ -74,12 +74,12 @@ static_assert(qkv::row(causal.outputs, 0) == qkv::row(values, 0));
 // (numpy, float64), and a masked weight is exactly 0 (e^-inf = 0), not merely small.
 // Tolerance: the softmax's rounding bound (core/bounds.hpp), (2 (2 + range) + n) u relative with
 // range 12, n 2: 30 u = 3.4e-15 of each weight
-static_assert(check::near(causal.weights(1, 0), 6.1441746022147182e-06, 3.4e-15 * 6.2e-06) &&
-              check::near(causal.weights(1, 1), 0.99999385582539779, 3.4e-15) && causal.weights(1, 2) == 0);
+static_assert(proven<check::near(causal.weights(1, 0), 6.1441746022147182e-06, 3.4e-15 * 6.2e-06) &&
+                     check::near(causal.weights(1, 1), 0.99999385582539779, 3.4e-15) && causal.weights(1, 2) == 0>);
 // output 2 = w0 [1, 2, 3] + w1 [2, 8, 0] = [1.9999938558253978, 7.9999631349523872, 1.8432523806644153e-05]
 // within the weights' error times |v| <= 8, plus gamma(2) 8 for the sum: 3.4e-15 * 8 + 2.3e-16 * 8 < 3e-14
-static_assert(check::near(qkv::row(causal.outputs, 1),
-                          matrix<double, 1, 3>{{{1.9999938558253978, 7.9999631349523872, 1.8432523806644153e-05}}}, 3e-14));
+static_assert(proven<check::near(qkv::row(causal.outputs, 1),
+                                 matrix<double, 1, 3>{{{1.9999938558253978, 7.9999631349523872, 1.8432523806644153e-05}}}, 3e-14)>);
 // row 3 sees everything: the same as no mask
 static_assert(qkv::row(causal.outputs, 2) == qkv::row(attend(qkv::all_allowed<3, 3>()).outputs, 2));
 
@@ -104,15 +104,15 @@ static_assert(sequence.padding == matrix<bool, 1, 3>{{{false, false, true}}});
 constexpr auto padded = attend(qkv::key_padding_allowed<3, 3>(sequence.padding));
 // row 1: softmax([2, 4]) = [1, e^2] / (1 + e^2) = [0.11920292202211755, 0.88079707797788254, 0]
 // (numpy), within the softmax's rounding bound (2 (2 + 2) + 2) u = 10 u = 1.2e-15 relative
-static_assert(check::near(qkv::row(padded.weights, 0),
-                          matrix<double, 1, 3>{{{0.11920292202211755, 0.88079707797788254, 0}}}, 1.2e-15));
+static_assert(proven<check::near(qkv::row(padded.weights, 0),
+                                 matrix<double, 1, 3>{{{0.11920292202211755, 0.88079707797788254, 0}}}, 1.2e-15)>);
 // output 1 = 0.1192 [1, 2, 3] + 0.8808 [2, 8, 0] = [1.8807970779778826, 7.2847824678672950, 0.35760876606635261]
 // within 1.2e-15 * 8 + gamma(2) * 8 < 1.2e-14
-static_assert(check::near(qkv::row(padded.outputs, 0),
-                          matrix<double, 1, 3>{{{1.8807970779778826, 7.2847824678672950, 0.35760876606635261}}}, 1.2e-14));
+static_assert(proven<check::near(qkv::row(padded.outputs, 0),
+                                 matrix<double, 1, 3>{{{1.8807970779778826, 7.2847824678672950, 0.35760876606635261}}}, 1.2e-14)>);
 // every row's weights still sum to 1 (each weight within 10 u relative, plus 2 additions: 12 u),
 // and no query puts weight on the padding key
-static_assert(check::near(qkv::row_sums(padded.weights), matrix<double, 3, 1>{{{1}, {1}, {1}}}, 1.4e-15));
+static_assert(proven<check::near(qkv::row_sums(padded.weights), matrix<double, 3, 1>{{{1}, {1}, {1}}}, 1.4e-15)>);
 static_assert(qkv::column(padded.weights, 2) == matrix<double, 3, 1>{});
 // the real tokens' outputs are those of the 2-token sequence alone, to the bit
 constexpr auto alone = qkv::matrix_product(qkv::softmax_rows(qkv::block<2, 2>(scores, 0, 0)), qkv::block<2, 3>(values, 0, 0));
@@ -161,11 +161,10 @@ inline void run(const inputs& in, results& r, const matrix<bool, 1, T>& padding)
   r.allowed = qkv::key_padding_allowed<T, T>(padding);
   for (std::size_t i = 0; i < T; ++i)
     for (std::size_t j = i + 1; j < T; ++j) r.allowed(i, j) = false;
-  r.q = qkv::project(in.x, in.wq);
-  r.k = qkv::project(in.x, in.wk);
-  r.v = qkv::project(in.x, in.wv);
-  r.scores = qkv::scores(r.q, r.k);
-  r.scores = qkv::scale(r.scores, qkv::scaling<float>::divide_by_sqrt_dk(), D);
+  r.q = qkv::project(in.x, in.wq, qkv::out_in);  // nn.Linear's (out, in): x Wᵀ
+  r.k = qkv::project(in.x, in.wk, qkv::out_in);
+  r.v = qkv::project(in.x, in.wv, qkv::out_in);
+  r.scores = qkv::scaled_scores(r.q, r.k);  // q kᵀ / sqrt(d_k), d_k = D from q's width
   r.scores = qkv::masked(r.scores, r.allowed);
   r.weights = qkv::softmax_rows(r.scores);
   r.outputs = qkv::matrix_product(r.weights, r.v);

@@ -42,8 +42,8 @@ static_assert(qkv::row(pe4, 0) == matrix<double, 1, 4>{{{0, 1, 0, 1}}});
 // d = 4: pair 0 has frequency 10000^0 = 1, pair 1 has 10000^(-2/4) = 1/100, so position 1 is
 // [sin 1, cos 1, sin 0.01, cos 0.01] = [0.8414709848078965, 0.5403023058681398, 0.009999833334166664, 0.9999500004166653]
 // (within qkv::sin/cos's 1 ulp and the frequency's rounding: 2e-16)
-static_assert(check::near(qkv::row(pe4, 1), matrix<double, 1, 4>{{{0.8414709848078965, 0.5403023058681398,
-                                                                   0.009999833334166664, 0.9999500004166653}}}, 2e-16));
+static_assert(proven<check::near(qkv::row(pe4, 1), matrix<double, 1, 4>{{{0.8414709848078965, 0.5403023058681398,
+                                                                          0.009999833334166664, 0.9999500004166653}}}, 2e-16)>);
 // every value is a sine or a cosine: within [-1, 1]
 static_assert(qkv::max_abs_difference(pe4, matrix<double, 16, 4>{}) <= 1.0);
 
@@ -52,22 +52,22 @@ static_assert(qkv::max_abs_difference(pe4, matrix<double, 16, 4>{}) <= 1.0);
 // so PE(pos + k) comes from PE(pos) by the same 2 x 2 rotation for every pos. Here k = 3, pair 0
 // (w = 1): from position 5 to 8 and from position 11 to 14 by the same rotation (cos 3, sin 3).
 // Tolerance: each side within a few roundings of 1: 4 ulp of 1 = 9e-16, 2e-15 in all
-constexpr bool rotation_holds(std::size_t pos, std::size_t k, std::size_t pair) {
+constexpr check::verdict rotation_holds(std::size_t pos, std::size_t k, std::size_t pair) {
   const double w = qkv::positional_frequency(pair, 4);
   const double cb = qkv::cos(double(k) * w), sb = qkv::sin(double(k) * w);
   const double s = pe4(pos, 2 * pair), c = pe4(pos, 2 * pair + 1);
   return check::near(pe4(pos + k, 2 * pair), s * cb + c * sb, 2e-15) &&
          check::near(pe4(pos + k, 2 * pair + 1), c * cb - s * sb, 2e-15);
 }
-static_assert(rotation_holds(5, 3, 0) && rotation_holds(11, 3, 0) && rotation_holds(2, 7, 1) && rotation_holds(8, 7, 1));
+static_assert(proven<rotation_holds(5, 3, 0) && rotation_holds(11, 3, 0) && rotation_holds(2, 7, 1) && rotation_holds(8, 7, 1)>);
 
 // so the dot product of two encodings depends only on their distance:
 //   PE(p) . PE(p + k) = sum_i [sin a sin(a + b) + cos a cos(a + b)] = sum_i cos(k w_i)
 // for k = 2, d = 4: cos 2 + cos 0.02 = -0.4161468365471424 + 0.9998000066665778 = 0.5836531701194354
-static_assert(check::near(qkv::dot(qkv::row(pe4, 3), qkv::row(pe4, 5)), 0.5836531701194354, 1e-15));
-static_assert(check::near(qkv::dot(qkv::row(pe4, 10), qkv::row(pe4, 12)), 0.5836531701194354, 1e-15));
+static_assert(proven<check::near(qkv::dot(qkv::row(pe4, 3), qkv::row(pe4, 5)), 0.5836531701194354, 1e-15)>);
+static_assert(proven<check::near(qkv::dot(qkv::row(pe4, 10), qkv::row(pe4, 12)), 0.5836531701194354, 1e-15)>);
 // and every encoding has the same length: |PE(p)|^2 = sum_i (sin^2 + cos^2) = d / 2 = 2
-static_assert(check::near(qkv::dot(qkv::row(pe4, 9), qkv::row(pe4, 9)), 2.0, 1e-15));
+static_assert(proven<check::near(qkv::dot(qkv::row(pe4, 9), qkv::row(pe4, 9)), 2.0, 1e-15)>);
 
 // ---------------------------------------------------------------------------------------------
 // the figure: d_model = 20, dimensions 4 to 7, positions 0 to 99, float32 as PyTorch would hold it
@@ -78,14 +78,14 @@ constexpr auto figure = qkv::sinusoidal_positional_encoding<float, figure_positi
 // dimensions 4 and 5 are pair 2: frequency 10000^(-4/20) = 0.15848931924611132, a wavelength of
 // 2 pi / w = 39.6 positions; dimensions 6 and 7 are pair 3: 10000^(-6/20) = 0.06309573444801932,
 // a wavelength of 99.6 positions (one full period across the figure)
-static_assert(check::near(qkv::positional_frequency(2, figure_d), 0.15848931924611132, 1e-17));
-static_assert(check::near(qkv::positional_frequency(3, figure_d), 0.06309573444801932, 1e-17));
+static_assert(proven<check::near(qkv::positional_frequency(2, figure_d), 0.15848931924611132, 1e-17)>);
+static_assert(proven<check::near(qkv::positional_frequency(3, figure_d), 0.06309573444801932, 1e-17)>);
 // position 10, dimension 4: sin(10 w_2) = sin(1.5848931924611132) = 0.9999006408346118 (near its
 // peak at pi/2 = 1.5708); dimension 5: cos(1.5849) = -0.014096398778854784. Position 50,
 // dimensions 6, 7: sin(3.1548) = -0.013193686002997633, cos(3.1548) = -0.999912959536806.
 // float32: the double value rounded once, within half a float ulp (3e-8 near 1, 1e-9 near 0.014)
-static_assert(check::near(figure(10, 4), 0.9999006408346118f, 3e-8f) && check::near(figure(10, 5), -0.014096398778854784f, 1e-9f));
-static_assert(check::near(figure(50, 6), -0.013193686002997633f, 1e-9f) && check::near(figure(50, 7), -0.999912959536806f, 6e-8f));
+static_assert(proven<check::near(figure(10, 4), 0.9999006408346118f, 3e-8f) && check::near(figure(10, 5), -0.014096398778854784f, 1e-9f)>);
+static_assert(proven<check::near(figure(50, 6), -0.013193686002997633f, 1e-9f) && check::near(figure(50, 7), -0.999912959536806f, 6e-8f)>);
 
 // ---------------------------------------------------------------------------------------------
 // the SVG: one line per dimension, positions across, values -1..1 up

@@ -96,10 +96,10 @@ constexpr auto layer = qkv::encoder_layer_steps(small.x, small.layer, options);
 
 // By hand, the shapes: [q k v] = x W_inᵀ is (3, 12), split into three (3, 4), two heads of 2
 // columns each; each head's weights are (3, 3) and every row sums to 1 (within 3 roundings)
-static_assert(check::near(qkv::row_sums(layer.attention.weights[0]), qkv::filled<float, 3, 1>(1), 3 * 0x1p-24f));
+static_assert(proven<check::near(qkv::row_sums(layer.attention.weights[0]), qkv::filled<float, 3, 1>(1), 3 * 0x1p-24f)>);
 // post-norm ends with norm2 (weight 1, bias 0): every output row has mean 0 and variance 1 - eps/var,
 // so its 4 values sum to 0 (within 4 roundings of values below 2: 4 * 2 * 2^-24 = 5e-7)
-static_assert(check::near(qkv::row_sums(layer.output), matrix<float, 3, 1>{}, 5e-7f));
+static_assert(proven<check::near(qkv::row_sums(layer.output), matrix<float, 3, 1>{}, 5e-7f)>);
 
 // PyTorch's float64 output (the same float32 weights and x, converted), layer(x.double()):
 constexpr matrix<double, 3, 4> torch_layer_output{{{-1.5481367479897932, 1.117764472320686, 0.5765762424387557, -0.14620396676964856},
@@ -110,7 +110,7 @@ constexpr matrix<double, 3, 4> torch_layer_output{{{-1.5481367479897932, 1.11776
 // gamma(K+1) sum |x||W|, the softmax's and LayerNorm's first-order sensitivities)
 constexpr auto layer_bound = qkv::bounds::encoder_layer_error<float>(layer, small.layer, options).output +
                              qkv::bounds::encoder_layer_error<double>(layer, small.layer, options).output;
-static_assert(check::within(layer.output, torch_layer_output, layer_bound));
+static_assert(proven<check::within(layer.output, torch_layer_output, layer_bound)>);
 // the bound is below 1e-4 here (worst cases all); the actual difference is about 1e-7
 static_assert(qkv::max_abs_difference(layer_bound, matrix<double, 3, 4>{}) < 1e-4);
 
@@ -123,7 +123,7 @@ constexpr matrix<double, 3, 4> torch_stack_output{{{-1.3792972800755205, 1.38934
 // the second layer's input carries the first one's error bound, which it passes on
 constexpr auto stack_bound = qkv::bounds::encoder_error<float>(stack, qkv::clones<2>(small.layer), options) +
                              qkv::bounds::encoder_error<double>(stack, qkv::clones<2>(small.layer), options);
-static_assert(check::within(stack.output, torch_stack_output, stack_bound));
+static_assert(proven<check::within(stack.output, torch_stack_output, stack_bound)>);
 
 // ---------------------------------------------------------------------------------------------
 // a realistic size at run time: d_model 512, 8 heads, dim_feedforward 2048, 64 tokens
