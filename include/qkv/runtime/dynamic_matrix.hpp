@@ -5,7 +5,12 @@
 // use aligned loads on row 0. Views (matrix_view) carry a row stride and a column stride, so
 // a head's columns or a transposed operand are views, never copies.
 //
-// A shape mismatch is a qkv::runtime::shape_error whose message names both shapes.
+// A shape mismatch is a qkv::runtime::shape_error whose message names both shapes. A matrix
+// larger than max_matrix_bytes (or whose size overflows) is a size_limit_error, thrown before
+// anything is allocated.
+// Checked element access: with QKV_CHECKED or _GLIBCXX_ASSERTIONS defined (the sanitizer builds
+// of scripts/test.sh define the latter), m(i, j) and view(i, j) throw std::out_of_range naming
+// the index and the shape when i >= rows or j >= cols. Without them access is unchecked.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +36,62 @@ namespace qkv::runtime {
 struct shape_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
+
+/// a size past a stated limit, refused before allocating; what() names the size and the limit
+struct size_limit_error : std::length_error {
+  using std::length_error::length_error;
+};
+
+/// the largest dynamic_matrix, in bytes: 2^40 (1 TiB), beyond any machine qkv runs on and the
+/// largest block AddressSanitizer hands out on x86-64, so a size past it (or one whose
+/// rows x cols overflows) is this exception in every build, never an abort or a wrapped size
+inline constexpr std::size_t max_matrix_bytes = std::size_t(1) << 40;
+
+/// a byte count for a message: an integer, or "about 1.2e+20" past 2^64
+[[nodiscard]] inline std::string bytes_string(long double n) {
+  if (n < 1.8e19L) return std::to_string(static_cast<unsigned long long>(n));
+  return "about " + std::to_string(static_cast<double>(n));
+}
+
+/// the size_limit_error of checked_elements (out of line: the check itself stays a few
+/// instructions)
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_size_limit(std::size_t rows, std::size_t cols,
+                                                                   std::size_t bytes) {
+  const long double total = static_cast<long double>(rows) * static_cast<long double>(cols) * bytes;
+  throw size_limit_error("dynamic_matrix: " + shape_string(rows, cols) + " elements of " + std::to_string(bytes) +
+                         " bytes need " + bytes_string(total) + " bytes, over the limit of " +
+                         std::to_string(max_matrix_bytes) + " (runtime::max_matrix_bytes)");
+}
+
+/// rows x cols elements of `bytes` bytes each, checked against max_matrix_bytes (overflow included)
+inline std::size_t checked_elements(std::size_t rows, std::size_t cols, std::size_t bytes) {
+  std::size_t n = 0, total_bytes = 0;
+  if (__builtin_mul_overflow(rows, cols, &n) || __builtin_mul_overflow(n, bytes, &total_bytes) ||
+      total_bytes > max_matrix_bytes) [[unlikely]]
+    throw_size_limit(rows, cols, bytes);
+  return n;
+}
+
+/// true when element access is bounds-checked (QKV_CHECKED or _GLIBCXX_ASSERTIONS)
+#if defined(QKV_CHECKED) || defined(_GLIBCXX_ASSERTIONS)
+inline constexpr bool checked_access = true;
+#else
+inline constexpr bool checked_access = false;
+#endif
+
+/// the std::out_of_range of check_index (out of line)
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_index(std::size_t i, std::size_t j, std::size_t rows,
+                                                              std::size_t cols, const char* what) {
+  throw std::out_of_range(std::string(what) + ": element (" + std::to_string(i) + ", " + std::to_string(j) +
+                          ") of a " + shape_string(rows, cols) + " matrix");
+}
+
+/// (i, j) against rows x cols when checked_access; `what` names the matrix kind
+inline void check_index(std::size_t i, std::size_t j, std::size_t rows, std::size_t cols, const char* what) {
+  if constexpr (checked_access)
+    if (i >= rows || j >= cols) [[unlikely]]
+      throw_index(i, j, rows, cols, what);
+}
 
 /// the alignment of every dynamic_matrix and packing buffer: one cache line
 inline constexpr std::size_t alignment = 64;
@@ -63,6 +124,7 @@ struct matrix_view {
   std::size_t row_stride = 0, col_stride = 1;
 
   [[nodiscard]] T& operator()(std::size_t i, std::size_t j) const {
+    check_index(i, j, rows, cols, "matrix_view");
     return data[i * row_stride + j * col_stride];
   }
   /// a view of the same memory as const
@@ -108,7 +170,7 @@ class dynamic_matrix {
 
   dynamic_matrix() = default;
   dynamic_matrix(std::size_t rows, std::size_t cols, const T& value = T{})
-      : rows_(rows), cols_(cols), data_(rows * cols, value) {}
+      : rows_(rows), cols_(cols), data_(checked_elements(rows, cols, sizeof(T)), value) {}
 
   /// nested braces, one per row: dynamic_matrix<float> m{{1, 2, 3}, {4, 5, 6}};
   dynamic_matrix(std::initializer_list<std::initializer_list<T>> init)
@@ -138,17 +200,24 @@ class dynamic_matrix {
   /// make this rows x cols; keeps the allocation when it is big enough (for reuse across
   /// calls), and leaves the elements unspecified unless the shape is unchanged
   void resize(std::size_t rows, std::size_t cols) {
+    const std::size_t n = checked_elements(rows, cols, sizeof(T));
+    data_.resize(n);
     rows_ = rows;
     cols_ = cols;
-    data_.resize(rows * cols);
   }
 
   [[nodiscard]] T* data() { return data_.data(); }
   [[nodiscard]] const T* data() const { return data_.data(); }
   [[nodiscard]] T* row(std::size_t i) { return data_.data() + i * cols_; }
   [[nodiscard]] const T* row(std::size_t i) const { return data_.data() + i * cols_; }
-  [[nodiscard]] T& operator()(std::size_t i, std::size_t j) { return data_[i * cols_ + j]; }
-  [[nodiscard]] const T& operator()(std::size_t i, std::size_t j) const { return data_[i * cols_ + j]; }
+  [[nodiscard]] T& operator()(std::size_t i, std::size_t j) {
+    check_index(i, j, rows_, cols_, "dynamic_matrix");
+    return data_[i * cols_ + j];
+  }
+  [[nodiscard]] const T& operator()(std::size_t i, std::size_t j) const {
+    check_index(i, j, rows_, cols_, "dynamic_matrix");
+    return data_[i * cols_ + j];
+  }
 
   [[nodiscard]] matrix_view<T> view() { return {data_.data(), rows_, cols_, cols_, 1}; }
   [[nodiscard]] matrix_view<const T> view() const { return {data_.data(), rows_, cols_, cols_, 1}; }
