@@ -231,6 +231,61 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv
   return matrix_product(w, values);
 }
 
+/// @brief step 6 as attention computes it, with qkv's NaN and infinity policy
+/// (docs/numerics.md): context = weights V over the keys each query attends to. A key whose
+/// scaled score is -inf (masked, or a -inf score) is skipped: its value is never read, so a NaN
+/// or an infinity there cannot reach the query (0 * NaN would). A row of NaN weights (a NaN or
+/// +inf score) gives a NaN row. A NaN or infinity in an attended value gives that element NaN,
+/// or the infinity (NaN when +inf and -inf meet), as a sum with positive weights would; no
+/// arithmetic is done on it (clang refuses that in a constant expression). Otherwise the sum is
+/// context()'s, in the same order, without the skipped keys (whose terms would be zeros).
+/// (T, S) scaled scores and weights, (S, d_v) values -> (T, d_v)
+template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv>
+  requires product_shapes<Tq, S, VS, Dv>
+[[nodiscard]] constexpr matrix<T, Tq, Dv> attended_context(const matrix<T, Tq, S>& scaled_scores,
+                                                          const matrix<T, Tq, S>& w,
+                                                          const matrix<T, VS, Dv>& values) {
+  constexpr bool inf = std::numeric_limits<T>::has_infinity;
+  matrix<T, Tq, Dv> out;
+  for (std::size_t i = 0; i < Tq; ++i) {
+    const bool nan_row = S > 0 && w.v[i * S] != w.v[i * S];
+    for (std::size_t c = 0; c < Dv; ++c) {
+      if constexpr (std::numeric_limits<T>::has_quiet_NaN)
+        if (nan_row) {
+          out.v[i * Dv + c] = std::numeric_limits<T>::quiet_NaN();
+          continue;
+        }
+      T s = T(0);
+      bool first = true;
+      unsigned seen = 0;  // 1 NaN, 2 +inf, 4 -inf
+      for (std::size_t j = 0; j < S; ++j) {
+        if (detail::is_minus_infinity(scaled_scores.v[i * S + j])) continue;  // masked: skipped
+        const T x = values.v[j * Dv + c];
+        if (x != x) {
+          seen |= 1;
+        } else if (inf && x == std::numeric_limits<T>::infinity()) {
+          seen |= 2;
+        } else if (inf && x == -std::numeric_limits<T>::infinity()) {
+          seen |= 4;
+        } else if (first) {
+          s = w.v[i * S + j] * x;
+          first = false;
+        } else {
+          s += w.v[i * S + j] * x;
+        }
+      }
+      if constexpr (std::numeric_limits<T>::has_quiet_NaN)
+        if ((seen & 1) || seen == 6) s = std::numeric_limits<T>::quiet_NaN();
+      if constexpr (inf) {
+        if (seen == 2) s = std::numeric_limits<T>::infinity();
+        if (seen == 4) s = -std::numeric_limits<T>::infinity();
+      }
+      out.v[i * Dv + c] = s;
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // whole calls
 
@@ -249,7 +304,7 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
   if constexpr (std::numeric_limits<T>::has_infinity)
     if (options.causal) r.scaled_scores = causal_masked(r.scaled_scores);
   r.weights = softmax_rows(r.scaled_scores);           // (T, S), rows sum to 1
-  r.context = context(r.weights, r.values);            // (T, d_v)
+  r.context = attended_context(r.scaled_scores, r.weights, r.values);  // (T, d_v), masked keys skipped
   return r;
 }
 

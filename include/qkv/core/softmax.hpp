@@ -9,7 +9,9 @@
 //
 // -inf is a masked score: its weight is exactly 0. A row whose every score is -inf (every key
 // masked) gets weights 0, not NaN (the convention of DESIGN.md; PyTorch's math path gives NaN).
-// NaN in, NaN out: a NaN score makes its whole row NaN.
+// NaN in, NaN out: a NaN score makes its whole row NaN, and so does a +inf score (inf - inf has
+// no value; PyTorch gives NaN too). Both without arithmetic on the NaN or the infinity, which
+// clang refuses in a constant expression (docs/numerics.md, "NaN and infinity in attention").
 #pragma once
 
 #include <cstddef>
@@ -53,6 +55,11 @@ constexpr void stable_softmax(const T* x, T* out, std::size_t n, std::size_t str
     for (size_t k = 0; k < n; ++k) out[k * stride] = m;
     return;
   }
+  if constexpr (std::numeric_limits<T>::has_infinity && std::numeric_limits<T>::has_quiet_NaN)
+    if (m == std::numeric_limits<T>::infinity()) {  // a +inf score: the whole row is NaN
+      for (size_t k = 0; k < n; ++k) out[k * stride] = std::numeric_limits<T>::quiet_NaN();
+      return;
+    }
   if (is_minus_infinity(m)) {  // every score masked: weights 0 (not 0/0 = NaN)
     for (size_t k = 0; k < n; ++k) out[k * stride] = T(0);
     return;

@@ -12,6 +12,14 @@
 //   tile and the packing buffers per thread, O(T + S) in all, whatever T and S.
 // Masks: `allowed` (T x S flags, nonzero = may attend) and/or causal (key j <= query i).
 // A query row with every key masked gets weights 0 and output 0 on both paths.
+// NaN and infinity (docs/numerics.md, "NaN and infinity in attention"), the same on every path,
+// tile size and thread count: a masked key is skipped (its score and value never reach the
+// query); a NaN or +inf scaled score among a query's visible keys makes its weights and output
+// row NaN; a -inf score is masked-like (weight 0, value skipped); a NaN or inf in the value of a
+// key the query attends to (finite score) gives that output element NaN, +inf or -inf, as the
+// weighted sum would with positive weights. The kernels never multiply a skipped value by 0:
+// when v holds a non-finite number (checked once per call, one pass over v), they run on a copy
+// with those numbers set to 0 and repair_rows writes the affected elements afterwards.
 // Work is split into tasks of query_block rows; a task's result does not depend on which
 // thread runs it, so any thread count gives the same bits (thread_pool.hpp).
 #pragma once
@@ -20,8 +28,10 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "dynamic_matrix.hpp"
 #include "exp.hpp"
@@ -70,6 +80,117 @@ inline void check_attention_shapes(std::size_t q_rows, std::size_t q_cols, std::
 /// keys j < key_limit(i) may be allowed for query i (causal: i + 1)
 inline std::size_t key_limit(const attention_mask& mask, std::size_t i, std::size_t s) {
   return mask.causal ? std::min(s, i + 1) : s;
+}
+
+/// true when every element of a is finite: one pass, x - x summed (0 for a finite x, NaN for
+/// NaN or +-inf, and a NaN stays), so the common case costs two vector operations per lanes
+template <class T>
+[[nodiscard]] bool all_finite(const matrix_view<const T>& a) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  V acc(T(0)), acc2(T(0));
+  T acc1 = T(0);
+  const auto sweep = [&](const T* p, std::size_t n) {
+    std::size_t j = 0;
+    for (; j + 2 * W <= n; j += 2 * W) {  // two registers per step: half the loop overhead
+      const V x(p + j, stdx::element_aligned), y(p + j + W, stdx::element_aligned);
+      acc += x - x;
+      acc2 += y - y;
+    }
+    for (; j + W <= n; j += W) {
+      const V x(p + j, stdx::element_aligned);
+      acc += x - x;
+    }
+    for (; j < n; ++j) acc1 += p[j] - p[j];
+  };
+  if (a.col_stride == 1 && (a.row_stride == a.cols || a.rows <= 1)) {
+    sweep(a.data, a.rows * a.cols);  // contiguous: one sweep, one tail
+  } else {
+    for (std::size_t i = 0; i < a.rows; ++i) {
+      if (a.col_stride == 1)
+        sweep(a.data + i * a.row_stride, a.cols);
+      else
+        for (std::size_t j = 0; j < a.cols; ++j) acc1 += a(i, j) - a(i, j);
+    }
+  }
+  acc += acc2;
+  return acc1 == acc1 && !stdx::any_of(acc != acc);
+}
+
+/// the values of a call whose v holds a NaN or an infinity: `clean` is v with each of them set
+/// to 0 (what the kernels read), `keys` the rows of v that hold one, ascending
+template <class T>
+struct nonfinite_values {
+  dynamic_matrix<T> clean;
+  std::vector<std::size_t> keys;
+
+  /// nullptr when v is all finite (the common case: the kernels read v itself)
+  static std::optional<nonfinite_values> of(const matrix_view<const T>& v) {
+    if (all_finite(v)) return std::nullopt;
+    nonfinite_values r;
+    r.clean = dynamic_matrix<T>(v.rows, v.cols);
+    for (std::size_t j = 0; j < v.rows; ++j) {
+      bool bad = false;
+      for (std::size_t c = 0; c < v.cols; ++c) {
+        const T x = v(j, c);
+        const bool finite = x - x == T(0);
+        r.clean(j, c) = finite ? x : T(0);
+        bad = bad || !finite;
+      }
+      if (bad) r.keys.push_back(j);
+    }
+    return r;
+  }
+};
+
+/// the scaled score of query i and key j with the kernels' bits: the fma chain over the depth
+/// from 0 (gemm.hpp's order, also attend_rows_small's), then one multiplication by scale
+template <class T>
+[[nodiscard]] T scaled_score(const matrix_view<const T>& q, const matrix_view<const T>& k, std::size_t i,
+                             std::size_t j, T scale) {
+  T acc = T(0);
+  for (std::size_t c = 0; c < q.cols; ++c) acc = fmadd(q(i, c), k(j, c), acc);
+  return T(acc * scale);
+}
+
+/// @brief rows i0..i1 of out, computed on nonfinite_values::clean, get the non-finite values
+/// back: out(i, c) becomes NaN, +inf or -inf where a key i attends to (allowed, and a finite
+/// scaled score) holds a NaN or an infinity in column c: NaN if any of them is NaN or both
+/// infinities meet, else that infinity. A row already NaN (a NaN or +inf score) stays NaN.
+/// v: the original values (the same columns as out).
+template <class T>
+void repair_rows(const matrix_view<const T>& q, const matrix_view<const T>& k, const matrix_view<const T>& v,
+                 const matrix_view<T>& out, T scale, const attention_mask& mask,
+                 const std::vector<std::size_t>& keys, std::size_t i0, std::size_t i1) {
+  const T inf = std::numeric_limits<T>::infinity();
+  const std::size_t dv = v.cols;
+  std::vector<unsigned char> seen(dv);  // per column: 1 NaN, 2 +inf, 4 -inf
+  for (std::size_t i = i0; i < i1; ++i) {
+    std::fill(seen.begin(), seen.end(), 0);
+    bool any = false;
+    const std::size_t lim = key_limit(mask, i, k.rows);
+    for (const std::size_t j : keys) {
+      if (j >= lim) break;
+      if (mask.allowed && !mask.allowed->row(i)[j]) continue;
+      bool in_these_columns = false;  // a head sees only its own columns of v
+      for (std::size_t c = 0; c < dv && !in_these_columns; ++c) in_these_columns = v(j, c) - v(j, c) != T(0);
+      if (!in_these_columns) continue;
+      const T s = scaled_score(q, k, i, j, scale);
+      if (!(s > -inf && s < inf)) continue;  // -inf: masked-like; NaN, +inf: the row is NaN already
+      for (std::size_t c = 0; c < dv; ++c) {
+        const T x = v(j, c);
+        if (x != x) seen[c] |= 1;
+        else if (x == inf) seen[c] |= 2;
+        else if (x == -inf) seen[c] |= 4;
+      }
+      any = true;
+    }
+    if (!any) continue;
+    for (std::size_t c = 0; c < dv; ++c) {
+      if (!seen[c] || out(i, c) != out(i, c)) continue;
+      out(i, c) = (seen[c] & 1) || seen[c] == 6 ? std::numeric_limits<T>::quiet_NaN() : seen[c] == 2 ? inf : -inf;
+    }
+  }
 }
 
 /// @brief rows i0..i1 of the materialised path: scores (raw q kᵀ), weights, out
@@ -140,6 +261,7 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
   }
   alignas(alignment) T p[group * max_vectors * W];  // the group's scores, then weights (rows of sp)
   T m[group], l[group];
+  bool finite[group];  // m finite: the row has a key to attend to and is not poisoned
   for (std::size_t g0 = i0; g0 < i1; g0 += group) {
     const std::size_t gn = std::min(group, i1 - g0);
     // sweep 1: scaled, masked scores
@@ -166,14 +288,21 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
           if (!allowed[j]) pr[j] = ninf;
       }
     }
-    // sweep 2: row maxima; sweep 3: p = e^(s - m) and the sums
-    for (std::size_t r = 0; r < gn; ++r) m[r] = row_max(p + r * sp, s_end);
-    for (std::size_t r = 0; r < gn; ++r) l[r] = m[r] == ninf ? T(0) : exp_shifted_sum(p + r * sp, s_end, m[r]);
-    // sweep 4: out = p v / l; a row with every key masked gets 0
+    // sweep 2: row maxima (a -inf maximum with a NaN score poisons the row: NaN); sweep 3:
+    // p = e^(s - m) and the sums (a NaN score with a finite m makes the sum NaN)
     for (std::size_t r = 0; r < gn; ++r) {
+      m[r] = row_max(p + r * sp, s_end);
+      finite[r] = m[r] - m[r] == T(0);
+      if (m[r] == ninf && any_nan(p + r * sp, s_end)) [[unlikely]]
+        m[r] = std::numeric_limits<T>::quiet_NaN();
+    }
+    for (std::size_t r = 0; r < gn; ++r) l[r] = finite[r] ? exp_shifted_sum(p + r * sp, s_end, m[r]) : T(0);
+    // sweep 4: out = p v / l; a row with every key masked gets 0, a NaN or +inf score NaN
+    for (std::size_t r = 0; r < gn && dv > 0; ++r) {
       T* o = &out(g0 + r, 0);
-      if (m[r] == ninf) {
-        for (std::size_t c = 0; c < dv; ++c) o[c] = T(0);
+      if (!finite[r]) [[unlikely]] {
+        const T fill = m[r] == ninf ? T(0) : std::numeric_limits<T>::quiet_NaN();
+        for (std::size_t c = 0; c < dv; ++c) o[c] = fill;
         continue;
       }
       const T* pr = p + r * sp;
@@ -261,19 +390,33 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
           if (!allowed[c]) srow[c] = ninf;
       }
       for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
-      m_new[r] = std::max(m[r], row_max(srow, bc));
+      // a NaN or +inf score poisons the row for good: m = NaN from then on (std::max alone
+      // would drop a NaN)
+      // (a block maximum of -inf with a NaN score is a poisoned one; a finite one with a NaN
+      // makes the row's sum NaN, which then stays). Finite maxima, the common case, cost two
+      // subtractions and compares here; the first block of a row (m = -inf) takes the branch
+      const T block_max = row_max(srow, bc);
+      if (block_max - block_max == T(0) && m[r] - m[r] == T(0)) [[likely]]
+        m_new[r] = std::max(m[r], block_max);
+      else
+        m_new[r] = poisons_row(m[r]) || poisons_row(block_max) || (block_max == ninf && any_nan(srow, bc))
+                       ? std::numeric_limits<T>::quiet_NaN()
+                       : std::max(m[r], block_max);
     }
     for (std::size_t r = 0; r < rows; ++r) {
       T* srow = tile + r * bc;
-      if (m_new[r] == ninf) {  // every key so far masked: nothing to add yet
+      if (m_new[r] - m_new[r] == T(0)) [[likely]] {
+        row_sum[r] = exp_shifted_sum(srow, bc, m_new[r]);
+      } else {  // every key so far masked (-inf), or poisoned (NaN)
         for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
         row_sum[r] = T(0);
-      } else {
-        row_sum[r] = exp_shifted_sum(srow, bc, m_new[r]);
       }
     }
     for (std::size_t r = 0; r < rows; ++r) {
-      if (m_new[r] == ninf) continue;
+      if (!(m_new[r] - m_new[r] == T(0))) [[unlikely]] {
+        if (m_new[r] != m_new[r]) m[r] = m_new[r];  // poisoned: stays NaN
+        continue;
+      }
       const std::size_t i = i0 + r;
       // e^(m_old - m_new): 0 on the first block with a finite score (m_old = -inf), as vexp
       // gives for -inf; spelled out because one scalar exp costs a whole vector's latency
@@ -291,11 +434,14 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
                      epilogue<T>{}, 0, rows, 0, dv, true, nullptr, true);
   }
-  // pass 4: out /= l; a row with every key masked has l = 0 and out = 0
+  // pass 4: out /= l; a row with every key masked has l = 0 and out = 0; a poisoned row NaN
   for (std::size_t r = 0; r < rows; ++r) {
+    if (dv == 0) break;
     T* o = &out(i0 + r, 0);
-    if (l[r] == T(0)) {
-      for (std::size_t j = 0; j < dv; ++j) o[j] = T(0);
+    if (poisons_row(m[r])) {
+      for (std::size_t j = 0; j < dv; ++j) out(i0 + r, j) = std::numeric_limits<T>::quiet_NaN();
+    } else if (l[r] == T(0)) {
+      for (std::size_t j = 0; j < dv; ++j) out(i0 + r, j) = T(0);
     } else if (out.col_stride == 1) {
       divide_row(o, dv, l[r]);
     } else {
@@ -314,6 +460,7 @@ template <class T>
 
 /// @brief out = softmax(scale q kᵀ + mask) v; writes scores (raw q kᵀ) and weights when they are
 /// given (the materialised path), else streams (memory O(T + S)). Threads: query blocks.
+/// NaN and infinity: the header comment (the same answer on both paths, any thread count).
 /// @throws shape_error naming the shapes that do not fit
 template <class T>
 void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k,
@@ -331,12 +478,17 @@ void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k
                       weights->shape() + " but both must be " + shape_string(q.rows, k.rows));
   const std::size_t qb = scores ? query_block : stream_query_block;
   const std::size_t tasks = (q.rows + qb - 1) / qb;
+  // a NaN or inf in v: the kernels read a copy with them set to 0, repair_rows puts them back
+  // where a query attends to them (the header comment)
+  const auto nonfinite = detail::nonfinite_values<T>::of(v);
+  const matrix_view<const T> vk = nonfinite ? matrix_view<const T>(nonfinite->clean.view()) : v;
   auto run = [&](std::size_t t) {
     const std::size_t i0 = t * qb, i1 = std::min(q.rows, i0 + qb);
     if (scores)
-      detail::attend_rows_materialised(q, k, v, out, scale, mask, *scores, *weights, i0, i1);
+      detail::attend_rows_materialised(q, k, vk, out, scale, mask, *scores, *weights, i0, i1);
     else
-      detail::attend_rows_streaming(q, k, v, out, scale, mask, i0, i1);
+      detail::attend_rows_streaming(q, k, vk, out, scale, mask, i0, i1);
+    if (nonfinite) detail::repair_rows(q, k, v, out, scale, mask, nonfinite->keys, i0, i1);
   };
   const double work = double(q.rows) * double(k.rows) * double(q.cols + v.cols);
   if (pool && work >= (1 << 17))

@@ -209,6 +209,7 @@ void activate(const dynamic_matrix<T>& x, qkv::activation a, dynamic_matrix<T>& 
 struct encoder_run_options {
   std::optional<std::vector<unsigned char>> key_padding;
   bool keep_weights = true;
+  std::size_t max_weights_bytes = default_max_weights_bytes;  // attention_options' limit on kept weights
 };
 
 namespace detail {
@@ -268,6 +269,7 @@ void encoder_layer(const dynamic_matrix<T>& x, const encoder_layer_weights<T>& w
   opt.causal = c.causal;
   opt.allowed = detail::padding_mask(run, x.rows());
   opt.keep_weights = run.keep_weights;
+  opt.max_weights_bytes = run.max_weights_bytes;
   const auto attn = detail::split_in_proj(w, c.d_model);
   const linear_weights<T> l1{w.linear1_weight, w.linear1_bias, weight_layout::out_in};
   const linear_weights<T> l2{w.linear2_weight, w.linear2_bias, weight_layout::out_in};

@@ -166,6 +166,10 @@ struct packed_attention_weights {
   }
 };
 
+/// attention_options::max_weights_bytes's default: 4 GiB of kept scores and weights (float:
+/// 8 heads of 8192 x 8192 tokens); the streaming path (keep_weights = false) needs O(T + S)
+inline constexpr std::size_t default_max_weights_bytes = std::size_t(1) << 32;
+
 /// how to attend
 template <class T>
 struct attention_options {
@@ -174,6 +178,9 @@ struct attention_options {
   bool causal = false;
   std::optional<mask_matrix> allowed;  // (T, S), nonzero = may attend
   bool keep_weights = true;            // false: streaming, no scores/weights/context kept
+  // the most memory kept scores and weights may take (2 x heads x T x S x sizeof(T)), checked
+  // before allocating: past it, size_limit_error names the size and this limit
+  std::size_t max_weights_bytes = default_max_weights_bytes;
 };
 
 /// everything one call computes
@@ -226,6 +233,15 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   r.scale = opt.scale ? *opt.scale : default_scale<T>(dh);
   r.concat.resize(t_len, dv);
   const std::size_t keep = opt.keep_weights ? H : 0;
+  if (keep) {  // scores and weights, heads x T x S each: checked before anything is allocated
+    const long double bytes = 2.0L * H * static_cast<long double>(t_len) * static_cast<long double>(s_len) * sizeof(T);
+    if (bytes > static_cast<long double>(opt.max_weights_bytes))
+      throw size_limit_error("attention: keeping the weights of " + std::to_string(H) + " heads x " +
+                             shape_string(t_len, s_len) + " (scores and weights, " + std::to_string(sizeof(T)) +
+                             " bytes each) needs " + bytes_string(bytes) +
+                             " bytes, over the limit of " + std::to_string(opt.max_weights_bytes) +
+                             " (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))");
+  }
   r.scores.resize(keep);
   r.weights.resize(keep);
   r.context.resize(keep);
@@ -234,6 +250,10 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
     r.weights[h].resize(t_len, s_len);
   }
   const attention_mask mask{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
+  // a NaN or inf in the values: the kernels read a copy with them set to 0, and repair_rows
+  // puts them back where a query attends to them (attention.hpp's header comment)
+  const auto nonfinite = detail::nonfinite_values<T>::of(r.values.view());
+  const matrix_view<const T> values = nonfinite ? nonfinite->clean.view() : r.values.view();
   // pass 2: heads x query blocks, each task alone on its rows of its head
   const std::size_t qb = opt.keep_weights ? query_block : stream_query_block;
   const std::size_t blocks = (t_len + qb - 1) / qb;
@@ -242,13 +262,16 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
     const std::size_t i0 = b * qb, i1 = std::min(t_len, i0 + qb);
     const auto q = column_block(matrix_view<const T>(r.queries.view()), h * dh, dh);
     const auto k = column_block(matrix_view<const T>(r.keys.view()), h * dh, dh);
-    const auto v = column_block(matrix_view<const T>(r.values.view()), h * dvh, dvh);
+    const auto v = column_block(values, h * dvh, dvh);
     const auto out = column_block(r.concat.view(), h * dvh, dvh);
     if (opt.keep_weights)
       detail::attend_rows_materialised<T>(q, k, v, out, r.scale, mask, r.scores[h].view(),
                                           r.weights[h].view(), i0, i1);
     else
       detail::attend_rows_streaming<T>(q, k, v, out, r.scale, mask, i0, i1);
+    if (nonfinite)
+      detail::repair_rows<T>(q, k, column_block(matrix_view<const T>(r.values.view()), h * dvh, dvh), out,
+                             r.scale, mask, nonfinite->keys, i0, i1);
   };
   const double work = double(H) * double(t_len) * double(s_len) * double(dh + dvh);
   if (t_len > 0) {

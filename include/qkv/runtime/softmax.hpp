@@ -3,7 +3,10 @@
 //   softmax(x)_j = e^(x_j - m) / sum_k e^(x_k - m),  m = max_k x_k
 // Subtracting the row maximum keeps every e^(...) in (0, 1], so rows of any finite size stay
 // finite (docs: DESIGN.md, semantics). A row whose entries are all -inf (every key masked)
-// gives 0 everywhere, not NaN: documented, and the same as the streaming path.
+// gives 0 everywhere, not NaN: documented, and the same as the streaming path. A row with a NaN
+// or a +inf gives NaN everywhere (softmax has no value there; PyTorch gives NaN too), whatever
+// the max instruction does with the NaN (row_max; docs/numerics.md, "NaN and infinity in
+// attention").
 // The sum is accumulated lane by lane and the lanes added in a fixed order (simd.hpp), so a
 // row's result depends only on the row. Each weight is a division e / sum, as in PyTorch,
 // not a multiplication by 1/sum.
@@ -21,7 +24,11 @@ namespace qkv::runtime {
 
 namespace detail {
 
-/// the largest of x[0..n), -inf for n == 0
+/// the largest of x[0..n), -inf for n == 0. With a NaN among them the result is unspecified
+/// (vmaxps keeps or drops a NaN depending on the operand order): NaN, -inf or some element.
+/// Callers handle that without a test in the loop: a NaN or +inf result poisons the row; a
+/// finite one makes e^(x - m) NaN, so the sum and the whole row NaN; -inf means "every key
+/// masked" only after any_nan() says there is no NaN (rare: fully masked rows only).
 template <class T>
 [[nodiscard]] inline T row_max(const T* x, std::size_t n) {
   using V = simd<T>;
@@ -32,6 +39,20 @@ template <class T>
   for (; j + W <= n; j += W) m = stdx::max(m, V(x + j, stdx::element_aligned));
   if (j < n) m = stdx::max(m, load_partial(x + j, n - j, ninf));
   return horizontal_max(m);
+}
+
+/// true when some x[j] is NaN (a scan for the rare cases: row_max gave -inf)
+template <class T>
+[[nodiscard]] inline bool any_nan(const T* x, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j)
+    if (x[j] != x[j]) return true;
+  return false;
+}
+
+/// a row maximum that poisons its row: NaN (some score is NaN) or +inf (softmax undefined)
+template <class T>
+[[nodiscard]] inline bool poisons_row(T m) {
+  return m != m || m == std::numeric_limits<T>::infinity();
 }
 
 /// x[j] = e^(x[j] - m) in place; returns the sum (lane sums, then lanes in a fixed order)
@@ -83,14 +104,21 @@ inline void multiply_row(T* x, std::size_t n, T f) {
 
 }  // namespace detail
 
-/// @brief softmax of x[0..n) in place (see the header comment; all -inf gives all 0)
+/// @brief softmax of x[0..n) in place (see the header comment; all -inf gives all 0; a NaN or
+/// a +inf gives all NaN)
 template <class T>
 inline void softmax_row(T* x, std::size_t n) {
   const T m = detail::row_max(x, n);
-  if (m == -std::numeric_limits<T>::infinity()) {
+  const bool masked = m == -std::numeric_limits<T>::infinity();
+  if (detail::poisons_row(m) || (masked && detail::any_nan(x, n))) [[unlikely]] {
+    for (std::size_t j = 0; j < n; ++j) x[j] = std::numeric_limits<T>::quiet_NaN();
+    return;
+  }
+  if (masked) {
     for (std::size_t j = 0; j < n; ++j) x[j] = T(0);
     return;
   }
+  // a NaN with a finite m: e^(NaN - m) is NaN, so is the sum, so is every weight
   const T sum = detail::exp_shifted_sum(x, n, m);
   detail::divide_row(x, n, sum);
 }
