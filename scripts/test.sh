@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # test.sh: set up, build and pass every test: with g++ and clang++-16 (build-gcc, build-clang),
 # and again with both under AddressSanitizer + UndefinedBehaviorSanitizer and
-# -D_GLIBCXX_ASSERTIONS (build-gcc-asan, build-clang-asan); -Werror in all four. Prints how long
-# each part took.
+# -D_GLIBCXX_ASSERTIONS (build-gcc-asan, build-clang-asan); then the runtime path's tests (meson
+# suite 'tsan': every test of include/qkv/runtime/) under ThreadSanitizer with clang++-16 and
+# -D_GLIBCXX_ASSERTIONS (build-clang-tsan), which compiles only those test binaries, not the
+# constexpr proofs, examples or tool. -Werror in all five. Prints how long each part took.
 # The last line counts all builds: "N passed, M failed". Exits non-zero on any failure.
-#   ./scripts/test.sh                               all four builds
+#   ./scripts/test.sh                               all five builds
 #   QKV_COMPILERS=gcc ./scripts/test.sh             only the builds named (gcc, clang,
-#   QKV_COMPILERS="gcc clang-asan" ./scripts/test.sh   gcc-asan, clang-asan)
-# In the sanitizer builds the tests see QKV_TEST_SAMPLE=small: a slow sweep may then check a
+#   QKV_COMPILERS="gcc clang-asan" ./scripts/test.sh   gcc-asan, clang-asan, clang-tsan)
+# In the sanitizer and TSan builds the tests see QKV_TEST_SAMPLE=small: a slow sweep may then check a
 # smaller sample, and says so in its output. Meson's per-test timeouts are tripled there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh || exit 1
 
-builds=${QKV_COMPILERS:-"gcc clang gcc-asan clang-asan"}
+builds=${QKV_COMPILERS:-"gcc clang gcc-asan clang-asan clang-tsan"}
 passed=0
 failed=0
 status=0
@@ -29,12 +31,15 @@ total_start=$SECONDS
 plain_options=(-Dwerror=true)
 sanitize_options=(-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false)
 sanitize_cpp_args="-D_GLIBCXX_ASSERTIONS -fno-sanitize-recover=all"
+# ThreadSanitizer: a data race or a misuse of a mutex ends the test with a report
+# (halt_on_error); only the suite 'tsan' is built and run there
+tsan_options=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false "-Dcpp_args=-D_GLIBCXX_ASSERTIONS")
 
 for b in $builds; do
   case $b in
     gcc | gcc-asan) cxx=g++ ;;
-    clang | clang-asan) cxx=clang++-16 ;;
-    *) echo "test.sh: unknown build '$b' (gcc, clang, gcc-asan or clang-asan)" >&2; exit 2 ;;
+    clang | clang-asan | clang-tsan) cxx=clang++-16 ;;
+    *) echo "test.sh: unknown build '$b' (gcc, clang, gcc-asan, clang-asan or clang-tsan)" >&2; exit 2 ;;
   esac
   options=("${plain_options[@]}")
   test_env=()
@@ -42,13 +47,21 @@ for b in $builds; do
   case $b in
     gcc-asan) options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args -Wno-maybe-uninitialized") ;;
     clang-asan) options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args") ;;
+    clang-tsan) options=("${tsan_options[@]}") ;;
   esac
+  targets=()
+  test_selection=()
   case $b in
     *-asan)
       test_env=(QKV_TEST_SAMPLE=small
                 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1
                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
       test_args=(--timeout-multiplier 3)
+      ;;
+    *-tsan)
+      test_env=(QKV_TEST_SAMPLE=small TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
+      test_args=(--timeout-multiplier 3)
+      test_selection=(--no-rebuild --suite tsan)
       ;;
   esac
   dir=build-$b
@@ -74,14 +87,23 @@ for b in $builds; do
   fi
   echo "$wanted" >"$dir/qkv-test-options"
   t_setup=$((SECONDS - start))
-  if ! meson compile -C "$dir" -j 2; then
+  if [ ${#test_selection[@]} -gt 0 ]; then
+    # the executables of the suite's tests, by target name
+    mapfile -t targets < <(meson introspect "$dir" --tests | python3 -c '
+import json, os, sys
+for t in json.load(sys.stdin):
+    if any(s.split(":")[-1] == "tsan" for s in t["suite"]):
+        print(os.path.basename(t["cmd"][0]))')
+    echo "== $b: building the ${#targets[@]} test binaries of suite tsan: ${targets[*]}"
+  fi
+  if ! meson compile -C "$dir" -j 2 "${targets[@]}"; then
     echo "test.sh: build failed ($b)"
     failed=$((failed + 1)); status=1
     timings+=("$(printf '%-11s build FAILED after %4d s' "$b" $((SECONDS - start)))")
     continue
   fi
   t_build=$((SECONDS - start - t_setup))
-  env "${test_env[@]}" meson test -C "$dir" --print-errorlogs --num-processes 2 "${test_args[@]}" |
+  env "${test_env[@]}" meson test -C "$dir" --print-errorlogs --num-processes 2 "${test_args[@]}" "${test_selection[@]}" |
     tee "$dir/test-summary.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   t_test=$((SECONDS - start - t_setup - t_build))
