@@ -47,3 +47,17 @@ TEST_CASE("with QKV_CHECKED the kernels run unchanged: attention on both paths, 
     CHECK_NOTHROW((void)rt::attention(x, x, w, opt));
   }
 }
+
+TEST_CASE("with QKV_CHECKED attention over no keys at all gives 0 on both paths, reading no element past the end") {
+  // context with 0 rows: every query has no key (fully masked), so its output is 0
+  const auto x = qkv::testing::random_matrix<float>(3, 4, 3);
+  const dynamic_matrix<float> none(0, 4);
+  rt::attention_weights<float> w;
+  for (auto* l : {&w.q, &w.k, &w.v}) l->weight = qkv::testing::random_matrix<float>(4, 4, 4, 0.5);
+  for (const bool keep : {true, false}) {
+    rt::attention_options<float> opt;
+    opt.keep_weights = keep;
+    const auto r = rt::attention(x, none, w, opt);
+    CHECK(r.output == dynamic_matrix<float>(3, 4));
+  }
+}

@@ -204,7 +204,7 @@ void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<c
   product_block<T>(q, transposed(k), scores, epilogue<T>{}, i0, i1, 0, s);
   // pass 2: weights = softmax(scale * scores + mask), row by row
   for (std::size_t i = i0; i < i1; ++i)
-    masked_softmax_row(&scores(i, 0), &weights(i, 0), s, scale,
+    masked_softmax_row(scores.data + i * scores.row_stride, weights.data + i * weights.row_stride, s, scale,
                        mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s));
   // pass 3: out = weights v
   product_block<T>(weights, v, out, epilogue<T>{}, i0, i1, 0, v.cols);
@@ -424,7 +424,7 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
       l[r] = alpha == T(1) ? T(l[r] + row_sum[r]) : T(l[r] * alpha + row_sum[r]);
       if (alpha != T(1)) {
         if (out.col_stride == 1)
-          multiply_row(&out(i, 0), dv, alpha);
+          multiply_row(out.data + i * out.row_stride, dv, alpha);
         else
           for (std::size_t j = 0; j < dv; ++j) out(i, j) = out(i, j) * alpha;
       }

@@ -151,7 +151,7 @@ void softmax_rows(matrix_view<T> m, thread_pool* pool = &default_pool()) {
   const std::size_t tasks = (m.rows + rows_per_task - 1) / rows_per_task;
   auto run = [&](std::size_t t) {
     for (std::size_t i = t * rows_per_task; i < std::min(m.rows, (t + 1) * rows_per_task); ++i)
-      softmax_row(&m(i, 0), m.cols);
+      softmax_row(m.data + i * m.row_stride, m.cols);
   };
   if (pool && m.rows * m.cols >= (1u << 15))
     pool->parallel_for(tasks, run);
