@@ -6,8 +6,9 @@
 // Nothing here switches on std::is_constant_evaluated().
 //
 // Accuracy (measured against Boost.Multiprecision by tests/runtime/math_accuracy_test.cpp and
-// math_tanh_erf_accuracy_test.cpp, numbers in docs/numerics.md): exp, log, sin, cos, tanh, erf
-// < 1 ulp; sqrt and fma correctly rounded.
+// math_tanh_erf_accuracy_test.cpp, numbers in docs/numerics.md): exp, tanh, erf < 1 ulp; sqrt
+// and fma correctly rounded; log, and sin and cos below 2^20 pi/2, correctly rounded in double
+// (math_cr_test.cpp; fdlibm's versions, < 1 ulp, remain as float's base and above 2^20 pi/2).
 //
 // exp, log, sin and cos are fdlibm's algorithms and coefficients as kept in FreeBSD's msun (Sun
 // Microsystems, 1993-2004, "Permission to use, copy, modify, and distribute this software is
@@ -666,9 +667,10 @@ struct expm1_reduced {
 // (docs/numerics.md, "Correctly rounded log, sin and cos", has the derivations). Each function:
 // 1. a fast path in double-double arithmetic with a derived bound err on |hi + lo - f(x)|;
 // 2. Ziv's rounding test: when every value within err of hi + lo rounds to hi, hi is the
-//    correctly rounded f(x) (about one argument in 4000 for log, far fewer for sin and cos,
-//    fails it);
-// 3. otherwise an accurate path in 288-bit fixed point (error below 2^-240), rounded once.
+//    correctly rounded f(x) (about one argument in 1400 fails it for log, one in 30 000 or
+//    fewer for sin and cos);
+// 3. otherwise an accurate path in 288-bit fixed point (error below 2^-201 for log, 2^-234 for
+//    sin and cos, absolute), rounded once.
 // float keeps the functions above (double result rounded to float), so float bits do not move.
 
 // is RN(t) = hi for every t within err of hi + lo? (hi normal; false: take the accurate path)
