@@ -151,6 +151,31 @@ static_assert(qkv::erf(dlim::denorm_min()) == dlim::denorm_min());
 static_assert(qkv::erf(6.0) == 1.0 && qkv::erf(-inf) == -1.0 && qkv::erf(inff) == 1.0f);
 static_assert(is_nan(qkv::erf(nan)) && is_nan(qkv::erf(nanf)));
 
+// --- correctly rounded log, sin and cos in double (issue 18) ---
+// Each value below was computed to 400 bits (mpmath); "then" lists the bits of |f(x)| after its
+// first 53. Round to nearest keeps the 53 bits when the next bit is 0, adds one when it is 1
+// (and more bits follow). These sit so close to a rounding boundary that only the accurate path
+// (288-bit fixed point) can decide them.
+// Lefevre and Muller's worst case for log: x = 0x1.62a88613629b6p+678, log x = 470.27976575414419357...
+// = 0x1.d6479eba7c971p+8, then 0 and 64 more zeros: 0x1.d6479eba7c971p+8
+static_assert(qkv::log(0x1.62a88613629b6p+678) == 0x1.d6479eba7c971p+8);
+// sin(0x1.005023d32fee5p+1) = 0.90827694772294070846... = 0x1.d109ad145c88ep-1, then 1 and 46 zeros
+// (just above the midpoint): rounds up to 0x1.d109ad145c88fp-1
+static_assert(qkv::sin(0x1.005023d32fee5p+1) == 0x1.d109ad145c88fp-1);
+// cos(0x1.1e3779b97f4a2p-24) = 1 - 2.2e-15 = 0x1.fffffffffffecp-1, then 0 and 43 zeros
+static_assert(qkv::cos(0x1.1e3779b97f4a2p-24) == 0x1.fffffffffffecp-1);
+// three of the calls where glibc 2.36 is not correctly rounded in PyTorch's randn(200000) after
+// manual_seed(0) (tests/data/torch_f64_draws.json):
+// log(0x1.c58f61a101275p-1) = -0.12119687594885978494... = -0x1.f06c22a93e592p-4, then 1000000000111...:
+// rounds to ...593p-4 (glibc returns ...592p-4, 0.5009 ulp away)
+static_assert(qkv::log(0x1.c58f61a101275p-1) == -0x1.f06c22a93e593p-4);
+// sin(0x1.854468663edeep+2) = -0.19953663708177195354... = -0x1.98a6aa14f5d30p-3, then 10000011111...:
+// rounds to ...d31p-3 (glibc: ...d30p-3, 0.515 ulp away)
+static_assert(qkv::sin(0x1.854468663edeep+2) == -0x1.98a6aa14f5d31p-3);
+// cos(0x1.07d54d0e4c97p+0) = 0.51430568940383442059... = 0x1.0753134845bc5p-1, then 0111111111101...:
+// stays ...bc5p-1 (glibc: ...bc6p-1, 0.5007 ulp away)
+static_assert(qkv::cos(0x1.07d54d0e4c97p+0) == 0x1.0753134845bc5p-1);
+
 // integer arguments are computed in double, as <cmath> does
 static_assert(qkv::exp(0) == 1.0 && qkv::sqrt(9) == 3.0 && qkv::log(1) == 0.0 && qkv::tanh(0) == 0.0);
 

@@ -6,8 +6,9 @@
 // Nothing here switches on std::is_constant_evaluated().
 //
 // Accuracy (measured against Boost.Multiprecision by tests/runtime/math_accuracy_test.cpp and
-// math_tanh_erf_accuracy_test.cpp, numbers in docs/numerics.md): exp, log, sin, cos, tanh, erf
-// < 1 ulp; sqrt and fma correctly rounded.
+// math_tanh_erf_accuracy_test.cpp, numbers in docs/numerics.md): exp, tanh, erf < 1 ulp; sqrt
+// and fma correctly rounded; log, and sin and cos below 2^20 pi/2, correctly rounded in double
+// (math_cr_test.cpp; fdlibm's versions, < 1 ulp, remain as float's base and above 2^20 pi/2).
 //
 // exp, log, sin and cos are fdlibm's algorithms and coefficients as kept in FreeBSD's msun (Sun
 // Microsystems, 1993-2004, "Permission to use, copy, modify, and distribute this software is
@@ -659,6 +660,349 @@ struct expm1_reduced {
   return dd_add(dd_add(dd_scale(e.em1, e.k), {two_to(e.k), 0.0}), {-1.0, 0.0});
 }
 
+// --- correctly rounded log, sin and cos in double ----------------------------------------------
+//
+// PyTorch's float64 Box-Muller calls the C library's log, sin and cos; glibc's are correctly
+// rounded on all but about one argument in a thousand, and these are correctly rounded on all
+// (docs/numerics.md, "Correctly rounded log, sin and cos", has the derivations). Each function:
+// 1. a fast path in double-double arithmetic with a derived bound err on |hi + lo - f(x)|;
+// 2. Ziv's rounding test: when every value within err of hi + lo rounds to hi, hi is the
+//    correctly rounded f(x) (about one argument in 1400 fails it for log, one in 30 000 or
+//    fewer for sin and cos);
+// 3. otherwise an accurate path in 288-bit fixed point (error below 2^-201 for log, 2^-234 for
+//    sin and cos, absolute), rounded once.
+// float keeps the functions above (double result rounded to float), so float bits do not move.
+
+// is RN(t) = hi for every t within err of hi + lo? (hi normal; false: take the accurate path)
+[[nodiscard]] constexpr bool rounding_is_safe(double hi, double lo, double err) {
+  const std::uint64_t b = to_bits(hi) & ~(std::uint64_t{1} << 63);
+  const int biased = static_cast<int>(b >> 52);
+  if (biased < 54 || biased > 0x7fd) return false;  // ulp(hi) must be a normal double
+  const double u = double_from_bits(static_cast<std::uint64_t>(biased - 52) << 52);  // ulp(|hi|)
+  const bool power_of_two = (b & ((std::uint64_t{1} << 52) - 1)) == 0;
+  const double half_up = 0.5 * u;                             // to the midpoint above |hi|
+  const double half_down = power_of_two ? 0.25 * u : half_up;  // to the midpoint below
+  const double l = sign_bit(hi) ? -lo : lo;                    // lo in the direction of |hi|
+  if (8.0 * err >= half_down) return false;
+  // the gap is computed with one rounding (relative error <= 2^-53): 2 err < gap is safe
+  if (l >= 0.0) return 2.0 * err < half_up - l;
+  return 2.0 * err < half_down + l;
+}
+
+// fixed-point numbers for the accurate path: two's complement, value = (w[8] ... w[0]) 2^-256,
+// so 31 integer bits, a sign and 256 fraction bits; truncation error 2^-256 per product
+struct fixed {
+  std::uint32_t w[9]{};
+};
+
+[[nodiscard]] constexpr bool fx_negative(const fixed& a) { return (a.w[8] >> 31) != 0; }
+
+[[nodiscard]] constexpr fixed fx_add(const fixed& a, const fixed& b) {
+  fixed r;
+  std::uint64_t carry = 0;
+  for (int i = 0; i < 9; ++i) {
+    const std::uint64_t t = std::uint64_t{a.w[i]} + b.w[i] + carry;
+    r.w[i] = static_cast<std::uint32_t>(t);
+    carry = t >> 32;
+  }
+  return r;
+}
+
+[[nodiscard]] constexpr fixed fx_neg(const fixed& a) {
+  fixed r;
+  std::uint64_t carry = 1;
+  for (int i = 0; i < 9; ++i) {
+    const std::uint64_t t = std::uint64_t{static_cast<std::uint32_t>(~a.w[i])} + carry;
+    r.w[i] = static_cast<std::uint32_t>(t);
+    carry = t >> 32;
+  }
+  return r;
+}
+
+[[nodiscard]] constexpr fixed fx_sub(const fixed& a, const fixed& b) { return fx_add(a, fx_neg(b)); }
+[[nodiscard]] constexpr fixed fx_abs(const fixed& a) { return fx_negative(a) ? fx_neg(a) : a; }
+
+// a b, the magnitude truncated to 256 fraction bits (|a b| < 2^31)
+[[nodiscard]] constexpr fixed fx_mul(const fixed& a, const fixed& b) {
+  const fixed x = fx_abs(a), y = fx_abs(b);
+  std::uint32_t p[18]{};
+  for (int i = 0; i < 9; ++i) {
+    if (x.w[i] == 0) continue;
+    std::uint64_t carry = 0;
+    for (int j = 0; j < 9; ++j) {
+      const std::uint64_t t = std::uint64_t{x.w[i]} * y.w[j] + p[i + j] + carry;
+      p[i + j] = static_cast<std::uint32_t>(t);
+      carry = t >> 32;
+    }
+    p[i + 9] = static_cast<std::uint32_t>(carry);
+  }
+  fixed r;
+  for (int i = 0; i < 9; ++i) r.w[i] = p[i + 8];
+  return fx_negative(a) != fx_negative(b) ? fx_neg(r) : r;
+}
+
+// a / d and a d for a small positive integer d, on the magnitude
+[[nodiscard]] constexpr fixed fx_div(const fixed& a, std::uint32_t d) {
+  const fixed x = fx_abs(a);
+  fixed q;
+  std::uint64_t rem = 0;
+  for (int i = 8; i >= 0; --i) {
+    const std::uint64_t cur = (rem << 32) | x.w[i];
+    q.w[i] = static_cast<std::uint32_t>(cur / d);
+    rem = cur % d;
+  }
+  return fx_negative(a) ? fx_neg(q) : q;
+}
+[[nodiscard]] constexpr fixed fx_mul(const fixed& a, std::int32_t k) {
+  const fixed x = fx_abs(a);
+  const std::uint64_t m = static_cast<std::uint64_t>(k < 0 ? -static_cast<std::int64_t>(k) : k);
+  fixed r;
+  std::uint64_t carry = 0;
+  for (int i = 0; i < 9; ++i) {
+    const std::uint64_t t = x.w[i] * m + carry;
+    r.w[i] = static_cast<std::uint32_t>(t);
+    carry = t >> 32;
+  }
+  return (fx_negative(a) != (k < 0)) ? fx_neg(r) : r;
+}
+
+// x exactly when |x| < 2^31 and x is a multiple of 2^-256 (otherwise truncated toward zero)
+[[nodiscard]] constexpr fixed fx_from(double x) {
+  fixed r;
+  if (x == 0.0) return r;
+  const std::uint64_t b = to_bits(x);
+  const int biased = static_cast<int>((b >> 52) & 0x7ff);
+  std::uint64_t m = b & ((std::uint64_t{1} << 52) - 1);
+  int e = -1074;
+  if (biased != 0) {
+    m |= std::uint64_t{1} << 52;
+    e = biased - 1075;
+  }
+  int s = e + 256;  // x 2^256 = m 2^s
+  if (s < 0) {
+    if (s <= -64) return r;
+    m >>= -s;
+    s = 0;
+  }
+  const int i = s / 32, o = s % 32;  // m << o spans limbs i .. i + 2
+  const std::uint64_t lo = m << o, hi = o == 0 ? 0 : m >> (64 - o);
+  if (i < 9) r.w[i] = static_cast<std::uint32_t>(lo);
+  if (i + 1 < 9) r.w[i + 1] = static_cast<std::uint32_t>(lo >> 32);
+  if (i + 2 < 9) r.w[i + 2] = static_cast<std::uint32_t>(hi);
+  return sign_bit(x) ? fx_neg(r) : r;
+}
+
+// the fixed-point value rounded once to the nearest double (ties to even)
+[[nodiscard]] constexpr double fx_to_double(const fixed& a) {
+  const fixed x = fx_abs(a);
+  int top = 8;
+  while (top >= 0 && x.w[top] == 0) --top;
+  if (top < 0) return 0.0;
+  const int p = 32 * top + 31 - std::countl_zero(x.w[top]);  // highest set bit
+  // the 63 bits [p - 62, p] and a sticky bit for everything below
+  std::uint64_t sig = 0;
+  bool sticky = false;
+  if (p >= 62) {
+    sig = bits_at(x.w, p - 62, 63);
+    const int below = p - 62;  // bits [0, below) are dropped
+    for (int i = 0; i < 9 && 32 * i < below; ++i) {
+      const int n = below - 32 * i;
+      const std::uint32_t mask = n >= 32 ? 0xffffffffu : ((std::uint32_t{1} << n) - 1);
+      if ((x.w[i] & mask) != 0) sticky = true;
+    }
+  } else {
+    sig = bits_at(x.w, 0, 64) << (62 - p);
+  }
+  return round_pack<double>(fx_negative(a), sig | (sticky ? 1u : 0u), p - 62 - 256);
+}
+
+inline constexpr fixed fx_one{{0, 0, 0, 0, 0, 0, 0, 0, 1}};
+// ln 2 and pi/2 truncated to 256 fraction bits (error < 2^-256)
+inline constexpr fixed fx_ln2{{0x8baafa2b, 0x8a0d175b, 0x7298b62d, 0x40f34326, 0x03f2f6af, 0xc9e3b398,
+                               0xd1cf79ab, 0xb17217f7, 0x00000000}};
+inline constexpr fixed fx_pio2{{0x76273644, 0x04177d4c, 0x14cf98e8, 0x52049c11, 0x01b839a2, 0x898cc517,
+                                0x42d18469, 0x921fb544, 0x00000001}};
+
+// accurate log: x = 2^k m, y0 within 2^-50 of log(m), |y0| < 0.35. E = e^(-y0) by its Taylor
+// series (50 terms: 0.35^51/51! < 2^-290), t = m E - 1 (|t| < 2^-49), and
+// log(x) = k ln2 + y0 + t - t^2/2 + t^3/3 (the next term is below 2^-196).
+[[nodiscard]] constexpr double log_accurate(int k, double m, double y0) {
+  const fixed y = fx_from(-y0);
+  fixed term = fx_one, e = fx_one;
+  for (std::uint32_t n = 1; n <= 50; ++n) {
+    term = fx_div(fx_mul(term, y), n);
+    e = fx_add(e, term);
+  }
+  const fixed t = fx_sub(fx_mul(fx_from(m), e), fx_one);
+  const fixed t2 = fx_mul(t, t);
+  fixed r = fx_add(fx_from(y0), t);
+  r = fx_sub(r, fx_div(t2, 2));
+  r = fx_add(r, fx_div(fx_mul(t2, t), 3));
+  r = fx_add(r, fx_mul(fx_ln2, static_cast<std::int32_t>(k)));
+  return fx_to_double(r);
+}
+
+// accurate sin and cos: r = x - n pi/2 in fixed point (|x| < 2^21, so exact but for pi/2's
+// 2^-256 times n), then the Taylor series of sin r and cos r (|r| < 0.8: 30 terms each,
+// 0.8^61/61! < 2^-290); the quadrant n mod 4 picks +-sin r or +-cos r
+[[nodiscard]] constexpr double sin_cos_accurate(double x, int n, bool cosine) {
+  const fixed r = fx_sub(fx_from(x), fx_mul(fx_pio2, static_cast<std::int32_t>(n)));
+  const fixed z = fx_mul(r, r);
+  const int q = (n + (cosine ? 1 : 0)) & 3;  // cos x = sin(x + pi/2)
+  const bool use_cos = (q & 1) != 0;
+  fixed term = use_cos ? fx_one : r;
+  fixed sum = term;
+  for (std::uint32_t j = 1; j <= 30; ++j) {
+    const std::uint32_t d = use_cos ? (2 * j - 1) * (2 * j) : (2 * j) * (2 * j + 1);
+    term = fx_neg(fx_div(fx_mul(term, z), d));
+    sum = fx_add(sum, term);
+  }
+  return fx_to_double(q >= 2 ? fx_neg(sum) : sum);
+}
+
+// --- the fast paths ---
+
+// log: x = 2^k m, m = 1 + f in [0.7071, 1.4142), s = f/(2 + f) (|s| < 0.1716, z = s^2 < 0.0295),
+// log(m) = 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + s^5 z V(z)), V(z) = 1/7 + z/9 + ... + z^13/33;
+// s, s^3/3 and s^5/5 in double-double, s^5 z V in double (it is below 2^-18 of s).
+// Relative error below 2^-65.9 (docs/numerics.md), used as 2^-65.
+inline constexpr double_double dd_third{0x1.5555555555555p-2, 0x1.5555555555555p-56};
+inline constexpr double_double dd_fifth{0x1.999999999999ap-3, -0x1.999999999999ap-57};
+
+// the fast path's verdict: hi, and whether hi is certainly the correctly rounded value
+struct cr_attempt {
+  double hi;
+  bool rounded;
+  int n;  // sin, cos: the quadrant used
+};
+
+// log for positive, finite x other than 1
+[[nodiscard]] constexpr cr_attempt log_fast(double x) {
+  const log_reduced red = log_reduce(x);
+  const double f = red.f;
+  const int k = red.k;
+  const double_double s = dd_div(double_double{f, 0.0}, two_sum(2.0, f));
+  const double_double z2 = dd_mul(s, s);
+  const double_double s3 = dd_mul(s, z2);
+  const double_double s5 = dd_mul(s3, z2);
+  const double z = z2.hi;
+  double v = 1.0 / 33.0;
+  for (int j = 15; j >= 3; --j) v = v * z + 1.0 / (2 * j + 1);
+  const double tail = (s5.hi * z) * v;
+  double_double lm = dd_add(dd_mul(s5, dd_fifth), {tail, 0.0});
+  lm = dd_add(dd_mul(s3, dd_third), lm);
+  lm = dd_add(s, lm);
+  lm = {2.0 * lm.hi, 2.0 * lm.lo};  // log(m)
+  // k ln2 with ln2 = L1 + L2 + L3 (L1 of 40 bits: k L1 exact; k L2 exact as a two-product)
+  constexpr double L1 = 0x1.62e42fefa4000p-1, L2 = -0x1.8432a1b0e2634p-43,
+                   L3 = 0x1.f97b57a079a19p-103;
+  const double dk = k;
+  double_double kl = dd_add({dk * L1, 0.0}, two_product(dk, L2));
+  kl = dd_add(kl, {dk * L3, 0.0});
+  const double_double r = dd_add(kl, lm);
+  const double a = r.hi < 0 ? -r.hi : r.hi;
+  return {r.hi, rounding_is_safe(r.hi, r.lo, 0x1p-65 * a), 0};
+}
+
+[[nodiscard]] constexpr double log_slow(double x) {
+  const log_reduced red = log_reduce(x);
+  return log_accurate(red.k, 1.0 + red.f, log_reconstruct({red.f, 0, red.hx}));  // y0 = log(m) within 1 ulp
+}
+
+[[nodiscard]] constexpr double log_cr(double x) {
+  if (is_nan(x)) return x;
+  if (x == 0.0) return -infinity<double>();
+  if (x < 0.0) return quiet_nan<double>();
+  if (x == infinity<double>() || x == 1.0) return x == 1.0 ? 0.0 : x;
+  const cr_attempt a = log_fast(x);
+  return a.rounded ? a.hi : log_slow(x);
+}
+
+// sin and cos: for |x| <= pi/4 r = x; below 2^20 pi/2, x = n pi/2 + r with pi/2 = C1 + C2 + C3 + C4
+// (C1..C3 of at most 33 bits, so n Ck is exact; x - n C1 is exact by Sterbenz), r as a
+// double-double to within 2^-134 absolute (plus 2^-104 relative); then
+// sin r = r (1 - z/3! + z^2/5! - z^3/7! + z^4/9! + z^5 Ts(z)), cos r = 1 - z/2! + ... + z^5 Tc(z),
+// z = r^2, the first five coefficients in double-double and the tails in double. Relative
+// error below 2^-73 (docs/numerics.md), used as 2^-70. Above 2^20 pi/2 the functions above.
+inline constexpr double_double sin_coefficients[5] = {
+    {1.0, 0.0},
+    {-0x1.5555555555555p-3, -0x1.5555555555555p-57},
+    {0x1.1111111111111p-7, 0x1.1111111111111p-63},
+    {-0x1.a01a01a01a01ap-13, -0x1.a01a01a01a01ap-73},
+    {0x1.71de3a556c734p-19, -0x1.c154f8ddc6c00p-73}};
+inline constexpr double sin_tail[7] = {-0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
+                                       0x1.952c77030ad4ap-49,  -0x1.2f49b46814157p-57, 0x1.71b8ef6dcf572p-66,
+                                       -0x1.761b41316381ap-75};
+inline constexpr double_double cos_coefficients[5] = {
+    {1.0, 0.0},
+    {-0x1.0000000000000p-1, 0.0},
+    {0x1.5555555555555p-5, 0x1.5555555555555p-59},
+    {-0x1.6c16c16c16c17p-10, 0x1.f49f49f49f49fp-65},
+    {0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-76}};
+inline constexpr double cos_tail[8] = {-0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37,
+                                       0x1.ae7f3e733b81fp-45,  -0x1.6827863b97d97p-53, 0x1.e542ba4020225p-62,
+                                       -0x1.0ce396db7f853p-70, 0x1.f2cf01972f578p-80};
+
+template <std::size_t N>
+[[nodiscard]] constexpr double_double sin_cos_poly(const double_double (&c)[5], const double (&tail)[N],
+                                                   double_double z2) {
+  const double z = z2.hi;
+  double t = tail[N - 1];
+  for (std::size_t j = N - 1; j-- > 0;) t = t * z + tail[j];
+  double_double p{t, 0.0};
+  for (int j = 4; j >= 0; --j) p = dd_add(dd_mul(p, z2), c[j]);
+  return p;
+}
+
+[[nodiscard]] constexpr cr_attempt sin_cos_fast(double x, bool cosine) {
+  const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  int n = 0;
+  double_double r{x, 0.0};
+  double reduction_error = 0.0;
+  if (ix > 0x3fe921fbu) {  // |x| > pi/4 (about): reduce
+    constexpr double C1 = 0x1.921fb544p+0, C2 = 0x1.0b4611a6p-34, C3 = 0x1.3198a2ep-69,
+                     C4 = 0x1.b839a252049c1p-104;
+    constexpr double inv_pio2 = 6.36619772367581382433e-01;
+    constexpr double to_int = 0x1.8p52;
+    const double fn = (x * inv_pio2 + to_int) - to_int;
+    n = static_cast<int>(fn);
+    r = two_sum(x - fn * C1, -(fn * C2));
+    r = dd_add(r, {-(fn * C3), 0.0});
+    r = dd_add(r, {-(fn * C4), 0.0});
+    reduction_error = 0x1p-134;
+  }
+  const int q = (n + (cosine ? 1 : 0)) & 3;  // cos x = sin(x + pi/2)
+  const double_double z2 = dd_mul(r, r);
+  double_double v = (q & 1) != 0 ? sin_cos_poly(cos_coefficients, cos_tail, z2)
+                                 : dd_mul(r, sin_cos_poly(sin_coefficients, sin_tail, z2));
+  if (q >= 2) v = {-v.hi, -v.lo};
+  const double hi = v.hi < 0 ? -v.hi : v.hi;
+  return {v.hi, rounding_is_safe(v.hi, v.lo, 0x1p-70 * hi + reduction_error), n};
+}
+
+[[nodiscard]] constexpr double sin_cos_cr(double x, bool cosine) {
+  const cr_attempt a = sin_cos_fast(x, cosine);
+  return a.rounded ? a.hi : sin_cos_accurate(x, a.n, cosine);
+}
+
+[[nodiscard]] constexpr double sin_cr(double x) {
+  if (is_nan(x)) return x;
+  if (is_inf(x)) return quiet_nan<double>();
+  const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  if (ix < 0x3e500000u) return x;  // |x| < 2^-26: x^3/6 < ulp(x)/3, sin x rounds to x
+  if (ix >= 0x413921fbu) return sin_check(x);  // |x| >= 2^20 pi/2: within 1 ulp only
+  return sin_cos_cr(x, false);
+}
+
+[[nodiscard]] constexpr double cos_cr(double x) {
+  if (is_nan(x)) return x;
+  if (is_inf(x)) return quiet_nan<double>();
+  const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
+  if (ix < 0x3e46a09eu) return 1.0;  // |x| < 2^-27 sqrt(2): 1 - x^2/2 is above 1 - 2^-54
+  if (ix >= 0x413921fbu) return cos_check(x);
+  return sin_cos_cr(x, true);
+}
+
 // --- tanh ---------------------------------------------------------------------------------------
 //
 // tanh(x) = E / (E + 2) with E = e^(2|x|) - 1 (the form of fdlibm s_tanh.c), but E and the
@@ -868,7 +1212,7 @@ template <class T>
 [[nodiscard]] constexpr float exp(float x) { return detail::exp_check(x); }
 
 /// @brief natural logarithm, within 1 ulp; log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf.
-[[nodiscard]] constexpr double log(double x) { return detail::log_check(x); }
+[[nodiscard]] constexpr double log(double x) { return detail::log_cr(x); }
 [[nodiscard]] constexpr float log(float x) { return detail::log_check(x); }
 
 /// @brief square root, correctly rounded; sqrt(-0) = -0, sqrt(x < 0) = NaN.
@@ -876,11 +1220,11 @@ template <class T>
 [[nodiscard]] constexpr float sqrt(float x) { return detail::sqrt_check(x); }
 
 /// @brief sine (radians), within 1 ulp; sin(+-0) = +-0, sin(+-inf) = NaN.
-[[nodiscard]] constexpr double sin(double x) { return detail::sin_check(x); }
+[[nodiscard]] constexpr double sin(double x) { return detail::sin_cr(x); }
 [[nodiscard]] constexpr float sin(float x) { return detail::sin_check(x); }
 
 /// @brief cosine (radians), within 1 ulp; cos(+-inf) = NaN.
-[[nodiscard]] constexpr double cos(double x) { return detail::cos_check(x); }
+[[nodiscard]] constexpr double cos(double x) { return detail::cos_cr(x); }
 [[nodiscard]] constexpr float cos(float x) { return detail::cos_check(x); }
 
 /// @brief hyperbolic tangent, within 1 ulp; tanh(+-0) = +-0, tanh(+-inf) = +-1.
