@@ -20,6 +20,12 @@ for i, t in enumerate(texts):
     put("wordpiece", f"text{i}", t)
 put("wordpiece", "invalid", b"ab\xff\xc3(\xed\xa0\x80\xf4\x90\x80\x80")
 
+# bert_encoding: flags byte (truncation, padding, flavor, pair), max_length byte, text 0xFF pair
+for i, (flags, max_length) in enumerate([(0x21, 8), (0x22, 12), (0x23, 6), (0x25, 16), (0x29, 9), (0x31, 5),
+                                         (0x01, 4), (0x03, 8), (0x24, 3), (0x21, 2)]):
+    a, b = texts[i % len(texts)], texts[(i + 3) % len(texts)]
+    put("bert_encoding", f"case{i}", bytes([flags, max_length]) + a.encode() + b"\xff" + b.encode())
+
 put("vocab", "small", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n,\n!\n##s\nw\n##o\n##r\n##l\n##d\n")
 put("vocab", "crlf", "[UNK]\r\n[CLS]\r\n[SEP]\r\nun\r\n##aff\r\n##able\r\n中\r\n")
 put("vocab", "dup", "[UNK]\n[CLS]\n[SEP]\na\na\n")

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-1000000}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(wordpiece vocab safetensors)
+[ ${#targets[@]} -eq 0 ] && targets=(wordpiece vocab safetensors bert_encoding)
 
 # libFuzzer's runtime is in Debian's libclang-rt-16-dev (the normal build does not need it)
 if ! dpkg-query -W -f='${Status}' libclang-rt-16-dev 2>/dev/null | grep -q "install ok installed"; then

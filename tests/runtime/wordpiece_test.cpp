@@ -1,5 +1,6 @@
-// runtime tests of io/wordpiece.hpp and io/unicode.hpp: BERT uncased tokenization with the real
-// bert-base-uncased vocabulary (data/bert-base-uncased/vocab.txt).
+// runtime tests of io/wordpiece.hpp and io/unicode.hpp in the slow flavor (the Python
+// BertTokenizer, Unicode 14): BERT uncased tokenization with the real bert-base-uncased
+// vocabulary (data/bert-base-uncased/vocab.txt). The fast flavor: tokenizer_hf_test.cpp.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -14,7 +15,8 @@
 namespace {
 
 const qkv::io::wordpiece_tokenizer& bert() {
-  static const qkv::io::wordpiece_tokenizer t(qkv::io::wordpiece_vocab::from_file(QKV_VOCAB));
+  static const qkv::io::wordpiece_tokenizer t(qkv::io::wordpiece_vocab::from_file(QKV_VOCAB),
+                                              qkv::io::tokenizer_flavor::slow);
   return t;
 }
 
@@ -215,7 +217,7 @@ TEST_CASE("a small vocabulary reads one token per line, \\n or \\r\\n") {
   CHECK(v.id("[UNK]") == 1);
   CHECK(v.id("##s") == 5);
   CHECK_FALSE(v.find("world").has_value());
-  const qkv::io::wordpiece_tokenizer t(v);
+  const qkv::io::wordpiece_tokenizer t(v, qkv::io::tokenizer_flavor::slow);
   CHECK(t.encode("Hellos, world").tokens ==
         std::vector<std::string>{"[CLS]", "hello", "##s", "[UNK]", "[UNK]", "[SEP]"});
 }

@@ -1,23 +1,32 @@
-// wordpiece.hpp: BERT's uncased WordPiece tokenizer and its vocab.txt reader.
+// wordpiece.hpp: BERT's uncased WordPiece tokenizer and its vocab.txt reader, in two flavors.
 //
-// It does what Hugging Face's BertTokenizer(do_lower_case=True) does (and BertTokenizerFast):
+// tokenizer_flavor::fast (the default) is what AutoTokenizer.from_pretrained('bert-base-uncased')
+// runs: Hugging Face's Rust `tokenizers` library (BertNormalizer, BertPreTokenizer, WordPiece),
+// for every code point as the library itself answers (unicode_hf.hpp, whose tables
+// scripts/gen_unicode_hf_tables.py derives by asking the library about each code point).
+// tokenizer_flavor::slow is the Python BertTokenizer(do_lower_case=True) with Python 3.11's
+// Unicode 14 (unicode.hpp). Both do:
 //   0. the special tokens [CLS] [SEP] [UNK] [PAD] [MASK], written as such in the text, are kept
-//      whole (case-sensitive); the text between them goes through steps 1 to 6;
-//   1. lower-case, one character at a time (Python's str.lower of each character: Σ -> σ);
-//   2. clean: drop NUL, U+FFFD and control characters (category C*, except \t \n \r, which are
-//      whitespace); every whitespace character (Zs, \t \n \r) separates words;
-//   3. put every CJK ideograph in a word of its own;
-//   4. strip accents: Unicode NFD, then drop the non-spacing marks (Mn);
-//   5. split on punctuation (category P*, and every ASCII character that is not a letter, a
-//      digit, a space or a control: 33-47, 58-64, 91-96, 123-126): each mark is a word;
-//   6. WordPiece: greedy longest match first from the start of each word, continuations
+//      whole (case-sensitive); the text between them goes through steps 1 to 5;
+//   1. clean: drop NUL, U+FFFD and control characters; whitespace becomes a space;
+//   2. put every CJK ideograph in a word of its own;
+//   3. lower-case and strip accents (NFD, then drop the non-spacing marks);
+//   4. split on whitespace, and on punctuation (each mark is a word);
+//   5. WordPiece: greedy longest match first from the start of each word, continuations
 //      prefixed "##"; [UNK] for a word with no match at some point, or longer than 100 code
 //      points (max_input_chars_per_word).
-// encode() puts [CLS] before and [SEP] after.
+// Where they differ (docs/tokenizer.md): which code points are controls (fast: only what its
+// own old tables call Cc, Cf, Co and Mn; an unassigned code point is kept, and its word becomes
+// [UNK]; slow: every C* including unassigned, dropped), which are punctuation and whitespace,
+// the CJK ranges (fast: U+2B920..U+2CEAF where slow has U+2B820..U+2CEAF), and the Unicode
+// version of the lower case and the decompositions.
+// encode() puts [CLS] before and [SEP] after and gives each token's offsets in the original
+// text (code points, as Python and the Hugging Face offsets count; and bytes).
 //
-// Input must be valid UTF-8 (unicode::invalid_utf8 otherwise). Unicode data: unicode_tables.hpp.
+// Input must be valid UTF-8 (unicode::invalid_utf8 otherwise).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -33,6 +42,7 @@
 #include <vector>
 
 #include "unicode.hpp"
+#include "unicode_hf.hpp"
 
 namespace qkv::io {
 
@@ -80,6 +90,7 @@ class wordpiece_vocab {
                           "\" (first on line " + std::to_string(it->second + 1) + ")");
       }
       v.tokens_.emplace_back(token);
+      v.max_token_bytes_ = std::max(v.max_token_bytes_, token.size());
     }
     if (v.tokens_.empty()) throw vocab_error(src + " is empty: it has no tokens");
     for (const char* special : {"[UNK]", "[CLS]", "[SEP]"}) {
@@ -89,6 +100,9 @@ class wordpiece_vocab {
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return tokens_.size(); }
+
+  /// the longest token, in bytes (no longer piece can match: WordPiece starts its search there)
+  [[nodiscard]] std::size_t max_token_bytes() const noexcept { return max_token_bytes_; }
 
   /// the id of a token, if it is in the vocabulary
   [[nodiscard]] std::optional<std::int64_t> find(std::string_view token) const {
@@ -119,179 +133,325 @@ class wordpiece_vocab {
     std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
   std::vector<std::string> tokens_;
+  std::size_t max_token_bytes_ = 0;
   std::unordered_map<std::string, std::int64_t, string_hash, std::equal_to<>> ids_;
 };
 
-/// tokens and their ids
+/// which Hugging Face BERT tokenizer to reproduce (see the top of this file)
+enum class tokenizer_flavor : std::uint8_t {
+  fast,  ///< the Rust `tokenizers` library: AutoTokenizer / BertTokenizerFast (the default)
+  slow,  ///< the Python BertTokenizer, with Unicode 14
+};
+
+/// [begin, end) of a token in the original text
+using token_offsets = std::pair<std::size_t, std::size_t>;
+
+/// tokens, their ids, and where each came from in the original text
 struct wordpiece_encoding {
   std::vector<std::string> tokens;
   std::vector<std::int64_t> ids;
+  /// in code points of the text (what Python's str indexes and return_offsets_mapping gives);
+  /// a token made from part of one code point (the jamo of a Hangul syllable) has that code
+  /// point's offsets; [CLS] and [SEP] added by encode() have {0, 0}
+  std::vector<token_offsets> offsets;
+  /// the same in bytes of the UTF-8 text
+  std::vector<token_offsets> byte_offsets;
 };
 
 /// BERT's uncased tokenizer over a vocabulary (see the top of this file for the steps)
 class wordpiece_tokenizer {
  public:
-  /// words longer than this many code points become [UNK] (BertTokenizer's default)
+  /// words longer than this many code points become [UNK] (the default of both libraries)
   static constexpr std::size_t max_input_chars_per_word = 100;
 
-  explicit wordpiece_tokenizer(wordpiece_vocab vocab) : vocab_(std::move(vocab)) {
+  explicit wordpiece_tokenizer(wordpiece_vocab vocab, tokenizer_flavor flavor = tokenizer_flavor::fast)
+      : vocab_(std::move(vocab)), flavor_(flavor) {
     for (const char* s : {"[CLS]", "[SEP]", "[UNK]", "[PAD]", "[MASK]"})
       if (vocab_.find(s)) specials_.emplace_back(s);
+    unk_id_ = vocab_.id("[UNK]");
   }
 
   [[nodiscard]] const wordpiece_vocab& vocab() const noexcept { return vocab_; }
+  [[nodiscard]] tokenizer_flavor flavor() const noexcept { return flavor_; }
 
-  /// steps 0 to 5: the words (special tokens, and UTF-8 words after cleaning, lower-casing,
+  /// steps 0 to 4: the words (special tokens, and UTF-8 words after cleaning, lower-casing,
   /// accent stripping and punctuation splitting) that WordPiece then cuts into pieces
   [[nodiscard]] std::vector<std::string> basic_tokenize(std::string_view text) const {
     std::vector<std::string> words;
-    for_each_word(text, [&](std::u32string_view w, bool) { words.push_back(unicode::to_utf8(w)); },
-                  [&](std::string_view special) { words.emplace_back(special); });
+    scratch sc;
+    for_each_word(
+        text, sc, [&](std::size_t a, std::size_t b) { words.push_back(unicode::to_utf8(std::u32string_view(sc.norm).substr(a, b - a))); },
+        [&](std::string_view special, std::size_t) { words.emplace_back(special); });
     return words;
   }
 
   /// the word pieces of a text, without [CLS] and [SEP]
   [[nodiscard]] std::vector<std::string> tokenize(std::string_view text) const {
-    wordpiece_encoding e;
-    run(text, e);
-    return std::move(e.tokens);
+    return std::move(encode_pieces(text).tokens);
   }
 
-  /// [CLS], the word pieces of a text, [SEP]; with their ids
+  /// the word pieces of a text with their ids and offsets, without [CLS] and [SEP]; with a
+  /// limit, it stops after the word (or special token) whose pieces reach `limit` tokens, as the
+  /// Rust library's early exit does when truncation is on (tokenize_with_limit)
+  [[nodiscard]] wordpiece_encoding encode_pieces(std::string_view text,
+                                                 std::size_t limit = static_cast<std::size_t>(-1)) const {
+    wordpiece_encoding e;
+    append_pieces(text, e, limit);
+    return e;
+  }
+
+  /// [CLS], the word pieces of a text, [SEP]; with their ids and offsets
   [[nodiscard]] wordpiece_encoding encode(std::string_view text) const {
     wordpiece_encoding e;
-    push(e, "[CLS]");
-    run(text, e);
-    push(e, "[SEP]");
+    push_special(e, "[CLS]", {0, 0}, {0, 0});
+    append_pieces(text, e);
+    push_special(e, "[SEP]", {0, 0}, {0, 0});
     return e;
+  }
+
+  /// appends the word pieces of a text (ids, tokens, offsets) to e; `limit` as encode_pieces
+  void append_pieces(std::string_view text, wordpiece_encoding& e,
+                     std::size_t limit = static_cast<std::size_t>(-1)) const {
+    scratch sc;
+    const std::size_t base = e.ids.size();
+    for_each_word(
+        text, sc,
+        [&](std::size_t a, std::size_t b) {
+          wordpiece(sc, a, b, e);
+          sc.stop = e.ids.size() - base >= limit;
+        },
+        [&](std::string_view special, std::size_t at) {
+          const auto len = special.size();  // ASCII: code points = bytes
+          push_special(e, special, {at, at + len}, {sc.byte_at[at], sc.byte_at[at] + len});
+          sc.stop = e.ids.size() - base >= limit;
+        });
   }
 
  private:
   wordpiece_vocab vocab_;
+  tokenizer_flavor flavor_;
   std::vector<std::string> specials_;
+  std::int64_t unk_id_ = 0;
 
-  void push(wordpiece_encoding& e, std::string_view token) const {
+  // buffers of one call: the text's code points and their byte offsets; the normalized
+  // characters of a stretch between special tokens and the code point each came from
+  struct scratch {
+    std::u32string text;
+    std::vector<std::size_t> byte_at;  // byte offset of code point i; byte_at[n] = size
+    std::u32string norm;
+    std::vector<std::size_t> src;
+    std::u32string tmp;
+    std::u32string lowered;
+    std::string utf8;
+    std::vector<std::size_t> at;
+    std::string key;
+    bool stop = false;  // set by a callback: no more words
+  };
+
+  void push_special(wordpiece_encoding& e, std::string_view token, token_offsets cp, token_offsets bytes) const {
     e.tokens.emplace_back(token);
     e.ids.push_back(vocab_.id(token));
+    e.offsets.push_back(cp);
+    e.byte_offsets.push_back(bytes);
   }
 
-  void run(std::string_view text, wordpiece_encoding& e) const {
-    std::string key;
-    for_each_word(
-        text, [&](std::u32string_view w, bool) { wordpiece(w, e, key); },
-        [&](std::string_view special) { push(e, special); });
-  }
-
-  // step 6: greedy longest-match-first over one word (code points)
-  void wordpiece(std::u32string_view word, wordpiece_encoding& e, std::string& key) const {
-    if (word.size() > max_input_chars_per_word) {
-      push(e, "[UNK]");
+  // step 5: greedy longest-match-first over the word sc.norm[a, b)
+  void wordpiece(scratch& sc, std::size_t a, std::size_t b, wordpiece_encoding& e) const {
+    auto span = [&](std::size_t i, std::size_t j) {
+      // the original code points of normalized characters i..j-1 (min and max: canonical
+      // ordering may have moved a character before one that came earlier in the text)
+      std::size_t lo = sc.src[i], hi = sc.src[i];
+      for (std::size_t k = i + 1; k < j; ++k) lo = std::min(lo, sc.src[k]), hi = std::max(hi, sc.src[k]);
+      return token_offsets{lo, hi + 1};
+    };
+    auto emit = [&](std::string_view token, std::int64_t id, token_offsets cp) {
+      e.tokens.emplace_back(token);
+      e.ids.push_back(id);
+      e.offsets.push_back(cp);
+      e.byte_offsets.emplace_back(sc.byte_at[cp.first], sc.byte_at[cp.second]);
+    };
+    const std::size_t n = b - a;
+    if (n > max_input_chars_per_word) {
+      emit("[UNK]", unk_id_, span(a, b));
       return;
     }
     // the UTF-8 form and the byte offset of every code point, so that a piece is a substring
-    std::string utf8;
-    std::vector<std::size_t> at;
-    at.reserve(word.size() + 1);
-    for (char32_t c : word) {
-      at.push_back(utf8.size());
-      unicode::append_utf8(c, utf8);
+    sc.utf8.clear();
+    sc.at.clear();
+    for (std::size_t i = a; i < b; ++i) {
+      sc.at.push_back(sc.utf8.size());
+      unicode::append_utf8(sc.norm[i], sc.utf8);
     }
-    at.push_back(utf8.size());
+    sc.at.push_back(sc.utf8.size());
     const std::size_t first_new = e.tokens.size();
-    for (std::size_t start = 0; start < word.size();) {
-      std::size_t end = word.size();
+    const std::size_t longest = vocab_.max_token_bytes();
+    for (std::size_t start = 0; start < n;) {
+      const std::size_t prefix = start > 0 ? 2 : 0;
+      std::size_t end = n;
+      // no token is longer than `longest` bytes: start the search where a piece can match
+      while (end > start + 1 && sc.at[end] - sc.at[start] + prefix > longest) --end;
       std::optional<std::int64_t> found;
       for (; end > start; --end) {
-        key.assign(start > 0 ? "##" : "");
-        key.append(utf8, at[start], at[end] - at[start]);
-        if ((found = vocab_.find(key))) break;
+        sc.key.assign(prefix ? "##" : "");
+        sc.key.append(sc.utf8, sc.at[start], sc.at[end] - sc.at[start]);
+        if ((found = vocab_.find(sc.key))) break;
       }
       if (!found) {
         // no piece matches here: the whole word is unknown
         e.tokens.resize(first_new);
         e.ids.resize(first_new);
-        push(e, "[UNK]");
+        e.offsets.resize(first_new);
+        e.byte_offsets.resize(first_new);
+        emit("[UNK]", unk_id_, span(a, b));
         return;
       }
-      e.tokens.push_back(key);
-      e.ids.push_back(*found);
+      emit(sc.key, *found, span(a + start, a + end));
       start = end;
     }
   }
 
-  // steps 0 to 5; on_word(code points, false) for each word, on_special(token) for each
-  // special token, in order
+  // steps 0 to 4: on_word(a, b) for each word sc.norm[a, b), on_special(token, code point
+  // offset) for each special token, in order
   template <class OnWord, class OnSpecial>
-  void for_each_word(std::string_view text, OnWord on_word, OnSpecial on_special) const {
-    (void)unicode::decode_utf8(text);  // the whole text is checked first: an error names its byte
+  void for_each_word(std::string_view text, scratch& sc, OnWord on_word, OnSpecial on_special) const {
+    sc.text = unicode::decode_utf8(text);  // the whole text is checked first: an error names its byte
+    sc.byte_at.clear();
+    for (std::size_t i = 0; i < text.size(); ++i)
+      if ((static_cast<unsigned char>(text[i]) & 0xC0u) != 0x80u) sc.byte_at.push_back(i);
+    sc.byte_at.push_back(text.size());
+    const std::u32string_view t(sc.text);
     std::size_t pos = 0;
-    while (pos <= text.size()) {
-      // the next special token: they all start with '[', never part of a multi-byte sequence
-      std::size_t best = text.size();
+    while (pos <= t.size()) {
+      // the next special token: they all start with '['
+      std::size_t best = t.size();
       std::string_view best_token;
-      for (std::size_t i = text.find('[', pos); i != std::string_view::npos && i < best;
-           i = text.find('[', i + 1)) {
-        for (const auto& s : specials_)
-          if (text.substr(i, s.size()) == s) {
+      for (std::size_t i = t.find(U'[', pos); i != std::u32string_view::npos && i < best; i = t.find(U'[', i + 1)) {
+        for (const auto& s : specials_) {
+          if (i + s.size() > t.size()) continue;
+          bool same = true;
+          for (std::size_t k = 0; k < s.size() && same; ++k) same = t[i + k] == static_cast<char32_t>(s[k]);
+          if (same) {
             best = i;
             best_token = s;
             break;
           }
+        }
       }
-      plain_words(text.substr(pos, best - pos), on_word);
-      if (best_token.empty()) break;
-      on_special(best_token);
+      normalize(sc, pos, best);
+      split_words(sc, on_word);
+      if (best_token.empty() || sc.stop) break;
+      on_special(best_token, best);
       pos = best + best_token.size();
     }
   }
 
-  template <class OnWord>
-  static void plain_words(std::string_view chunk, OnWord& on_word) {
-    using unicode::char_class;
-    const std::u32string chars = unicode::decode_utf8(chunk);
-    std::u32string word, lowered;
-    auto finish_word = [&] {
-      if (word.empty()) return;
-      // step 4: NFD, drop Mn
-      const std::u32string decomposed = unicode::nfd(word);
-      word.clear();
-      // step 5: punctuation splits; each mark is its own word
-      std::u32string piece;
-      for (char32_t c : decomposed) {
-        const auto k = unicode::classify(c);
-        if (k == char_class::mark) continue;
-        if (k == char_class::punctuation || k == char_class::whitespace) {
-          if (!piece.empty()) on_word(std::u32string_view(piece), false);
-          piece.clear();
-          if (k == char_class::punctuation) on_word(std::u32string_view(&c, 1), false);
-          continue;
-        }
-        piece += c;
+  // steps 1 to 3 over sc.text[from, to) into sc.norm / sc.src, with the canonical ordering of
+  // combining characters that NFD does (a stable sort of each run of nonzero classes)
+  void normalize(scratch& sc, std::size_t from, std::size_t to) const {
+    sc.norm.clear();
+    sc.src.clear();
+    std::size_t run = 0;  // where the current run of non-starters begins
+    const bool fast = flavor_ == tokenizer_flavor::fast;
+    auto ccc = [fast](char32_t c) { return fast ? unicode_hf::combining_class(c) : unicode::combining_class(c); };
+    auto push = [&](char32_t c, std::size_t i) {
+      const unsigned k = c < 0x300 ? 0u : ccc(c);
+      std::size_t j = sc.norm.size();
+      sc.norm.push_back(c);
+      sc.src.push_back(i);
+      if (k == 0) {
+        run = sc.norm.size();
+        return;
       }
-      if (!piece.empty()) on_word(std::u32string_view(piece), false);
+      for (; j > run && ccc(sc.norm[j - 1]) > k; --j) {
+        std::swap(sc.norm[j], sc.norm[j - 1]);
+        std::swap(sc.src[j], sc.src[j - 1]);
+      }
     };
-    for (char32_t c : chars) {
-      // step 2: cleaning
+    for (std::size_t i = from; i < to; ++i) {
+      const char32_t c = sc.text[i];
+      if (fast) {
+        using unicode_hf::hf_class;
+        switch (unicode_hf::classify(c)) {
+          case hf_class::drop: break;
+          case hf_class::drop_break: run = sc.norm.size(); break;
+          case hf_class::space: push(U' ', i); break;
+          case hf_class::cjk:
+            push(U' ', i);
+            push(c, i);
+            push(U' ', i);
+            break;
+          case hf_class::punct:
+          case hf_class::word: push(c, i); break;
+          case hf_class::mapped: {
+            const auto* m = unicode_hf::maps_of(c);
+            for (int k = 0; k < 3 && m && m[k]; ++k) push(static_cast<char32_t>(m[k]), i);
+            break;
+          }
+          case hf_class::hangul: {
+            const char32_t s = c - 0xAC00;
+            push(0x1100 + s / 588, i);
+            push(0x1161 + (s % 588) / 28, i);
+            if (s % 28) push(0x11A7 + s % 28, i);
+            break;
+          }
+        }
+        continue;
+      }
+      // slow: BasicTokenizer's steps with Python's Unicode 14
+      using unicode::char_class;
       if (c == 0 || c == 0xFFFD) continue;
       const auto k = unicode::classify(c);
       if (k == char_class::control) continue;
       if (k == char_class::whitespace) {
-        finish_word();
+        push(U' ', i);
         continue;
       }
-      // step 3: a CJK ideograph is a word of its own (lower-casing leaves it as it is)
-      if (unicode::is_cjk(c)) {
-        finish_word();
-        word += c;
-        finish_word();
-        continue;
+      const bool cjk = unicode::is_cjk(c);  // a word of its own (a compatibility ideograph
+      if (cjk) push(U' ', i);                // still decomposes: U+F96E -> U+8449)
+      sc.tmp.clear();
+      sc.lowered.clear();
+      unicode::append_lower(c, sc.lowered);  // U+0130 lowers to two: i + U+0307
+      for (char32_t l : sc.lowered) unicode::append_decomposition(l, sc.tmp);
+      for (char32_t d : sc.tmp) {
+        if (unicode::classify(d) == char_class::mark) {
+          if (unicode::combining_class(d) == 0) run = sc.norm.size();  // a starter, dropped
+          continue;
+        }
+        push(d, i);
       }
-      // step 1: lower case
-      lowered.clear();
-      unicode::append_lower(c, lowered);
-      word += lowered;
+      if (cjk) push(U' ', i);
     }
-    finish_word();
+  }
+
+  // step 4: words of sc.norm split at whitespace (dropped) and punctuation (a word each)
+  template <class OnWord>
+  void split_words(scratch& sc, OnWord& on_word) const {
+    const bool fast = flavor_ == tokenizer_flavor::fast;
+    std::size_t start = 0;
+    const std::size_t n = sc.norm.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const char32_t c = sc.norm[i];
+      bool space = false, punct = false;
+      if (fast) {
+        space = c == U' ';
+        punct = !space && unicode_hf::classify(c) == unicode_hf::hf_class::punct;
+      } else {
+        const auto k = unicode::classify(c);
+        space = k == unicode::char_class::whitespace;
+        punct = k == unicode::char_class::punctuation;
+      }
+      if (!space && !punct) continue;
+      if (i > start) {
+        on_word(start, i);
+        if (sc.stop) return;
+      }
+      if (punct) {
+        on_word(i, i + 1);
+        if (sc.stop) return;
+      }
+      start = i + 1;
+    }
+    if (n > start) on_word(start, n);
   }
 };
 
