@@ -28,7 +28,8 @@ struct command {
 constexpr command commands[] = {
     {"explain", "explain EXAMPLE           run a worked example and print its walkthrough",
      qkv::cli::cmd_explain},
-    {"tokenize", "tokenize --vocab VOCAB.txt [--json] TEXT   BERT uncased WordPiece tokens and ids",
+    {"tokenize", "tokenize [--json] [--pair TEXT] TEXT | --input FILE\n"
+                 "                            BERT uncased WordPiece as Hugging Face gives it (tokenize --help)",
      qkv::cli::cmd_tokenize},
     {"torch", "torch --seed S OP...      PyTorch's generator after manual_seed(S): rand, randn, Linear, ...",
      qkv::cli::cmd_torch},
