@@ -30,9 +30,12 @@ if p.returncode == 0 and "--json" in cmd:
     try:
         j = json.loads(p.stdout)
         keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
-        if list(j.keys()) != keys:
-            problems.append(f"keys {list(j.keys())}, expected {keys}")
-        for k in keys:
+        extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
+        if list(j.keys()) != extras + keys:
+            problems.append(f"keys {list(j.keys())}, expected {extras + keys}")
+        if not isinstance(j.get("scale"), (int, float)):
+            problems.append("scale is not a number")
+        for k in ["mask", "scaled_scores"] + keys:
             t = j[k]
             def check(d, shape):
                 if not shape:
