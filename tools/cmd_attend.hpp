@@ -131,12 +131,11 @@ inline std::vector<std::string> key_labels(const parsed_case& pc, std::size_t s_
 
 /// @brief the learner's fields: `tokens` (one label per row of x), `context_tokens` (one per
 /// row of context) and `key_padding` (one flag per key, nn.MultiheadAttention's
-/// key_padding_mask: true = the key is padding and is ignored). A padded key is merged into the
-/// mask: allowed(i, j) = allowed(i, j) and not key_padding[j], so the runtime skips it (weight 0)
-/// and a query whose every key is padded or masked gets weights 0 and output 0.
-template <class T>
-void read_learner_fields(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len, bool has_context,
-                         std::size_t s_len, rt::attention_options<T>& opt) {
+/// key_padding_mask: true = the key is padding and is ignored). apply_key_padding merges the
+/// padding into the mask, so the runtime skips a padded key (weight 0) and a query whose every
+/// key is padded or masked gets weights 0 and context 0.
+inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len, bool has_context,
+                         std::size_t s_len) {
   const auto& j = doc.json();
   pc.has_context = has_context;
   auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
@@ -180,6 +179,14 @@ void read_learner_fields(const qkv::io::json_document& doc, parsed_case& pc, std
                 "expected true (padding: ignored) or false (a real key), or 1 or 0, got " + f.dump());
     pc.key_padding.push_back(f.is_boolean() ? (f.get<bool>() ? 1 : 0) : static_cast<unsigned char>(f.get<long long>()));
   }
+}
+
+/// @brief key_padding merged into the mask the runtime applies: allowed(i, j) = allowed(i, j)
+/// and not key_padding[j] (a T x S mask: made after the case's sizes were checked, as the T x S
+/// scores are, since key_padding alone is only S flags)
+template <class T>
+void apply_key_padding(const parsed_case& pc, std::size_t t_len, std::size_t s_len, rt::attention_options<T>& opt) {
+  if (pc.key_padding.empty()) return;
   if (!opt.allowed) opt.allowed = rt::mask_matrix(t_len, s_len, 1);
   for (std::size_t i = 0; i < t_len; ++i)
     for (std::size_t k = 0; k < s_len; ++k)
@@ -264,7 +271,7 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
     opt.allowed = std::move(a);
     pc.has_allowed = true;
   }
-  read_learner_fields(doc, pc, x.rows(), has_context, c.rows(), opt);
+  read_learner_fields(doc, pc, x.rows(), has_context, c.rows());
   opt.heads = pc.heads;
   opt.keep_weights = true;
 }
@@ -447,6 +454,7 @@ int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const 
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
+  apply_key_padding(pc, x.rows(), has_context ? context.rows() : x.rows(), opt);
   const auto r = rt::attention(x, has_context ? context : x, w, opt);
   const std::size_t s_len = has_context ? context.rows() : x.rows();
   const std::string text = trace(pc, x, context, has_context, w, opt, r);
