@@ -51,9 +51,9 @@ def f32(x):
 #   n = the unmasked keys; a masked weight is exactly 0 in both
 # - context = weights · v_h: the perturbed product over the S keys
 # - output = concat Woᵀ + bo: the perturbed product over d_v, and the bias: gamma(d_v + 1)
-# PyTorch's float64 run has the same bound with u = 2^-53 (its summation order and the order
-# of its scaling differ, but every order is within the same gamma bound; it scales q before the
-# product, which the gamma(3) term covers as well). qkv and PyTorch are within the sum.
+# PyTorch's float64 run has the same bound with u = 2^-53 (its summation order differs, but
+# every order is within the same gamma bound; it scales q before the product: one more rounding
+# per product, u sum |q||k|, added to the scores' bound). qkv and PyTorch are within the sum.
 def gamma(n, u):
     return n * u / (1 - n * u)
 
@@ -108,7 +108,11 @@ def attention_bound(case, u):
     for h in range(H):
         qh, kh, dqh, dkh = cols(q, h * dh, dh), cols(k, h * dh, dh), cols(dq, h * dh, dh), cols(dk, h * dh, dh)
         raw = [[sum(a * b for a, b in zip(qi, kj)) for kj in kh] for qi in qh]
+        # one more rounding per term than the d_h of the sum: PyTorch scales q before the product
+        # (q / sqrt(d_h), u per element), qkv after it (the gamma(3) below)
         draw = perturbed(qh, dqh, transpose(kh), transpose(dkh), u)
+        draw = [[e + gamma(1, u) * sum(abs(a * b) for a, b in zip(qh[i], kh[j])) for j, e in enumerate(r)]
+                for i, r in enumerate(draw)]
         ds = [[draw[i][j] * scale * (1 + gamma(3, u)) + gamma(3, u) * abs(raw[i][j]) * scale for j in range(S)]
               for i in range(T)]
         w, dw = [], []
