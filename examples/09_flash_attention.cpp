@@ -22,7 +22,9 @@
 #include <array>
 #include <cstddef>
 #include <iostream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/check.hpp>
@@ -84,8 +86,10 @@ constexpr auto attn = qkv::self_attention(qkv::transposed(embedded_sentence), we
                                           weights.W_value, qkv::columns);
 
 // =============================================================================================
-// Step 2: query 2 ('is', row 1) over the keys in blocks of B = 2: three blocks,
-// (Life, is), (short, eat), (dessert, first)
+// Step 2: query 2 ('is', row 1) over the keys in blocks of B = 2. Its six scaled scores
+// s_j = q_2 · k_j / sqrt(24) are read two at a time, (Life, is), (short, eat), (dessert, first):
+// after each block the running maximum m, the running sum l of e^(s_j - m) and the running output
+// o = sum of e^(s_j - m) v_j are all that is kept; the row of weights never exists.
 
 constexpr std::size_t B = 2, query = 1, blocks = qkv::online_blocks<S, B>;
 static_assert(blocks == 3);
@@ -100,7 +104,7 @@ constexpr matrix<float, 1, 6> s_by_hand{{{1.7515f, -1.5635f, 0.6646f, 0.2122f, 2
 static_assert(check::near(s, s_by_hand, 5e-5f));
 
 // ---------------------------------------------------------------------------------------------
-// Block 0 (Life, is): scores [1.7515, -1.5635]. Nothing kept yet (m = -inf), so
+// Step 3: block 0 (Life, is). Scores [1.7515, -1.5635]; nothing kept yet (m = -inf), so
 //   m = max(1.7515, -1.5635) = 1.7515, rescale = 0 (there is nothing to rescale),
 //   p = [e^0, e^(-1.5635 - 1.7515)] = [1, e^-3.3150] = [1, 0.03633]
 //   l = 1 + 0.03633 = 1.03633,  o = 1 · v_Life + 0.03633 · v_is
@@ -110,10 +114,10 @@ static_assert(trace.after[0].l == 1.0f + qkv::exp(s(0, 1) - s(0, 0)));
 // The tolerance of each hand value below: its scores are 4-decimal prints, off by 5e-5 each, so an
 // exponent s_j - m is off by at most 1e-4 and its e^(...) by at most 1.0001e-4 of itself; the
 // hand value is printed to 5 decimals (5e-6); the float computation's own rounding is below
-// 1.5e-6 of l (eta, step 3). Block 0: 0.03633 · 1.0001e-4 + 5e-6 + 1.6e-6 = 1.1e-5
+// 1.5e-6 of l (eta, step 6). Block 0: 0.03633 · 1.0001e-4 + 5e-6 + 1.6e-6 = 1.1e-5
 static_assert(check::near(trace.after[0].l, 1.03633f, 1.1e-5f));
 
-// Block 1 (short, eat): scores [0.6646, 0.2122], both below m = 1.7515: the maximum stays, so
+// Step 4: block 1 (short, eat). Scores [0.6646, 0.2122], both below m = 1.7515: the maximum stays, so
 //   rescale = e^(1.7515 - 1.7515) = e^0 = 1 (exactly: l and o are kept as they are)
 //   p = [e^(0.6646 - 1.7515), e^(0.2122 - 1.7515)] = [e^-1.0869, e^-1.5393] = [0.33726, 0.21453]
 //   l = 1.03633 + 0.33726 + 0.21453 = 1.58813
@@ -121,7 +125,7 @@ static_assert(trace.after[1].m == s(0, 0) && trace.after[1].block_max == s(0, 2)
 // (0.03633 + 0.33726 + 0.21453) 1.0001e-4 + 5e-6 + 1.5e-6 · 1.6 = 6.6e-5
 static_assert(check::near(trace.after[1].l, 1.58813f, 6.6e-5f));
 
-// Block 2 (dessert, first): scores [2.2753, -0.0980]: 2.2753 > 1.7515, a new maximum, so
+// Step 5: block 2 (dessert, first). Scores [2.2753, -0.0980]: 2.2753 > 1.7515, a new maximum, so
 //   rescale = e^(1.7515 - 2.2753) = e^-0.5238 = 0.59227: l and o shrink to the new maximum
 //   p = [e^0, e^(-0.0980 - 2.2753)] = [1, e^-2.3733] = [1, 0.09317]
 //   l = 1.58813 · 0.59227 + 1 + 0.09317 = 0.94060 + 1.09317 = 2.03377
@@ -140,8 +144,9 @@ static_assert(check::near(trace.after[2].l, 2.03377f, 1.6e-4f));
 static_assert(check::near(1.0f / trace.after[2].l, 0.49170f, 3.9e-5f + 5e-6f + 3e-8f));
 
 // =============================================================================================
-// Step 3: the error bound, derived (Higham's standard model, as core/bounds.hpp):
-// fl(a op b) = (a op b)(1 + d), |d| <= u = 2^-24 for float; exp within 1 ulp (2u, math.hpp).
+// Step 6: flash equals materialised, within a bound derived here. In Higham's standard model
+// (as core/bounds.hpp) fl(a op b) = (a op b)(1 + d), |d| <= u = 2^-24 for float, and exp is within
+// 1 ulp (2u, math.hpp).
 // Both paths start from the same float32 scaled scores s and values v; each is compared with the
 // exact softmax(s) v of those inputs:
 // - online (core/online_softmax.hpp's online_softmax_error): every term e^(s_j - m) v_jc of the
@@ -304,6 +309,57 @@ inline void walkthrough() {
             << qkv::max_abs_difference(qkv::matrix_cast<double>(flash_context), qkv::matrix_cast<double>(attn.context))
             << "; proven bound (online + materialised, derived in the standard model): at most "
             << qkv::max_abs_difference(online_bound + materialised_bound, matrix<double, 6, 28>{}) << "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain flash --html FILE, with the page framework of io/page.hpp):
+// steps 1 to 6 above, their prose the Step comments (read by scripts/page_notes.py); one step per
+// key block, with the block's scores, p = e^(s - m), the running m, l and rescale factor, the
+// running o and the output so far o / l, so a reader steps through the blocks
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const std::vector<std::string> words(tokens.begin(), tokens.end());
+  const std::vector<std::string> is{std::string(tokens[query])};
+  auto row_of = [](const auto& m, std::size_t i) { return qkv::row(m, i); };
+  p.step(1);
+  p.matrix("embedded_sentence", embedded_sentence).rows(words).caption("embedded_sentence (6, 16): nn.Embedding(6, 16), manual_seed(123)");
+  p.matrix("queries", attn.queries).rows(words).caption("queries = x W_queryᵀ (6, 24)");
+  p.matrix("keys", attn.keys).rows(words).caption("keys = x W_keyᵀ (6, 24)");
+  p.matrix("values", attn.values).rows(words).caption("values = x W_valueᵀ (6, 28)");
+  p.step(2);
+  p.matrix("q_2", row_of(attn.queries, query)).rows(is).caption("q_2: the query of 'is' (1, 24)");
+  p.matrix("omega_2", row_of(attn.scores, query)).rows(is).cols(words).how(how::dot("q_2", "keys", d_k));
+  p.matrix("s", s).rows(is).cols(words).how(how::scaled("omega_2", 1.0 / 4.898979663848877, "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t j0 = block_first_key[b];
+    const std::string id = "block" + std::to_string(b), pair = std::string(tokens[j0]) + ", " + std::string(tokens[j0 + 1]);
+    const std::vector<std::string> keys{std::string(tokens[j0]), std::string(tokens[j0 + 1])};
+    p.step(int(3 + b));
+    p.matrix(id + ".s", matrix<float, 1, 2>{{{s(0, j0), s(0, j0 + 1)}}}).rows(is).cols(keys).caption("the block's scores s (" + pair + ")");
+    p.matrix(id + ".state", matrix<float, 1, 4>{{{trace.after[b].block_max, block_m[b], block_rescale[b], block_l[b]}}})
+        .rows(is)
+        .cols({"block max", "m = max(m_old, block max)", "rescale e^(m_old - m)", "l = l_old rescale + sum p"})
+        .caption("the running state after block " + std::to_string(b));
+    p.matrix(id + ".p", matrix<float, 1, 2>{{{key_p[j0], key_p[j0 + 1]}}}).rows(is).cols(keys).caption("p = e^(s - m)");
+    p.matrix(id + ".o", block_o[b]).rows(is).caption("o = o_old rescale + p_1 v_1 + p_2 v_2 (1, 28)");
+    auto partial = p.matrix(id + ".output", block_partial[b]);
+    partial.rows(is).caption("o / l: the output if the keys ended after block " + std::to_string(b));
+    if (b + 1 == blocks)
+      partial.proven(row_of(attn.context, query), "the materialised softmax(q kᵀ) v of 'is'",
+                     qkv::max_abs_difference(row_of(online_bound, query) + row_of(materialised_bound, query),
+                                             matrix<double, 1, d_v>{}),
+                     "online + materialised bound (step 6)");
+  }
+  p.step(6);
+  p.matrix("scaled_scores", attn.scaled_scores).rows(words).cols(words).caption("every query's scaled scores (6, 6)");
+  p.matrix("weights", attn.weights).rows(words).cols(words).how(how::softmax("scaled_scores"));
+  p.heatmap("the materialised weights (flash never writes them)", {"weights"});
+  p.matrix("materialised", attn.context).rows(words).how(how::matmul("weights", "values", S));
+  p.matrix("flash", flash_context).rows(words).caption("flash attention, blocks of 2 (6, 28)")
+      .proven(attn.context, "materialised", qkv::max_abs_difference(online_bound + materialised_bound, matrix<double, S, d_v>{}),
+              "online + materialised bound, at most");
+  p.matrix("bound", online_bound + materialised_bound).rows(words).caption("the derived bound per element: online + materialised");
 }
 
 }  // namespace qkv::examples::flash
