@@ -5,9 +5,9 @@
 // (Dao et al. 2022) never writes that matrix: it reads the keys in blocks of B and keeps, for each
 // query, three running numbers, updated after every block (the online softmax, Milakov &
 // Gimelshein 2018; core/online_softmax.hpp):
-//   m  the largest score seen so far
-//   l  the sum of e^(s_j - m) over the keys seen so far
-//   o  the sum of e^(s_j - m) v_j over the keys seen so far (one row of d_v numbers)
+// - m: the largest score seen so far
+// - l: the sum of e^(s_j - m) over the keys seen so far
+// - o: the sum of e^(s_j - m) v_j over the keys seen so far (one row of d_v numbers)
 // When a block brings a larger score, everything kept so far was measured against the old
 // maximum: l and o are multiplied by the rescale factor e^(m_old - m_new). After the last block,
 // o / l is the query's output, in exact arithmetic the same as softmax(q kᵀ) v. The streaming
@@ -105,9 +105,9 @@ static_assert(check::near(s, s_by_hand, 5e-5f));
 
 // ---------------------------------------------------------------------------------------------
 // Step 3: block 0 (Life, is). Scores [1.7515, -1.5635]; nothing kept yet (m = -inf), so
-//   m = max(1.7515, -1.5635) = 1.7515, rescale = 0 (there is nothing to rescale),
-//   p = [e^0, e^(-1.5635 - 1.7515)] = [1, e^-3.3150] = [1, 0.03633]
-//   l = 1 + 0.03633 = 1.03633,  o = 1 · v_Life + 0.03633 · v_is
+// - m = max(1.7515, -1.5635) = 1.7515, rescale = 0 (there is nothing to rescale),
+// - p = [e^0, e^(-1.5635 - 1.7515)] = [1, e^-3.3150] = [1, 0.03633]
+// - l = 1 + 0.03633 = 1.03633,  o = 1 · v_Life + 0.03633 · v_is
 // m is a maximum, exact: the float score itself; p_0 = e^0 = 1 exactly, so l = 1 + p_1 in float
 static_assert(trace.after[0].m == s(0, 0) && trace.after[0].rescale == 0.0f);
 static_assert(trace.after[0].l == 1.0f + qkv::exp(s(0, 1) - s(0, 0)));
@@ -118,17 +118,17 @@ static_assert(trace.after[0].l == 1.0f + qkv::exp(s(0, 1) - s(0, 0)));
 static_assert(check::near(trace.after[0].l, 1.03633f, 1.1e-5f));
 
 // Step 4: block 1 (short, eat). Scores [0.6646, 0.2122], both below m = 1.7515: the maximum stays, so
-//   rescale = e^(1.7515 - 1.7515) = e^0 = 1 (exactly: l and o are kept as they are)
-//   p = [e^(0.6646 - 1.7515), e^(0.2122 - 1.7515)] = [e^-1.0869, e^-1.5393] = [0.33726, 0.21453]
-//   l = 1.03633 + 0.33726 + 0.21453 = 1.58813
+// - rescale = e^(1.7515 - 1.7515) = e^0 = 1 (exactly: l and o are kept as they are)
+// - p = [e^(0.6646 - 1.7515), e^(0.2122 - 1.7515)] = [e^-1.0869, e^-1.5393] = [0.33726, 0.21453]
+// - l = 1.03633 + 0.33726 + 0.21453 = 1.58813
 static_assert(trace.after[1].m == s(0, 0) && trace.after[1].block_max == s(0, 2) && trace.after[1].rescale == 1.0f);
 // (0.03633 + 0.33726 + 0.21453) 1.0001e-4 + 5e-6 + 1.5e-6 · 1.6 = 6.6e-5
 static_assert(check::near(trace.after[1].l, 1.58813f, 6.6e-5f));
 
 // Step 5: block 2 (dessert, first). Scores [2.2753, -0.0980]: 2.2753 > 1.7515, a new maximum, so
-//   rescale = e^(1.7515 - 2.2753) = e^-0.5238 = 0.59227: l and o shrink to the new maximum
-//   p = [e^0, e^(-0.0980 - 2.2753)] = [1, e^-2.3733] = [1, 0.09317]
-//   l = 1.58813 · 0.59227 + 1 + 0.09317 = 0.94060 + 1.09317 = 2.03377
+// - rescale = e^(1.7515 - 2.2753) = e^-0.5238 = 0.59227: l and o shrink to the new maximum
+// - p = [e^0, e^(-0.0980 - 2.2753)] = [1, e^-2.3733] = [1, 0.09317]
+// - l = 1.58813 · 0.59227 + 1 + 0.09317 = 0.94060 + 1.09317 = 2.03377
 // (example 02's softmax sum over the whole row, 2.0337: the same number, reached block by block)
 static_assert(trace.after[2].m == s(0, 4) && trace.after[2].rescale == qkv::exp(s(0, 0) - s(0, 4)));
 // the rescale: 0.59227 · 1.0001e-4 + 5e-6 + its exp's 2u (1e-7) = 6.5e-5
