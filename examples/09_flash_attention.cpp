@@ -323,41 +323,41 @@ void page(Page& p) {
   const std::vector<std::string> is{std::string(tokens[query])};
   auto row_of = [](const auto& m, std::size_t i) { return qkv::row(m, i); };
   p.step(1);
-  p.matrix("embedded_sentence", embedded_sentence).rows(words).caption("embedded_sentence (6, 16): nn.Embedding(6, 16), manual_seed(123)");
-  p.matrix("queries", attn.queries).rows(words).caption("queries = x W_queryᵀ (6, 24)");
-  p.matrix("keys", attn.keys).rows(words).caption("keys = x W_keyᵀ (6, 24)");
-  p.matrix("values", attn.values).rows(words).caption("values = x W_valueᵀ (6, 28)");
+  p.matrix("embedded_sentence", embedded_sentence).rows(words);
+  p.matrix("attn.queries", attn.queries).rows(words).caption("attn.queries = x W_queryᵀ");
+  p.matrix("attn.keys", attn.keys).rows(words).caption("attn.keys = x W_keyᵀ");
+  p.matrix("attn.values", attn.values).rows(words).caption("attn.values = x W_valueᵀ");
   p.step(2);
-  p.matrix("q_2", row_of(attn.queries, query)).rows(is).caption("q_2: the query of 'is' (1, 24)");
-  p.matrix("omega_2", row_of(attn.scores, query)).rows(is).cols(words).how(how::dot("q_2", "keys", d_k));
+  p.matrix("q_2", row_of(attn.queries, query)).rows(is);
+  p.matrix("omega_2", row_of(attn.scores, query)).rows(is).cols(words).how(how::dot("q_2", "attn.keys", d_k));
   p.matrix("s", s).rows(is).cols(words).how(how::scaled("omega_2", 1.0 / 4.898979663848877, "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t j0 = block_first_key[b];
-    const std::string id = "block" + std::to_string(b), pair = std::string(tokens[j0]) + ", " + std::string(tokens[j0 + 1]);
+    const std::string id = "block" + std::to_string(b);
     const std::vector<std::string> keys{std::string(tokens[j0]), std::string(tokens[j0 + 1])};
     p.step(int(3 + b));
-    p.matrix(id + ".s", matrix<float, 1, 2>{{{s(0, j0), s(0, j0 + 1)}}}).rows(is).cols(keys).caption("the block's scores s (" + pair + ")");
+    p.matrix(id + ".s", matrix<float, 1, 2>{{{s(0, j0), s(0, j0 + 1)}}}).rows(is).cols(keys).caption(id + ".s: the block's scores");
     p.matrix(id + ".state", matrix<float, 1, 4>{{{trace.after[b].block_max, block_m[b], block_rescale[b], block_l[b]}}})
         .rows(is)
         .cols({"block max", "m = max(m_old, block max)", "rescale e^(m_old - m)", "l = l_old rescale + sum p"})
-        .caption("the running state after block " + std::to_string(b));
-    p.matrix(id + ".p", matrix<float, 1, 2>{{{key_p[j0], key_p[j0 + 1]}}}).rows(is).cols(keys).caption("p = e^(s - m)");
-    p.matrix(id + ".o", block_o[b]).rows(is).caption("o = o_old rescale + p_1 v_1 + p_2 v_2 (1, 28)");
+        .caption(id + ".state: the running state after the block");
+    p.matrix(id + ".p", matrix<float, 1, 2>{{{key_p[j0], key_p[j0 + 1]}}}).rows(is).cols(keys).caption(id + ".p = e^(s - m)");
+    p.matrix(id + ".o", block_o[b]).rows(is).caption(id + ".o = o_old rescale + p_1 v_1 + p_2 v_2");
     auto partial = p.matrix(id + ".output", block_partial[b]);
-    partial.rows(is).caption("o / l: the output if the keys ended after block " + std::to_string(b));
+    partial.rows(is).caption(id + ".output = o / l: the output if the keys ended here");
     if (b + 1 == blocks)
-      partial.proven(row_of(attn.context, query), "the materialised softmax(q kᵀ) v of 'is'",
+      partial.proven(row_of(attn.context, query), "attn.context, row 'is' (the materialised softmax(q kᵀ) v)",
                      qkv::max_abs_difference(row_of(online_bound, query) + row_of(materialised_bound, query),
                                              matrix<double, 1, d_v>{}),
                      "online + materialised bound (step 6)");
   }
   p.step(6);
-  p.matrix("scaled_scores", attn.scaled_scores).rows(words).cols(words).caption("every query's scaled scores (6, 6)");
-  p.matrix("weights", attn.weights).rows(words).cols(words).how(how::softmax("scaled_scores"));
-  p.heatmap("the materialised weights (flash never writes them)", {"weights"});
-  p.matrix("materialised", attn.context).rows(words).how(how::matmul("weights", "values", S));
-  p.matrix("flash", flash_context).rows(words).caption("flash attention, blocks of 2 (6, 28)")
-      .proven(attn.context, "materialised", qkv::max_abs_difference(online_bound + materialised_bound, matrix<double, S, d_v>{}),
+  p.matrix("attn.scaled_scores", attn.scaled_scores).rows(words).cols(words).caption("attn.scaled_scores: every query's");
+  p.matrix("attn.weights", attn.weights).rows(words).cols(words).how(how::softmax("attn.scaled_scores"));
+  p.heatmap("the materialised weights (flash never writes them)", {"attn.weights"});
+  p.matrix("attn.context", attn.context).rows(words).how(how::matmul("attn.weights", "attn.values", S));
+  p.matrix("flash_context", flash_context).rows(words).caption("flash_context: flash attention, blocks of 2")
+      .proven(attn.context, "attn.context", qkv::max_abs_difference(online_bound + materialised_bound, matrix<double, S, d_v>{}),
               "online + materialised bound, at most");
   p.matrix("bound", online_bound + materialised_bound).rows(words).caption("the derived bound per element: online + materialised");
 }
