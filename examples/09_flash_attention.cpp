@@ -61,7 +61,7 @@ constexpr auto embedded_sentence = [] {
   return qkv::torch::embedding_lookup(gen.embedding<float, 6, 16>(), sentence_int);
 }();
 // the notebook prints row 1 ('is') as [0.5146, 0.9938, -0.2587, ...] (4 decimals: within 5e-5)
-static_assert(check::near(embedded_sentence(1, 0), 0.5146f, 5e-5f) && check::near(embedded_sentence(1, 2), -0.2587f, 5e-5f));
+static_assert(qkv::proven<check::near(embedded_sentence(1, 0), 0.5146f, 5e-5f) && check::near(embedded_sentence(1, 2), -0.2587f, 5e-5f)>);
 
 // torch.manual_seed(123); W_query = rand(24, 16), W_key = rand(24, 16), W_value = rand(28, 16)
 constexpr std::size_t d = 16, d_k = 24, d_v = 28, S = 6;
@@ -101,7 +101,7 @@ constexpr auto trace = qkv::online_softmax_blocks<B>(s, attn.values);
 //   = [1.7515, -1.5635, 0.6646, 0.2122, 2.2753, -0.0980]
 // (the float32 values print the same; 4 decimals: within 5e-5)
 constexpr matrix<float, 1, 6> s_by_hand{{{1.7515f, -1.5635f, 0.6646f, 0.2122f, 2.2753f, -0.0980f}}};
-static_assert(check::near(s, s_by_hand, 5e-5f));
+static_assert(qkv::proven<check::near(s, s_by_hand, 5e-5f)>);
 
 // ---------------------------------------------------------------------------------------------
 // Step 3: block 0 (Life, is). Scores [1.7515, -1.5635]; nothing kept yet (m = -inf), so
@@ -115,7 +115,7 @@ static_assert(trace.after[0].l == 1.0f + qkv::exp(s(0, 1) - s(0, 0)));
 // exponent s_j - m is off by at most 1e-4 and its e^(...) by at most 1.0001e-4 of itself; the
 // hand value is printed to 5 decimals (5e-6); the float computation's own rounding is below
 // 1.5e-6 of l (eta, step 6). Block 0: 0.03633 · 1.0001e-4 + 5e-6 + 1.6e-6 = 1.1e-5
-static_assert(check::near(trace.after[0].l, 1.03633f, 1.1e-5f));
+static_assert(qkv::proven<check::near(trace.after[0].l, 1.03633f, 1.1e-5f)>);
 
 // Step 4: block 1 (short, eat). Scores [0.6646, 0.2122], both below m = 1.7515: the maximum stays, so
 // - rescale = e^(1.7515 - 1.7515) = e^0 = 1 (exactly: l and o are kept as they are)
@@ -123,7 +123,7 @@ static_assert(check::near(trace.after[0].l, 1.03633f, 1.1e-5f));
 // - l = 1.03633 + 0.33726 + 0.21453 = 1.58813
 static_assert(trace.after[1].m == s(0, 0) && trace.after[1].block_max == s(0, 2) && trace.after[1].rescale == 1.0f);
 // (0.03633 + 0.33726 + 0.21453) 1.0001e-4 + 5e-6 + 1.5e-6 · 1.6 = 6.6e-5
-static_assert(check::near(trace.after[1].l, 1.58813f, 6.6e-5f));
+static_assert(qkv::proven<check::near(trace.after[1].l, 1.58813f, 6.6e-5f)>);
 
 // Step 5: block 2 (dessert, first). Scores [2.2753, -0.0980]: 2.2753 > 1.7515, a new maximum, so
 // - rescale = e^(1.7515 - 2.2753) = e^-0.5238 = 0.59227: l and o shrink to the new maximum
@@ -132,16 +132,16 @@ static_assert(check::near(trace.after[1].l, 1.58813f, 6.6e-5f));
 // (example 02's softmax sum over the whole row, 2.0337: the same number, reached block by block)
 static_assert(trace.after[2].m == s(0, 4) && trace.after[2].rescale == qkv::exp(s(0, 0) - s(0, 4)));
 // the rescale: 0.59227 · 1.0001e-4 + 5e-6 + its exp's 2u (1e-7) = 6.5e-5
-static_assert(check::near(trace.after[2].rescale, 0.59227f, 6.5e-5f));
+static_assert(qkv::proven<check::near(trace.after[2].rescale, 0.59227f, 6.5e-5f)>);
 // l: 1.58813 (off by 6.6e-5) times 0.59227 (off by 6.5e-5), plus 0.09317 (off by 9.4e-6):
 // 6.6e-5 · 0.6 + 1.6 · 6.5e-5 + 9.4e-6 + 5e-6 + 1.5e-6 · 2.04 = 1.6e-4
-static_assert(check::near(trace.after[2].l, 2.03377f, 1.6e-4f));
+static_assert(qkv::proven<check::near(trace.after[2].l, 2.03377f, 1.6e-4f)>);
 
 // the weights never existed as a row, yet o / l is the weighted sum: weight of 'dessert' =
 // 1 / l = 1 / 2.03377 = 0.49170, example 02's attention_weights_2[4] (0.4917). After block 2,
 // p_dessert = e^0 = 1 exactly, so its weight is 1 / l in float: l's 1.6e-4 moves it by at most
 // 1.6e-4 / 2.03^2 = 3.9e-5; the print 5e-6, the division 3e-8
-static_assert(check::near(1.0f / trace.after[2].l, 0.49170f, 3.9e-5f + 5e-6f + 3e-8f));
+static_assert(qkv::proven<check::near(1.0f / trace.after[2].l, 0.49170f, 3.9e-5f + 5e-6f + 3e-8f)>);
 
 // =============================================================================================
 // Step 6: flash equals materialised, within a bound derived here. In Higham's standard model
@@ -210,7 +210,7 @@ static_assert(qkv::max_abs_difference(qkv::row(online_bound, query), matrix<doub
 // THE PROOF: flash attention (blocks of 2) equals the materialised softmax(q kᵀ) v, for every
 // query and every column, within the sum of the two bounds (each path is within its own bound of
 // the same exact value)
-static_assert(check::within(flash_context, attn.context, online_bound + materialised_bound));
+static_assert(qkv::proven<check::within(flash_context, attn.context, online_bound + materialised_bound)>);
 
 // and both are within their bounds of PyTorch's float64 context? The float64 reference starts
 // from float64 scores, not from these float32 ones: that comparison is example 02's (it carries
@@ -220,23 +220,23 @@ constexpr auto exact_context = qkv::softmax_rows(qkv::matrix_cast<double>(attn.s
 constexpr auto exact_output = qkv::matrix_product(exact_context, qkv::matrix_cast<double>(attn.values));
 constexpr auto double_bound =
     bound::materialised<double>(qkv::matrix_cast<double>(attn.scaled_scores), qkv::matrix_cast<double>(attn.values));
-static_assert(check::within(flash_context, exact_output, online_bound + double_bound));
-static_assert(check::within(attn.context, exact_output, materialised_bound + double_bound));
+static_assert(qkv::proven<check::within(flash_context, exact_output, online_bound + double_bound)>);
+static_assert(qkv::proven<check::within(attn.context, exact_output, materialised_bound + double_bound)>);
 
 // the block size changes the rounding, not the result: B = 1 (every key its own block), 3, and
 // 6 (one block: a plain two-pass softmax) agree with B = 2 within their two bounds
-static_assert(check::within(qkv::online_attention<1>(attn.scaled_scores, attn.values), flash_context,
-                            bound::online<float, 1>(attn.scaled_scores, attn.values) + online_bound));
-static_assert(check::within(qkv::online_attention<3>(attn.scaled_scores, attn.values), flash_context,
-                            bound::online<float, 3>(attn.scaled_scores, attn.values) + online_bound));
-static_assert(check::within(qkv::online_attention<6>(attn.scaled_scores, attn.values), flash_context,
-                            bound::online<float, 6>(attn.scaled_scores, attn.values) + online_bound));
+static_assert(qkv::proven<check::within(qkv::online_attention<1>(attn.scaled_scores, attn.values), flash_context,
+                            bound::online<float, 1>(attn.scaled_scores, attn.values) + online_bound)>);
+static_assert(qkv::proven<check::within(qkv::online_attention<3>(attn.scaled_scores, attn.values), flash_context,
+                            bound::online<float, 3>(attn.scaled_scores, attn.values) + online_bound)>);
+static_assert(qkv::proven<check::within(qkv::online_attention<6>(attn.scaled_scores, attn.values), flash_context,
+                            bound::online<float, 6>(attn.scaled_scores, attn.values) + online_bound)>);
 
 // the notebook's context_vector_2 (4 decimals), reached block by block: -1.5993 for column 0.
 // Its distance from ours is example 02's float32 bound on the context (2.2e-3 at most; it carries
 // the projections' and scores' errors) plus the online and materialised bounds (each below 1.6e-5 for query 2) and 5e-5
-static_assert(check::near(double(trace.output(0, 0)), -1.5993, 2.2e-3 + 1.6e-5 + 1.6e-5 + 5e-5));
-static_assert(check::near(double(trace.output(0, 0)), ref64::context_vector_2[0][0], 2.2e-3 + 1.6e-5 + 1.6e-5));
+static_assert(qkv::proven<check::near(double(trace.output(0, 0)), -1.5993, 2.2e-3 + 1.6e-5 + 1.6e-5 + 5e-5)>);
+static_assert(qkv::proven<check::near(double(trace.output(0, 0)), ref64::context_vector_2[0][0], 2.2e-3 + 1.6e-5 + 1.6e-5)>);
 
 // =============================================================================================
 // The data of the page (docs/examples/09_flash_attention.md; a page steps through the blocks):

@@ -23,10 +23,10 @@ constexpr matrix<double, 2, 1> v{{{1}, {5}}};
 constexpr auto t = qkv::online_softmax_blocks<1>(s, v);
 static_assert(t.after[0].m == 0 && t.after[0].l == 1 && t.after[0].rescale == 0 && t.after[0].o(0, 0) == 1);
 static_assert(t.after[1].m == ln3 && check::near(t.after[1].rescale, 1.0 / 3, 1e-16));
-static_assert(check::near(t.after[1].l, 4.0 / 3, 4e-16) && check::near(t.after[1].o(0, 0), 16.0 / 3, 2e-15));
-static_assert(check::near(t.output(0, 0), 4.0, 4e-15));
+static_assert(qkv::proven<check::near(t.after[1].l, 4.0 / 3, 4e-16) && check::near(t.after[1].o(0, 0), 16.0 / 3, 2e-15)>);
+static_assert(qkv::proven<check::near(t.output(0, 0), 4.0, 4e-15)>);
 // in one block (B = 2) the maximum is known at once: no rescale after the first block
-static_assert(check::near(qkv::online_softmax_blocks<2>(s, v).output(0, 0), 4.0, 4e-15));
+static_assert(qkv::proven<check::near(qkv::online_softmax_blocks<2>(s, v).output(0, 0), 4.0, 4e-15)>);
 
 // a larger block size than keys is one block; the blocks count rounds up
 static_assert(qkv::online_blocks<6, 2> == 3 && qkv::online_blocks<7, 2> == 4 && qkv::online_blocks<1, 4> == 1);
@@ -69,12 +69,12 @@ constexpr auto materialised = qkv::matrix_product(qkv::softmax_rows(sf), vf);
 static_assert(qkv::online_softmax_error<float>(5, 2, 6.0, 5.0) < 1.6e-5);
 static_assert(qkv::online_softmax_error<float>(5, 2, 6.0, 5.0) > 1.5e-5);
 constexpr double both = qkv::online_softmax_error<float>(5, 2, 6.0, 5.0) + qkv::materialised_softmax_error<float>(5, 6.0, 5.0);
-static_assert(check::within(online, materialised, qkv::filled<double, 2, 2>(both)));
+static_assert(qkv::proven<check::within(online, materialised, qkv::filled<double, 2, 2>(both))>);
 // ... and of the exact value (computed in double: its own error is within the double bound, 1e-15)
 constexpr auto exact = qkv::matrix_product(qkv::softmax_rows(qkv::matrix_cast<double>(sf)), qkv::matrix_cast<double>(vf));
-static_assert(check::within(online, exact,
+static_assert(qkv::proven<check::within(online, exact,
                             qkv::filled<double, 2, 2>(qkv::online_softmax_error<float>(5, 2, 6.0, 5.0) +
-                                                      qkv::materialised_softmax_error<double>(5, 6.0, 5.0))));
+                                                      qkv::materialised_softmax_error<double>(5, 6.0, 5.0)))>);
 // the trace's output is online_attention's row
 static_assert(qkv::online_softmax_blocks<2>(qkv::row(sf, 1), vf).output == qkv::row(online, 1));
 
