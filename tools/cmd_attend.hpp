@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -39,7 +40,7 @@ namespace rt = qkv::runtime;
 inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq",
                                        "bk",    "bv", "weight_layout", "heads", "wo", "bo", "scale",
-                                       "causal", "allowed"};
+                                       "causal", "allowed", "tokens", "context_tokens", "key_padding"};
   return f;
 }
 
@@ -82,7 +83,115 @@ struct parsed_case {
   std::size_t heads = 1;
   std::optional<double> scale;
   bool causal = false;
+  std::vector<std::string> tokens, context_tokens;  // labels of x's rows and context's (or none)
+  std::vector<unsigned char> key_padding;           // one flag per key, 1 = padded (or none)
+  bool has_allowed = false;                         // the case gave `allowed`
+  bool has_context = false;                         // keys from context (else from x)
 };
+
+/// ['Life', 'is', ...]: labels as a Python list prints them (over 20: the first and last 8)
+inline std::string label_list(const std::vector<std::string>& l) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < l.size(); ++k) {
+    if (l.size() > 20 && k == 8) {
+      s += ", ...";
+      k = l.size() - 8;
+    }
+    s += (k == 0 ? "'" : ", '") + l[k] + "'";
+  }
+  return s + "]";
+}
+
+/// the case's file name for a title: its last path component, and at most 40 characters (code
+/// points): a longer name keeps its first 19 and last 20 with "…" between
+inline std::string short_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::vector<std::size_t> starts;  // byte offset of each code point
+  for (std::size_t b = 0; b < name.size(); ++b)
+    if ((static_cast<unsigned char>(name[b]) & 0xC0) != 0x80) starts.push_back(b);
+  if (starts.size() <= 40) return name;
+  return name.substr(0, starts[19]) + "\u2026" + name.substr(starts[starts.size() - 20]);
+}
+
+/// "0", "1", ...: the labels where the case gives no tokens
+inline std::vector<std::string> index_labels(std::size_t n) {
+  std::vector<std::string> l;
+  for (std::size_t i = 0; i < n; ++i) l.push_back(std::to_string(i));
+  return l;
+}
+/// the labels of the queries (x's rows) and of the keys: the tokens, else the indices
+inline std::vector<std::string> query_labels(const parsed_case& pc, std::size_t t_len) {
+  return pc.tokens.empty() ? index_labels(t_len) : pc.tokens;
+}
+inline std::vector<std::string> key_labels(const parsed_case& pc, std::size_t s_len) {
+  const auto& l = pc.has_context ? pc.context_tokens : pc.tokens;
+  return l.empty() ? index_labels(s_len) : l;
+}
+
+/// @brief the learner's fields: `tokens` (one label per row of x), `context_tokens` (one per
+/// row of context) and `key_padding` (one flag per key, nn.MultiheadAttention's
+/// key_padding_mask: true = the key is padding and is ignored). apply_key_padding merges the
+/// padding into the mask, so the runtime skips a padded key (weight 0) and a query whose every
+/// key is padded or masked gets weights 0 and context 0.
+inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len, bool has_context,
+                         std::size_t s_len) {
+  const auto& j = doc.json();
+  pc.has_context = has_context;
+  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto read_labels = [&](const std::string& field, std::size_t n, const std::string& rows_of) {
+    const auto& a = j.at(field);
+    if (!a.is_array())
+      throw err(field, "expected an array of " + std::to_string(n) + " strings, one per row of " + rows_of + ", got " +
+                           qkv::io::detail::kind_of(a));
+    if (a.size() != n)
+      throw err(field, "expected " + std::to_string(n) + " labels, one per row of " + rows_of + " (" + std::to_string(n) +
+                           " rows), got " + std::to_string(a.size()));
+    std::vector<std::string> labels;
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      if (!a[k].is_string())
+        throw err(field + "[" + std::to_string(k) + "]", "expected a string, got " + qkv::io::detail::kind_of(a[k]));
+      labels.push_back(a[k].get<std::string>());
+    }
+    return labels;
+  };
+  if (j.contains("tokens")) pc.tokens = read_labels("tokens", t_len, "x");
+  if (j.contains("context_tokens")) {
+    if (!has_context)
+      throw err("context_tokens", "labels the rows of context, but the case has no context (the keys are x's rows, "
+                                  "labelled by tokens)");
+    pc.context_tokens = read_labels("context_tokens", s_len, "context");
+  }
+  if (!j.contains("key_padding")) return;
+  const std::string keys_of = has_context ? "context" : "x";
+  const auto& a = j.at("key_padding");
+  if (!a.is_array())
+    throw err("key_padding", "expected an array of " + std::to_string(s_len) + " booleans, one per key (row of " +
+                                 keys_of + "), got " + qkv::io::detail::kind_of(a));
+  if (a.size() != s_len)
+    throw err("key_padding", "expected " + std::to_string(s_len) + " flags, one per key (the " + std::to_string(s_len) +
+                                 " rows of " + keys_of + "), got " + std::to_string(a.size()));
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const auto& f = a[k];
+    const bool ok = f.is_boolean() || (f.is_number_integer() && (f.get<long long>() == 0 || f.get<long long>() == 1));
+    if (!ok)
+      throw err("key_padding[" + std::to_string(k) + "]",
+                "expected true (padding: ignored) or false (a real key), or 1 or 0, got " + f.dump());
+    pc.key_padding.push_back(f.is_boolean() ? (f.get<bool>() ? 1 : 0) : static_cast<unsigned char>(f.get<long long>()));
+  }
+}
+
+/// @brief key_padding merged into the mask the runtime applies: allowed(i, j) = allowed(i, j)
+/// and not key_padding[j] (a T x S mask: made after the case's sizes were checked, as the T x S
+/// scores are, since key_padding alone is only S flags)
+template <class T>
+void apply_key_padding(const parsed_case& pc, std::size_t t_len, std::size_t s_len, rt::attention_options<T>& opt) {
+  if (pc.key_padding.empty()) return;
+  if (!opt.allowed) opt.allowed = rt::mask_matrix(t_len, s_len, 1);
+  for (std::size_t i = 0; i < t_len; ++i)
+    for (std::size_t k = 0; k < s_len; ++k)
+      if (pc.key_padding[k]) (*opt.allowed)(i, k) = 0;
+}
 
 /// read everything, check every shape against x and context, with messages naming the field
 template <class T>
@@ -160,14 +269,49 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
       throw err("allowed", "expected " + rt::shape_string(x.rows(), c.rows()) + " (T x S: a row per query of x, a column per key of " +
                                cname + "), got " + a.shape());
     opt.allowed = std::move(a);
+    pc.has_allowed = true;
   }
+  read_learner_fields(doc, pc, x.rows(), has_context, c.rows());
   opt.heads = pc.heads;
   opt.keep_weights = true;
 }
 
+/// the mask as the attention applied it, (T, S): 1 where key j is masked for query i (causal:
+/// j > i; `allowed` false; key_padding true), PyTorch's boolean attn_mask convention
 template <class T>
-std::string json_output(const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len) {
-  std::string s = "{\"queries\": ";
+rt::mask_matrix effective_mask(const rt::attention_options<T>& opt, std::size_t t_len, std::size_t s_len) {
+  rt::mask_matrix m(t_len, s_len, 0);
+  for (std::size_t i = 0; i < t_len; ++i)
+    for (std::size_t k = 0; k < s_len; ++k)
+      m(i, k) = (opt.causal && k > i) || (opt.allowed && !(*opt.allowed)(i, k)) ? 1 : 0;
+  return m;
+}
+
+/// per head, the scores the softmax saw: scale * (q · k) as the runtime rounds it (one
+/// multiplication in T), -inf where masked
+template <class T>
+std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::attention_result<T>& r, const rt::mask_matrix& mask) {
+  std::vector<rt::dynamic_matrix<T>> out;
+  for (const auto& raw : r.scores) {
+    auto& s = out.emplace_back(raw.rows(), raw.cols());
+    for (std::size_t i = 0; i < raw.rows(); ++i)
+      for (std::size_t k = 0; k < raw.cols(); ++k)
+        s(i, k) = mask(i, k) ? -std::numeric_limits<T>::infinity() : T(raw(i, k) * r.scale);
+  }
+  return out;
+}
+
+template <class T>
+std::string json_output(const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len,
+                        const rt::attention_options<T>& opt) {
+  const auto mask = effective_mask(opt, t_len, s_len);
+  std::string s = "{\"scale\": ";
+  qkv::io::write_number(s, r.scale);
+  s += ",\n \"mask\": ";
+  qkv::io::write_tensor(s, mask);
+  s += ",\n \"scaled_scores\": ";
+  qkv::io::write_tensor(s, scaled_masked_scores(r, mask), t_len, s_len);
+  s += ",\n \"queries\": ";
   qkv::io::write_tensor(s, r.queries);
   s += ",\n \"keys\": ";
   qkv::io::write_tensor(s, r.keys);
@@ -200,7 +344,9 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     << ")\n\n";
   o << "Step 1: the inputs, one token per row\n";
   o << "x " << x.shape() << " =\n" << torch_str(x) << "\n";
+  if (!pc.tokens.empty()) o << "tokens (the rows of x) = " << label_list(pc.tokens) << "\n";
   if (has_context) o << "context " << context.shape() << " =\n" << torch_str(context) << "\n";
+  if (!pc.context_tokens.empty()) o << "context_tokens (the rows of context) = " << label_list(pc.context_tokens) << "\n";
   const std::string src = has_context ? "context" : "x";
   const std::string prod = out_in ? " Wᵀ" : " W";
   o << "\nStep 2: queries, keys and values (" << (out_in ? "out_in: y = x Wᵀ + b, nn.Linear" : "in_out: y = x W + b") << ")\n";
@@ -212,14 +358,29 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   const std::string how = pc.scale ? (*pc.scale == 1 ? "1 (unscaled)" : scale.str())
                                    : scale.str() + " = 1/sqrt(" + std::to_string(dq / H) + ")";
   std::string mask = "none";
-  if (opt.causal && opt.allowed) mask = "causal and allowed";
+  if (opt.causal && pc.has_allowed) mask = "causal and allowed";
   else if (opt.causal) mask = "causal (key j <= query i)";
-  else if (opt.allowed) mask = "allowed (false = -inf)";
+  else if (pc.has_allowed) mask = "allowed (false = -inf)";
+  if (!pc.key_padding.empty()) {
+    const auto keys = key_labels(pc, c.rows());
+    std::vector<std::string> padded;
+    for (std::size_t k = 0; k < pc.key_padding.size(); ++k)
+      if (pc.key_padding[k]) padded.push_back(keys[k]);
+    const std::string kp = "key_padding (padded keys -inf: " + (padded.empty() ? std::string("none") : label_list(padded)) + ")";
+    mask = mask == "none" ? kp : mask + " and " + kp;
+  }
+  std::string axes;
+  if (!pc.tokens.empty() || !pc.context_tokens.empty())
+    axes = "rows: queries " + label_list(query_labels(pc, x.rows())) + ", columns: keys " +
+           label_list(key_labels(pc, c.rows())) + "\n";
+  const auto scaled = scaled_masked_scores(r, effective_mask(opt, x.rows(), c.rows()));
   for (std::size_t h = 0; h < H; ++h) {
     const std::string head = H > 1 ? " of head " + std::to_string(h) : "";
-    o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n" << torch_str(r.scores[h]) << "\n";
+    o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n" << axes << torch_str(r.scores[h]) << "\n";
+    o << "scaled, masked scores" << head << " = scale * scores, -inf where masked (the softmax's input) =\n" << axes
+      << torch_str(scaled[h]) << "\n";
     o << "Step 4: weights" << head << " = softmax of each row of scale * scores + mask (scale " << how << ", mask " << mask
-      << "), each row sums to 1 (a row with every key masked is 0) =\n" << torch_str(r.weights[h]) << "\n";
+      << "), each row sums to 1 (a row with every key masked is 0) =\n" << axes << torch_str(r.weights[h]) << "\n";
     o << "Step 5: context" << head << " = weights · values" << (H > 1 ? " of head " + std::to_string(h) : "") << ", "
       << r.context[h].shape() << " =\n" << torch_str(r.context[h]) << "\n";
   }
@@ -243,19 +404,15 @@ std::vector<std::vector<std::vector<double>>> weights_3d(const rt::attention_res
   return w;
 }
 
-inline std::vector<std::string> index_labels(std::size_t n) {
-  std::vector<std::string> l;
-  for (std::size_t i = 0; i < n; ++i) l.push_back(std::to_string(i));
-  return l;
-}
 
 template <class T>
 std::string heatmap(const parsed_case& pc, const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len,
                     const std::string& id) {
   qkv::io::heatmap_options o;
-  o.title = "attention weights, " + pc.file;
+  o.title = "attention weights, " + short_name(pc.file);
   o.id = id;
-  return qkv::io::attention_svg(index_labels(t_len), index_labels(s_len), weights_3d(r), o);
+  return qkv::io::attention_svg(query_labels(pc, t_len), key_labels(pc, s_len),
+                                weights_3d(r), o);
 }
 
 template <class T>
@@ -297,6 +454,7 @@ int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const 
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
+  apply_key_padding(pc, x.rows(), has_context ? context.rows() : x.rows(), opt);
   const auto r = rt::attention(x, has_context ? context : x, w, opt);
   const std::size_t s_len = has_context ? context.rows() : x.rows();
   const std::string text = trace(pc, x, context, has_context, w, opt, r);
@@ -306,7 +464,7 @@ int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const 
   } catch (const std::runtime_error& e) {
     throw input_error(std::string(e.what()));
   }
-  std::cout << (as_json ? json_output(r, x.rows(), s_len) : text);
+  std::cout << (as_json ? json_output(r, x.rows(), s_len, opt) : text);
   return exit_ok;
 }
 
@@ -340,7 +498,7 @@ inline int cmd_attend(const args& a) {
     for (const auto& [key, value] : doc.json().items())
       if (!attend_detail::known_fields().count(key))
         throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
-                                         "weight_layout, heads, wo, bo, scale, causal, allowed").what());
+                                         "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding").what());
     for (const char* f : {"x", "wq", "wk", "wv"})
       if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
     attend_detail::parsed_case pc;

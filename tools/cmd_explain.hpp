@@ -31,6 +31,7 @@ inline constexpr worked_example worked_examples[] = {
     {"masking", "examples/06_masking.cpp", walkthroughs::masking},
     {"positional_encoding", "examples/07_positional_encoding.cpp", walkthroughs::positional_encoding},
     {"encoder_layer", "examples/08_encoder_layer.cpp", walkthroughs::encoder_layer},
+    {"flash", "examples/09_flash_attention.cpp", walkthroughs::flash},
 };
 
 inline int cmd_explain(const args& a) {

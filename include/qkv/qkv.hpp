@@ -13,6 +13,7 @@
 #include "core/math.hpp"
 #include "core/matrix.hpp"
 #include "core/multihead.hpp"
+#include "core/online_softmax.hpp"
 #include "core/positional.hpp"
 #include "core/sequence.hpp"
 #include "core/softmax.hpp"

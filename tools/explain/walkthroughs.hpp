@@ -13,4 +13,5 @@ void statquest();            // examples/05_statquest_self_attention.cpp
 void masking();              // examples/06_masking.cpp
 void positional_encoding();  // examples/07_positional_encoding.cpp
 void encoder_layer();        // examples/08_encoder_layer.cpp
+void flash();                // examples/09_flash_attention.cpp
 }  // namespace qkv::cli::walkthroughs

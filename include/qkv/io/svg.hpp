@@ -168,7 +168,10 @@ inline int text_width(std::string_view s) {
   const std::size_t per_row = std::max<std::size_t>(1, std::min(o.panels_per_row, panels.size()));
   const std::size_t panel_rows = (panels.size() + per_row - 1) / per_row;
   const int legend_w = 90;
-  const int width = margin + static_cast<int>(per_row) * panel_w + legend_w;
+  // the title (15 px, 0.6 em per character in monospace) is never clipped: the picture is at
+  // least as wide as the title needs
+  const int title_w = static_cast<int>(std::lround(text_width(o.title) * 15.0 / 12.0));
+  const int width = std::max(margin + static_cast<int>(per_row) * panel_w + legend_w, 2 * margin + title_w);
   const int height = std::max<int>(margin + title_h + static_cast<int>(panel_rows) * panel_h, title_h + 220);
 
   std::string s;

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """run_attend.py STATUS STREAM TEXT -- QKV ARGS...: run `qkv ARGS`, check its exit status, that
 TEXT appears in STREAM (stdout or stderr), and the stream contract: on an error (status 2)
-nothing on stdout; with --json and status 0, stdout is one JSON object with the eight keys of
-DESIGN.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape; with
+nothing on stdout; with --json and status 0, stdout is one JSON object with scale, mask and
+scaled_scores (docs/cli.md) and the eight keys of DESIGN.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape; with
 --svg FILE / --html FILE and status 0, FILE exists and is well-formed XML (SVG / XHTML)."""
 import json
 import os
@@ -30,9 +30,12 @@ if p.returncode == 0 and "--json" in cmd:
     try:
         j = json.loads(p.stdout)
         keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
-        if list(j.keys()) != keys:
-            problems.append(f"keys {list(j.keys())}, expected {keys}")
-        for k in keys:
+        extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
+        if list(j.keys()) != extras + keys:
+            problems.append(f"keys {list(j.keys())}, expected {extras + keys}")
+        if not isinstance(j.get("scale"), (int, float)):
+            problems.append("scale is not a number")
+        for k in ["mask", "scaled_scores"] + keys:
             t = j[k]
             def check(d, shape):
                 if not shape:
