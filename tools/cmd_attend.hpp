@@ -7,12 +7,19 @@
 //
 // --svg writes the heatmap of the weights (io/svg.hpp: a panel per head, query and key indices
 // on the axes); --html a self-contained page (io/html.hpp) with the trace, every matrix of up to
-// 4096 elements as a table, and the heatmap. Files are written before anything is printed, so a
-// file that cannot be written is an error with nothing on stdout.
+// 4096 elements as a table, and the heatmap.
+//
+// Limits (docs/cli.md): every buffer the case makes (queries, keys, values, scores and weights
+// kept, context, output) holds at most --max-elements numbers, the --json output too, and the
+// heatmap at most --max-cells cells; each is checked after the case is read and before the
+// attention runs. Every output is made in memory first; then the files are written all or none
+// (io/file.hpp: temporaries renamed), then stdout: a failure anywhere leaves no file and prints
+// nothing on stdout.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -21,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#include <qkv/io/file.hpp>
 #include <qkv/io/json.hpp>
+#include <qkv/io/limit.hpp>
 #include <qkv/io/print.hpp>
 #include <qkv/runtime/multihead.hpp>
 
@@ -35,6 +44,9 @@ namespace qkv::cli {
 namespace attend_detail {
 
 namespace rt = qkv::runtime;
+
+inline constexpr std::string_view usage =
+    "qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]";
 
 inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq",
@@ -165,6 +177,47 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
   opt.keep_weights = true;
 }
 
+/// the top level of a case: one object, only known fields, the required ones present
+inline void check_case(const qkv::io::json_document& doc) {
+  if (!doc.json().is_object())
+    throw input_error(doc.file() + ": expected one JSON object with the fields x, wq, wk, wv, ... (docs/cli.md), got " +
+                      qkv::io::detail::kind_of(doc.json()));
+  for (const auto& [key, value] : doc.json().items())
+    if (!known_fields().count(key))
+      throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
+                                       "weight_layout, heads, wo, bo, scale, causal, allowed").what());
+  for (const char* f : {"x", "wq", "wk", "wv"})
+    if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
+}
+
+/// @brief every buffer the attention will make, and the outputs asked for, against the limits:
+/// limit_error naming the first one too large. Called before anything of that size exists.
+template <class T>
+void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c, const rt::attention_weights<T>& w,
+                 std::size_t heads, const limits& lim, bool as_json, bool pictures) {
+  using qkv::io::checked_product;
+  const std::uint64_t t = x.rows(), s = c.rows(), dq = w.q.out_features(), dv = w.v.out_features(),
+                      dout = w.o ? w.o->out_features() : dv;
+  auto dims = [](std::initializer_list<std::uint64_t> d) {
+    std::string r;
+    for (auto v : d) r += (r.empty() ? "" : " x ") + std::to_string(v);
+    return r;
+  };
+  const std::uint64_t q = checked_product({t, dq}), k = checked_product({s, dq}), v = checked_product({s, dv}),
+                      hts = checked_product({heads, t, s}), ctx = checked_product({t, dv}), out = checked_product({t, dout});
+  lim.check("the queries (T x d_q = " + dims({t, dq}) + ")", q);
+  lim.check("the keys (S x d_q = " + dims({s, dq}) + ")", k);
+  lim.check("the values (S x d_v = " + dims({s, dv}) + ")", v);
+  lim.check("the scores and the weights kept (each heads x T x S = " + dims({heads, t, s}) + ")", hts);
+  lim.check("the context (T x d_v = " + dims({t, dv}) + ")", ctx);
+  lim.check("the output (T x d_out = " + dims({t, dout}) + ")", out);
+  if (as_json)
+    lim.check("the --json output (every tensor: queries, keys, values, scores, weights, context, concat, output)",
+              qkv::io::checked_sum({q, k, v, hts, hts, ctx, ctx, out}));
+  // the heatmap of --svg and --html: one cell per weight
+  if (pictures) lim.check_cells("the heatmap of the weights (heads x T x S = " + dims({heads, t, s}) + ")", hts);
+}
+
 template <class T>
 std::string json_output(const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len) {
   std::string s = "{\"queries\": ";
@@ -291,69 +344,93 @@ std::string html_page(const parsed_case& pc, const rt::dynamic_matrix<T>& x, con
 }
 
 template <class T>
-int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html) {
+int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html,
+        const limits& lim) {
   rt::dynamic_matrix<T> x, context;
   bool has_context = false;
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
+  try {
+    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, !svg.empty() || !html.empty());
+  } catch (const qkv::io::limit_error& e) {
+    throw input_error(doc.file() + ": " + e.what());
+  }
   const auto r = rt::attention(x, has_context ? context : x, w, opt);
   const std::size_t s_len = has_context ? context.rows() : x.rows();
+  // every output made before anything is written
   const std::string text = trace(pc, x, context, has_context, w, opt, r);
-  try {
-    if (!svg.empty()) qkv::io::write_text_file(svg, heatmap(pc, r, x.rows(), s_len, "qkv"));
-    if (!html.empty()) qkv::io::write_text_file(html, html_page(pc, x, context, has_context, r, text));
-  } catch (const std::runtime_error& e) {
-    throw input_error(std::string(e.what()));
+  const std::string json = as_json ? json_output(r, x.rows(), s_len) : std::string();
+  std::vector<qkv::io::text_output> files;
+  std::string svg_text, html_text;
+  if (!svg.empty()) {
+    svg_text = heatmap(pc, r, x.rows(), s_len, "qkv");
+    files.push_back({svg, svg_text});
   }
-  std::cout << (as_json ? json_output(r, x.rows(), s_len) : text);
+  if (!html.empty()) {
+    html_text = html_page(pc, x, context, has_context, r, text);
+    files.push_back({html, html_text});
+  }
+  qkv::io::write_text_files(files);  // all or none
+  std::cout << (as_json ? json : text);
   return exit_ok;
+}
+
+/// the case file, read whole (a directory, a missing file, more bytes than the limit allows:
+/// an input_error naming it)
+inline qkv::io::json_document load(const std::string& path, const limits& lim) {
+  return qkv::io::json_document::load(path, lim.max_case_bytes(), "--max-elements");
+}
+
+/// --svg and --html must name two different files, neither of them the case
+inline void check_outputs(const std::string& path, const std::string& svg, const std::string& html) {
+  namespace fs = std::filesystem;
+  auto same = [](const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    std::error_code ec;
+    return fs::equivalent(a, b, ec) && !ec;
+  };
+  if (!svg.empty() && !html.empty() && same(svg, html))
+    throw input_error("--svg and --html name the same file '" + svg + "'");
+  for (const auto* o : {&svg, &html})
+    if (!o->empty() && same(*o, path))
+      throw input_error(std::string(o == &svg ? "--svg" : "--html") + " names the case file '" + path +
+                        "' itself; it would be overwritten");
 }
 
 }  // namespace attend_detail
 
-/// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE]`
+/// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]`
 inline int cmd_attend(const args& a) {
   std::string path, svg, html;
   bool as_json = false;
+  limits lim;
   for (std::size_t k = 0; k < a.size(); ++k) {
-    if (a[k] == "--json") {
+    if (parse_limit_option(a, k, lim)) {
+      continue;
+    } else if (a[k] == "--json") {
       as_json = true;
     } else if (a[k] == "--svg" || a[k] == "--html") {
       if (k + 1 >= a.size()) throw input_error(std::string(a[k]) + " needs a file name");
       (a[k] == "--svg" ? svg : html) = std::string(a[k + 1]);
       ++k;
     } else if (!a[k].empty() && a[k][0] == '-') {
-      throw input_error("unknown option '" + std::string(a[k]) + "' (usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE])");
+      throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(attend_detail::usage) + ")");
     } else if (path.empty()) {
       path = std::string(a[k]);
     } else {
       throw input_error("one case file expected, got '" + path + "' and '" + std::string(a[k]) + "'");
     }
   }
-  if (path.empty()) throw input_error("usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE]");
+  if (path.empty()) throw input_error("usage: " + std::string(attend_detail::usage));
+  attend_detail::check_outputs(path, svg, html);
   try {
-    const auto doc = qkv::io::json_document::load(path);
-    if (!doc.json().is_object())
-      throw input_error(path + ": expected one JSON object with the fields x, wq, wk, wv, ... (docs/cli.md), got " +
-                        qkv::io::detail::kind_of(doc.json()));
-    for (const auto& [key, value] : doc.json().items())
-      if (!attend_detail::known_fields().count(key))
-        throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
-                                         "weight_layout, heads, wo, bo, scale, causal, allowed").what());
-    for (const char* f : {"x", "wq", "wk", "wv"})
-      if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
+    const auto doc = attend_detail::load(path, lim);
+    attend_detail::check_case(doc);
     attend_detail::parsed_case pc;
     pc.file = path;
-    std::string dtype = "float32";
-    if (doc.json().contains("dtype")) {
-      const auto& d = doc.json().at("dtype");
-      if (!d.is_string() || (d != "float32" && d != "float64"))
-        throw input_error(doc.error("dtype", "expected \"float32\" or \"float64\", got " + d.dump()).what());
-      dtype = d.get<std::string>();
-    }
-    return dtype == "float64" ? attend_detail::run<double>(doc, pc, as_json, svg, html)
-                              : attend_detail::run<float>(doc, pc, as_json, svg, html);
+    return read_dtype(doc) == dtype::float64 ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
+                                             : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
