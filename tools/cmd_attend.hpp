@@ -343,36 +343,49 @@ std::string html_page(const parsed_case& pc, const rt::dynamic_matrix<T>& x, con
   return page.str();
 }
 
+/// everything a case makes, in memory: the result, the trace, and the outputs asked for
 template <class T>
-int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html,
-        const limits& lim) {
+struct outputs {
+  rt::attention_result<T> result;
+  std::string text, json, svg, html;  // json, svg, html: empty unless asked for
+};
+
+/// @brief read the case, check every size against the limits, run the attention and make every
+/// output asked for; writes nothing (the fuzz target fuzz/attend_case_fuzz.cpp calls this)
+template <class T>
+outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg, bool want_html,
+                        const limits& lim) {
   rt::dynamic_matrix<T> x, context;
   bool has_context = false;
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
   try {
-    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, !svg.empty() || !html.empty());
+    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, want_svg || want_html);
   } catch (const qkv::io::limit_error& e) {
     throw input_error(doc.file() + ": " + e.what());
   }
-  const auto r = rt::attention(x, has_context ? context : x, w, opt);
+  outputs<T> o;
+  o.result = rt::attention(x, has_context ? context : x, w, opt);
+  const auto& r = o.result;
   const std::size_t s_len = has_context ? context.rows() : x.rows();
+  o.text = trace(pc, x, context, has_context, w, opt, r);
+  if (as_json) o.json = json_output(r, x.rows(), s_len);
+  if (want_svg) o.svg = heatmap(pc, r, x.rows(), s_len, "qkv");
+  if (want_html) o.html = html_page(pc, x, context, has_context, r, o.text);
+  return o;
+}
+
+template <class T>
+int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html,
+        const limits& lim) {
   // every output made before anything is written
-  const std::string text = trace(pc, x, context, has_context, w, opt, r);
-  const std::string json = as_json ? json_output(r, x.rows(), s_len) : std::string();
+  const auto o = make_outputs<T>(doc, pc, as_json, !svg.empty(), !html.empty(), lim);
   std::vector<qkv::io::text_output> files;
-  std::string svg_text, html_text;
-  if (!svg.empty()) {
-    svg_text = heatmap(pc, r, x.rows(), s_len, "qkv");
-    files.push_back({svg, svg_text});
-  }
-  if (!html.empty()) {
-    html_text = html_page(pc, x, context, has_context, r, text);
-    files.push_back({html, html_text});
-  }
+  if (!svg.empty()) files.push_back({svg, o.svg});
+  if (!html.empty()) files.push_back({html, o.html});
   qkv::io::write_text_files(files);  // all or none
-  std::cout << (as_json ? json : text);
+  std::cout << (as_json ? o.json : o.text);
   return exit_ok;
 }
 

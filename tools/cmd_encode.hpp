@@ -217,8 +217,17 @@ inline void check_sizes(std::uint64_t tokens, const rt::encoder_config& c, std::
               checked_product({layers + 1, t, d}));
 }
 
+/// the output of a case, in memory
 template <class T>
-int run(const qkv::io::json_document& doc, bool as_json, const limits& lim) {
+struct outputs {
+  rt::dynamic_matrix<T> output;
+  std::string text;  // the trace, or the JSON with as_json
+};
+
+/// @brief read the case, check every size against the limit, run the layers and make the output;
+/// writes nothing (the fuzz target fuzz/encode_case_fuzz.cpp calls this)
+template <class T>
+outputs<T> make_outputs(const qkv::io::json_document& doc, bool as_json, const limits& lim) {
   const auto x = qkv::io::read_matrix_field<T>(doc, "x", "T x d_model, one token per row");
   if (x.rows() == 0 || x.cols() == 0)
     throw input_error(doc.error("x", "expected at least one token and one feature, got " + x.shape()).what());
@@ -239,10 +248,11 @@ int run(const qkv::io::json_document& doc, bool as_json, const limits& lim) {
   rt::encoder_run_options run;
   run.key_padding = padding;
   std::vector<rt::encoder_layer_trace<T>> traces;
-  const auto& out = rt::encoder(x, layers, c, run, traces);
+  outputs<T> o;
+  o.output = rt::encoder(x, layers, c, run, traces);
   if (!as_json) {
-    std::cout << trace(doc.file(), c, padding, x, traces);
-    return exit_ok;
+    o.text = trace(doc.file(), c, padding, x, traces);
+    return o;
   }
   std::string s = "{\"layers\": [";
   for (std::size_t l = 0; l < traces.size(); ++l) {
@@ -251,8 +261,14 @@ int run(const qkv::io::json_document& doc, bool as_json, const limits& lim) {
     s += "}";
   }
   s += "], \"output\": ";
-  qkv::io::write_tensor(s, out);
-  std::cout << s << "}\n";
+  qkv::io::write_tensor(s, o.output);
+  o.text = s + "}\n";
+  return o;
+}
+
+template <class T>
+int run(const qkv::io::json_document& doc, bool as_json, const limits& lim) {
+  std::cout << make_outputs<T>(doc, as_json, lim).text;
   return exit_ok;
 }
 
