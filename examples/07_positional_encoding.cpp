@@ -7,7 +7,7 @@
 // 10000 * 2 pi. The paper chose it because PE(pos + k) is a linear function (a rotation in each
 // pair) of PE(pos), whatever pos: a fixed offset looks the same everywhere. Proven below at
 // compile time, then plotted as the well-known figure (The Annotated Transformer: d_model 20,
-// dimensions 4 to 7 over 100 positions) into 07_positional_encoding.svg, and computed at run
+// dimensions 4 to 7 over 100 positions) into the SVG file named as the argument, and computed at run
 // time at a realistic size (2048 positions x 512 dimensions).
 #include <algorithm>
 #include <cmath>
