@@ -89,6 +89,11 @@ TEST_CASE("a symbolic link is written through, and a device is written in place"
   CHECK(read_all(s.dir / "real.txt") == "new");
   io::write_text_file("/dev/null", "nothing");  // not replaced by a regular file
   CHECK(fs::is_character_file("/dev/null"));
+  // a link to a device (as /dev/stdout is) is written through in place, no file made beside it
+  fs::create_symlink("/dev/null", s.dir / "null_link");
+  io::write_text_file((s.dir / "null_link").string(), "nothing");
+  CHECK(fs::is_symlink(s.dir / "null_link"));
+  CHECK(entries(s.dir) == 3);
 }
 
 TEST_CASE("checked_product saturates instead of wrapping, and check_limit names size, limit and option") {

@@ -86,18 +86,19 @@ inline void remove_quietly(const std::filesystem::path& p) {
 [[nodiscard]] inline pending stage(const std::string& path, std::string_view text) {
   namespace fs = std::filesystem;
   if (path.empty()) throw file_error("cannot create a file with an empty name");
-  pending p{path, target_of(path), {}};
+  pending p{path, fs::path(path), {}};
   std::error_code ec;
-  const auto st = fs::status(p.target, ec);
+  const auto st = fs::status(p.target, ec);  // through symbolic links
   if (fs::is_directory(st)) throw file_error("cannot write '" + path + "': is a directory");
-  if (fs::exists(st) && !fs::is_regular_file(st)) {  // /dev/null, a pipe: no rename over them
-    const int fd = ::open(p.target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fs::exists(st) && !fs::is_regular_file(st)) {  // /dev/null, /dev/stdout, a pipe: no rename over them
+    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0) throw file_error("cannot create '" + path + "': " + reason(errno));
     const bool ok = write_all(fd, text);
     const int err = errno;
     if (::close(fd) != 0 || !ok) throw file_error("cannot write '" + path + "': " + reason(ok ? errno : err));
     return p;
   }
+  p.target = target_of(path);  // a regular file, or none yet: a link is written through
   static std::atomic<unsigned long> counter{0};
   const auto dir = p.target.parent_path();
   const std::string name = "." + p.target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-";
