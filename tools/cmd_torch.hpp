@@ -248,6 +248,10 @@ void write_number(std::string& out, T x) {
     out += std::isnan(x) ? "\"NaN\"" : x > 0 ? "\"Infinity\"" : "\"-Infinity\"";
     return;
   }
+  if (x == 0 && std::signbit(x)) {  // "-0" reads back as the integer 0: keep the sign
+    out += "-0.0";
+    return;
+  }
   char buf[40];
   const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<double>(x));
   out.append(buf, r.ptr);

@@ -154,3 +154,14 @@ TEST_CASE("a directory is named as a directory, and a file over the byte limit i
                        "/dev/zero: the file is more than 100000 bytes, the limit (raise it with --max-elements N)",
                        io::limit_error);
 }
+
+TEST_CASE("negative zero is written -0.0 and reads back with its sign") {
+  // to_chars gives "-0", which a JSON parser reads as the integer 0: the sign would be lost
+  const rt::dynamic_matrix<float> m{{-0.0f, 0.0f}};
+  const std::string s = io::to_json_string(m);
+  CHECK(s == R"({"dtype": "float32", "shape": [1, 2], "data": [[-0.0, 0]]})");
+  const auto doc = io::json_document::parse(s, "memory");
+  const auto back = io::read_matrix<float>(doc, "m", doc.json());
+  CHECK(std::signbit(back(0, 0)));
+  CHECK(!std::signbit(back(0, 1)));
+}

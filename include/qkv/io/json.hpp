@@ -66,8 +66,8 @@ template <class T>
   return std::isnan(d) ? "\"NaN\"" : d > 0 ? "\"Infinity\"" : "\"-Infinity\"";
 }
 
-/// append one number: shortest round trip of (double)x; NaN and the infinities as the strings
-/// "NaN", "Infinity", "-Infinity"
+/// append one number: shortest round trip of (double)x; -0 as -0.0 (a JSON reader takes "-0" for
+/// the integer 0); NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"
 template <class T>
 void write_number(std::string& out, T x) {
   if constexpr (std::is_same_v<T, unsigned char> || std::is_same_v<T, bool>) {
@@ -76,6 +76,10 @@ void write_number(std::string& out, T x) {
     const double d = static_cast<double>(x);
     if (!std::isfinite(d)) {
       out += non_finite_text(d);
+      return;
+    }
+    if (d == 0 && std::signbit(d)) {  // "-0" would read back as the integer 0, losing the sign
+      out += "-0.0";
       return;
     }
     char buf[32];
