@@ -7,7 +7,7 @@
 // 10000 * 2 pi. The paper chose it because PE(pos + k) is a linear function (a rotation in each
 // pair) of PE(pos), whatever pos: a fixed offset looks the same everywhere. Proven below at
 // compile time, then plotted as the well-known figure (The Annotated Transformer: d_model 20,
-// dimensions 4 to 7 over 100 positions) into 07_positional_encoding.svg, and computed at run
+// dimensions 4 to 7 over 100 positions) into the SVG file named as the argument, and computed at run
 // time at a realistic size (2048 positions x 512 dimensions).
 #include <algorithm>
 #include <cmath>
@@ -202,7 +202,9 @@ inline void walkthrough() {
 
 }  // namespace realistic
 
-inline void walkthrough() {
+/// svg_path: where to write the figure (the example program's argument); null: nowhere (qkv
+/// explain writes no file)
+inline void walkthrough(const char* svg_path = nullptr) {
   using qkv::io::torch_str;
   std::cout << "The sinusoidal positional encoding, proven at compile time\n\n"
             << "d_model = 4, positions 0..3:\n" << torch_str(qkv::block<4, 4>(pe4, 0, 0)) << "\n"
@@ -213,14 +215,17 @@ inline void walkthrough() {
     say("  pos %2zu: [% .7f, % .7f, % .7f, % .7f]\n", p, double(figure(p, 4)), double(figure(p, 5)),
                 double(figure(p, 6)), double(figure(p, 7)));
   }
-  const std::string path = "07_positional_encoding.svg";
-  qkv::io::write_text_file(path, figure_svg());
-  std::cout << "wrote " << path << " (dimensions 4 to 7 over 100 positions)\n\n";
+  if (svg_path) {
+    qkv::io::write_text_file(svg_path, figure_svg());
+    std::cout << "wrote " << svg_path << " (dimensions 4 to 7 over 100 positions)\n\n";
+  } else {
+    std::cout << "(the figure, dimensions 4 to 7 over 100 positions: give the example program a file name)\n\n";
+  }
   realistic::walkthrough();
 }
 
 }  // namespace qkv::examples::positional_encoding
 
 #ifndef QKV_EXAMPLE_NO_MAIN
-int main() { qkv::examples::positional_encoding::walkthrough(); }
+int main(int argc, char** argv) { qkv::examples::positional_encoding::walkthrough(argc > 1 ? argv[1] : nullptr); }
 #endif

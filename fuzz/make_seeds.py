@@ -56,3 +56,46 @@ put("safetensors", "overlap", safetensors({"a": {"dtype": "F32", "shape": [2], "
                                           "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, f32[:8]))
 put("safetensors", "truncated", safetensors({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, f32[:15]))
 put("safetensors", "badlen", struct.pack("<Q", 1 << 40) + b"{}")
+
+# attend and encode cases: every case of tests/cli/attend/ (good and bad), and small encoder cases
+import glob
+import random
+
+attend_dir = os.path.join(os.path.dirname(here), "..", "tests", "cli", "attend")
+for path in sorted(glob.glob(os.path.join(attend_dir, "*.json"))):
+    name = os.path.basename(path)[:-5]
+    if os.path.getsize(path) <= 4096:  # the length the fuzzer runs with
+        with open(path, "rb") as f:
+            put("attend_case", name, f.read())
+put("attend_case", "non_finite_everywhere", json.dumps({
+    "dtype": "float64", "x": [["NaN", 1], ["Infinity", "-Infinity"]], "context": [[1, 2], [3, 4], [5, 6]],
+    "wq": [[1, 0], [0, 1]], "wk": [[1, "NaN"], [0, 1]], "wv": [[1, 0], [0, 1]], "bq": [0, "Infinity"],
+    "heads": 2, "wo": [[1, 0], [0, 1]], "bo": [0, 0], "allowed": [[True, False, True], [False, False, False]],
+    "scale": 0.5, "weight_layout": "in_out"}))
+
+rnd = random.Random(14)
+
+
+def matrix(rows, cols):
+    return [[round(rnd.uniform(-1, 1), 3) for _ in range(cols)] for _ in range(rows)]
+
+
+def encoder_case(d, heads, ff, tokens, layers, **config):
+    layer = lambda: {  # noqa: E731
+        "self_attn.in_proj_weight": matrix(3 * d, d), "self_attn.in_proj_bias": matrix(1, 3 * d)[0],
+        "self_attn.out_proj.weight": matrix(d, d), "self_attn.out_proj.bias": matrix(1, d)[0],
+        "linear1.weight": matrix(ff, d), "linear1.bias": matrix(1, ff)[0],
+        "linear2.weight": matrix(d, ff), "linear2.bias": matrix(1, d)[0],
+        "norm1.weight": [1.0] * d, "norm1.bias": [0.0] * d, "norm2.weight": [1.0] * d, "norm2.bias": [0.0] * d}
+    c = {"d_model": d, "nhead": heads, "dim_feedforward": ff}
+    c.update(config)
+    return {"x": matrix(tokens, d), "config": c, "layers": [layer() for _ in range(layers)]}
+
+
+put("encode_case", "post_norm_relu", json.dumps(encoder_case(2, 1, 3, 2, 1)))
+put("encode_case", "pre_norm_gelu_causal", json.dumps(encoder_case(2, 2, 2, 3, 1, activation="gelu", norm_first=True, causal=True)))
+put("encode_case", "padding_two_layers", json.dumps(dict(encoder_case(2, 1, 2, 2, 2, key_padding=[False, True]), dtype="float64")))
+nan_case = encoder_case(2, 1, 2, 2, 1, layer_norm_eps=0)
+nan_case["x"][1] = ["NaN", "Infinity"]
+put("encode_case", "non_finite", json.dumps(nan_case))
+put("encode_case", "bad_config", json.dumps(dict(encoder_case(2, 1, 2, 2, 1), config={"d_model": 2, "nhead": 3})))

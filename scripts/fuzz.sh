@@ -3,6 +3,7 @@
 #   ./scripts/fuzz.sh              every target, 1000000 executions each
 #   ./scripts/fuzz.sh 20000        every target, 20000 executions each
 #   ./scripts/fuzz.sh 1000000 safetensors    one target
+#   (targets: wordpiece vocab safetensors bert_encoding attend_case encode_case)
 # Builds in build-fuzz/ with -fsanitize=fuzzer,address,undefined (undefined behaviour aborts).
 # The seed corpus is fuzz/corpus/TARGET; what the fuzzer finds goes to build-fuzz/corpus/TARGET,
 # so the committed seeds stay as they are. A crash leaves build-fuzz/crash-* and a non-zero exit.
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-1000000}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(wordpiece vocab safetensors bert_encoding)
+[ ${#targets[@]} -eq 0 ] && targets=(wordpiece vocab safetensors bert_encoding attend_case encode_case)
 
 # libFuzzer's runtime is in Debian's libclang-rt-16-dev (the normal build does not need it)
 if ! dpkg-query -W -f='${Status}' libclang-rt-16-dev 2>/dev/null | grep -q "install ok installed"; then
@@ -27,7 +28,9 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
        -ffp-contract=off -Iinclude "-DQKV_VOCAB=\"$PWD/data/bert-base-uncased/vocab.txt\"")
 for t in "${targets[@]}"; do
   echo "== fuzz: build $t"
-  clang++-16 "${flags[@]}" "fuzz/${t}_fuzz.cpp" -o "build-fuzz/${t}_fuzz"
+  extra=()  # the case readers include the runtime path: built for the project's default -march
+  [[ $t == *_case ]] && extra=(-march=x86-64-v3)
+  clang++-16 "${flags[@]}" "${extra[@]}" "fuzz/${t}_fuzz.cpp" -o "build-fuzz/${t}_fuzz"
 done
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t"

@@ -1,10 +1,17 @@
-// cli.hpp: what every qkv command shares: argument lists, errors, exit statuses.
+// cli.hpp: what every qkv command shares: argument lists, errors, exit statuses, the size limit
+// (--max-elements) and the dtype field of a case file.
 #pragma once
 
+#include <charconv>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
+
+#include <qkv/io/json.hpp>
+#include <qkv/io/limit.hpp>
 
 namespace qkv::cli {
 
@@ -18,5 +25,63 @@ struct input_error : std::runtime_error {
 
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_bad_input = 2;
+
+/// the default of --max-elements: 2^24 numbers (64 MB as float32, about 350 MB as JSON text),
+/// the per-tensor bound `qkv torch` states
+inline constexpr std::uint64_t default_max_elements = std::uint64_t{1} << 24;
+/// the default of --max-cells: 2^18 cells drawn in a heatmap or a page table (512 x 512; an
+/// SVG cell with its tooltip is ~150 bytes, so ~40 MB of SVG)
+inline constexpr std::uint64_t default_max_cells = std::uint64_t{1} << 18;
+/// a case file may hold this many bytes per element allowed (a JSON number with its separator
+/// is at most ~26 bytes; the rest leaves room for layout)
+inline constexpr std::uint64_t case_bytes_per_element = 64;
+
+/// @brief the size limits of a command, checked before anything of that size is allocated or
+/// written (docs/cli.md, "Limits"): every buffer and every output whose size grows with the
+/// input holds at most max_elements numbers (weights kept, numbers written as JSON), and every
+/// picture at most max_cells cells (a heatmap, the cells of a page's tables)
+struct limits {
+  std::uint64_t max_elements = default_max_elements;
+  std::uint64_t max_cells = default_max_cells;
+  /// the most bytes a case file may have
+  [[nodiscard]] std::uint64_t max_case_bytes() const {
+    return io::checked_product({max_elements, case_bytes_per_element});
+  }
+  /// limit_error unless size <= max_elements
+  void check(std::string_view what, std::uint64_t size) const { io::check_limit(what, size, max_elements); }
+  /// limit_error unless cells <= max_cells
+  void check_cells(std::string_view what, std::uint64_t cells) const {
+    io::check_limit(what, cells, max_cells, "cells", "--max-cells");
+  }
+};
+
+/// @brief when a[k] is `--max-elements N` or `--max-cells N`, read N into l, step k past it
+/// and return true
+inline bool parse_limit_option(const args& a, std::size_t& k, limits& l) {
+  const bool elements = a[k] == "--max-elements";
+  if (!elements && a[k] != "--max-cells") return false;
+  const std::string opt(a[k]);
+  if (k + 1 >= a.size()) throw input_error(opt + " needs a value N (a positive whole number)");
+  const auto v = a[k + 1];
+  std::uint64_t n = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || r.ec != std::errc{} || r.ptr != v.data() + v.size() || n == 0)
+    throw input_error(opt + ": '" + std::string(v) + "' is not a positive whole number (below 2^64)");
+  (elements ? l.max_elements : l.max_cells) = n;
+  ++k;
+  return true;
+}
+
+/// the arithmetic type a case asks for
+enum class dtype { float32, float64 };
+
+/// @brief the case's optional top-level "dtype": "float32" (the default) or "float64"
+[[nodiscard]] inline dtype read_dtype(const io::json_document& doc) {
+  if (!doc.json().contains("dtype")) return dtype::float32;
+  const auto& d = doc.json().at("dtype");
+  if (d == "float32") return dtype::float32;
+  if (d == "float64") return dtype::float64;
+  throw input_error(doc.error("dtype", "expected \"float32\" or \"float64\", got " + d.dump()).what());
+}
 
 }  // namespace qkv::cli

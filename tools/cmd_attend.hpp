@@ -7,12 +7,19 @@
 //
 // --svg writes the heatmap of the weights (io/svg.hpp: a panel per head, query and key indices
 // on the axes); --html a self-contained page (io/html.hpp) with the trace, every matrix of up to
-// 4096 elements as a table, and the heatmap. Files are written before anything is printed, so a
-// file that cannot be written is an error with nothing on stdout.
+// 4096 elements as a table, and the heatmap.
+//
+// Limits (docs/cli.md): every buffer the case makes (queries, keys, values, scores and weights
+// kept, context, output) holds at most --max-elements numbers, the --json output too, and the
+// heatmap at most --max-cells cells; each is checked after the case is read and before the
+// attention runs. Every output is made in memory first; then the files are written all or none
+// (io/file.hpp: temporaries renamed), then stdout: a failure anywhere leaves no file and prints
+// nothing on stdout.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -22,7 +29,9 @@
 #include <string>
 #include <vector>
 
+#include <qkv/io/file.hpp>
 #include <qkv/io/json.hpp>
+#include <qkv/io/limit.hpp>
 #include <qkv/io/print.hpp>
 #include <qkv/runtime/multihead.hpp>
 
@@ -36,6 +45,9 @@ namespace qkv::cli {
 namespace attend_detail {
 
 namespace rt = qkv::runtime;
+
+inline constexpr std::string_view usage =
+    "qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]";
 
 inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq",
@@ -276,6 +288,47 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
   opt.keep_weights = true;
 }
 
+/// the top level of a case: one object, only known fields, the required ones present
+inline void check_case(const qkv::io::json_document& doc) {
+  if (!doc.json().is_object())
+    throw input_error(doc.file() + ": expected one JSON object with the fields x, wq, wk, wv, ... (docs/cli.md), got " +
+                      qkv::io::detail::kind_of(doc.json()));
+  for (const auto& [key, value] : doc.json().items())
+    if (!known_fields().count(key))
+      throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
+                                       "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding").what());
+  for (const char* f : {"x", "wq", "wk", "wv"})
+    if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
+}
+
+/// @brief every buffer the attention will make, and the outputs asked for, against the limits:
+/// limit_error naming the first one too large. Called before anything of that size exists.
+template <class T>
+void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c, const rt::attention_weights<T>& w,
+                 std::size_t heads, const limits& lim, bool as_json, bool pictures) {
+  using qkv::io::checked_product;
+  const std::uint64_t t = x.rows(), s = c.rows(), dq = w.q.out_features(), dv = w.v.out_features(),
+                      dout = w.o ? w.o->out_features() : dv;
+  auto dims = [](std::initializer_list<std::uint64_t> d) {
+    std::string r;
+    for (auto v : d) r += (r.empty() ? "" : " x ") + std::to_string(v);
+    return r;
+  };
+  const std::uint64_t q = checked_product({t, dq}), k = checked_product({s, dq}), v = checked_product({s, dv}),
+                      hts = checked_product({heads, t, s}), ctx = checked_product({t, dv}), out = checked_product({t, dout});
+  lim.check("the queries (T x d_q = " + dims({t, dq}) + ")", q);
+  lim.check("the keys (S x d_q = " + dims({s, dq}) + ")", k);
+  lim.check("the values (S x d_v = " + dims({s, dv}) + ")", v);
+  lim.check("the scores and the weights kept (each heads x T x S = " + dims({heads, t, s}) + ")", hts);
+  lim.check("the context (T x d_v = " + dims({t, dv}) + ")", ctx);
+  lim.check("the output (T x d_out = " + dims({t, dout}) + ")", out);
+  if (as_json)
+    lim.check("the --json output (every tensor: mask, scaled scores, queries, keys, values, scores, weights, context, concat, output)",
+              qkv::io::checked_sum({checked_product({t, s}), hts, q, k, v, hts, hts, ctx, ctx, out}));
+  // the heatmap of --svg and --html: one cell per weight
+  if (pictures) lim.check_cells("the heatmap of the weights (heads x T x S = " + dims({heads, t, s}) + ")", hts);
+}
+
 /// the mask as the attention applied it, (T, S): 1 where key j is masked for query i (causal:
 /// j > i; `allowed` false; key_padding true), PyTorch's boolean attn_mask convention
 template <class T>
@@ -447,71 +500,109 @@ std::string html_page(const parsed_case& pc, const rt::dynamic_matrix<T>& x, con
   return page.str();
 }
 
+/// everything a case makes, in memory: the result, the trace, and the outputs asked for
 template <class T>
-int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html) {
+struct outputs {
+  rt::attention_result<T> result;
+  std::string text, json, svg, html;  // json, svg, html: empty unless asked for
+};
+
+/// @brief read the case, check every size against the limits, run the attention and make every
+/// output asked for; writes nothing (the fuzz target fuzz/attend_case_fuzz.cpp calls this)
+template <class T>
+outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg, bool want_html,
+                        const limits& lim) {
   rt::dynamic_matrix<T> x, context;
   bool has_context = false;
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
-  apply_key_padding(pc, x.rows(), has_context ? context.rows() : x.rows(), opt);
-  const auto r = rt::attention(x, has_context ? context : x, w, opt);
-  const std::size_t s_len = has_context ? context.rows() : x.rows();
-  const std::string text = trace(pc, x, context, has_context, w, opt, r);
   try {
-    if (!svg.empty()) qkv::io::write_text_file(svg, heatmap(pc, r, x.rows(), s_len, "qkv"));
-    if (!html.empty()) qkv::io::write_text_file(html, html_page(pc, x, context, has_context, r, text));
-  } catch (const std::runtime_error& e) {
-    throw input_error(std::string(e.what()));
+    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, want_svg || want_html);
+  } catch (const qkv::io::limit_error& e) {
+    throw input_error(doc.file() + ": " + e.what());
   }
-  std::cout << (as_json ? json_output(r, x.rows(), s_len, opt) : text);
+  outputs<T> o;
+  // key_padding becomes a T x S mask only now, after the sizes were checked
+  apply_key_padding(pc, x.rows(), has_context ? context.rows() : x.rows(), opt);
+  o.result = rt::attention(x, has_context ? context : x, w, opt);
+  const auto& r = o.result;
+  const std::size_t s_len = has_context ? context.rows() : x.rows();
+  o.text = trace(pc, x, context, has_context, w, opt, r);
+  if (as_json) o.json = json_output(r, x.rows(), s_len, opt);
+  if (want_svg) o.svg = heatmap(pc, r, x.rows(), s_len, "qkv");
+  if (want_html) o.html = html_page(pc, x, context, has_context, r, o.text);
+  return o;
+}
+
+template <class T>
+int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html,
+        const limits& lim) {
+  // every output made before anything is written
+  const auto o = make_outputs<T>(doc, pc, as_json, !svg.empty(), !html.empty(), lim);
+  std::vector<qkv::io::text_output> files;
+  if (!svg.empty()) files.push_back({svg, o.svg});
+  if (!html.empty()) files.push_back({html, o.html});
+  qkv::io::write_text_files(files);  // all or none
+  std::cout << (as_json ? o.json : o.text);
   return exit_ok;
+}
+
+/// the case file, read whole (a directory, a missing file, more bytes than the limit allows:
+/// an input_error naming it)
+inline qkv::io::json_document load(const std::string& path, const limits& lim) {
+  return qkv::io::json_document::load(path, lim.max_case_bytes(), "--max-elements");
+}
+
+/// --svg and --html must name two different files, neither of them the case
+inline void check_outputs(const std::string& path, const std::string& svg, const std::string& html) {
+  namespace fs = std::filesystem;
+  auto same = [](const std::string& a, const std::string& b) {
+    if (a == b) return true;
+    std::error_code ec;
+    return fs::equivalent(a, b, ec) && !ec;
+  };
+  if (!svg.empty() && !html.empty() && same(svg, html))
+    throw input_error("--svg and --html name the same file '" + svg + "'");
+  for (const auto* o : {&svg, &html})
+    if (!o->empty() && same(*o, path))
+      throw input_error(std::string(o == &svg ? "--svg" : "--html") + " names the case file '" + path +
+                        "' itself; it would be overwritten");
 }
 
 }  // namespace attend_detail
 
-/// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE]`
+/// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]`
 inline int cmd_attend(const args& a) {
   std::string path, svg, html;
   bool as_json = false;
+  limits lim;
   for (std::size_t k = 0; k < a.size(); ++k) {
-    if (a[k] == "--json") {
+    if (parse_limit_option(a, k, lim)) {
+      continue;
+    } else if (a[k] == "--json") {
       as_json = true;
     } else if (a[k] == "--svg" || a[k] == "--html") {
       if (k + 1 >= a.size()) throw input_error(std::string(a[k]) + " needs a file name");
       (a[k] == "--svg" ? svg : html) = std::string(a[k + 1]);
       ++k;
     } else if (!a[k].empty() && a[k][0] == '-') {
-      throw input_error("unknown option '" + std::string(a[k]) + "' (usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE])");
+      throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(attend_detail::usage) + ")");
     } else if (path.empty()) {
       path = std::string(a[k]);
     } else {
       throw input_error("one case file expected, got '" + path + "' and '" + std::string(a[k]) + "'");
     }
   }
-  if (path.empty()) throw input_error("usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE]");
+  if (path.empty()) throw input_error("usage: " + std::string(attend_detail::usage));
+  attend_detail::check_outputs(path, svg, html);
   try {
-    const auto doc = qkv::io::json_document::load(path);
-    if (!doc.json().is_object())
-      throw input_error(path + ": expected one JSON object with the fields x, wq, wk, wv, ... (docs/cli.md), got " +
-                        qkv::io::detail::kind_of(doc.json()));
-    for (const auto& [key, value] : doc.json().items())
-      if (!attend_detail::known_fields().count(key))
-        throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
-                                         "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding").what());
-    for (const char* f : {"x", "wq", "wk", "wv"})
-      if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
+    const auto doc = attend_detail::load(path, lim);
+    attend_detail::check_case(doc);
     attend_detail::parsed_case pc;
     pc.file = path;
-    std::string dtype = "float32";
-    if (doc.json().contains("dtype")) {
-      const auto& d = doc.json().at("dtype");
-      if (!d.is_string() || (d != "float32" && d != "float64"))
-        throw input_error(doc.error("dtype", "expected \"float32\" or \"float64\", got " + d.dump()).what());
-      dtype = d.get<std::string>();
-    }
-    return dtype == "float64" ? attend_detail::run<double>(doc, pc, as_json, svg, html)
-                              : attend_detail::run<float>(doc, pc, as_json, svg, html);
+    return read_dtype(doc) == dtype::float64 ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
+                                             : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {

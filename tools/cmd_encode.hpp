@@ -15,6 +15,9 @@
 // Output with --json: {"layers": [{"output": ...}, ...], "output": ...}; without it, a trace.
 // Every field is checked before any arithmetic; a bad one is an input_error naming the file,
 // the field, the expected and the actual shape (exit 2, nothing on stdout).
+// Limits (docs/cli.md): each buffer a layer keeps for the trace (the heads' scores and weights,
+// nhead x T x T; the feed-forward activations, T x dim_feedforward; the T x d_model ones) and the
+// --json output hold at most --max-elements numbers, checked before the layers run.
 #pragma once
 
 #include <algorithm>
@@ -183,8 +186,48 @@ std::string trace(const std::string& file, const rt::encoder_config& c, const st
   return s.str();
 }
 
+/// the top level of a case: one object, only known fields, the required ones present
+inline void check_case(const qkv::io::json_document& doc) {
+  if (!doc.json().is_object())
+    throw input_error(doc.file() + ": expected one JSON object with the fields x, config, layers (docs/cli.md), got " +
+                      qkv::io::detail::kind_of(doc.json()));
+  static const std::set<std::string> known{"x", "config", "layers", "dtype"};
+  for (const auto& [key, value] : doc.json().items())
+    if (!known.count(key)) throw input_error(doc.error(key, "unknown field; the fields are x, config, layers, dtype").what());
+  for (const char* f : {"x", "config", "layers"})
+    if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, config, layers)").what());
+}
+
+/// @brief the buffers each layer keeps and the --json output against the limit (limit_error
+/// naming the first too large); before any layer runs
+inline void check_sizes(std::uint64_t tokens, const rt::encoder_config& c, std::uint64_t layers, const limits& lim,
+                        bool as_json) {
+  using qkv::io::checked_product;
+  const std::uint64_t t = tokens, d = c.d_model, f = c.dim_feedforward, h = c.nhead;
+  const std::string td = std::to_string(t) + " x " + std::to_string(d);
+  lim.check("each layer's scores and weights kept for the trace (each nhead x T x T = " + std::to_string(h) + " x " +
+                std::to_string(t) + " x " + std::to_string(t) + ")",
+            checked_product({h, t, t}));
+  lim.check("each layer's feed-forward activations (T x dim_feedforward = " + std::to_string(t) + " x " + std::to_string(f) + ")",
+            checked_product({t, f}));
+  lim.check("each layer's queries, keys, values and outputs (each T x d_model = " + td + ")", checked_product({t, d}));
+  if (as_json)
+    lim.check("the --json output (every layer's output and the output, (layers + 1) x T x d_model = " +
+                  std::to_string(layers) + " + 1 x " + td + ")",
+              checked_product({layers + 1, t, d}));
+}
+
+/// the output of a case, in memory
 template <class T>
-int run(const qkv::io::json_document& doc, bool as_json) {
+struct outputs {
+  rt::dynamic_matrix<T> output;
+  std::string text;  // the trace, or the JSON with as_json
+};
+
+/// @brief read the case, check every size against the limit, run the layers and make the output;
+/// writes nothing (the fuzz target fuzz/encode_case_fuzz.cpp calls this)
+template <class T>
+outputs<T> make_outputs(const qkv::io::json_document& doc, bool as_json, const limits& lim) {
   const auto x = qkv::io::read_matrix_field<T>(doc, "x", "T x d_model, one token per row");
   if (x.rows() == 0 || x.cols() == 0)
     throw input_error(doc.error("x", "expected at least one token and one feature, got " + x.shape()).what());
@@ -195,15 +238,21 @@ int run(const qkv::io::json_document& doc, bool as_json) {
   const auto& lj = doc.json().at("layers");
   if (!lj.is_array() || lj.empty())
     throw input_error(doc.error("layers", "expected a list of at least one layer, got " + qkv::io::detail::kind_of(lj)).what());
+  try {
+    check_sizes(x.rows(), c, lj.size(), lim, as_json);
+  } catch (const qkv::io::limit_error& e) {
+    throw input_error(doc.file() + ": " + e.what());
+  }
   std::vector<rt::encoder_layer_weights<T>> layers;
   for (std::size_t l = 0; l < lj.size(); ++l) layers.push_back(read_layer<T>(doc, lj[l], l, c));
   rt::encoder_run_options run;
   run.key_padding = padding;
   std::vector<rt::encoder_layer_trace<T>> traces;
-  const auto& out = rt::encoder(x, layers, c, run, traces);
+  outputs<T> o;
+  o.output = rt::encoder(x, layers, c, run, traces);
   if (!as_json) {
-    std::cout << trace(doc.file(), c, padding, x, traces);
-    return exit_ok;
+    o.text = trace(doc.file(), c, padding, x, traces);
+    return o;
   }
   std::string s = "{\"layers\": [";
   for (std::size_t l = 0; l < traces.size(); ++l) {
@@ -212,52 +261,48 @@ int run(const qkv::io::json_document& doc, bool as_json) {
     s += "}";
   }
   s += "], \"output\": ";
-  qkv::io::write_tensor(s, out);
-  std::cout << s << "}\n";
+  qkv::io::write_tensor(s, o.output);
+  o.text = s + "}\n";
+  return o;
+}
+
+template <class T>
+int run(const qkv::io::json_document& doc, bool as_json, const limits& lim) {
+  std::cout << make_outputs<T>(doc, as_json, lim).text;
   return exit_ok;
 }
 
-/// the case file parsed; nlohmann's other exceptions at parse time (a number beyond double's
-/// range, 1e400, is out_of_range 406, not a parse_error) also become "FILE: not valid JSON"
-inline qkv::io::json_document load(const std::string& path) {
-  try {
-    return qkv::io::json_document::load(path);
-  } catch (const nlohmann::json::exception& e) {
-    throw input_error(path + ": not valid JSON: " + e.what());
-  }
+/// the case file, read whole (a directory, a missing file, more bytes than the limit allows:
+/// an error naming it; json_document::load turns every nlohmann exception at parse time, 1e400
+/// included, into "FILE: not valid JSON")
+inline qkv::io::json_document load(const std::string& path, const limits& lim) {
+  return qkv::io::json_document::load(path, lim.max_case_bytes(), "--max-elements");
 }
+
+inline constexpr std::string_view usage = "qkv encode CASE.json [--json] [--max-elements N]";
 
 }  // namespace encode_detail
 
-/// `qkv encode CASE.json [--json]`
+/// `qkv encode CASE.json [--json] [--max-elements N]`
 inline int cmd_encode(const args& a) {
   std::string path;
   bool as_json = false;
-  for (const auto arg : a) {
+  limits lim;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const auto arg = a[k];
+    if (parse_limit_option(a, k, lim)) continue;
     if (arg == "--json") as_json = true;
-    else if (!arg.empty() && arg[0] == '-') throw input_error("unknown option '" + std::string(arg) + "' (usage: qkv encode CASE.json [--json])");
+    else if (!arg.empty() && arg[0] == '-')
+      throw input_error("unknown option '" + std::string(arg) + "' (usage: " + std::string(encode_detail::usage) + ")");
     else if (path.empty()) path = std::string(arg);
     else throw input_error("one case file expected, got '" + path + "' and '" + std::string(arg) + "'");
   }
-  if (path.empty()) throw input_error("usage: qkv encode CASE.json [--json]");
+  if (path.empty()) throw input_error("usage: " + std::string(encode_detail::usage));
   try {
-    const auto doc = encode_detail::load(path);
-    if (!doc.json().is_object())
-      throw input_error(path + ": expected one JSON object with the fields x, config, layers (docs/cli.md), got " +
-                        qkv::io::detail::kind_of(doc.json()));
-    static const std::set<std::string> known{"x", "config", "layers", "dtype"};
-    for (const auto& [key, value] : doc.json().items())
-      if (!known.count(key)) throw input_error(doc.error(key, "unknown field; the fields are x, config, layers, dtype").what());
-    for (const char* f : {"x", "config", "layers"})
-      if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, config, layers)").what());
-    std::string dtype = "float32";
-    if (doc.json().contains("dtype")) {
-      const auto& d = doc.json().at("dtype");
-      if (!d.is_string() || (d != "float32" && d != "float64"))
-        throw input_error(doc.error("dtype", "expected \"float32\" or \"float64\", got " + d.dump()).what());
-      dtype = d.get<std::string>();
-    }
-    return dtype == "float64" ? encode_detail::run<double>(doc, as_json) : encode_detail::run<float>(doc, as_json);
+    const auto doc = encode_detail::load(path, lim);
+    encode_detail::check_case(doc);
+    return read_dtype(doc) == dtype::float64 ? encode_detail::run<double>(doc, as_json, lim)
+                                             : encode_detail::run<float>(doc, as_json, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {

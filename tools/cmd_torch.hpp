@@ -244,8 +244,12 @@ struct op {
 /// bits come back.
 template <class T>
 void write_number(std::string& out, T x) {
-  if (!std::isfinite(x)) {  // a normal_ with a huge std can overflow; JSON has no inf: null
-    out += "null";
+  if (!std::isfinite(x)) {  // a normal_ with a huge std can overflow: "Infinity", as io/json.hpp spells it
+    out += std::isnan(x) ? "\"NaN\"" : x > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+    return;
+  }
+  if (x == 0 && std::signbit(x)) {  // "-0" reads back as the integer 0: keep the sign
+    out += "-0.0";
     return;
   }
   char buf[40];

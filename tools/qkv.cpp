@@ -1,8 +1,9 @@
 // qkv: the command-line tool. docs/cli.md describes every command.
 //
-//   qkv --help | --version
-//   qkv explain EXAMPLE
-//   (the other commands join the table below as they are built)
+//   qkv --help | --version          usage / version on stdout, exit 0
+//   qkv COMMAND --help              the command's usage on stdout, exit 0
+//   qkv                             the usage on stderr, exit 2 (a usage error)
+//   qkv COMMAND ARGS...             the commands of the table below
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -22,41 +23,79 @@ namespace {
 struct command {
   std::string_view name;
   std::string_view synopsis;
+  std::string_view help;  // `qkv NAME --help`: the options, on stdout (empty: the command answers itself)
   int (*run)(const qkv::cli::args&);
 };
 
 constexpr command commands[] = {
     {"explain", "explain EXAMPLE           run a worked example and print its walkthrough",
+     "usage: qkv explain EXAMPLE\n\n"
+     "Runs a worked example (examples/) and prints its walkthrough; writes no file.\n"
+     "EXAMPLE: illustrated, illustrated_exact, from_scratch, the_math, the_math_exact, bert,\n"
+     "statquest, masking, positional_encoding, encoder_layer (qkv explain nope lists them).\n",
      qkv::cli::cmd_explain},
     {"tokenize", "tokenize [--json] [--pair TEXT] TEXT | --input FILE\n"
                  "                            BERT uncased WordPiece as Hugging Face gives it (tokenize --help)",
+     "",  // cmd_tokenize answers --help itself
      qkv::cli::cmd_tokenize},
     {"torch", "torch --seed S OP...      PyTorch's generator after manual_seed(S): rand, randn, Linear, ...",
+     "usage: qkv torch --seed S [--dtype float32|float64] OP...\n\n"
+     "PyTorch's CPU generator after torch.manual_seed(S), the ops run in order, as JSON.\n"
+     "OP: rand:A,B,...  randn:A,B,...  uniform:A,B,...:LO:HI  normal:A,B,...:MEAN:STD\n"
+     "    linear:IN:OUT[:nobias]  embedding:NUM:DIM[:PAD]  xavier:A,B,...  mha:E:H  seed:S\n"
+     "At most 2^24 elements per op and 2^25 in all (docs/cli.md).\n",
      qkv::cli::cmd_torch},
-    {"attend", "attend CASE.json [--json] [--svg FILE] [--html FILE]\n"
+    {"attend", "attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n"
                "                            attention for a case given as JSON: a trace, or every tensor",
+     "usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n\n"
+     "Attention on the runtime path for a case given as JSON: the fields x, wq, wk, wv, and\n"
+     "optionally dtype, context, bq, bk, bv, weight_layout, heads, wo, bo, scale, causal, allowed\n"
+     "(docs/cli.md). Prints a step-by-step trace.\n"
+     "  --json            every tensor as JSON instead (NaN and infinities as \"NaN\", \"Infinity\", \"-Infinity\")\n"
+     "  --svg FILE        write the heatmap of the weights to FILE\n"
+     "  --html FILE       write a page with the trace, the matrices and the heatmap to FILE\n"
+     "  --max-elements N  the most numbers any buffer or output may hold (default 16777216 = 2^24)\n"
+     "  --max-cells N     the most cells the heatmap may draw (default 262144 = 2^18)\n"
+     "Files are written whole or not at all, and only when everything else succeeded.\n",
      qkv::cli::cmd_attend},
-    {"encode", "encode CASE.json [--json]\n"
+    {"encode", "encode CASE.json [--json] [--max-elements N]\n"
                "                            transformer encoder layers (nn.TransformerEncoderLayer) on the runtime path",
+     "usage: qkv encode CASE.json [--json] [--max-elements N]\n\n"
+     "A stack of nn.TransformerEncoderLayer (batch_first, dropout 0) for a case given as JSON:\n"
+     "the fields x, config, layers, and optionally dtype (docs/cli.md). Prints a trace.\n"
+     "  --json            each layer's output as JSON instead\n"
+     "  --max-elements N  the most numbers any buffer or output may hold (default 16777216 = 2^24)\n",
      qkv::cli::cmd_encode},
 };
 
 void print_help(std::ostream& out) {
   out << "qkv: transformer self-attention, computed and explained\n\n"
          "usage:\n"
-         "  qkv --help                show this help\n"
+         "  qkv --help                show this help (qkv COMMAND --help: the command's options)\n"
          "  qkv --version             print the version\n";
   for (const auto& c : commands) out << "  qkv " << c.synopsis << "\n";
   out << "\nErrors: a message on stderr and exit status 2. See docs/cli.md.\n";
+}
+
+/// `qkv COMMAND --help` (anywhere among its arguments) or `qkv COMMAND -h` (first)
+bool asks_for_help(const qkv::cli::args& a) {
+  if (!a.empty() && a[0] == "-h") return true;
+  for (const auto arg : a)
+    if (arg == "--help") return true;
+  return false;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const qkv::cli::args all(argv + 1, argv + argc);
-  if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
+  if (all.empty()) {  // a usage error: the usage on stderr
+    print_help(std::cerr);
+    return qkv::cli::exit_bad_input;
+  }
+  if (all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
     print_help(std::cout);
-    return all.empty() ? qkv::cli::exit_bad_input : qkv::cli::exit_ok;
+    return qkv::cli::exit_ok;
   }
   if (all[0] == "--version") {
     std::cout << "qkv 0.1.0\n";
@@ -64,11 +103,16 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : commands) {
     if (all[0] != c.name) continue;
+    const qkv::cli::args rest(all.begin() + 1, all.end());
+    if (!c.help.empty() && asks_for_help(rest)) {
+      std::cout << c.help;
+      return qkv::cli::exit_ok;
+    }
     // a command writes to a buffer first, so that a failure leaves nothing on stdout
     std::ostringstream out;
     auto* old = std::cout.rdbuf(out.rdbuf());
     try {
-      const int status = c.run(qkv::cli::args(all.begin() + 1, all.end()));
+      const int status = c.run(rest);
       std::cout.rdbuf(old);
       std::cout << out.str();
       return status;

@@ -186,6 +186,22 @@ def main():
          ['not valid JSON', 'overflow']),
         ('arrays nested 5000 deep', without_x[:-1] + ', "x": ' + '[' * 5000 + ']' * 5000 + '}',
          ["field 'x'", 'nested deeper than']),
+        # issue 14 (edges-tool): JSON that means one thing
+        ('null in a weight', variant(set_layer('linear1.bias', [None] * 16)),
+         ["field 'layers[0].linear1.bias'", 'element [0] is null, which this field does not take']),
+        ('1e39 in a float32 x', variant(lambda c: c['x']['data'][0].__setitem__(0, 1e39)),
+         ["field 'x'", 'element [0][0] = 1e+39 does not fit in float32']),
+        ('a config key given twice', json.dumps(base).replace('"nhead": 2', '"nhead": 2, "nhead": 4', 1),
+         ["field 'config.nhead'", 'the key appears twice in one object']),
+        ('a state_dict name given twice',
+         json.dumps(base).replace('"norm1.bias": ', '"norm1.bias": [0, 0, 0, 0, 0, 0, 0, 0], "norm1.bias": ', 1),
+         ["field 'layers[0].norm1.bias'", 'the key appears twice in one object']),
+        ('an infinity spelt "inf"', variant(lambda c: c['x']['data'][0].__setitem__(0, 'inf')),
+         ["field 'x'", 'must be a number or "NaN", "Infinity", "-Infinity", got "inf"']),
+        ('a null layer_norm_eps', variant(lambda c: c['config'].__setitem__('layer_norm_eps', None)),
+         ["field 'config.layer_norm_eps'", 'expected a finite number >= 0, got null']),
+        ('a null dtype', variant(lambda c: c.__setitem__('dtype', None)),
+         ["field 'dtype'", 'expected "float32" or "float64", got null']),
     ]
     for what, case, needles in bad:
         r, path = run(qkv, case)
@@ -197,6 +213,46 @@ def main():
     r = subprocess.run([qkv, 'encode', os.path.join(fixtures, 'no_such_case.json')], capture_output=True, text=True)
     ok = r.returncode == 2 and r.stdout == '' and 'no_such_case.json' in r.stderr
     print(f'{"ok  " if ok else "FAIL"} a missing file: exit {r.returncode}, stderr {r.stderr.strip()!r}')
+    failures += not ok
+    # issue 14 (edges-tool): a directory, the limits, --help
+    long_case = {'x': [[0.5]] * 600, 'config': {'d_model': 1, 'nhead': 1, 'dim_feedforward': 1},
+                 'layers': [{k: [[1.0]] if 'weight' in k else [0.0] for k in
+                             ['self_attn.in_proj_weight', 'self_attn.in_proj_bias', 'self_attn.out_proj.weight',
+                              'self_attn.out_proj.bias', 'linear1.weight', 'linear1.bias', 'linear2.weight',
+                              'linear2.bias', 'norm1.weight', 'norm1.bias', 'norm2.weight', 'norm2.bias']}]}
+    long_case['layers'][0]['self_attn.in_proj_weight'] = [[1.0]] * 3
+    long_case['layers'][0]['self_attn.in_proj_bias'] = [0.0] * 3
+    limit_cases = [
+        ('a directory', [fixtures], None, [fixtures + ': is a directory, not a JSON file']),
+        ('600 tokens past --max-elements 100000', ['--max-elements', '100000'], long_case,
+         ["each layer's scores and weights kept for the trace (each nhead x T x T = 1 x 600 x 600) would be 360000 "
+          'elements, above the limit of 100000 (raise it with --max-elements N)']),
+        ('600 tokens --json past --max-elements 1000', ['--json', '--max-elements', '1000'], long_case, None),
+        ('a case over the byte limit of --max-elements', ['--max-elements', '10'], base,
+         ['the file is more than 640 bytes, the limit (raise it with --max-elements N)']),
+        ('--max-elements 0', ['--max-elements', '0'], base, ["--max-elements: '0' is not a positive whole number"]),
+    ]
+    for what, args, case, needles in limit_cases:
+        if case is None:
+            r = subprocess.run([qkv, 'encode', *args], capture_output=True, text=True)
+            path = None
+        else:
+            r, path = run(qkv, case, *args)
+            os.unlink(path)
+        if needles is None:  # the buffers fit (T x T = 360000 > 1000 is refused first): the first limit named
+            needles = ["would be 360000 elements, above the limit of 1000"]
+        ok = (r.returncode == 2 and r.stdout == '' and all(n in r.stderr for n in needles) and 'qkv encode:' in r.stderr
+              and (path is None or what.startswith('--') or os.path.basename(path) in r.stderr))  # a usage error names no file
+        print(f'{"ok  " if ok else "FAIL"} {what}: exit {r.returncode}, stderr {r.stderr.strip()!r}')
+        failures += not ok
+    r, path = run(qkv, long_case, '--max-elements', '360000', '--json')
+    os.unlink(path)
+    ok = r.returncode == 0 and r.stderr == '' and len(json.loads(r.stdout)['output']['data']) == 600
+    print(f'{"ok  " if ok else "FAIL"} 600 tokens within a raised --max-elements: exit {r.returncode}')
+    failures += not ok
+    r = subprocess.run([qkv, 'encode', '--help'], capture_output=True, text=True)
+    ok = r.returncode == 0 and r.stderr == '' and r.stdout.startswith('usage: qkv encode CASE.json')
+    print(f'{"ok  " if ok else "FAIL"} --help: exit {r.returncode}, usage on stdout')
     failures += not ok
     for what, args, needle in [('no case file', [], 'usage: qkv encode CASE.json [--json]'),
                                ('an unknown option', ['case.json', '--bogus'], "unknown option '--bogus'"),

@@ -118,11 +118,14 @@ def main():
     if '[0.29611194133758545, 0.516562283039093, 0.2516707181930542]' not in r.stdout:
         fail('rand:3 seed 123 printed as %r' % r.stdout)
 
-    # a normal_ whose values overflow the dtype writes them as null (JSON has no inf)
+    # a normal_ whose values overflow the dtype writes them as "Infinity" / "-Infinity" (JSON has
+    # no inf; the spelling of io/json.hpp, which Python's float() reads back)
     r = run(qkv, ['--seed', '1', 'normal:20:0:3e38'])
-    if r.returncode != 0 or 'null' not in r.stdout:
+    if r.returncode != 0 or 'null' in r.stdout or not ('"Infinity"' in r.stdout or '"-Infinity"' in r.stdout):
         fail('normal:20:0:3e38: exit %d, %r' % (r.returncode, r.stdout[:100]))
-    json.loads(r.stdout)
+    values = json.loads(r.stdout)[0]['tensors']['out']['data']
+    if not any(isinstance(v, str) and abs(float(v)) == float('inf') for v in values):
+        fail('normal:20:0:3e38: no infinity read back by float(): %r' % values)
 
     # bad input: exit 2, a message naming the problem on stderr, nothing on stdout
     bad = [

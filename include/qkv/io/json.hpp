@@ -3,19 +3,33 @@
 //
 // Format (DESIGN.md, "Command-line interface"; the format of ../reference/):
 //   {"dtype": "float32", "shape": [2, 3], "data": [[1, 2, 3], [4, 5, 6]]}
-// data is nested row-major to match shape; [] is a scalar. -inf is written null (JSON has no
-// infinities) and null reads as -inf. float32 values are written as the shortest decimal of
-// the double that equals them (std::to_chars((double)f)): parsing it as a double and rounding
-// to float gives back the same bits. float64 values are written in shortest round-trip form.
+// data is nested row-major to match shape; [] is a scalar. float32 values are written as the
+// shortest decimal of the double that equals them (std::to_chars((double)f)): parsing it as a
+// double and rounding to float gives back the same bits. float64 values are written in shortest
+// round-trip form. JSON has no infinities and no NaN: they are written as the strings "NaN",
+// "Infinity" and "-Infinity" (the spellings of JSON5 and of Python's float()), and those strings
+// read back as themselves (a NaN's sign and payload are not kept: it reads as the quiet NaN).
+//
+// Reading is strict, so that a file means one thing:
+// - a number that does not fit the type is refused (1e39 in a float32 tensor: float32's largest
+//   finite value is 3.4028235e38; the same rule as `qkv torch`); a tiny one rounds (to 0), as
+//   PyTorch rounds it;
+// - null is refused, unless the field is one where -inf is meant (null_means::minus_infinity:
+//   an additive mask), where it reads as -inf;
+// - a key that appears twice in one object is refused (nlohmann would keep the last silently);
+// - a file that is a directory, or longer than the caller's byte limit, is refused by name.
 // Reading also accepts a bare nested array ([[1, 2], [3, 4]]) and, for masks, booleans.
 // Every error is a json_error naming the file, the field, what was expected and what was found.
 #pragma once
 
 #include <charconv>
+#include <cstdint>
+#include <filesystem>
 #include <cmath>
 #include <cstddef>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -26,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../runtime/dynamic_matrix.hpp"
+#include "limit.hpp"
 
 namespace qkv::io {
 
@@ -46,7 +61,13 @@ template <class T>
 // ---------------------------------------------------------------------------------------------
 // writing
 
-/// append one number: shortest round trip of (double)x; -inf (and +inf, NaN) as null
+/// how a non-finite number is spelt in the tool's JSON: "NaN", "Infinity", "-Infinity"
+[[nodiscard]] inline const char* non_finite_text(double d) {
+  return std::isnan(d) ? "\"NaN\"" : d > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+}
+
+/// append one number: shortest round trip of (double)x; -0 as -0.0 (a JSON reader takes "-0" for
+/// the integer 0); NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"
 template <class T>
 void write_number(std::string& out, T x) {
   if constexpr (std::is_same_v<T, unsigned char> || std::is_same_v<T, bool>) {
@@ -54,7 +75,11 @@ void write_number(std::string& out, T x) {
   } else {
     const double d = static_cast<double>(x);
     if (!std::isfinite(d)) {
-      out += "null";
+      out += non_finite_text(d);
+      return;
+    }
+    if (d == 0 && std::signbit(d)) {  // "-0" would read back as the integer 0, losing the sign
+      out += "-0.0";
       return;
     }
     char buf[32];
@@ -134,21 +159,82 @@ template <class M>
 /// @brief a parsed JSON document that remembers its file name for error messages
 class json_document {
  public:
-  /// read and parse `path`; json_error naming the file on failure
-  static json_document load(const std::string& path) {
+  /// read and parse `path`; json_error naming the file on failure ("is a directory", "cannot
+  /// open the file"); limit_error when it holds more than max_bytes (read in pieces, so a
+  /// device such as /dev/zero stops there too); `option` is how the caller's user raises it
+  static json_document load(const std::string& path,
+                            std::uint64_t max_bytes = std::numeric_limits<std::uint64_t>::max(),
+                            std::string_view option = "") {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw json_error(path + ": is a directory, not a JSON file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw json_error(path + ": cannot open the file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse(text.str(), path);
+    std::string text;
+    char buf[1 << 16];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      const auto n = static_cast<std::uint64_t>(in.gcount());
+      if (text.size() + n > max_bytes)
+        throw limit_error(path + ": the file is more than " + std::to_string(max_bytes) + " bytes, the limit" +
+                          (option.empty() ? std::string() : " (raise it with " + std::string(option) + " N)"));
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+    if (in.bad()) throw json_error(path + ": cannot read the file");
+    return parse(text, path);
   }
 
-  /// parse text; `name` stands for the file in messages
+  /// parse text; `name` stands for the file in messages. A key twice in one object is an error
+  /// naming it ("field 'config.nhead': the key appears twice in one object").
   static json_document parse(const std::string& text, const std::string& name) {
     json_document d;
     d.file_ = name;
+    // the open objects and arrays, to name a duplicate key by its path
+    struct frame {
+      bool object;
+      std::set<std::string> keys;
+      std::string key;        // object: the key being read
+      std::size_t index = 0;  // array: the element being read
+    };
+    std::vector<frame> open;
+    struct duplicate {
+      std::string field;
+    };
+    auto path_of = [&open](const std::string& last) {
+      std::string p;
+      for (std::size_t k = 0; k + 1 < open.size(); ++k)
+        p += open[k].object ? (p.empty() ? "" : ".") + open[k].key : "[" + std::to_string(open[k].index) + "]";
+      return p + (p.empty() ? "" : ".") + last;
+    };
+    auto element_done = [&open] {
+      if (!open.empty() && !open.back().object) ++open.back().index;
+    };
+    using event = nlohmann::json::parse_event_t;
+    const nlohmann::json::parser_callback_t check = [&](int, event e, nlohmann::json& parsed) {
+      switch (e) {
+        case event::object_start:
+        case event::array_start:
+          open.push_back(frame{e == event::object_start, {}, {}, 0});
+          break;
+        case event::key: {
+          auto k = parsed.get<std::string>();
+          if (!open.back().keys.insert(k).second) throw duplicate{path_of(k)};
+          open.back().key = std::move(k);
+          break;
+        }
+        case event::object_end:
+        case event::array_end:
+          open.pop_back();
+          element_done();
+          break;
+        case event::value:
+          element_done();
+          break;
+      }
+      return true;
+    };
     try {
-      d.json_ = nlohmann::json::parse(text);
+      d.json_ = nlohmann::json::parse(text, check);
+    } catch (const duplicate& e) {
+      throw d.error(e.field, "the key appears twice in one object (each key once: which one would be meant?)");
     } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400
       throw json_error(name + ": not valid JSON: " + e.what());
     }
@@ -168,6 +254,18 @@ class json_document {
   nlohmann::json json_;
 };
 
+/// what null means in a tensor: refused (every field holding values), or -inf (a field where
+/// -inf is meant: an additive mask)
+enum class null_means { error, minus_infinity };
+
+/// @brief x fits in T: |x| at most T's largest finite value (float32: 3.4028235e38). The rule
+/// `qkv torch` applies to its LO, HI, MEAN and STD.
+template <class T>
+[[nodiscard]] constexpr bool fits(double x) {
+  const double top = static_cast<double>(std::numeric_limits<T>::max());
+  return x >= -top && x <= top;
+}
+
 namespace detail {
 
 [[nodiscard]] inline std::string kind_of(const nlohmann::json& j) {
@@ -183,6 +281,14 @@ namespace detail {
   std::string s = "[";
   for (std::size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
   return s + "]";
+}
+
+/// the shortest decimal that reads back as x (3.4028235e+38 for float32's largest)
+template <class T>
+[[nodiscard]] std::string shortest(T x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 /// the most dimensions a tensor may have (a bound on the recursion, too)
@@ -203,7 +309,7 @@ inline void infer_shape(const json_document& doc, const std::string& field, cons
 template <class T>
 void flatten(const json_document& doc, const std::string& field, const nlohmann::json& j,
              const std::vector<std::size_t>& shape, std::size_t depth, std::string at,
-             std::vector<T>& out) {
+             std::vector<T>& out, null_means nulls) {
   if (depth == shape.size()) {
     if constexpr (std::is_same_v<T, unsigned char>) {
       if (j.is_boolean()) out.push_back(j.get<bool>() ? 1 : 0);
@@ -212,9 +318,29 @@ void flatten(const json_document& doc, const std::string& field, const nlohmann:
       else
         throw doc.error(field, "element " + at + " must be true or false (or 0 or 1), got " + kind_of(j));
     } else {
-      if (j.is_null()) out.push_back(-std::numeric_limits<T>::infinity());
-      else if (j.is_number()) out.push_back(static_cast<T>(j.get<double>()));
-      else throw doc.error(field, "element " + at + " must be a number (or null for -inf), got " + kind_of(j));
+      constexpr T inf = std::numeric_limits<T>::infinity();
+      if (j.is_number()) {
+        const double v = j.get<double>();
+        if (!fits<T>(v))
+          throw doc.error(field, "element " + at + " = " + j.dump() + " does not fit in " + dtype_name<T>() +
+                                     " (its largest finite value is " + shortest(std::numeric_limits<T>::max()) +
+                                     "; write \"Infinity\" or \"-Infinity\" for an infinity)");
+        out.push_back(static_cast<T>(v));
+      } else if (j.is_string() && j == "NaN") {
+        out.push_back(std::numeric_limits<T>::quiet_NaN());
+      } else if (j.is_string() && j == "Infinity") {
+        out.push_back(inf);
+      } else if (j.is_string() && j == "-Infinity") {
+        out.push_back(-inf);
+      } else if (j.is_null() && nulls == null_means::minus_infinity) {
+        out.push_back(-inf);
+      } else if (j.is_null()) {
+        throw doc.error(field, "element " + at + " is null, which this field does not take (null means -inf only in a "
+                                   "mask; write \"-Infinity\", \"Infinity\" or \"NaN\" for those values)");
+      } else {
+        throw doc.error(field, "element " + at + " must be a number or \"NaN\", \"Infinity\", \"-Infinity\", got " +
+                                   (j.is_string() ? j.dump() : kind_of(j)));
+      }
     }
     return;
   }
@@ -222,7 +348,7 @@ void flatten(const json_document& doc, const std::string& field, const nlohmann:
     throw doc.error(field, "data" + at + " must be an array of " + std::to_string(shape[depth]) +
                                " (shape " + shape_text(shape) + "), got " + kind_of(j));
   for (std::size_t k = 0; k < j.size(); ++k)
-    flatten(doc, field, j[k], shape, depth + 1, at + "[" + std::to_string(k) + "]", out);
+    flatten(doc, field, j[k], shape, depth + 1, at + "[" + std::to_string(k) + "]", out, nulls);
 }
 
 }  // namespace detail
@@ -237,7 +363,8 @@ struct tensor {
 /// @brief read j (field `field` of doc) as a tensor of T: a {"dtype","shape","data"} object or a
 /// bare nested array. Checks every level of data against shape.
 template <class T>
-[[nodiscard]] tensor<T> read_tensor(const json_document& doc, const std::string& field, const nlohmann::json& j) {
+[[nodiscard]] tensor<T> read_tensor(const json_document& doc, const std::string& field, const nlohmann::json& j,
+                                    null_means nulls = null_means::error) {
   tensor<T> t;
   const nlohmann::json* data = &j;
   if (j.is_object()) {
@@ -269,7 +396,7 @@ template <class T>
     throw doc.error(field, "expected a tensor {\"dtype\", \"shape\", \"data\"} or a nested array, got " +
                                detail::kind_of(j));
   }
-  detail::flatten(doc, field, *data, t.shape, 0, "", t.data);
+  detail::flatten(doc, field, *data, t.shape, 0, "", t.data, nulls);
   return t;
 }
 
@@ -278,8 +405,9 @@ template <class T>
 template <class T>
 [[nodiscard]] runtime::dynamic_matrix<T> read_matrix(const json_document& doc, const std::string& field,
                                                      const nlohmann::json& j,
-                                                     const std::string& expected = "rows x cols") {
-  auto t = read_tensor<T>(doc, field, j);
+                                                     const std::string& expected = "rows x cols",
+                                                     null_means nulls = null_means::error) {
+  auto t = read_tensor<T>(doc, field, j, nulls);
   if (t.shape.size() != 2)
     throw doc.error(field, "expected a 2-d tensor (" + expected + "), got shape " + detail::shape_text(t.shape));
   runtime::dynamic_matrix<T> m(t.shape[0], t.shape[1]);
@@ -301,10 +429,11 @@ template <class T>
 /// @brief a field of the document's top-level object as a matrix of T (see read_matrix)
 template <class T>
 [[nodiscard]] runtime::dynamic_matrix<T> read_matrix_field(const json_document& doc, const std::string& field,
-                                                           const std::string& expected = "rows x cols") {
+                                                           const std::string& expected = "rows x cols",
+                                                           null_means nulls = null_means::error) {
   if (!doc.json().is_object() || !doc.json().contains(field))
     throw doc.error(field, "missing (expected a " + expected + " tensor)");
-  return read_matrix<T>(doc, field, doc.json().at(field), expected);
+  return read_matrix<T>(doc, field, doc.json().at(field), expected, nulls);
 }
 
 }  // namespace qkv::io

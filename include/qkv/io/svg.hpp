@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "file.hpp"  // write_text_file (atomic), kept reachable through this header
 #include "unicode.hpp"
 
 namespace qkv::io {
@@ -70,15 +71,6 @@ struct heatmap_options {
     }
   }
   return out;
-}
-
-/// writes text to a file; throws std::runtime_error naming the file if it cannot
-inline void write_text_file(const std::string& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error("cannot create '" + path + "'");
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) throw std::runtime_error("cannot write '" + path + "'");
 }
 
 namespace svg_detail {

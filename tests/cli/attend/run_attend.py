@@ -38,8 +38,8 @@ if p.returncode == 0 and "--json" in cmd:
         for k in ["mask", "scaled_scores"] + keys:
             t = j[k]
             def check(d, shape):
-                if not shape:
-                    return d is None or isinstance(d, (int, float))
+                if not shape:  # a number, or NaN and the infinities as strings; never null
+                    return isinstance(d, (int, float)) or d in ("NaN", "Infinity", "-Infinity")
                 return isinstance(d, list) and len(d) == shape[0] and all(check(e, shape[1:]) for e in d)
             if set(t) != {"dtype", "shape", "data"} or not check(t["data"], t["shape"]):
                 problems.append(f"{k} is not a well-formed tensor")
