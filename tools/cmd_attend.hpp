@@ -25,9 +25,9 @@
 #include <qkv/io/print.hpp>
 #include <qkv/runtime/multihead.hpp>
 
-#include <qkv/io/html.hpp>
 #include <qkv/io/svg.hpp>
 
+#include "attend_page.hpp"
 #include "cli.hpp"
 
 namespace qkv::cli {
@@ -232,62 +232,12 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   return o.str();
 }
 
-/// the weights as (heads, T, S) nested vectors, and index labels "0", "1", ...
-template <class T>
-std::vector<std::vector<std::vector<double>>> weights_3d(const rt::attention_result<T>& r) {
-  std::vector<std::vector<std::vector<double>>> w;
-  for (const auto& m : r.weights) {
-    auto& head = w.emplace_back();
-    for (std::size_t i = 0; i < m.rows(); ++i) head.emplace_back(m.row(i), m.row(i) + m.cols());
-  }
-  return w;
-}
-
-inline std::vector<std::string> index_labels(std::size_t n) {
-  std::vector<std::string> l;
-  for (std::size_t i = 0; i < n; ++i) l.push_back(std::to_string(i));
-  return l;
-}
-
-template <class T>
-std::string heatmap(const parsed_case& pc, const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len,
-                    const std::string& id) {
-  qkv::io::heatmap_options o;
-  o.title = "attention weights, " + pc.file;
-  o.id = id;
-  return qkv::io::attention_svg(index_labels(t_len), index_labels(s_len), weights_3d(r), o);
-}
-
-template <class T>
-std::string html_page(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& context,
-                      bool has_context, const rt::attention_result<T>& r, const std::string& text) {
-  const std::size_t t_len = x.rows(), s_len = has_context ? context.rows() : x.rows();
-  qkv::io::html_page page("qkv attend " + pc.file);
-  auto table = [&](const std::string& name, const rt::dynamic_matrix<T>& m) {
-    if (m.size() > 4096) {
-      page.paragraph(name + " (" + m.shape() + "): too large for a table, see the trace above");
-      return;
-    }
-    std::vector<double> v(m.data(), m.data() + m.size());
-    page.matrix(name, m.rows(), m.cols(), v);
-  };
-  page.heading("The walkthrough").preformatted(text);
-  page.heading("The weights").svg(heatmap(pc, r, t_len, s_len, "qkv_attend"));
-  page.heading("Every matrix");
-  table("x", x);
-  if (has_context) table("context", context);
-  table("queries", r.queries);
-  table("keys", r.keys);
-  table("values", r.values);
-  for (std::size_t h = 0; h < r.weights.size(); ++h) {
-    const std::string head = r.weights.size() > 1 ? " (head " + std::to_string(h) + ")" : "";
-    table("scores" + head, r.scores[h]);
-    table("weights" + head, r.weights[h]);
-    table("context" + head, r.context[h]);
-  }
-  table("concat", r.concat);
-  table("output", r.output);
-  return page.str();
+/// how the scale came: "1 (unscaled)", the case's value, or "1/sqrt(d_k)"
+inline std::string scale_text(const parsed_case& pc, double scale, std::size_t dk) {
+  std::ostringstream s;
+  s << scale;
+  if (pc.scale) return *pc.scale == 1 ? "1 (unscaled)" : s.str() + " (the case's scale)";
+  return s.str() + " = 1/sqrt(" + std::to_string(dk) + ")";
 }
 
 template <class T>
@@ -297,12 +247,16 @@ int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const 
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
-  const auto r = rt::attention(x, has_context ? context : x, w, opt);
   const std::size_t s_len = has_context ? context.rows() : x.rows();
+  if (!svg.empty() || !html.empty())  // before anything is computed (tools/attend_page.hpp)
+    attend_page::check_size(pc.file, html.empty() ? "--svg" : "--html", pc.heads, x.rows(), s_len);
+  const auto r = rt::attention(x, has_context ? context : x, w, opt);
   const std::string text = trace(pc, x, context, has_context, w, opt, r);
   try {
-    if (!svg.empty()) qkv::io::write_text_file(svg, heatmap(pc, r, x.rows(), s_len, "qkv"));
-    if (!html.empty()) qkv::io::write_text_file(html, html_page(pc, x, context, has_context, r, text));
+    if (!svg.empty()) qkv::io::write_text_file(svg, attend_page::svg(pc.file, r, opt, x.rows(), s_len));
+    if (!html.empty())
+      qkv::io::write_text_file(html, attend_page::page(pc.file, text, x, context, has_context, w, opt, r,
+                                                       scale_text(pc, r.scale, r.queries.cols() / pc.heads)));
   } catch (const std::runtime_error& e) {
     throw input_error(std::string(e.what()));
   }
