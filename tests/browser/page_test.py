@@ -245,6 +245,12 @@ for ex, src in EXAMPLES.items():
             check('examples/01_illustrated_self_attention.cpp:' in r['text'] and 'static_assert' in r['text'],
                   'illustrated: the weight names its static_assert')
             check('ulp' in r['text'], 'illustrated: the weight gives its error in ulps')
+        # a picture of an explanation, for docs/pages.md
+        c = cell('attn_scores_softmax', 1, 2)
+        r = hover(c)
+        driver.execute_script('window.scrollBy(0, arguments[0].getBoundingClientRect().top - 200)', c)
+        r = hover(c)
+        driver.save_screenshot(os.path.join(OUT, 'page_illustrated_tooltip.png'))
     if driver.find_elements(By.CSS_SELECTOR, 'figure.heatmap'):
         export_svg(ex)
     screenshot(html, 'page_%s.png' % ex)

@@ -20,7 +20,7 @@ void qkv::cli::walkthroughs::QKV_EXAMPLE_NAME() { qkv::examples::QKV_EXAMPLE_NAM
 bool qkv::cli::pages::QKV_EXAMPLE_NAME([[maybe_unused]] qkv::io::page& p) {
 #if QKV_EXAMPLE_HAS_PAGE
   namespace notes = qkv::page_notes::QKV_EXAMPLE_NAME;
-  p.intro(notes::intro).source(notes::file, notes::steps, notes::proofs);
+  p.intro(qkv::io::page::reflow(notes::intro)).source(notes::file, notes::steps, notes::proofs);
   qkv::examples::QKV_EXAMPLE_NAME::page(p);
   return true;
 #else

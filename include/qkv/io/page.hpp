@@ -289,6 +289,31 @@ class page {
     return {&s, n};
   }
 
+  /// comment text as paragraphs: wrapped lines joined with a space; a blank line, or a line
+  /// starting a list item ("- ", "* "), starts a new line
+  [[nodiscard]] static std::string reflow(std::string_view text) {
+    std::string out;
+    bool blank = false;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+      auto end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = text.substr(start, end - start);
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+      while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+      if (line.empty()) {
+        blank = !out.empty();
+      } else {
+        const bool item = line.size() > 1 && (line[0] == '-' || line[0] == '*') && line[1] == ' ';
+        if (!out.empty()) out += blank ? "\n\n" : (item ? "\n" : " ");
+        out += line;
+        blank = false;
+      }
+      start = end + 1;
+    }
+    return out;
+  }
+
   /// "q1", "q2", ... "qn"
   [[nodiscard]] static std::vector<std::string> labels(std::string_view prefix, std::size_t n) {
     std::vector<std::string> l;
@@ -323,14 +348,17 @@ class page {
   page& step(int number) {
     for (const auto& s : source_steps_)
       if (s.number == number) {
-        // the first sentence is the title ("Step 1: prepare inputs"), the rest the prose
-        const auto text = std::string(s.text);
+        // the comment's first sentence (after the "Step N:") is the title, the rest the prose
+        const std::string text = reflow(s.text);
         const auto colon = text.find(':');
-        auto cut = text.find(". ", colon == std::string::npos ? 0 : colon);
-        if (cut == std::string::npos || cut > text.find('\n')) cut = text.find('\n');
-        const std::string title = text.substr(0, cut);
-        const std::string rest = cut == std::string::npos ? std::string{} : text.substr(cut + (text[cut] == '.' ? 2 : 1));
-        step(title, rest);
+        std::size_t cut = std::string::npos;
+        for (std::size_t q = colon == std::string::npos ? 0 : colon; q + 1 < text.size(); ++q)
+          if (text[q] == '.' && (text[q + 1] == ' ' || text[q + 1] == '\n') && q > 0 && text[q - 1] != '.' &&
+              (q + 2 >= text.size() || text[q + 2] != '.')) {
+            cut = q;
+            break;
+          }
+        step(text.substr(0, cut), cut == std::string::npos ? std::string{} : text.substr(cut + 2));
         steps_.back().where = std::string(s.file) + ":" + std::to_string(s.line);
         return *this;
       }

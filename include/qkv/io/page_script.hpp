@@ -300,14 +300,17 @@ function drawHeatmap(hm, head) {
   var value = function (i, j) { return blocks ? blocks[head].mean[i * C + j] : get(M[ids[head]], i, j); };
   var lo = Infinity, hi = -Infinity, i, j;
   for (i = 0; i < R; ++i) for (j = 0; j < C; ++j) { var v0 = num(value(i, j)); if (isFinite(v0)) { lo = Math.min(lo, v0); hi = Math.max(hi, v0); } }
-  if (lo >= 0 && hi <= 1) { lo = 0; hi = 1; } else if (!(lo < hi)) { lo = 0; hi = 1; }
+  // weights (all in [0, 1]): from 0 to the head's largest weight, so that a head that spreads
+  // its weight over many keys still shows its pattern; the legend gives the range
+  if (lo >= 0 && hi <= 1) { lo = 0; if (!(hi > 0)) hi = 1; } else if (!(lo < hi)) { lo = 0; hi = 1; }
   var rowL = function (i) { return blocks ? hm.block_rows[i] : rl(m0, i); }, colL = function (j) { return blocks ? hm.block_cols[j] : cl(m0, j); };
   var cs = Math.max(8, Math.min(44, Math.floor(520 / Math.max(R, C))));
   var lw = 0, ch = 0; for (i = 0; i < R; ++i) lw = Math.max(lw, rowL(i).length); for (j = 0; j < C; ++j) ch = Math.max(ch, colL(j).length);
   var fs = cs >= 14 ? 12 : 9, cw = fs * 0.62;
   var titleLines = wrap(hm.text + (ids.length > 1 ? ' \u2014 ' + hm.names[head] : ''), Math.max(30, Math.floor((C * cs + lw * cw + 120) / 7.5)));
   var top = 10 + titleLines.length * 18, left = 10 + Math.ceil(lw * cw) + 6, gridTop = top + Math.ceil(ch * cw * 0.72) + 12;
-  var W = left + C * cs + 110, H = Math.max(gridTop + R * cs + 34, gridTop + 200);
+  var lh = Math.min(160, Math.max(80, R * cs - 60));
+  var W = left + C * cs + 110, H = Math.max(gridTop + R * cs + 34, gridTop + lh + 56);
   var svg = sel('svg', {xmlns: NS, width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-family': 'sans-serif', 'font-size': fs, role: 'img'});
   var hid = 'hatch-' + hm.k;
   var defs = sel('defs'), pat = sel('pattern', {id: hid, width: 6, height: 6, patternUnits: 'userSpaceOnUse', patternTransform: 'rotate(45)'});
@@ -320,13 +323,14 @@ function drawHeatmap(hm, head) {
   svg.appendChild(sel('title', null, titleLines.join(' ')));
   svg.appendChild(sel('rect', {width: W, height: H, fill: '#ffffff'}));
   titleLines.forEach(function (l, k) { svg.appendChild(sel('text', {x: 10, y: 22 + k * 18, 'font-size': 14, 'font-weight': 'bold'}, l)); });
-  for (j = 0; j < C; ++j) {
+  var every = Math.max(1, Math.ceil(fs * 1.2 / cs));  // labels that fit: every k-th when cells are small
+  for (j = 0; j < C; j += every) {
     var x = left + j * cs + cs / 2, y = gridTop - 6;
     svg.appendChild(sel('text', {x: x, y: y, transform: 'rotate(-45 ' + x + ' ' + y + ')', 'text-anchor': 'start'}, colL(j)));
   }
   var showValues = !blocks && cs >= 30;
   for (i = 0; i < R; ++i) {
-    svg.appendChild(sel('text', {x: left - 6, y: gridTop + i * cs + cs / 2 + fs * 0.35, 'text-anchor': 'end'}, rowL(i)));
+    if (i % every === 0) svg.appendChild(sel('text', {x: left - 6, y: gridTop + i * cs + cs / 2 + fs * 0.35, 'text-anchor': 'end'}, rowL(i)));
     for (j = 0; j < C; ++j) {
       var v = num(value(i, j)), mk = hm.mask ? hm.mask.charAt(i * C + j) : '0', t = (v - lo) / (hi - lo);
       var attrs = {'class': 'c', x: left + j * cs, y: gridTop + i * cs, width: cs, height: cs, stroke: '#ffffff', 'stroke-width': 0.5, tabindex: 0,
@@ -342,7 +346,7 @@ function drawHeatmap(hm, head) {
     }
   }
   // the legend: the scale, a hatched swatch for masked, a white one for 0
-  var lx = left + C * cs + 22, ly = gridTop, lh = Math.min(160, Math.max(80, R * cs - 60));
+  var lx = left + C * cs + 22, ly = gridTop;
   svg.appendChild(sel('rect', {x: lx, y: ly, width: 14, height: lh, fill: 'url(#grad-' + hm.k + ')', stroke: '#888', 'stroke-width': 0.5}));
   [[hi, 0], [(lo + hi) / 2, 0.5], [lo, 1]].forEach(function (p) { svg.appendChild(sel('text', {x: lx + 19, y: ly + p[1] * lh + 4, 'font-size': 10}, short(Number(p[0].toPrecision(3))))); });
   svg.appendChild(sel('rect', {x: lx, y: ly + lh + 12, width: 14, height: 14, fill: 'url(#' + hid + ')', stroke: '#888', 'stroke-width': 0.5}));
