@@ -349,12 +349,14 @@ class page {
     for (const auto& s : source_steps_)
       if (s.number == number) {
         // the comment's first sentence (after the "Step N:") is the title, the rest the prose
+        // (an unnumbered section's title ends at its first ". " or ": ")
         const std::string text = reflow(s.text);
+        const bool numbered = text.rfind("Step", 0) == 0 || (!text.empty() && text[0] >= '0' && text[0] <= '9');
         const auto colon = text.find(':');
         std::size_t cut = std::string::npos;
-        for (std::size_t q = colon == std::string::npos ? 0 : colon; q + 1 < text.size(); ++q)
-          if (text[q] == '.' && (text[q + 1] == ' ' || text[q + 1] == '\n') && q > 0 && text[q - 1] != '.' &&
-              (q + 2 >= text.size() || text[q + 2] != '.')) {
+        for (std::size_t q = numbered && colon != std::string::npos ? colon : 0; q + 1 < text.size(); ++q)
+          if ((text[q] == '.' || (!numbered && text[q] == ':')) && (text[q + 1] == ' ' || text[q + 1] == '\n') &&
+              q > 0 && text[q - 1] != '.' && (q + 2 >= text.size() || text[q + 2] != '.')) {
             cut = q;
             break;
           }
