@@ -466,7 +466,7 @@ class page {
     std::string data = json();
     std::string s;
     s.reserve(data.size() + 40000);
-    s += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+    s += "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
          "script-src 'unsafe-inline'; img-src data: blob:\"/>\n<title>";
@@ -480,9 +480,11 @@ class page {
          "hidden=\"hidden\"></div>\n<footer>Written by qkv. Every number on this page was computed by qkv; every "
          "explanation is computed from these numbers.</footer>\n<script type=\"application/json\" id=\"qkv-data\">";
     s += data;
-    s += "</script>\n<script>\n";
+    // the script in a CDATA section behind a line comment: HTML runs it as it is, and the page
+    // stays well-formed XML (an XML parser reads it, as tests/cli/attend/run_attend.py does)
+    s += "</script>\n<script>//<![CDATA[\n";
     s += page_script::js;
-    s += "</script>\n</body>\n</html>\n";
+    s += "//]]>\n</script>\n</body>\n</html>\n";
     return s;
   }
 
