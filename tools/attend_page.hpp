@@ -35,9 +35,12 @@ inline constexpr std::size_t svg_side = 64;
 /// called before the attention is computed
 inline void check_size(const std::string& file, const std::string& option, std::uint64_t heads, std::uint64_t t,
                        std::uint64_t s) {
-  const std::uint64_t big = std::uint64_t{1} << 40;  // each factor is bounded by the file's size; no overflow below
-  const std::uint64_t n = (heads > big || t > big || s > big) ? UINT64_MAX : heads * t * s;
-  if (n / (t ? t : 1) / (s ? s : 1) != heads || n > max_weights)
+  // the product, saturating instead of wrapping around
+  auto times = [](std::uint64_t a, std::uint64_t b) {
+    return b != 0 && a > std::numeric_limits<std::uint64_t>::max() / b ? std::numeric_limits<std::uint64_t>::max() : a * b;
+  };
+  const std::uint64_t n = times(times(heads, t), s);
+  if (n > max_weights)
     throw input_error(file + ": " + option + " would need " + std::to_string(heads) + " x " + std::to_string(t) + " x " +
                       std::to_string(s) + " = " + std::to_string(n) + " attention weights (heads x queries x keys), above " +
                       "the limit of " + std::to_string(max_weights) + " (2^24) for a page or figure; pages and figures are " +
