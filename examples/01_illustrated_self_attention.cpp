@@ -191,6 +191,52 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::illustrated
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain illustrated --html FILE): the steps above in order, their text
+// taken from the Step comments and the proofs from the static_asserts of this file
+// (scripts/page_notes.py); here, only which matrix each step shows and how it was computed.
+namespace qkv::examples::illustrated {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const auto in = Page::labels("input ", 3), q = Page::labels("q", 3), k = Page::labels("k", 3),
+             v = Page::labels("v", 3);
+  p.step(1);
+  p.matrix("x", x).rows(in);
+  p.step(2);
+  p.matrix("w_key", w_key);
+  p.matrix("w_query", w_query);
+  p.matrix("w_value", w_value);
+  p.step(3);
+  p.matrix("keys", keys).rows(k).how(how::matmul("x", "w_key", 4));
+  p.matrix("querys", querys).rows(q).how(how::matmul("x", "w_query", 4));
+  p.matrix("values", values).rows(v).how(how::matmul("x", "w_value", 4));
+  p.step(4);
+  p.matrix("attn_scores", attn_scores).rows(q).cols(k).how(how::dot("querys", "keys", 3));
+  p.step(5);
+  p.matrix("attn_scores_softmax", attn_scores_softmax)
+      .rows(q).cols(k).how(how::softmax("attn_scores"))
+      .proven(softmax_float64, "softmax_float64 (PyTorch, float64)", double(softmax_tolerance_f32), "2^-21, derived above");
+  p.heatmap("the weights: softmax of each row of the scores", {"attn_scores_softmax"});
+  p.text("For readability, the tutorial rounds the weights by hand; steps 6 and 7 use the rounded ones.");
+  p.matrix("attn_scores_softmax_rounded", attn_scores_softmax_rounded).rows(q).cols(k);
+  p.text("The numpy cell's pitfall: a softmax over all nine scores, so each row no longer sums to 1.");
+  p.matrix("whole_matrix_softmax", whole_matrix_softmax).rows(q).cols(k);
+  p.step(6);
+  for (std::size_t n = 0; n < 3; ++n)
+    p.matrix("weighted_values[" + std::to_string(n) + "]", Page::slice(weighted_values, n))
+        .rows(q).how(how::matmul("attn_scores_softmax_rounded", "values", 1, n, n));
+  p.step(7);
+  p.matrix("outputs", outputs).rows(q).how(how::matmul("attn_scores_softmax_rounded", "values", 3));
+  p.text("With the exact softmax instead of the rounded one:");
+  p.matrix("outputs_exact_softmax", outputs_exact_softmax)
+      .rows(q).how(how::matmul("attn_scores_softmax", "values", 3))
+      .proven(outputs_exact_float64, "outputs_exact_float64 (PyTorch, float64)", 1.0 / (1 << 16), "2^-16, derived above");
+}
+
+}  // namespace qkv::examples::illustrated
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main() { qkv::examples::illustrated::walkthrough(); }
 #endif

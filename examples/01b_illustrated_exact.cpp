@@ -173,6 +173,40 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::illustrated_exact
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain illustrated_exact --html FILE): the steps above over exact
+// rationals, every cell shown as its fraction; the proofs are this file's static_asserts
+namespace qkv::examples::illustrated_exact {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const auto q3 = Page::labels("q", 3), k3 = Page::labels("k", 3), v3 = Page::labels("v", 3);
+  p.step(1);
+  p.matrix("x", x).rows(Page::labels("input ", 3));
+  p.matrix("w_key", w_key);
+  p.matrix("w_query", w_query);
+  p.matrix("w_value", w_value);
+  p.step(3);
+  p.matrix("keys", keys).rows(k3).how(how::matmul("x", "w_key", 4));
+  p.matrix("querys", querys).rows(q3).how(how::matmul("x", "w_query", 4));
+  p.matrix("values", values).rows(v3).how(how::matmul("x", "w_value", 4));
+  p.step(4);
+  p.matrix("attn_scores", attn_scores).rows(q3).cols(k3).how(how::dot("querys", "keys", 3));
+  p.step(5);
+  p.matrix("attn_scores_softmax_rounded", attn_scores_softmax_rounded).rows(q3).cols(k3);
+  p.heatmap("the rounded weights", {"attn_scores_softmax_rounded"});
+  p.step(6);
+  for (std::size_t n = 0; n < 3; ++n)
+    p.matrix("weighted_values[" + std::to_string(n) + "]", Page::slice(weighted_values, n))
+        .rows(q3).how(how::matmul("attn_scores_softmax_rounded", "values", 1, n, n));
+  p.step(7);
+  p.matrix("outputs", outputs).rows(q3).how(how::matmul("attn_scores_softmax_rounded", "values", 3))
+      .proven(outputs_exact, "outputs_exact", 0);
+}
+
+}  // namespace qkv::examples::illustrated_exact
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main() { qkv::examples::illustrated_exact::walkthrough(); }
 #endif

@@ -448,6 +448,68 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::from_scratch
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain from_scratch --html FILE): the sections above (their text is
+// the comment under each "=====" rule, read by scripts/page_notes.py), the sentence's words on
+// the rows and columns, every matrix with how it was computed; the proofs are this file's
+// static_asserts
+namespace qkv::examples::from_scratch {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  using labels = decltype(Page::labels("", 0));  // std::vector<std::string>, no include needed here
+  using text = typename labels::value_type;
+  labels words;  // the sentence's words, commas dropped, in order
+  for (std::size_t at = 0; at < sentence.size();) {
+    const auto end = std::min(sentence.find(' ', at), sentence.size());
+    text w(sentence.substr(at, end - at));
+    if (!w.empty() && w.back() == ',') w.pop_back();
+    words.push_back(w);
+    at = end + 1;
+  }
+  // one head: queries, keys, values, scores, scaled scores, weights, context of `a` under `prefix`
+  auto head = [&](const text& prefix, const auto& a, const text& wq, const text& wk, const text& wv) {
+    p.matrix(prefix + "queries", a.queries).rows(words).how(how::dot("embedded_sentence", wq, d));
+    p.matrix(prefix + "keys", a.keys).rows(words).how(how::dot("embedded_sentence", wk, d));
+    p.matrix(prefix + "values", a.values).rows(words).how(how::dot("embedded_sentence", wv, d));
+    p.matrix(prefix + "scores", a.scores).rows(words).cols(words).how(how::dot(prefix + "queries", prefix + "keys", d_k));
+    p.matrix(prefix + "scaled_scores", a.scaled_scores).rows(words).cols(words)
+        .how(how::scaled(prefix + "scores", 1.0 / double(qkv::sqrt(24.0f)), "1/sqrt(d_k): PyTorch divides by float32(sqrt(24)) = 4.8989797"));
+    p.matrix(prefix + "weights", a.weights).rows(words).cols(words).how(how::softmax(prefix + "scaled_scores"));
+    p.matrix(prefix + "context", a.context).rows(words).how(how::matmul(prefix + "weights", prefix + "values", 6));
+  };
+  p.step(1);
+  p.matrix("embedded_sentence", embedded_sentence).rows(words);
+  p.step(2);
+  p.matrix("weights.W_query", weights.W_query);
+  p.matrix("weights.W_key", weights.W_key);
+  p.matrix("weights.W_value", weights.W_value);
+  p.step(3);
+  head("attn.", attn, "weights.W_query", "weights.W_key", "weights.W_value");
+  p.heatmap("the weights of the single head", {"attn.weights"});
+  p.step(4);
+  p.step(5);
+  p.text("omega_24 (row 'is', column 'dessert' of attn.scores above) and the second row of each matrix are the "
+         "tutorial's printed query_2, omega_2, attention_weights_2 and context_vector_2.");
+  p.step(6);
+  const text hw[3] = {"head_0.", "head_1.", "head_2."};
+  const std::array heads{&head_0, &head_1, &head_2};
+  for (std::size_t k = 0; k < 3; ++k) {
+    const text i = "[" + std::to_string(k) + "]";
+    p.matrix("multihead.W_query" + i, Page::slice(multihead.W_query, k)).hidden();
+    p.matrix("multihead.W_key" + i, Page::slice(multihead.W_key, k)).hidden();
+    p.matrix("multihead.W_value" + i, Page::slice(multihead.W_value, k)).hidden();
+    head(hw[k], *heads[k], "multihead.W_query" + i, "multihead.W_key" + i, "multihead.W_value" + i);
+  }
+  p.heatmap("the weights of the three heads", {"head_0.weights", "head_1.weights", "head_2.weights"});
+  p.step(7);
+  p.matrix("cross.weights", cross.weights).rows(words).cols(Page::labels("k", 8));
+  p.heatmap("cross-attention: the 6 words over the 8 tokens of the second sequence", {"cross.weights"});
+}
+
+}  // namespace qkv::examples::from_scratch
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main() { qkv::examples::from_scratch::walkthrough(); }
 #endif

@@ -216,6 +216,47 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::the_math
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain the_math --html FILE): Steps 0 to 6 above for x_2, the vectors
+// side by side as matrices (column i is token i); the proofs are this file's static_asserts
+namespace qkv::examples::the_math {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const auto xs = Page::labels("x_", 4), ks = Page::labels("k_", 4), vs = Page::labels("v_", 4);
+  const auto K = qkv::hconcat(qkv::hconcat(k_1, k_2), qkv::hconcat(k_3, k_4));  // (4, 4), column i is k_i
+  const auto V = qkv::hconcat(qkv::hconcat(v_1, v_2), qkv::hconcat(v_3, v_4));  // (4, 4), column i is v_i
+  const auto q_2_row = qkv::transposed(q_2);                                     // (1, 4)
+  const qkv::matrix<float, 1, 4> scores{{{w_T_21(0, 0), w_T_22(0, 0), w_T_23(0, 0), w_T_24(0, 0)}}};
+  const qkv::matrix<float, 1, 4> weights{{{w_21, w_22, w_23, w_24}}};
+  const auto weights_col = qkv::transposed(weights);                             // (4, 1)
+  p.step(0);
+  p.matrix("X", X).cols(xs);
+  p.matrix("W_q", W_q);
+  p.matrix("W_k", W_k);
+  p.matrix("W_v", W_v);
+  p.step(1);
+  p.matrix("q_2", q_2).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
+      .proven(q_2_float64, "q_2_float64 (PyTorch, float64)", -1);
+  p.matrix("q_2 (as a row)", q_2_row).rows({"q_2"}).hidden();
+  p.step(2);
+  p.matrix("k_i", K).cols(ks).how(how::matmul("W_k", "X", 4));
+  p.step(3);
+  p.matrix("w_T_2i", scores).rows({"q_2"}).cols(ks).how(how::matmul("q_2 (as a row)", "k_i", 4));
+  p.step(4);
+  p.matrix("w_2i", weights).rows({"x_2"}).cols(xs).how(how::softmax("w_T_2i"));
+  p.heatmap("the weights of x_2 over x_1 .. x_4", {"w_2i"});
+  p.matrix("w_2i (as a column)", weights_col).hidden();
+  p.step(5);
+  p.matrix("v_i", V).cols(vs).how(how::matmul("W_v", "X", 4));
+  p.step(6);
+  p.matrix("y_2", y_2).cols({"y_2"}).how(how::matmul("v_i", "w_2i (as a column)", 4))
+      .proven(y_2_float64, "y_2_float64 (PyTorch, float64)", -1);
+}
+
+}  // namespace qkv::examples::the_math
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main() { qkv::examples::the_math::walkthrough(); }
 #endif

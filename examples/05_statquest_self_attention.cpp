@@ -181,6 +181,45 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::statquest
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain statquest --html FILE): the module's forward pass, each matrix
+// with how it was computed; the proofs are this file's static_asserts (scripts/page_notes.py)
+namespace qkv::examples::statquest {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const auto tok = Page::labels("token ", 3), q = Page::labels("q", 3), k = Page::labels("k", 3),
+             v = Page::labels("v", 3);
+  p.step("The token encodings and the module's weights",
+         "Three tokens of 2 features (float32), and the three nn.Linear(2, 2, bias=False) weights that "
+         "torch.manual_seed(42) draws, (out, in), bit for bit.");
+  p.matrix("encodings_matrix", encodings_matrix).rows(tok);
+  p.matrix("selfAttention.W_q", selfAttention.W_q);
+  p.matrix("selfAttention.W_k", selfAttention.W_k);
+  p.matrix("selfAttention.W_v", selfAttention.W_v);
+  p.step("Queries, keys and values", "create the query, key and values for each token: x W\u1d40 (nn.Linear)");
+  p.matrix("t.q", t.q).rows(q).how(how::dot("encodings_matrix", "selfAttention.W_q", 2))
+      .proven(q_float64, "q_float64 (PyTorch, float64)", -1);
+  p.matrix("t.k", t.k).rows(k).how(how::dot("encodings_matrix", "selfAttention.W_k", 2));
+  p.matrix("t.v", t.v).rows(v).how(how::dot("encodings_matrix", "selfAttention.W_v", 2));
+  p.step("Similarities", "similarities q k\u1d40: each query against each key");
+  p.matrix("t.sims", t.sims).rows(q).cols(k).how(how::dot("t.q", "t.k", 2))
+      .proven(sims_float64, "sims_float64 (PyTorch, float64)", -1);
+  p.step("Scaled similarities", "divided by sqrt(d_model) = sqrt(2), as the tutorial's torch.tensor(2**0.5)");
+  p.matrix("t.scaled_sims", t.scaled_sims).rows(q).cols(k)
+      .how(how::scaled("t.sims", 1.0 / 1.4142135623730951, "1/sqrt(2): the tutorial divides by the float sqrt(2)"));
+  p.step("Attention percents", "softmax over each row of the scaled similarities");
+  p.matrix("t.attention_percents", t.attention_percents).rows(q).cols(k).how(how::softmax("t.scaled_sims"))
+      .proven(percents_float64, "percents_float64 (PyTorch, float64)", -1);
+  p.heatmap("attention percents (rows: queries, columns: keys)", {"t.attention_percents"});
+  p.step("Attention scores (the output)", "the percents times the values: each row a weighted sum of the values");
+  p.matrix("t.attention_scores", t.attention_scores).rows(q).how(how::matmul("t.attention_percents", "t.v", 3))
+      .proven(output_float64, "output_float64 (PyTorch, float64)", -1);
+}
+
+}  // namespace qkv::examples::statquest
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main() { qkv::examples::statquest::walkthrough(); }
 #endif

@@ -241,6 +241,47 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::masking
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain masking --html FILE): sections 1 to 3 above (their text is the
+// numbered comments, read by scripts/page_notes.py), each mask with its masked scores, weights
+// (masked keys hatched in the heatmap, unlike a weight of 0) and outputs
+namespace qkv::examples::masking {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const auto q = Page::labels("q", 3), k = Page::labels("k", 3), v = Page::labels("v", 3);
+  auto masked_of = [](const matrix<bool, 3, 3>& allowed) {
+    std::vector<bool> m;
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < 3; ++j) m.push_back(!allowed(i, j));
+    return m;
+  };
+  auto show = [&](const std::string& id, const masked_attention& a, const std::string& why) {
+    p.matrix(id + ".allowed", a.allowed).rows(q).cols(k).caption(id + ".allowed (1: may attend)");
+    p.matrix(id + ".masked_scores", a.masked_scores).rows(q).cols(k).how(how::scaled("scores", 1.0, "1 (unscaled)", why));
+    p.matrix(id + ".weights", a.weights).rows(q).cols(k).how(how::softmax(id + ".masked_scores"));
+    p.heatmap(id + ": the weights (hatched: masked)", {id + ".weights"}).heatmap_mask(masked_of(a.allowed));
+    p.matrix(id + ".outputs", a.outputs).rows(q).how(how::matmul(id + ".weights", "values", 3));
+  };
+  p.step(1);
+  p.matrix("x", x).rows(Page::labels("input ", 3));
+  p.matrix("w_key", w_key);
+  p.matrix("w_query", w_query);
+  p.matrix("w_value", w_value);
+  p.matrix("querys", querys).rows(q).how(how::matmul("x", "w_query", 4));
+  p.matrix("keys", keys).rows(k).how(how::matmul("x", "w_key", 4));
+  p.matrix("values", values).rows(v).how(how::matmul("x", "w_value", 4));
+  p.matrix("scores", scores).rows(q).cols(k).how(how::dot("querys", "keys", 3));
+  show("causal", causal, "the key comes after the query (causal)");
+  p.step(2);
+  show("padded", padded, "key 3 is padding");
+  p.step(3);
+  show("empty_row", empty_row, "causal, and key 1 is padding");
+}
+
+}  // namespace qkv::examples::masking
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main() { qkv::examples::masking::walkthrough(); }
 #endif

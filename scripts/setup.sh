@@ -6,10 +6,13 @@
 #           Google Benchmark; for the benchmark's peers: Eigen and OpenBLAS; for clang's
 #           -fsanitize=address,undefined its runtime libclang-rt-16-dev (only a Recommends of
 #           clang-16, which --no-install-recommends skips). g++'s comes with it (libasan8, libubsan1).
+#           For the learner's pages' browser test (tests/browser/): chromium, chromium-driver and
+#           python3-selenium.
 set -euo pipefail
 
 packages=(g++ clang-16 libclang-rt-16-dev meson ninja-build cmake pkg-config doctest-dev libboost-dev
-          nlohmann-json3-dev libbenchmark-dev libeigen3-dev libopenblas-dev)
+          nlohmann-json3-dev libbenchmark-dev libeigen3-dev libopenblas-dev
+          chromium chromium-driver python3-selenium)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -35,9 +35,9 @@
 #include <qkv/io/print.hpp>
 #include <qkv/runtime/multihead.hpp>
 
-#include <qkv/io/html.hpp>
 #include <qkv/io/svg.hpp>
 
+#include "attend_page.hpp"
 #include "cli.hpp"
 
 namespace qkv::cli {
@@ -446,58 +446,12 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   return o.str();
 }
 
-/// the weights as (heads, T, S) nested vectors, and index labels "0", "1", ...
-template <class T>
-std::vector<std::vector<std::vector<double>>> weights_3d(const rt::attention_result<T>& r) {
-  std::vector<std::vector<std::vector<double>>> w;
-  for (const auto& m : r.weights) {
-    auto& head = w.emplace_back();
-    for (std::size_t i = 0; i < m.rows(); ++i) head.emplace_back(m.row(i), m.row(i) + m.cols());
-  }
-  return w;
-}
-
-
-template <class T>
-std::string heatmap(const parsed_case& pc, const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len,
-                    const std::string& id) {
-  qkv::io::heatmap_options o;
-  o.title = "attention weights, " + short_name(pc.file);
-  o.id = id;
-  return qkv::io::attention_svg(query_labels(pc, t_len), key_labels(pc, s_len),
-                                weights_3d(r), o);
-}
-
-template <class T>
-std::string html_page(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& context,
-                      bool has_context, const rt::attention_result<T>& r, const std::string& text) {
-  const std::size_t t_len = x.rows(), s_len = has_context ? context.rows() : x.rows();
-  qkv::io::html_page page("qkv attend " + pc.file);
-  auto table = [&](const std::string& name, const rt::dynamic_matrix<T>& m) {
-    if (m.size() > 4096) {
-      page.paragraph(name + " (" + m.shape() + "): too large for a table, see the trace above");
-      return;
-    }
-    std::vector<double> v(m.data(), m.data() + m.size());
-    page.matrix(name, m.rows(), m.cols(), v);
-  };
-  page.heading("The walkthrough").preformatted(text);
-  page.heading("The weights").svg(heatmap(pc, r, t_len, s_len, "qkv_attend"));
-  page.heading("Every matrix");
-  table("x", x);
-  if (has_context) table("context", context);
-  table("queries", r.queries);
-  table("keys", r.keys);
-  table("values", r.values);
-  for (std::size_t h = 0; h < r.weights.size(); ++h) {
-    const std::string head = r.weights.size() > 1 ? " (head " + std::to_string(h) + ")" : "";
-    table("scores" + head, r.scores[h]);
-    table("weights" + head, r.weights[h]);
-    table("context" + head, r.context[h]);
-  }
-  table("concat", r.concat);
-  table("output", r.output);
-  return page.str();
+/// how the scale came: "1 (unscaled)", the case's value, or "1/sqrt(d_k)"
+inline std::string scale_text(const parsed_case& pc, double scale, std::size_t dk) {
+  std::ostringstream s;
+  s << scale;
+  if (pc.scale) return *pc.scale == 1 ? "1 (unscaled)" : s.str() + " (the case's scale)";
+  return s.str() + " = 1/sqrt(" + std::to_string(dk) + ")";
 }
 
 /// everything a case makes, in memory: the result, the trace, and the outputs asked for
@@ -517,6 +471,8 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
+  if (want_svg || want_html)  // a page or figure: never beyond 2^24 weights (tools/attend_page.hpp)
+    attend_page::check_size(pc.file, want_html ? "--html" : "--svg", pc.heads, x.rows(), has_context ? context.rows() : x.rows());
   try {
     check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, want_svg || want_html);
   } catch (const qkv::io::limit_error& e) {
@@ -530,8 +486,10 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   const std::size_t s_len = has_context ? context.rows() : x.rows();
   o.text = trace(pc, x, context, has_context, w, opt, r);
   if (as_json) o.json = json_output(r, x.rows(), s_len, opt);
-  if (want_svg) o.svg = heatmap(pc, r, x.rows(), s_len, "qkv");
-  if (want_html) o.html = html_page(pc, x, context, has_context, r, o.text);
+  if (want_svg) o.svg = attend_page::svg(pc.file, r, opt, x.rows(), s_len, pc.tokens, pc.context_tokens, has_context);
+  if (want_html)
+    o.html = attend_page::page(pc.file, o.text, x, context, has_context, w, opt, r,
+                               scale_text(pc, r.scale, r.queries.cols() / pc.heads), pc.tokens, pc.context_tokens);
   return o;
 }
 

@@ -1,8 +1,11 @@
-// cmd_explain.hpp: `qkv explain EXAMPLE`, the walkthrough of a worked example.
+// cmd_explain.hpp: `qkv explain EXAMPLE [--html FILE]`, the walkthrough of a worked example,
+// and its learner's page (io/page.hpp).
 #pragma once
 
 #include <iostream>
 #include <string>
+
+#include <qkv/io/page.hpp>
 
 #include "cli.hpp"
 
@@ -34,19 +37,74 @@ inline constexpr worked_example worked_examples[] = {
     {"flash", "examples/09_flash_attention.cpp", walkthroughs::flash},
 };
 
+// the examples' learner's pages (each returns false when the example has no page() yet)
+struct example_page {
+  std::string_view name;
+  bool (*fill)(qkv::io::page&);
+};
+inline constexpr example_page example_pages[] = {
+    {"illustrated", pages::illustrated},
+    {"illustrated_exact", pages::illustrated_exact},
+    {"from_scratch", pages::from_scratch},
+    {"the_math", pages::the_math},
+#ifdef QKV_EXPLAIN_HAS_BOOST
+    {"the_math_exact", pages::the_math_exact},
+#endif
+    {"bert", pages::bert},
+    {"statquest", pages::statquest},
+    {"masking", pages::masking},
+    {"positional_encoding", pages::positional_encoding},
+    {"encoder_layer", pages::encoder_layer},
+    {"flash", pages::flash},
+};
+
+/// the page of the example `name` as HTML; throws input_error when it has none
+inline std::string explain_page(const worked_example& e) {
+  for (const auto& p : example_pages)
+    if (p.name == e.name) {
+      qkv::io::page page("qkv explain " + std::string(e.name) + " \u2014 " + std::string(e.program));
+      if (!p.fill(page)) break;
+      return page.str();
+    }
+  std::string with;
+  for (const auto& p : example_pages) {
+    qkv::io::page probe("");
+    if (p.fill(probe)) with += (with.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw input_error("example '" + std::string(e.name) + "' has no page yet; the examples with a page are: " + with);
+}
+
 inline int cmd_explain(const args& a) {
   auto list = [] {
     std::string s;
     for (const auto& e : worked_examples) s += (s.empty() ? "" : ", ") + std::string(e.name);
     return s;
   };
-  if (a.size() != 1) throw input_error("expected one example name; the examples are: " + list());
+  std::string html;
+  args names;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    if (a[k] == "--html") {
+      if (k + 1 >= a.size()) throw input_error("--html needs a file name (usage: qkv explain EXAMPLE [--html FILE])");
+      html = std::string(a[++k]);
+    } else {
+      names.push_back(a[k]);
+    }
+  }
+  if (names.size() != 1) throw input_error("expected one example name; the examples are: " + list());
   for (const auto& e : worked_examples)
-    if (a[0] == e.name || a[0] == e.program) {
+    if (names[0] == e.name || names[0] == e.program) {
+      if (!html.empty()) {
+        const std::string text = explain_page(e);  // before the walkthrough: a refusal prints nothing
+        try {
+          qkv::io::write_text_file(html, text);
+        } catch (const std::runtime_error& err) {
+          throw input_error(err.what());
+        }
+      }
       e.walkthrough();
       return exit_ok;
     }
-  throw input_error("unknown example '" + std::string(a[0]) + "'; the examples are: " + list());
+  throw input_error("unknown example '" + std::string(names[0]) + "'; the examples are: " + list());
 }
 
 }  // namespace qkv::cli

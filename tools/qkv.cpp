@@ -28,11 +28,12 @@ struct command {
 };
 
 constexpr command commands[] = {
-    {"explain", "explain EXAMPLE           run a worked example and print its walkthrough",
-     "usage: qkv explain EXAMPLE\n\n"
-     "Runs a worked example (examples/) and prints its walkthrough; writes no file.\n"
+    {"explain", "explain EXAMPLE [--html FILE]   run a worked example and print its walkthrough",
+     "usage: qkv explain EXAMPLE [--html FILE]\n\n"
+     "Runs a worked example (examples/) and prints its walkthrough; writes no file unless\n"
+     "--html FILE asks for the example's learner's page (docs/pages.md).\n"
      "EXAMPLE: illustrated, illustrated_exact, from_scratch, the_math, the_math_exact, bert,\n"
-     "statquest, masking, positional_encoding, encoder_layer (qkv explain nope lists them).\n",
+     "statquest, masking, positional_encoding, encoder_layer, flash (qkv explain nope lists them).\n",
      qkv::cli::cmd_explain},
     {"tokenize", "tokenize [--json] [--pair TEXT] TEXT | --input FILE\n"
                  "                            BERT uncased WordPiece as Hugging Face gives it (tokenize --help)",

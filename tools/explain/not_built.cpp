@@ -17,3 +17,9 @@ void qkv::cli::walkthroughs::QKV_EXAMPLE_NAME() {
                               "' is not in this qkv: it was built with -Dexamples=false (the light "
                               "install); build with -Dexamples=true, or read examples/ in qkv's source");
 }
+
+// its learner's page (qkv explain NAME --html FILE): the same refusal
+bool qkv::cli::pages::QKV_EXAMPLE_NAME(qkv::io::page&) {
+  qkv::cli::walkthroughs::QKV_EXAMPLE_NAME();
+  return false;
+}

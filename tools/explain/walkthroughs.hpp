@@ -15,3 +15,23 @@ void positional_encoding();  // examples/07_positional_encoding.cpp
 void encoder_layer();        // examples/08_encoder_layer.cpp
 void flash();                // examples/09_flash_attention.cpp
 }  // namespace qkv::cli::walkthroughs
+
+namespace qkv::io {
+class page;
+}
+
+// the examples' learner's pages (qkv explain NAME --html FILE): each fills `p` and returns true,
+// or returns false when the example has no page() yet
+namespace qkv::cli::pages {
+bool illustrated(qkv::io::page& p);
+bool illustrated_exact(qkv::io::page& p);
+bool from_scratch(qkv::io::page& p);
+bool the_math(qkv::io::page& p);
+bool the_math_exact(qkv::io::page& p);
+bool bert(qkv::io::page& p);
+bool statquest(qkv::io::page& p);
+bool masking(qkv::io::page& p);
+bool positional_encoding(qkv::io::page& p);
+bool encoder_layer(qkv::io::page& p);
+bool flash(qkv::io::page& p);
+}  // namespace qkv::cli::pages

@@ -44,6 +44,8 @@ struct heatmap_options {
   std::string row_axis = "query";     // axis names, in the tooltips and under the panels
   std::string col_axis = "key";
   std::string id = "qkv";             // prefix of the SVG ids (several SVGs in one HTML page)
+  std::vector<bool> masked;           // empty, or rows * cols flags shared by the panels: true is a
+                                      // masked entry, drawn hatched (a weight of 0 is drawn white)
 };
 
 /// the text with XML's special characters escaped (& < > " '), and what XML 1.0 cannot hold
@@ -160,10 +162,9 @@ inline int text_width(std::string_view s) {
   const std::size_t per_row = std::max<std::size_t>(1, std::min(o.panels_per_row, panels.size()));
   const std::size_t panel_rows = (panels.size() + per_row - 1) / per_row;
   const int legend_w = 90;
-  // the title (15 px, 0.6 em per character in monospace) is never clipped: the picture is at
-  // least as wide as the title needs
-  const int title_w = static_cast<int>(std::lround(text_width(o.title) * 15.0 / 12.0));
-  const int width = std::max(margin + static_cast<int>(per_row) * panel_w + legend_w, 2 * margin + title_w);
+  // wide enough for the title (15 px bold: about 9 px per character), so it is never clipped
+  const int width = std::max(margin + static_cast<int>(per_row) * panel_w + legend_w,
+                             2 * margin + (text_width(o.title) * 5 + 3) / 4);
   const int height = std::max<int>(margin + title_h + static_cast<int>(panel_rows) * panel_h, title_h + 220);
 
   std::string s;
@@ -174,7 +175,17 @@ inline int text_width(std::string_view s) {
   s += "<defs><linearGradient id=\"" + grad + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (std::size_t i = 0; i < std::size(blues); ++i)
     s += "<stop offset=\"" + num(static_cast<double>(i) / 8.0, "%.3f") + "\" stop-color=\"" + hex(blues[i]) + "\"/>";
-  s += "</linearGradient></defs>\n";
+  s += "</linearGradient>";
+  const bool any_masked = !o.masked.empty();
+  if (any_masked && o.masked.size() != rows * cols)
+    throw std::invalid_argument("heatmap_svg: " + std::to_string(o.masked.size()) + " mask flags for (" +
+                                std::to_string(rows) + ", " + std::to_string(cols) + ")");
+  const std::string hatch = xml_escape(o.id) + "-masked";
+  if (any_masked)
+    s += "<pattern id=\"" + hatch + "\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+         "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" "
+         "x2=\"0\" y2=\"6\" stroke=\"#9a9a9a\" stroke-width=\"2.5\"/></pattern>";
+  s += "</defs>\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   if (!o.title.empty())
     s += "<text x=\"" + std::to_string(margin) + "\" y=\"18\" font-size=\"15\" font-weight=\"bold\">" +
@@ -195,11 +206,14 @@ inline int text_width(std::string_view s) {
     for (std::size_t i = 0; i < rows; ++i) {
       for (std::size_t j = 0; j < cols; ++j) {
         const double v = h.values[i * cols + j];
+        const bool masked = any_masked && o.masked[i * cols + j];
         s += "<rect x=\"" + std::to_string(gx + static_cast<int>(j) * c) + "\" y=\"" +
              std::to_string(gy + static_cast<int>(i) * c) + "\" width=\"" + std::to_string(c) + "\" height=\"" +
-             std::to_string(c) + "\" fill=\"" + colour((v - lo) / span) + "\" stroke=\"#ffffff\" stroke-opacity=\"0.5\">";
+             std::to_string(c) + "\" fill=\"" + (masked ? "url(#" + hatch + ")" : colour((v - lo) / span)) +
+             "\" stroke=\"#ffffff\" stroke-opacity=\"0.5\">";
         s += "<title>" + xml_escape(h.title + ": " + o.row_axis + " " + std::to_string(i) + " \"" + row_labels[i] +
-                                    "\", " + o.col_axis + " " + std::to_string(j) + " \"" + col_labels[j] + "\" = " + num(v)) +
+                                    "\", " + o.col_axis + " " + std::to_string(j) + " \"" + col_labels[j] + "\" = " +
+                                    (masked ? "masked" : num(v))) +
              "</title></rect>\n";
       }
     }
@@ -225,6 +239,10 @@ inline int text_width(std::string_view s) {
     s += "<text x=\"" + std::to_string(lx + 23) + "\" y=\"" + std::to_string(y + 4) + "\">" + num(lo + span * k / 4.0, "%.3g") +
          "</text>\n";
   }
+  if (any_masked)
+    s += "<rect x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(ly + lh + 14) + "\" width=\"16\" height=\"16\" fill=\"url(#" +
+         hatch + ")\" stroke=\"#999999\"/><text x=\"" + std::to_string(lx + 23) + "\" y=\"" + std::to_string(ly + lh + 26) +
+         "\">masked</text>\n";
   s += "</g>\n</svg>\n";
   return s;
 }

@@ -1,0 +1,820 @@
+// page.hpp: the learner's page: one self-contained HTML file (CSS and JavaScript inline, no
+// network request of any kind, opens from file://, prints) with a walkthrough's steps in order,
+// each step's prose, every matrix as a labelled table whose every cell explains itself (hover,
+// click or keyboard focus) with the actual numbers, the proofs of the values the example proves,
+// and heatmaps of the weights per head with a head selector, a colour legend, masked entries
+// hatched, and an SVG download.
+//
+//   qkv::io::page p("Illustrated: Self-Attention");
+//   p.step("Step 4: attention scores", "querys @ keys.T, no scaling");
+//   p.matrix("querys", querys).rows(p.labels("q", 3));
+//   p.matrix("keys", keys);
+//   p.matrix("attn_scores", scores).how(qkv::io::page_how::dot("querys", "keys", 3));
+//   p.heatmap("weights", {"attn_scores_softmax"});
+//   qkv::io::write_text_file("page.html", p.str());
+//
+// The page embeds the matrices as JSON; its script draws the tables and heatmaps and computes
+// every explanation from those numbers (a score: the dot product's terms and their sum; a
+// scaled score: the scale; a weight: e^(s - max) over the row's sum; an output: the weighted
+// sum of the values), so no explanation is illustrative. How each matrix was computed is
+// declared with page_how.
+//
+// Size (page_limits): up to 65,536 numbers in all matrices the page is complete (a tutorial
+// page is a few KB). Above that it is summarised: a matrix larger than 8 in a dimension shows
+// its first and last 4 rows and columns; the page embeds the rows (and the value columns) the
+// shown cells' explanations need, and heatmaps are downsampled to at most 64 x 64 blocks per
+// head. The page says so where it happens.
+#pragma once
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "page_script.hpp"
+#include "svg.hpp"
+
+namespace qkv::io {
+
+/// when a page stops being complete (see the file comment)
+struct page_limits {
+  std::size_t full_numbers = 65536;  // numbers in all matrices before the page summarises
+  std::size_t edge = 4;              // a summarised matrix shows its first and last `edge` rows/columns
+  std::size_t heatmap_side = 64;     // heatmap cells per side before downsampling
+};
+
+/// how a matrix was computed, for its cells' explanations (the page computes them from the data)
+struct page_how {
+  std::string op;      // "" (given), "dot", "matmul", "scale", "softmax"
+  std::string a, b;    // operand matrix ids
+  std::string bias;    // optional bias matrix id (1 x n), added to column j
+  std::size_t n = 0;   // terms of each sum
+  std::size_t ac = 0;  // first column of A used (a head's slice)
+  std::size_t br = 0;  // matmul: first row of B used
+  std::size_t bc = 0;  // first column of B used
+  double scale = 1;    // "scale": the factor
+  std::string note;    // "scale": how the factor came ("1/sqrt(64)")
+  std::string mask;    // "scale": why a key is masked (empty: no mask)
+
+  /// C(i, j) = sum_m A(i, ac + m) B(j, bc + m): scores (q . k), a projection x W^T (out_in)
+  static page_how dot(std::string a, std::string b, std::size_t n, std::size_t ac = 0, std::size_t bc = 0,
+                      std::string bias = {}) {
+    page_how h;
+    h.op = "dot", h.a = std::move(a), h.b = std::move(b), h.n = n, h.ac = ac, h.bc = bc, h.bias = std::move(bias);
+    return h;
+  }
+  /// C(i, j) = sum_m A(i, ac + m) B(br + m, bc + j): weights @ values, a projection x W (in_out)
+  static page_how matmul(std::string a, std::string b, std::size_t n, std::size_t ac = 0, std::size_t br = 0,
+                         std::size_t bc = 0, std::string bias = {}) {
+    page_how h;
+    h.op = "matmul", h.a = std::move(a), h.b = std::move(b), h.n = n, h.ac = ac, h.br = br, h.bc = bc;
+    h.bias = std::move(bias);
+    return h;
+  }
+  /// C(i, j) = scale A(i, j), or -inf where the key is masked (`note` says why)
+  static page_how scaled(std::string a, double scale, std::string how_scale, std::string mask_note = {}) {
+    page_how h;
+    h.op = "scale", h.a = std::move(a), h.scale = scale, h.note = std::move(how_scale);
+    h.mask = std::move(mask_note);
+    return h;
+  }
+  /// C(i, j) = e^(A(i, j) - max_k A(i, k)) / sum_k e^(A(i, k) - max_k A(i, k))
+  static page_how softmax(std::string a) {
+    page_how h;
+    h.op = "softmax", h.a = std::move(a);
+    return h;
+  }
+};
+
+/// a static_assert of an example's source (found by scripts/page_notes.py)
+struct page_source_proof {
+  std::string_view file;
+  int line;
+  std::string_view text;     // the static_assert, as written
+  std::string_view comment;  // the comment lines right above it (the hand arithmetic)
+};
+
+/// a "// Step N: ..." comment block of an example's source
+struct page_source_step {
+  int number;
+  std::string_view text;  // the block, comment markers removed
+  std::string_view file;
+  int line;
+};
+
+namespace page_detail {
+
+inline void json_string(std::string& out, std::string_view s) {
+  out += '"';
+  // xml_escape's UTF-8 cleaning is not wanted here; invalid bytes become U+FFFD
+  std::u32string chars;
+  try {
+    chars = unicode::decode_utf8(s);
+  } catch (const unicode::invalid_utf8&) {
+    for (unsigned char c : s) chars += c < 0x80 ? static_cast<char32_t>(c) : char32_t{0xFFFD};
+  }
+  for (char32_t c : chars) {
+    switch (c) {
+      case U'"': out += "\\\""; break;
+      case U'\\': out += "\\\\"; break;
+      case U'\n': out += "\\n"; break;
+      case U'\t': out += "\\t"; break;
+      case U'<': out += "\\u003c"; break;  // never "</script>" inside the data
+      case U'>': out += "\\u003e"; break;
+      case U'&': out += "\\u0026"; break;
+      case 0x2028: out += "\\u2028"; break;
+      case 0x2029: out += "\\u2029"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          unicode::append_utf8(c, out);
+        }
+    }
+  }
+  out += '"';
+}
+
+/// the shortest text that reads back to the same float (or double); non-finite as a string
+inline void json_number(std::string& out, double v, bool as_float) {
+  if (std::isnan(v)) {
+    out += "\"nan\"";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v > 0 ? "\"inf\"" : "\"-inf\"";
+    return;
+  }
+  char buf[40];
+  const auto r = as_float ? std::to_chars(buf, buf + sizeof buf, static_cast<float>(v))
+                          : std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+/// a number with 2 significant digits (heatmap blocks: colour only, the exact values are in the tables)
+inline void json_short(std::string& out, double v) {
+  if (!std::isfinite(v)) return json_number(out, v, false);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.2g", v);
+  out += buf;
+}
+
+template <class T>
+concept rational_like = requires(const T& r) {
+  r.numerator();
+  r.denominator();
+};
+
+template <class T>
+double to_double(const T& v) {
+  if constexpr (rational_like<T>) {
+    return static_cast<double>(v.numerator()) / static_cast<double>(v.denominator());
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <class T>
+std::string exact_text(const T& v) {
+  if constexpr (rational_like<T>) {
+    const auto n = static_cast<long long>(v.numerator()), d = static_cast<long long>(v.denominator());
+    return d == 1 ? std::to_string(n) : std::to_string(n) + "/" + std::to_string(d);
+  } else {
+    return {};
+  }
+}
+
+}  // namespace page_detail
+
+/// a page under construction; matrix(), heatmap() etc. add to the current step
+class page {
+ public:
+  struct matrix_entry {
+    std::string id, caption;
+    std::size_t rows = 0, cols = 0;
+    std::vector<double> values;
+    std::vector<std::string> exact;  // rationals, per cell, or empty
+    std::string dtype = "float32";   // how the numbers are printed: "float32", "float64", "exact"
+    std::vector<std::string> row_labels, col_labels;
+    page_how how;
+    std::vector<double> expected;  // what a proof says the values are (per cell), or empty
+    std::string expected_name;     // the expected matrix's name in the source
+    double tolerance = -1;         // the proof's tolerance; 0: exact (==); < 0: a bound the static_assert derives
+    std::string tolerance_text;
+    bool hidden = false;           // data only (an operand not shown as a table)
+  };
+
+  /// a handle to the last matrix added, to set its labels, how it was computed, its proof
+  class matrix_ref {
+   public:
+    explicit matrix_ref(matrix_entry& m) : m_(&m) {}
+    matrix_ref& rows(std::vector<std::string> l) {
+      check_labels(l, m_->rows, "row");
+      m_->row_labels = std::move(l);
+      return *this;
+    }
+    matrix_ref& cols(std::vector<std::string> l) {
+      check_labels(l, m_->cols, "column");
+      m_->col_labels = std::move(l);
+      return *this;
+    }
+    matrix_ref& how(page_how h) {
+      m_->how = std::move(h);
+      return *this;
+    }
+    matrix_ref& caption(std::string c) {
+      m_->caption = std::move(c);
+      return *this;
+    }
+    matrix_ref& dtype(std::string d) {
+      m_->dtype = std::move(d);
+      return *this;
+    }
+    matrix_ref& hidden(bool h = true) {
+      m_->hidden = h;
+      return *this;
+    }
+    /// what the example proves the values are (a matrix of the same shape, its name in the
+    /// source) within `tolerance` (0: exactly), `tolerance_text` saying where the bound comes from
+    template <class M>
+    matrix_ref& proven(const M& expected, std::string expected_name, double tolerance, std::string tolerance_text = {}) {
+      if (expected.rows() != m_->rows || expected.cols() != m_->cols)
+        throw std::invalid_argument("page: the expected values of '" + m_->id + "' are (" +
+                                    std::to_string(expected.rows()) + ", " + std::to_string(expected.cols()) +
+                                    "), the matrix is (" + std::to_string(m_->rows) + ", " + std::to_string(m_->cols) + ")");
+      m_->expected.clear();
+      for (std::size_t i = 0; i < m_->rows; ++i)
+        for (std::size_t j = 0; j < m_->cols; ++j) m_->expected.push_back(page_detail::to_double(expected(i, j)));
+      m_->expected_name = std::move(expected_name);
+      m_->tolerance = tolerance;
+      m_->tolerance_text = std::move(tolerance_text);
+      return *this;
+    }
+
+   private:
+    matrix_entry* m_;
+    void check_labels(const std::vector<std::string>& l, std::size_t n, const char* what) const {
+      if (l.size() != n)
+        throw std::invalid_argument("page: matrix '" + m_->id + "' has " + std::to_string(n) + " " + what + "s but " +
+                                    std::to_string(l.size()) + " " + what + " labels");
+    }
+  };
+
+  using how = page_how;  // so that an example's page(Page&) names it without an include
+
+  explicit page(std::string title, page_limits limits = {}) : title_(std::move(title)), limits_(limits) {}
+
+  /// slice n of a stack (depth(), rows(), cols(), (n, i, j)) as a matrix
+  template <class S>
+  struct slice_of {
+    const S* s;
+    std::size_t n;
+    [[nodiscard]] std::size_t rows() const { return s->rows(); }
+    [[nodiscard]] std::size_t cols() const { return s->cols(); }
+    [[nodiscard]] decltype(auto) operator()(std::size_t i, std::size_t j) const { return (*s)(n, i, j); }
+  };
+  template <class S>
+  [[nodiscard]] static slice_of<S> slice(const S& s, std::size_t n) {
+    return {&s, n};
+  }
+
+  /// comment text as paragraphs: wrapped lines joined with a space; a blank line, or a line
+  /// starting a list item ("- ", "* "), starts a new line
+  [[nodiscard]] static std::string reflow(std::string_view text) {
+    std::string out;
+    bool blank = false;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+      auto end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = text.substr(start, end - start);
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+      while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+      if (line.empty()) {
+        blank = !out.empty();
+      } else {
+        const bool item = line.size() > 1 && (line[0] == '-' || line[0] == '*') && line[1] == ' ';
+        if (!out.empty()) out += blank ? "\n\n" : (item ? "\n" : " ");
+        out += line;
+        blank = false;
+      }
+      start = end + 1;
+    }
+    return out;
+  }
+
+  /// "q1", "q2", ... "qn"
+  [[nodiscard]] static std::vector<std::string> labels(std::string_view prefix, std::size_t n) {
+    std::vector<std::string> l;
+    l.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) l.push_back(std::string(prefix) + std::to_string(i + 1));
+    return l;
+  }
+
+  /// the introduction, above the steps
+  page& intro(std::string_view text) {
+    intro_ = std::string(text);
+    return *this;
+  }
+
+  /// the source an example's steps and proofs come from (scripts/page_notes.py reads them
+  /// from the example's comments and static_asserts, so that the prose has one source)
+  page& source(std::string_view file, std::vector<page_source_step> steps, std::vector<page_source_proof> proofs) {
+    source_file_ = std::string(file);
+    source_steps_ = std::move(steps);
+    proofs_ = std::move(proofs);
+    return *this;
+  }
+
+  /// a new step with its title and prose
+  page& step(std::string_view title, std::string_view prose = {}) {
+    steps_.push_back({std::string(title), std::string(prose), {}, {}});
+    return *this;
+  }
+
+  /// a new step whose text is the example's own "// Step N:" comment (see source()); its first
+  /// line is the title, the rest the prose
+  page& step(int number) {
+    for (const auto& s : source_steps_)
+      if (s.number == number) {
+        // the comment's first sentence (after the "Step N:") is the title, the rest the prose
+        // (an unnumbered section's title ends at its first ". " or ": ")
+        const std::string text = reflow(s.text);
+        const bool numbered = text.rfind("Step", 0) == 0 || (!text.empty() && text[0] >= '0' && text[0] <= '9');
+        const auto colon = text.find(':');
+        std::size_t cut = std::string::npos;
+        for (std::size_t q = numbered && colon != std::string::npos ? colon : 0; q + 1 < text.size(); ++q)
+          if ((text[q] == '.' || (!numbered && text[q] == ':')) && (text[q + 1] == ' ' || text[q + 1] == '\n') &&
+              q > 0 && text[q - 1] != '.' && (q + 2 >= text.size() || text[q + 2] != '.')) {
+            cut = q;
+            break;
+          }
+        step(text.substr(0, cut), cut == std::string::npos ? std::string{} : text.substr(cut + 2));
+        steps_.back().where = std::string(s.file) + ":" + std::to_string(s.line);
+        return *this;
+      }
+    return step("Step " + std::to_string(number));
+  }
+
+  /// a paragraph in the current step
+  page& text(std::string_view t) {
+    item it;
+    it.kind = "text", it.text = std::string(t);
+    current().items.push_back(std::move(it));
+    return *this;
+  }
+
+  /// a matrix from values, row-major (rows * cols); shown as a table in the current step
+  matrix_ref matrix(std::string id, std::size_t rows, std::size_t cols, std::vector<double> values) {
+    if (values.size() != rows * cols)
+      throw std::invalid_argument("page: matrix '" + id + "' is (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                  ") but has " + std::to_string(values.size()) + " values");
+    if (index_.count(id)) throw std::invalid_argument("page: matrix '" + id + "' added twice");
+    matrix_entry m;
+    m.id = id, m.caption = id, m.rows = rows, m.cols = cols, m.values = std::move(values);
+    index_[id] = matrices_.size();
+    matrices_.push_back(std::move(m));
+    item it;
+    it.kind = "matrix", it.text = id;
+    current().items.push_back(std::move(it));
+    return matrix_ref(matrices_.back());
+  }
+
+  /// any matrix type with rows(), cols() and (i, j): qkv::matrix, dynamic_matrix, rationals
+  template <class M>
+    requires requires(const M& m) {
+      m.rows();
+      m.cols();
+      m(std::size_t{0}, std::size_t{0});
+    }
+  matrix_ref matrix(std::string id, const M& m) {
+    std::vector<double> v;
+    std::vector<std::string> exact;
+    using V = std::remove_cvref_t<decltype(m(std::size_t{0}, std::size_t{0}))>;
+    v.reserve(m.rows() * m.cols());
+    for (std::size_t i = 0; i < m.rows(); ++i)
+      for (std::size_t j = 0; j < m.cols(); ++j) {
+        v.push_back(page_detail::to_double(m(i, j)));
+        if constexpr (page_detail::rational_like<V>) exact.push_back(page_detail::exact_text(m(i, j)));
+      }
+    auto ref = matrix(std::move(id), m.rows(), m.cols(), std::move(v));
+    auto& e = matrices_.back();
+    e.exact = std::move(exact);
+    if constexpr (page_detail::rational_like<V>) e.dtype = "exact";
+    else if constexpr (std::is_same_v<V, double>) e.dtype = "float64";
+    return ref;
+  }
+
+  /// heatmaps of one matrix per head (all of the same shape); labels from the first matrix
+  page& heatmap(std::string title, std::vector<std::string> head_matrix_ids, std::vector<std::string> head_names = {}) {
+    if (head_matrix_ids.empty()) throw std::invalid_argument("page: heatmap '" + title + "' has no heads");
+    for (const auto& id : head_matrix_ids)
+      if (!index_.count(id)) throw std::invalid_argument("page: heatmap '" + title + "' names no matrix '" + id + "'");
+    const auto& first = matrices_[index_.at(head_matrix_ids[0])];
+    for (const auto& id : head_matrix_ids) {
+      const auto& m = matrices_[index_.at(id)];
+      if (m.rows != first.rows || m.cols != first.cols)
+        throw std::invalid_argument("page: heatmap '" + title + "': '" + id + "' is (" + std::to_string(m.rows) + ", " +
+                                    std::to_string(m.cols) + "), '" + first.id + "' is (" + std::to_string(first.rows) +
+                                    ", " + std::to_string(first.cols) + ")");
+    }
+    if (head_names.empty())
+      for (std::size_t h = 0; h < head_matrix_ids.size(); ++h) head_names.push_back("head " + std::to_string(h));
+    item it;
+    it.kind = "heatmap", it.text = std::move(title), it.ids = std::move(head_matrix_ids), it.names = std::move(head_names);
+    current().items.push_back(std::move(it));
+    return *this;
+  }
+
+  /// a per-cell mask for the heatmaps (true = masked: drawn hatched), rows * cols, row-major
+  page& heatmap_mask(std::vector<bool> masked) {
+    auto& it = current().items;
+    if (it.empty() || it.back().kind != "heatmap") throw std::invalid_argument("page: heatmap_mask without a heatmap");
+    const auto& m = matrices_[index_.at(it.back().ids[0])];
+    if (masked.size() != m.rows * m.cols)
+      throw std::invalid_argument("page: heatmap_mask has " + std::to_string(masked.size()) + " flags for (" +
+                                  std::to_string(m.rows) + ", " + std::to_string(m.cols) + ")");
+    it.back().mask = std::move(masked);
+    return *this;
+  }
+
+  /// the numbers of all matrices so far
+  [[nodiscard]] std::size_t numbers() const {
+    std::size_t n = 0;
+    for (const auto& m : matrices_) n += m.rows * m.cols;
+    return n;
+  }
+
+  /// true when the page summarises (numbers() above the limit)
+  [[nodiscard]] bool summarised() const { return numbers() > limits_.full_numbers; }
+
+  [[nodiscard]] const page_limits& limits() const { return limits_; }
+
+  /// the whole page
+  [[nodiscard]] std::string str() const {
+    std::string data = json();
+    std::string s;
+    s.reserve(data.size() + 40000);
+    s += "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
+         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+         "script-src 'unsafe-inline'; img-src data: blob:\"/>\n<title>";
+    s += xml_escape(title_);
+    s += "</title>\n<style>\n";
+    s += page_script::css;
+    s += "</style>\n</head>\n<body>\n<header><h1>";
+    s += xml_escape(title_);
+    s += "</h1></header>\n<main id=\"qkv-main\"><noscript><p>This page draws its tables and figures with "
+         "JavaScript (inline, no network).</p></noscript></main>\n<div id=\"qkv-tip\" role=\"tooltip\" "
+         "hidden=\"hidden\"></div>\n<footer>Written by qkv. Every number on this page was computed by qkv; every "
+         "explanation is computed from these numbers.</footer>\n<script type=\"application/json\" id=\"qkv-data\">";
+    s += data;
+    // the script in a CDATA section behind a line comment: HTML runs it as it is, and the page
+    // stays well-formed XML (an XML parser reads it, as tests/cli/attend/run_attend.py does)
+    s += "</script>\n<script>//<![CDATA[\n";
+    s += page_script::js;
+    s += "//]]>\n</script>\n</body>\n</html>\n";
+    return s;
+  }
+
+ private:
+  struct item {
+    std::string kind;  // "text", "matrix", "heatmap"
+    std::string text;  // the paragraph, the matrix id, the heatmap title
+    std::vector<std::string> ids, names;
+    std::vector<bool> mask;
+  };
+  struct step_entry {
+    std::string title, prose;
+    std::vector<item> items;
+    std::string where;
+  };
+
+  std::string title_, intro_, source_file_;
+  page_limits limits_;
+  std::vector<step_entry> steps_;
+  std::vector<matrix_entry> matrices_;
+  std::map<std::string, std::size_t> index_;
+  std::vector<page_source_step> source_steps_;
+  std::vector<page_source_proof> proofs_;
+
+  step_entry& current() {
+    if (steps_.empty()) steps_.push_back({"", "", {}, {}});
+    return steps_.back();
+  }
+
+  // the indices a summarised dimension of n shows: the first and last `edge`
+  std::vector<std::size_t> shown(std::size_t n) const {
+    std::vector<std::size_t> v;
+    if (!summarised() || n <= 2 * limits_.edge) {
+      for (std::size_t i = 0; i < n; ++i) v.push_back(i);
+    } else {
+      for (std::size_t i = 0; i < limits_.edge; ++i) v.push_back(i);
+      for (std::size_t i = n - limits_.edge; i < n; ++i) v.push_back(i);
+    }
+    return v;
+  }
+
+  // what a word of a static_assert must be to name the matrix `id`
+  static bool mentions(std::string_view text, std::string_view id) {
+    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    for (std::size_t p = text.find(id); p != std::string_view::npos; p = text.find(id, p + 1)) {
+      const bool left = p == 0 || !word(text[p - 1]);
+      const bool right = p + id.size() >= text.size() || !word(text[p + id.size()]);
+      if (left && right) return true;
+    }
+    return false;
+  }
+
+  std::string json() const {
+    using namespace page_detail;
+    const bool summary = summarised();
+    // what each matrix must embed: full rows R, full columns C (summarised pages only)
+    std::vector<std::set<std::size_t>> need_rows(matrices_.size()), need_cols(matrices_.size());
+    for (std::size_t k = 0; k < matrices_.size(); ++k) {
+      const auto& m = matrices_[k];
+      const auto r = shown(m.rows), c = shown(m.cols);
+      need_rows[k].insert(r.begin(), r.end());
+      auto operand = [&](const std::string& id) -> long {
+        const auto it = index_.find(id);
+        return it == index_.end() ? -1 : static_cast<long>(it->second);
+      };
+      const long a = operand(m.how.a), b = operand(m.how.b);
+      if (a >= 0) need_rows[static_cast<std::size_t>(a)].insert(r.begin(), r.end());
+      if (b >= 0 && m.how.op == "dot") need_rows[static_cast<std::size_t>(b)].insert(c.begin(), c.end());
+      if (b >= 0 && m.how.op == "matmul")
+        for (std::size_t j : c) need_cols[static_cast<std::size_t>(b)].insert(m.how.bc + j);
+    }
+    for (const auto& st : steps_)
+      for (const auto& it : st.items)
+        if (it.kind == "heatmap" && !summary)
+          for (const auto& id : it.ids) {
+            const auto k = index_.at(id);
+            for (std::size_t i = 0; i < matrices_[k].rows; ++i) need_rows[k].insert(i);
+          }
+
+    std::string s = "{\"title\":";
+    json_string(s, title_);
+    s += ",\"intro\":";
+    json_string(s, intro_);
+    s += ",\"source\":";
+    json_string(s, source_file_);
+    s += ",\"summarised\":";
+    s += summary ? "true" : "false";
+    s += ",\"numbers\":" + std::to_string(numbers());
+    s += ",\"limits\":{\"full_numbers\":" + std::to_string(limits_.full_numbers) +
+         ",\"edge\":" + std::to_string(limits_.edge) + ",\"heatmap_side\":" + std::to_string(limits_.heatmap_side) + "}";
+    s += ",\"proofs\":[";
+    for (std::size_t p = 0; p < proofs_.size(); ++p) {
+      s += p ? ",{\"file\":" : "{\"file\":";
+      json_string(s, proofs_[p].file);
+      s += ",\"line\":" + std::to_string(proofs_[p].line) + ",\"text\":";
+      json_string(s, proofs_[p].text);
+      s += ",\"comment\":";
+      json_string(s, proofs_[p].comment);
+      s += "}";
+    }
+    s += "],\"matrices\":{";
+    for (std::size_t k = 0; k < matrices_.size(); ++k) {
+      const auto& m = matrices_[k];
+      const bool as_float = m.dtype == "float32";
+      if (k) s += ",";
+      json_string(s, m.id);
+      s += ":{\"caption\":";
+      json_string(s, m.caption);
+      s += ",\"rows\":" + std::to_string(m.rows) + ",\"cols\":" + std::to_string(m.cols) + ",\"dtype\":";
+      json_string(s, m.dtype);
+      if (m.hidden) s += ",\"hidden\":true";
+      auto labels = [&](const char* key, const std::vector<std::string>& l, const std::vector<std::size_t>& keep) {
+        if (l.empty()) return;
+        s += ",\"";
+        s += key;
+        s += "\":{";
+        for (std::size_t q = 0; q < keep.size(); ++q) {
+          if (q) s += ",";
+          s += "\"" + std::to_string(keep[q]) + "\":";
+          json_string(s, l[keep[q]]);
+        }
+        s += "}";
+      };
+      const auto sr = shown(m.rows), sc = shown(m.cols);
+      std::vector<std::size_t> rl(need_rows[k].begin(), need_rows[k].end());
+      labels("row_labels", m.row_labels, rl);
+      std::vector<std::size_t> cl(sc);
+      cl.insert(cl.end(), need_cols[k].begin(), need_cols[k].end());
+      std::sort(cl.begin(), cl.end());
+      cl.erase(std::unique(cl.begin(), cl.end()), cl.end());
+      labels("col_labels", m.col_labels, m.col_labels.empty() ? cl : (summary ? cl : shown(m.cols)));
+      auto list = [&](const std::vector<std::size_t>& v) {
+        s += "[";
+        for (std::size_t q = 0; q < v.size(); ++q) s += (q ? "," : "") + std::to_string(v[q]);
+        s += "]";
+      };
+      s += ",\"shown_rows\":";
+      list(sr);
+      s += ",\"shown_cols\":";
+      list(sc);
+      const bool full = !summary || (need_rows[k].size() == m.rows);
+      auto cell = [&](std::size_t i, std::size_t j) {
+        json_number(s, m.values[i * m.cols + j], as_float);
+      };
+      if (full) {
+        s += ",\"data\":[";
+        for (std::size_t i = 0; i < m.rows; ++i)
+          for (std::size_t j = 0; j < m.cols; ++j) {
+            if (i || j) s += ",";
+            cell(i, j);
+          }
+        s += "]";
+      } else {
+        s += ",\"row_index\":";
+        list(rl);
+        s += ",\"row_data\":[";
+        bool first = true;
+        for (std::size_t i : rl)
+          for (std::size_t j = 0; j < m.cols; ++j) {
+            if (!first) s += ",";
+            first = false;
+            cell(i, j);
+          }
+        s += "]";
+        std::vector<std::size_t> cols(need_cols[k].begin(), need_cols[k].end());
+        s += ",\"col_index\":";
+        list(cols);
+        s += ",\"col_data\":[";
+        first = true;
+        for (std::size_t j : cols)
+          for (std::size_t i = 0; i < m.rows; ++i) {
+            if (!first) s += ",";
+            first = false;
+            cell(i, j);
+          }
+        s += "]";
+      }
+      if (!m.exact.empty()) {
+        s += ",\"exact\":{";
+        bool first = true;
+        for (std::size_t i : sr)
+          for (std::size_t j : sc) {
+            if (!first) s += ",";
+            first = false;
+            s += "\"" + std::to_string(i) + "," + std::to_string(j) + "\":";
+            json_string(s, m.exact[i * m.cols + j]);
+          }
+        s += "}";
+      }
+      if (!m.expected.empty()) {
+        s += ",\"expected\":{\"name\":";
+        json_string(s, m.expected_name);
+        s += ",\"tolerance\":";
+        json_number(s, m.tolerance, false);
+        s += ",\"tolerance_text\":";
+        json_string(s, m.tolerance_text);
+        s += ",\"values\":{";
+        bool first = true;
+        for (std::size_t i : sr)
+          for (std::size_t j : sc) {
+            if (!first) s += ",";
+            first = false;
+            s += "\"" + std::to_string(i) + "," + std::to_string(j) + "\":";
+            json_number(s, m.expected[i * m.cols + j], false);
+          }
+        s += "}}";
+      }
+      // the static_asserts that name this matrix
+      std::vector<std::size_t> pr;
+      for (std::size_t p = 0; p < proofs_.size(); ++p)
+        if (mentions(proofs_[p].text, m.id)) pr.push_back(p);
+      if (!pr.empty()) {
+        s += ",\"proofs\":";
+        list(pr);
+      }
+      if (!m.how.op.empty()) {
+        s += ",\"how\":{\"op\":";
+        json_string(s, m.how.op);
+        s += ",\"a\":";
+        json_string(s, m.how.a);
+        s += ",\"b\":";
+        json_string(s, m.how.b);
+        s += ",\"bias\":";
+        json_string(s, m.how.bias);
+        s += ",\"n\":" + std::to_string(m.how.n) + ",\"ac\":" + std::to_string(m.how.ac) +
+             ",\"br\":" + std::to_string(m.how.br) + ",\"bc\":" + std::to_string(m.how.bc) + ",\"scale\":";
+        json_number(s, m.how.scale, false);
+        s += ",\"note\":";
+        json_string(s, m.how.note);
+        s += ",\"mask\":";
+        json_string(s, m.how.mask);
+        s += "}";
+      }
+      s += "}";
+    }
+    s += "},\"steps\":[";
+    for (std::size_t q = 0; q < steps_.size(); ++q) {
+      const auto& st = steps_[q];
+      s += q ? ",{\"title\":" : "{\"title\":";
+      json_string(s, st.title);
+      s += ",\"prose\":";
+      json_string(s, st.prose);
+      s += ",\"where\":";
+      json_string(s, st.where);
+      s += ",\"items\":[";
+      for (std::size_t r = 0; r < st.items.size(); ++r) {
+        const auto& it = st.items[r];
+        s += r ? ",{\"kind\":" : "{\"kind\":";
+        json_string(s, it.kind);
+        s += ",\"text\":";
+        json_string(s, it.text);
+        if (it.kind == "heatmap") heatmap_json(s, it, summary);
+        s += "}";
+      }
+      s += "]}";
+    }
+    s += "]}";
+    return s;
+  }
+
+  // a heatmap: head names and matrix ids; summarised, the block means and maxima per head
+  void heatmap_json(std::string& s, const item& it, bool summary) const {
+    using namespace page_detail;
+    const auto& first = matrices_[index_.at(it.ids[0])];
+    const std::size_t R = first.rows, C = first.cols, side = std::max<std::size_t>(1, limits_.heatmap_side);
+    s += ",\"ids\":[";
+    for (std::size_t h = 0; h < it.ids.size(); ++h) {
+      if (h) s += ",";
+      json_string(s, it.ids[h]);
+    }
+    s += "],\"names\":[";
+    for (std::size_t h = 0; h < it.names.size(); ++h) {
+      if (h) s += ",";
+      json_string(s, it.names[h]);
+    }
+    s += "]";
+    const std::size_t fr = summary ? (R + side - 1) / side : 1, fc = summary ? (C + side - 1) / side : 1;
+    const std::size_t br = (R + fr - 1) / fr, bc = (C + fc - 1) / fc;
+    s += ",\"block\":[" + std::to_string(fr) + "," + std::to_string(fc) + "]";
+    s += ",\"grid\":[" + std::to_string(br) + "," + std::to_string(bc) + "]";
+    auto masked = [&](std::size_t i, std::size_t j) { return !it.mask.empty() && it.mask[i * C + j]; };
+    // the mask, one character per block: 0 none, 1 every cell masked, 2 some
+    if (!it.mask.empty()) {
+      s += ",\"mask\":\"";
+      for (std::size_t bi = 0; bi < br; ++bi)
+        for (std::size_t bj = 0; bj < bc; ++bj) {
+          std::size_t n = 0, k = 0;
+          for (std::size_t i = bi * fr; i < std::min(R, (bi + 1) * fr); ++i)
+            for (std::size_t j = bj * fc; j < std::min(C, (bj + 1) * fc); ++j, ++n) k += masked(i, j);
+          s += k == 0 ? '0' : (k == n ? '1' : '2');
+        }
+      s += "\"";
+    }
+    if (!summary) return;
+    // downsampled: the mean of each block, per head, in 2 significant digits (the colours; the
+    // exact values are in the tables)
+    s += ",\"blocks\":[";
+    for (std::size_t h = 0; h < it.ids.size(); ++h) {
+      const auto& m = matrices_[index_.at(it.ids[h])];
+      s += h ? ",{\"mean\":[" : "{\"mean\":[";
+      for (std::size_t bi = 0; bi < br; ++bi)
+        for (std::size_t bj = 0; bj < bc; ++bj) {
+          double sum = 0;
+          std::size_t n = 0;
+          for (std::size_t i = bi * fr; i < std::min(R, (bi + 1) * fr); ++i)
+            for (std::size_t j = bj * fc; j < std::min(C, (bj + 1) * fc); ++j, ++n) sum += m.values[i * C + j];
+          if (bi || bj) s += ",";
+          json_short(s, n ? sum / static_cast<double>(n) : 0.0);
+        }
+      s += "]}";
+    }
+    s += "]";
+    // block labels: the first and last row label of each block
+    auto block_labels = [&](const char* key, const std::vector<std::string>& l, std::size_t n, std::size_t f,
+                            std::size_t count) {
+      s += ",\"";
+      s += key;
+      s += "\":[";
+      for (std::size_t b = 0; b < count; ++b) {
+        const std::size_t lo = b * f, hi = std::min(n, (b + 1) * f) - 1;
+        std::string t = l.empty() ? std::to_string(lo + 1) : l[lo];
+        if (hi != lo) t += "\u2013" + (l.empty() ? std::to_string(hi + 1) : l[hi]);
+        if (b) s += ",";
+        json_string(s, t);
+      }
+      s += "]";
+    };
+    block_labels("block_rows", first.row_labels, R, fr, br);
+    block_labels("block_cols", first.col_labels, C, fc, bc);
+  }
+};
+
+}  // namespace qkv::io

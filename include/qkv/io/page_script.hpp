@@ -1,0 +1,424 @@
+// page_script.hpp: the CSS and JavaScript that io/page.hpp inlines into every learner's page.
+//
+// The script reads the page's data (<script type="application/json" id="qkv-data">), draws
+// the steps, the tables and the heatmaps, and computes each cell's explanation from the
+// embedded numbers. It makes no network request: no fetch, no XMLHttpRequest, no image, font
+// or script URL; the SVG download is a blob: URL made from the drawn figure. It exposes
+// window.qkvPage (explain, svgText, showHead) for the browser test (tests/browser/).
+#pragma once
+
+namespace qkv::io::page_script {
+
+inline constexpr const char* css = R"CSS(
+:root{--fg:#1d2329;--muted:#5b6670;--line:#d6dde3;--head:#eef3f7;--accent:#08519c;--tipbg:#fffef7}
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);
+ margin:0 auto;padding:1.2em 1.6em 3em;max-width:78em;line-height:1.45;font-size:15px}
+h1{font-size:1.55em;margin:.2em 0 .4em}h2{font-size:1.2em;margin:0 0 .3em}
+.intro{max-width:60em;white-space:pre-line}.meta{color:var(--muted);font-size:.88em}
+.banner{background:#fff4d6;border:1px solid #e8c66a;padding:.5em .8em;border-radius:4px;margin:.8em 0}
+section.step{border-top:1px solid var(--line);padding:1em 0 .6em;margin-top:.6em}
+.prose{white-space:pre-line;max-width:62em;margin:.2em 0 .6em}.prose.wide{flex-basis:100%;margin:0}
+.where{color:var(--muted);font-size:.8em;font-family:ui-monospace,Menlo,Consolas,monospace}
+.items{display:flex;flex-wrap:wrap;gap:1em 1.6em;align-items:flex-start}
+figure{margin:0;max-width:100%}
+figcaption{font-size:.9em;margin-bottom:.25em}figcaption code{font-weight:600}
+.dt{color:var(--muted);font-size:.85em}
+.summary{color:#8a5a00;font-size:.85em;max-width:40em}
+.scroll{overflow-x:auto;max-width:100%}
+table.m{border-collapse:collapse;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+table.m th,table.m td{border:1px solid var(--line);padding:2px 7px;text-align:right;white-space:nowrap}
+table.m th{background:var(--head);font-weight:500;color:#33414d}
+table.m td{cursor:help}table.m td:hover,table.m td:focus,table.m td.pinned{outline:2px solid var(--accent);outline-offset:-2px;background:#e8f1fb}
+table.m td.masked{color:#999;background:repeating-linear-gradient(45deg,#fff,#fff 3px,#e4e4e4 3px,#e4e4e4 5px)}
+table.m td.gap,table.m th.gap{color:var(--muted);border:none;background:none;text-align:center}
+td.proven{box-shadow:inset 0 -2px 0 #6bae42}
+.legend-note{font-size:.8em;color:var(--muted)}
+.heatmap{border:1px solid var(--line);border-radius:4px;padding:.5em .7em;background:#fff}
+.heatmap .controls{display:flex;gap:.6em;align-items:center;font-size:.9em;margin-bottom:.3em;flex-wrap:wrap}
+.heatmap svg rect.c{cursor:help}.heatmap svg rect.c:hover,.heatmap svg rect.c:focus{stroke:#d94801;stroke-width:2}
+button,select{font:inherit;font-size:.9em}
+#qkv-tip{position:absolute;z-index:10;max-width:44em;background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
+ box-shadow:0 3px 12px rgba(0,0,0,.18);padding:.55em .75em;font-size:13px;line-height:1.4}
+#qkv-tip .x-title{font-weight:600;margin-bottom:.2em}
+#qkv-tip .x-formula,#qkv-tip .x-terms{font-family:ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}
+#qkv-tip .x-sum{font-family:ui-monospace,Menlo,Consolas,monospace;font-weight:600}
+#qkv-tip .x-proof{border-top:1px dashed #c9b458;margin-top:.4em;padding-top:.3em}
+#qkv-tip pre{margin:.2em 0;white-space:pre-wrap;font-size:12px;background:#f6f4e6;padding:.3em}
+#qkv-tip .x-note{color:var(--muted)}
+footer{margin-top:2.5em;color:var(--muted);font-size:.8em}
+@media print{body{max-width:none;padding:0;font-size:11pt}#qkv-tip,button,select,.controls .hint{display:none!important}
+ .scroll{overflow:visible}section.step{break-inside:auto}figure{break-inside:avoid}}
+)CSS";
+
+inline constexpr const char* js = R"JS(
+(function () {
+'use strict';
+var D = JSON.parse(document.getElementById('qkv-data').textContent);
+var M = D.matrices;
+var NS = 'http://www.w3.org/2000/svg';
+function num(v) { return typeof v === 'string' ? (v === 'inf' ? Infinity : v === '-inf' ? -Infinity : NaN) : v; }
+Object.keys(M).forEach(function (id) {
+  var m = M[id]; m.id = id;
+  if (m.data) m.data = m.data.map(num);
+  if (m.row_data) { m.row_data = m.row_data.map(num); m.rpos = new Map(m.row_index.map(function (r, k) { return [r, k]; })); }
+  if (m.col_data) { m.col_data = m.col_data.map(num); m.cpos = new Map(m.col_index.map(function (c, k) { return [c, k]; })); }
+});
+function get(m, i, j) {
+  if (!m) return undefined;
+  if (m.data) return m.data[i * m.cols + j];
+  var k = m.rpos.get(i); if (k !== undefined) return m.row_data[k * m.cols + j];
+  k = m.cpos ? m.cpos.get(j) : undefined; if (k !== undefined) return m.col_data[k * m.rows + i];
+  return undefined;
+}
+function rl(m, i) { return m.row_labels && m.row_labels[i] !== undefined ? m.row_labels[i] : String(i + 1); }
+function cl(m, j) { return m.col_labels && m.col_labels[j] !== undefined ? m.col_labels[j] : String(j + 1); }
+// the full value: the shortest text that reads back (as the page holds it)
+function full(v) { return v === Infinity ? '\u221e' : v === -Infinity ? '\u2212\u221e' : isNaN(v) ? 'NaN' : (v < 0 ? '\u2212' + String(-v) : String(v)); }
+// a table's value: at most 6 significant digits
+function short(v) {
+  if (!isFinite(v)) return full(v);
+  if (v === 0) return '0';
+  var a = Math.abs(v), s;
+  if (a >= 1e-4 && a < 1e7) { s = String(Number(v.toPrecision(6))); }
+  else { s = v.toExponential(4).replace(/\.?0+e/, 'e'); }
+  return s.charAt(0) === '-' ? '\u2212' + s.slice(1) : s;
+}
+function el(tag, attrs, text) {
+  var e = document.createElement(tag);
+  if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function sel(tag, attrs, text) {
+  var e = document.createElementNS(NS, tag);
+  if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function cellName(m, i, j) { return m.caption + '(' + rl(m, i) + ', ' + cl(m, j) + ')'; }
+function ulpOf(x, dtype) {
+  var a = Math.abs(x); if (a === 0 || !isFinite(a)) return NaN;
+  var e = Math.floor(Math.log2(a));
+  if (dtype === 'float32') return Math.pow(2, Math.max(e, -126) - 23);
+  return Math.pow(2, Math.max(e, -1022) - 52);
+}
+
+// ---- explanations: {title, formula, terms: [[a, b], ...], sum, lines, value} -------------------
+function explain(id, i, j) {
+  var m = M[id], v = get(m, i, j), h = m.how || {op: ''}, x = {id: id, i: i, j: j, value: v, lines: [], terms: null};
+  x.title = cellName(m, i, j) + ' = ' + full(v);
+  var A = M[h.a], B = M[h.b];
+  if (h.op === 'dot' || h.op === 'matmul') {
+    var terms = [], missing = false;
+    for (var k = 0; k < h.n; ++k) {
+      var a = get(A, i, h.ac + k);
+      var b = h.op === 'dot' ? get(B, j, h.bc + k) : get(B, h.br + k, h.bc + j);
+      if (a === undefined || b === undefined) { missing = true; break; }
+      terms.push([a, b]);
+    }
+    var bias = h.bias ? get(M[h.bias], 0, j) : undefined;
+    if (h.op === 'dot') {
+      x.formula = A.caption + '[' + rl(A, i) + '] \u00b7 ' + B.caption + '[' + rl(B, j) + ']' + (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
+        ' = \u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(' + rl(B, j) + ', m)';
+    } else {
+      x.formula = '\u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(m, ' + cl(B, h.bc + j) + ')' +
+        (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
+        (B.caption.indexOf('value') >= 0 ? ': the values weighted by ' + A.caption + ' row ' + rl(A, i) : '');
+    }
+    if (missing) { x.lines.push('The terms of this sum are not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
+    var s = 0; terms.forEach(function (t) { s += t[0] * t[1]; });
+    if (bias !== undefined) s += bias;
+    x.terms = terms; x.bias = bias; x.sum = s;
+    return x;
+  }
+  if (h.op === 'scale') {
+    var a0 = get(A, i, j);
+    if (v === -Infinity && a0 !== -Infinity) {
+      x.formula = 'masked: ' + (h.mask || 'this key may not be seen') + ', so the scaled score is \u2212\u221e and its weight 0';
+      x.masked = true; return x;
+    }
+    x.formula = h.scale + ' \u00d7 ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + full(h.scale) + ' \u00d7 ' + full(a0) +
+      ' (the scale ' + (h.note || full(h.scale)) + ')';
+    x.sum = h.scale * a0; x.scale = h.scale; x.operand = a0;
+    return x;
+  }
+  if (h.op === 'softmax') {
+    var row = [], mx = -Infinity, miss = false;
+    for (var q = 0; q < m.cols; ++q) { var s0 = get(A, i, q); if (s0 === undefined) { miss = true; break; } row.push(s0); if (s0 > mx) mx = s0; }
+    x.formula = 'e^(s \u2212 max) / \u03a3 e^(s\u2096 \u2212 max) over the ' + m.cols + ' scores of row ' + rl(A, i) + ' of ' + A.caption;
+    if (miss) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
+    if (mx === -Infinity) { x.lines.push('Every key of this row is masked: qkv gives 0 (PyTorch gives NaN).'); x.sum = 0; x.softmax = {row: row, max: mx}; return x; }
+    var ex = row.map(function (s1) { return Math.exp(s1 - mx); }), tot = 0;
+    ex.forEach(function (e1) { tot += e1; });
+    x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j]};
+    x.sum = ex[j] / tot;
+    return x;
+  }
+  x.formula = 'given (an input of this step)';
+  return x;
+}
+
+function explanationNode(x) {
+  var m = M[x.id], box = document.createDocumentFragment();
+  box.appendChild(el('div', {'class': 'x-title'}, x.title));
+  if (x.formula) box.appendChild(el('div', {'class': 'x-formula'}, '= ' + x.formula));
+  if (x.terms) {
+    var t = el('div', {'class': 'x-terms'}), shown = Math.min(x.terms.length, 64);
+    t.appendChild(document.createTextNode('= '));
+    for (var k = 0; k < shown; ++k) {
+      if (k) t.appendChild(document.createTextNode(' + '));
+      t.appendChild(el('span', {'class': 'term', 'data-a': String(x.terms[k][0]), 'data-b': String(x.terms[k][1])},
+        full(x.terms[k][0]) + ' \u00d7 ' + full(x.terms[k][1])));
+    }
+    if (shown < x.terms.length) t.appendChild(document.createTextNode(' + \u2026 (' + x.terms.length + ' terms in all)'));
+    if (x.bias !== undefined) { t.appendChild(document.createTextNode(' + ')); t.appendChild(el('span', {'class': 'bias', 'data-b': String(x.bias)}, full(x.bias))); }
+    box.appendChild(t);
+  }
+  if (x.softmax && x.softmax.exps) {
+    var sm = x.softmax, f = el('div', {'class': 'x-terms'});
+    var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : 'e^(' + full(s1) + ' \u2212 ' + full(sm.max) + ')'; });
+    var shownK = Math.min(ns.length, 24);
+    f.textContent = '= e^(' + full(sm.s) + ' \u2212 ' + full(sm.max) + ') / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
+      ' = ' + short(sm.exps[x.j]) + ' / ' + short(sm.total);
+    box.appendChild(f);
+  }
+  if (x.sum !== undefined) box.appendChild(el('div', {'class': 'x-sum', 'data-sum': String(x.sum)}, '= ' + full(x.sum) + (m.dtype === 'exact' ? '' : ' (the sum in double, in this page)')));
+  if (m.dtype !== 'exact' && x.value !== undefined) box.appendChild(el('div', {'class': 'x-value'}, 'qkv computed it in ' + m.dtype + ': ' + full(x.value)));
+  x.lines.forEach(function (l) { box.appendChild(el('div', {'class': 'x-note'}, l)); });
+  var key = x.i + ',' + x.j;
+  if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
+  if (m.expected || m.proofs) {
+    var p = el('div', {'class': 'x-proof'});
+    if (m.expected && m.expected.values[key] !== undefined) {
+      var e = m.expected.values[key], tol = m.expected.tolerance, err = x.value - e;
+      var line = 'Proven at compile time: ' + m.caption + ' = ' + m.expected.name + ' (' + full(e) + ') ' +
+        (tol === 0 ? 'exactly' : tol < 0 ? 'within the bound its static_assert derives' : 'within ' + full(tol)) + (m.expected.tolerance_text ? ' (' + m.expected.tolerance_text + ')' : '') + '.';
+      p.appendChild(el('div', null, line));
+      if (m.dtype === 'float32' || m.dtype === 'float64') {
+        var u = ulpOf(e, m.dtype);
+        p.appendChild(el('div', {'class': 'x-note'}, 'Error against ' + m.expected.name + ': ' + full(err) +
+          (isNaN(u) ? '' : ' = ' + short(err / u) + ' ulp of ' + m.dtype + ' at ' + full(e))));
+      }
+    }
+    (m.proofs || []).forEach(function (k) {
+      var pr = D.proofs[k];
+      p.appendChild(el('div', {'class': 'x-note'}, pr.file + ':' + pr.line));
+      p.appendChild(el('pre', null, (pr.comment ? pr.comment + '\n' : '') + pr.text));
+    });
+    box.appendChild(p);
+  }
+  return box;
+}
+
+// ---- the tooltip ------------------------------------------------------------------------------
+var tip = document.getElementById('qkv-tip'), pinned = null;
+function showTip(target, node) {
+  tip.textContent = ''; tip.appendChild(node); tip.hidden = false;
+  var r = target.getBoundingClientRect(), w = tip.offsetWidth;
+  var left = Math.min(window.scrollX + r.left, window.scrollX + document.documentElement.clientWidth - w - 8);
+  tip.style.left = Math.max(4, left) + 'px';
+  tip.style.top = (window.scrollY + r.bottom + 6) + 'px';
+}
+function tipFor(target) {
+  if (target.hasAttribute('data-m')) return explanationNode(explain(target.getAttribute('data-m'), +target.getAttribute('data-i'), +target.getAttribute('data-j')));
+  if (target.hasAttribute('data-block')) { var f = document.createDocumentFragment(); f.appendChild(el('div', {'class': 'x-title'}, target.getAttribute('data-block'))); return f; }
+  return null;
+}
+function onEnter(ev) {
+  var t = ev.target.closest ? ev.target.closest('[data-m],[data-block]') : null;
+  if (!t || (pinned && pinned !== t)) return;
+  var n = tipFor(t); if (n) showTip(t, n);
+}
+function onLeave(ev) {
+  var t = ev.target.closest ? ev.target.closest('[data-m],[data-block]') : null;
+  if (t && !pinned && ev.type === 'mouseout') tip.hidden = true;
+}
+document.addEventListener('mouseover', onEnter);
+document.addEventListener('focusin', function (ev) { if (pinned) { pinned.classList.remove('pinned'); pinned = null; } onEnter(ev); });
+document.addEventListener('mouseout', onLeave);
+document.addEventListener('focusout', function () { if (!pinned) tip.hidden = true; });
+document.addEventListener('click', function (ev) {
+  var t = ev.target.closest ? ev.target.closest('[data-m],[data-block]') : null;
+  if (pinned) pinned.classList.remove('pinned');
+  if (!t || t === pinned) { pinned = null; tip.hidden = true; return; }
+  pinned = t; t.classList.add('pinned'); var n = tipFor(t); if (n) showTip(t, n);
+});
+document.addEventListener('keydown', function (ev) {
+  if (ev.key === 'Escape') { if (pinned) pinned.classList.remove('pinned'); pinned = null; tip.hidden = true; }
+});
+
+// ---- tables -----------------------------------------------------------------------------------
+function withGaps(idx) { var out = []; idx.forEach(function (v, k) { if (k && v !== idx[k - 1] + 1) out.push(-1); out.push(v); }); return out; }
+function table(id) {
+  var m = M[id], fig = el('figure', {'class': 'matrix', 'id': 'm-' + id});
+  var cap = el('figcaption');
+  cap.appendChild(el('code', null, m.caption));
+  cap.appendChild(document.createTextNode(' (' + m.rows + ', ' + m.cols + ') '));
+  cap.appendChild(el('span', {'class': 'dt'}, m.dtype === 'exact' ? 'exact rationals' : m.dtype));
+  if (m.proofs || m.expected) cap.appendChild(el('span', {'class': 'dt'}, ' \u00b7 proven'));
+  fig.appendChild(cap);
+  var rows = withGaps(m.shown_rows), cols = withGaps(m.shown_cols);
+  if (m.shown_rows.length < m.rows || m.shown_cols.length < m.cols)
+    fig.appendChild(el('div', {'class': 'summary'}, 'Summarised: ' + m.shown_rows.length + ' of ' + m.rows + ' rows and ' +
+      m.shown_cols.length + ' of ' + m.cols + ' columns shown (the first and last ' + D.limits.edge + '), because the page holds more than ' +
+      D.limits.full_numbers + ' numbers.'));
+  var sc = el('div', {'class': 'scroll'}), t = el('table', {'class': 'm'}), tr = el('tr');
+  tr.appendChild(el('th'));
+  cols.forEach(function (j) { tr.appendChild(j < 0 ? el('th', {'class': 'gap'}, '\u2026') : el('th', {scope: 'col'}, cl(m, j))); });
+  t.appendChild(tr);
+  rows.forEach(function (i) {
+    var r = el('tr');
+    if (i < 0) { r.appendChild(el('th', {'class': 'gap'}, '\u22ee')); cols.forEach(function () { r.appendChild(el('td', {'class': 'gap'}, '')); }); t.appendChild(r); return; }
+    r.appendChild(el('th', {scope: 'row'}, rl(m, i)));
+    cols.forEach(function (j) {
+      if (j < 0) { r.appendChild(el('td', {'class': 'gap'}, '\u2026')); return; }
+      var v = get(m, i, j), key = i + ',' + j;
+      var text = m.exact && m.exact[key] !== undefined ? m.exact[key] : short(v);
+      var td = el('td', {tabindex: '0', 'data-m': id, 'data-i': String(i), 'data-j': String(j)}, text);
+      if (v === -Infinity && m.how && m.how.op === 'scale') td.className = 'masked';
+      if (m.expected || m.proofs) td.classList.add('proven');
+      r.appendChild(td);
+    });
+    t.appendChild(r);
+  });
+  sc.appendChild(t); fig.appendChild(sc);
+  return fig;
+}
+
+// ---- heatmaps ---------------------------------------------------------------------------------
+var BLUES = [[247,251,255],[222,235,247],[198,219,239],[158,202,225],[107,174,214],[66,146,198],[33,113,181],[8,81,156],[8,48,107]];
+function colour(t) {
+  if (isNaN(t)) return '#bdbdbd';
+  t = Math.min(1, Math.max(0, t)) * 8; var i = Math.min(7, Math.floor(t)), f = t - i, c = [0, 1, 2].map(function (k) { return Math.round(BLUES[i][k] + (BLUES[i + 1][k] - BLUES[i][k]) * f); });
+  return '#' + c.map(function (k) { return (k < 16 ? '0' : '') + k.toString(16); }).join('');
+}
+function wrap(text, n) { var words = text.split(' '), lines = [''], k; for (k = 0; k < words.length; ++k) { var l = lines[lines.length - 1]; if (l && (l + ' ' + words[k]).length > n) lines.push(words[k]); else lines[lines.length - 1] = l ? l + ' ' + words[k] : words[k]; } return lines; }
+var heatmaps = [];
+function drawHeatmap(hm, head) {
+  var ids = hm.ids, m0 = M[ids[0]], blocks = hm.blocks, R = hm.grid[0], C = hm.grid[1];
+  var value = function (i, j) { return blocks ? blocks[head].mean[i * C + j] : get(M[ids[head]], i, j); };
+  var lo = Infinity, hi = -Infinity, i, j;
+  for (i = 0; i < R; ++i) for (j = 0; j < C; ++j) { var v0 = num(value(i, j)); if (isFinite(v0)) { lo = Math.min(lo, v0); hi = Math.max(hi, v0); } }
+  // weights (all in [0, 1]): from 0 to the head's largest weight, so that a head that spreads
+  // its weight over many keys still shows its pattern; the legend gives the range
+  if (lo >= 0 && hi <= 1) { lo = 0; if (!(hi > 0)) hi = 1; } else if (!(lo < hi)) { lo = 0; hi = 1; }
+  var rowL = function (i) { return blocks ? hm.block_rows[i] : rl(m0, i); }, colL = function (j) { return blocks ? hm.block_cols[j] : cl(m0, j); };
+  var cs = Math.max(8, Math.min(44, Math.floor(520 / Math.max(R, C))));
+  var lw = 0, ch = 0; for (i = 0; i < R; ++i) lw = Math.max(lw, rowL(i).length); for (j = 0; j < C; ++j) ch = Math.max(ch, colL(j).length);
+  var fs = cs >= 14 ? 12 : 9, cw = fs * 0.62;
+  var titleLines = wrap(hm.text + (ids.length > 1 ? ' \u2014 ' + hm.names[head] : ''), Math.max(30, Math.floor((C * cs + lw * cw + 120) / 7.5)));
+  var top = 10 + titleLines.length * 18, left = 10 + Math.ceil(lw * cw) + 6, gridTop = top + Math.ceil(ch * cw * 0.72) + 12;
+  var lh = Math.min(160, Math.max(80, R * cs - 60));
+  var W = left + C * cs + 110, H = Math.max(gridTop + R * cs + 34, gridTop + lh + 56);
+  var svg = sel('svg', {xmlns: NS, width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-family': 'sans-serif', 'font-size': fs, role: 'img'});
+  var hid = 'hatch-' + hm.k;
+  var defs = sel('defs'), pat = sel('pattern', {id: hid, width: 6, height: 6, patternUnits: 'userSpaceOnUse', patternTransform: 'rotate(45)'});
+  pat.appendChild(sel('rect', {width: 6, height: 6, fill: '#ffffff'}));
+  pat.appendChild(sel('line', {x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#9a9a9a', 'stroke-width': 2.5}));
+  defs.appendChild(pat);
+  var grad = sel('linearGradient', {id: 'grad-' + hm.k, x1: 0, y1: 1, x2: 0, y2: 0});
+  BLUES.forEach(function (c, k) { grad.appendChild(sel('stop', {offset: (k / 8).toFixed(3), 'stop-color': colour(k / 8)})); });
+  defs.appendChild(grad); svg.appendChild(defs);
+  svg.appendChild(sel('title', null, titleLines.join(' ')));
+  svg.appendChild(sel('rect', {width: W, height: H, fill: '#ffffff'}));
+  titleLines.forEach(function (l, k) { svg.appendChild(sel('text', {x: 10, y: 22 + k * 18, 'font-size': 14, 'font-weight': 'bold'}, l)); });
+  var every = Math.max(1, Math.ceil(fs * 1.2 / cs));  // labels that fit: every k-th when cells are small
+  for (j = 0; j < C; j += every) {
+    var x = left + j * cs + cs / 2, y = gridTop - 6;
+    svg.appendChild(sel('text', {x: x, y: y, transform: 'rotate(-45 ' + x + ' ' + y + ')', 'text-anchor': 'start'}, colL(j)));
+  }
+  var showValues = !blocks && cs >= 30;
+  for (i = 0; i < R; ++i) {
+    if (i % every === 0) svg.appendChild(sel('text', {x: left - 6, y: gridTop + i * cs + cs / 2 + fs * 0.35, 'text-anchor': 'end'}, rowL(i)));
+    for (j = 0; j < C; ++j) {
+      var v = num(value(i, j)), mk = hm.mask ? hm.mask.charAt(i * C + j) : '0', t = (v - lo) / (hi - lo);
+      var attrs = {'class': 'c', x: left + j * cs, y: gridTop + i * cs, width: cs, height: cs, stroke: '#ffffff', 'stroke-width': 0.5, tabindex: 0,
+        fill: mk === '1' ? 'url(#' + hid + ')' : colour(t)};
+      if (blocks) attrs['data-block'] = 'queries ' + rowL(i) + ' \u00d7 keys ' + colL(j) + ': mean weight ' + short(v) + ' (2 digits)' +
+        (mk === '1' ? ' (every entry masked)' : mk === '2' ? ' (some entries masked)' : '') + ' \u2014 downsampled to ' + R + ' \u00d7 ' + C + ' blocks of ' + hm.block[0] + ' \u00d7 ' + hm.block[1];
+      else { attrs['data-m'] = ids[head]; attrs['data-i'] = i; attrs['data-j'] = j; }
+      var r = sel('rect', attrs);
+      r.appendChild(sel('title', null, (blocks ? attrs['data-block'] : 'query ' + rowL(i) + ', key ' + colL(j) + ' = ' + (mk === '1' ? 'masked (0)' : full(v)))));
+      svg.appendChild(r);
+      if (showValues && mk !== '1') svg.appendChild(sel('text', {x: left + j * cs + cs / 2, y: gridTop + i * cs + cs / 2 + 4, 'text-anchor': 'middle', 'font-size': 10,
+        fill: t > 0.55 ? '#ffffff' : '#1d2329', 'pointer-events': 'none'}, v === 0 ? '0' : v.toFixed(2)));
+    }
+  }
+  // the legend: the scale, a hatched swatch for masked, a white one for 0
+  var lx = left + C * cs + 22, ly = gridTop;
+  svg.appendChild(sel('rect', {x: lx, y: ly, width: 14, height: lh, fill: 'url(#grad-' + hm.k + ')', stroke: '#888', 'stroke-width': 0.5}));
+  [[hi, 0], [(lo + hi) / 2, 0.5], [lo, 1]].forEach(function (p) { svg.appendChild(sel('text', {x: lx + 19, y: ly + p[1] * lh + 4, 'font-size': 10}, short(Number(p[0].toPrecision(3))))); });
+  svg.appendChild(sel('rect', {x: lx, y: ly + lh + 12, width: 14, height: 14, fill: 'url(#' + hid + ')', stroke: '#888', 'stroke-width': 0.5}));
+  svg.appendChild(sel('text', {x: lx + 19, y: ly + lh + 23, 'font-size': 10}, 'masked'));
+  svg.appendChild(sel('rect', {x: lx, y: ly + lh + 32, width: 14, height: 14, fill: colour(0), stroke: '#888', 'stroke-width': 0.5}));
+  svg.appendChild(sel('text', {x: lx + 19, y: ly + lh + 43, 'font-size': 10}, short(lo)));
+  svg.appendChild(sel('text', {x: left, y: gridTop + R * cs + 20, 'font-size': 10, fill: '#5b6670'}, 'rows: queries, columns: keys' + (blocks ? ' (downsampled)' : '')));
+  return svg;
+}
+function svgText(svg) {
+  var s = new XMLSerializer().serializeToString(svg);
+  return '<?xml version="1.0" encoding="UTF-8"?>\n' + s;
+}
+function heatmap(hm, k) {
+  hm.k = k;
+  var fig = el('figure', {'class': 'heatmap', 'id': 'heatmap-' + k}), ctl = el('div', {'class': 'controls'});
+  var cap = el('figcaption'); cap.appendChild(el('strong', null, hm.text)); fig.appendChild(cap);
+  var holder = el('div', {'class': 'scroll'}), state = {head: 0};
+  var select = null;
+  if (hm.ids.length > 1) {
+    select = el('select', {'class': 'head-select', 'aria-label': 'head'});
+    hm.names.forEach(function (n, h) { select.appendChild(el('option', {value: String(h)}, n)); });
+    select.addEventListener('change', function () { show(+select.value); });
+    ctl.appendChild(el('label', null, 'head ')); ctl.appendChild(select);
+  }
+  var btn = el('button', {type: 'button', 'class': 'svg-download'}, 'Download SVG');
+  btn.addEventListener('click', function () {
+    var blob = new Blob([svgText(holder.firstChild)], {type: 'image/svg+xml'});
+    var a = el('a', {href: URL.createObjectURL(blob), download: (hm.text + (hm.ids.length > 1 ? ' ' + hm.names[state.head] : '')).replace(/[^A-Za-z0-9_.-]+/g, '_') + '.svg'});
+    document.body.appendChild(a); a.click(); a.remove();
+  });
+  ctl.appendChild(btn);
+  ctl.appendChild(el('span', {'class': 'hint legend-note'}, 'Hover, click or tab to a cell for how it was computed. Hatched: masked (no weight); white: weight 0.'));
+  fig.appendChild(ctl); fig.appendChild(holder);
+  if (hm.blocks) fig.appendChild(el('div', {'class': 'summary'}, 'Downsampled: each cell is the mean of a block of ' + hm.block[0] + ' \u00d7 ' + hm.block[1] +
+    ' weights (at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head when the page holds more than ' + D.limits.full_numbers + ' numbers).'));
+  function show(h) { state.head = h; if (select) select.value = String(h); holder.textContent = ''; holder.appendChild(drawHeatmap(hm, h)); fig.setAttribute('data-head', String(h)); }
+  show(0);
+  heatmaps.push({fig: fig, show: show, holder: holder});
+  return fig;
+}
+
+// ---- the page ---------------------------------------------------------------------------------
+var main = document.getElementById('qkv-main');
+if (D.intro) main.appendChild(el('p', {'class': 'intro'}, D.intro));
+if (D.source) main.appendChild(el('p', {'class': 'meta'}, 'Source: ' + D.source + '. Each step\u2019s text is the example\u2019s own comment; every cell explains itself on hover, click or keyboard focus; cells underlined in green are proven by a static_assert.'));
+if (D.summarised) main.appendChild(el('div', {'class': 'banner', 'id': 'summary-banner'}, 'This page is summarised: its matrices hold ' + D.numbers +
+  ' numbers, more than the ' + D.limits.full_numbers + ' that keep a page light. Tables show their first and last ' + D.limits.edge +
+  ' rows and columns; heatmaps are downsampled to at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head.'));
+var hk = 0;
+D.steps.forEach(function (st, n) {
+  var sec = el('section', {'class': 'step', id: 'step-' + (n + 1), 'data-step': String(n + 1)});
+  if (st.title) sec.appendChild(el('h2', null, st.title));
+  if (st.where) sec.appendChild(el('div', {'class': 'where'}, st.where));
+  if (st.prose) sec.appendChild(el('p', {'class': 'prose'}, st.prose));
+  var items = el('div', {'class': 'items'});
+  st.items.forEach(function (it) {
+    if (it.kind === 'text') items.appendChild(el('p', {'class': 'prose wide'}, it.text));
+    else if (it.kind === 'matrix') { if (!M[it.text].hidden) items.appendChild(table(it.text)); }
+    else if (it.kind === 'heatmap') items.appendChild(heatmap(it, hk++));
+  });
+  sec.appendChild(items);
+  main.appendChild(sec);
+});
+window.qkvPage = {
+  explain: explain,
+  svgText: function (k) { return svgText(heatmaps[k].holder.firstChild); },
+  showHead: function (k, h) { heatmaps[k].show(h); },
+  ready: true
+};
+document.documentElement.setAttribute('data-qkv-ready', '1');
+})();
+)JS";
+
+}  // namespace qkv::io::page_script

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""page_screenshots.py: the pictures of docs/pages.md (docs/images/page_*.png), small.
+
+    /usr/bin/python3 scripts/page_screenshots.py BUILD/tools/qkv docs/images
+
+Renders the learner's pages in headless chromium (Debian's chromium, chromium-driver and
+python3-selenium) at 0.6 device pixels per CSS pixel, one viewport each: an example's page, a
+cell's explanation, a multi-head attend page with its heatmap, the masks, a summarised
+BERT-size page. Run it after changing the pages' look; the browser test
+(tests/browser/page_test.py) writes full-page screenshots to the build folder on every run.
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+QKV, OUT = sys.argv[1:3]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+tmp = tempfile.mkdtemp(prefix='qkv-shots-')
+os.makedirs(OUT, exist_ok=True)
+
+
+def qkv(*args):
+    subprocess.run([QKV, *args], check=True, capture_output=True)
+
+
+opts = webdriver.ChromeOptions()
+opts.binary_location = shutil.which('chromium')
+for a in ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+          '--disable-background-networking', '--disable-component-update', '--disable-sync',
+          '--force-device-scale-factor=0.6', '--hide-scrollbars', '--user-data-dir=' + tmp + '/profile',
+          '--window-size=1200,950']:
+    opts.add_argument(a)
+driver = webdriver.Chrome(service=Service(shutil.which('chromedriver')), options=opts)
+
+
+def shot(html, png, setup=None):
+    driver.get('file://' + html)
+    if setup:
+        setup()
+    driver.save_screenshot(os.path.join(OUT, png))
+    print(png, os.path.getsize(os.path.join(OUT, png)), 'bytes')
+
+
+def scroll_to(css):
+    e = driver.find_element(By.CSS_SELECTOR, css)
+    driver.execute_script('window.scrollTo(0, arguments[0].getBoundingClientRect().top + window.scrollY - 20)', e)
+    return e
+
+
+def hover(css):
+    def f():
+        e = driver.find_element(By.CSS_SELECTOR, css)
+        driver.execute_script('window.scrollTo(0, arguments[0].getBoundingClientRect().top + window.scrollY - 260)', e)
+        ActionChains(driver).move_to_element(e).perform()
+    return f
+
+
+p = os.path.join(tmp, 'illustrated.html')
+qkv('explain', 'illustrated', '--html', p)
+shot(p, 'page_example.png')
+shot(p, 'page_explanation.png', hover('td[data-m="attn_scores_softmax"][data-i="1"][data-j="2"]'))
+p = os.path.join(tmp, 'masking.html')
+qkv('explain', 'masking', '--html', p)
+shot(p, 'page_masks.png', lambda: scroll_to('#step-2'))
+p = os.path.join(tmp, 'cross.html')
+qkv('attend', os.path.join(ROOT, 'tests/cli/attend/cross_multihead.json'), '--html', p)
+shot(p, 'page_attend_scores.png', hover('td[data-m="scores[1]"][data-i="0"][data-j="2"]'))
+rng = random.Random(3)
+T, D, H = 128, 768, 12
+# a BERT-size case with some structure: each token mostly attends to its neighbours
+x = [[round(rng.gauss(0, 1), 3) for _ in range(D)] for _ in range(T)]
+w = [[round(rng.gauss(0, 0.05), 4) for _ in range(D)] for _ in range(D)]
+case = os.path.join(tmp, 'bert_size.json')
+with open(case, 'w') as f:
+    json.dump({'x': x, 'wq': w, 'wk': w, 'wv': w, 'heads': H, 'causal': True}, f)
+p = os.path.join(tmp, 'bert.html')
+qkv('attend', case, '--html', p)
+
+
+def bert():
+    Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('3')
+    scroll_to('figure.heatmap')
+
+
+shot(p, 'page_summarised_heatmap.png', bert)
+driver.quit()
+shutil.rmtree(tmp, ignore_errors=True)

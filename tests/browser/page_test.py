@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""page_test.py: the learner's pages in a real browser (Debian's chromium, chromium-driver and
+python3-selenium; scripts/setup.sh installs them).
+
+    page_test.py QKV SOURCE_ROOT OUT_DIR
+
+For every page (`qkv explain NAME --html` for each example with a page, `qkv attend CASE
+--html` for the cases below) it checks, in headless chromium from file://:
+  - the page loads with no console message of level warning or error, and makes no network
+    request (chrome's performance log: no request but the page itself; no resource entries);
+  - every step's section is present (the example's "// Step N:" comments, the trace's Step lines);
+  - hovering (and focusing) chosen cells shows the right terms and sum: checked against the
+    numbers of `qkv attend CASE --json`, not against the page;
+  - the head selector switches heads; an SVG export parses as XML;
+and writes a screenshot of each page to OUT_DIR (page_*.png) for a person to look at.
+It measures (reports, asserts nothing about time) the weight of each page and the load time of
+a BERT-size case (128 tokens, 12 heads, d_model 768).
+Exit 77 (meson: skipped) only when chromium or its driver is missing.
+"""
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.dom.minidom
+
+QKV, ROOT, OUT = sys.argv[1:4]
+CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
+DRIVER = shutil.which('chromedriver')
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+except ImportError:
+    webdriver = None
+if not CHROMIUM or not DRIVER or webdriver is None:
+    print('SKIP: chromium, chromedriver or python3-selenium is missing (scripts/setup.sh installs '
+          'chromium, chromium-driver and python3-selenium)')
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+import page_notes  # noqa: E402  (the same reading of the examples' Step comments)
+
+os.makedirs(OUT, exist_ok=True)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print('FAIL:', what)
+    return cond
+
+
+def run(*args):
+    r = subprocess.run([QKV, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit('qkv %s failed (%d): %s' % (' '.join(args), r.returncode, r.stderr))
+    return r.stdout
+
+
+EXAMPLES = {  # name: source (the examples with a page)
+    'illustrated': 'examples/01_illustrated_self_attention.cpp',
+    'illustrated_exact': 'examples/01b_illustrated_exact.cpp',
+    'from_scratch': 'examples/02_self_attention_from_scratch.cpp',
+    'the_math': 'examples/03_walking_through_the_math.cpp',
+    'statquest': 'examples/05_statquest_self_attention.cpp',
+    'masking': 'examples/06_masking.cpp',
+    'flash': 'examples/09_flash_attention.cpp',
+}
+CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal']
+
+user_dir = tempfile.mkdtemp(prefix='qkv-chromium-')
+opts = webdriver.ChromeOptions()
+opts.binary_location = CHROMIUM
+for a in ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+          '--disable-background-networking', '--disable-component-update', '--disable-sync',
+          '--disable-dev-shm-usage', '--user-data-dir=' + user_dir, '--window-size=1280,900']:
+    opts.add_argument(a)
+opts.set_capability('goog:loggingPrefs', {'browser': 'ALL', 'performance': 'ALL'})
+driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+driver.set_page_load_timeout(60)
+
+
+def load(path):
+    url = 'file://' + os.path.abspath(path)
+    driver.get('about:blank')
+    driver.get_log('browser')
+    driver.get_log('performance')
+    t0 = time.time()
+    driver.get(url)
+    for _ in range(200):
+        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-ready")') == '1':
+            break
+        time.sleep(0.05)
+    ready = time.time() - t0
+    name = os.path.basename(path)
+    check(driver.execute_script('return !!(window.qkvPage && window.qkvPage.ready)'), name + ': the script ran')
+    logs = [e for e in driver.get_log('browser') if e['level'] in ('SEVERE', 'WARNING')]
+    check(not logs, name + ': no console warning or error, got %s' % logs)
+    requests = []
+    for e in driver.get_log('performance'):
+        msg = json.loads(e['message'])['message']
+        if msg.get('method') == 'Network.requestWillBeSent':
+            u = msg['params']['request']['url']
+            if u != url and not u.startswith(('data:', 'blob:', 'about:')):
+                requests.append(u)
+    check(not requests, name + ': no network request, got %s' % requests)
+    resources = driver.execute_script('return performance.getEntriesByType("resource").map(e => e.name)')
+    check(not resources, name + ': no resource loaded, got %s' % resources)
+    return ready
+
+
+def screenshot(path, png):
+    ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
+    driver.execute_script('window.scrollTo(0, 0)')
+    h = driver.execute_script('return Math.min(document.documentElement.scrollHeight, 7000)')
+    driver.set_window_size(1280, max(900, h))
+    driver.save_screenshot(os.path.join(OUT, png))
+    driver.set_window_size(1280, 900)
+
+
+def hover(cell):
+    """the tooltip's terms, sum and text after moving the mouse onto `cell`"""
+    driver.execute_script('arguments[0].scrollIntoView({block: "center"})', cell)
+    ActionChains(driver).move_to_element(cell).perform()
+    tip = driver.find_element(By.ID, 'qkv-tip')
+    terms = [(float(t.get_attribute('data-a')), float(t.get_attribute('data-b')))
+             for t in tip.find_elements(By.CSS_SELECTOR, '.term')]
+    sums = tip.find_elements(By.CSS_SELECTOR, '.x-sum[data-sum]')
+    return {'visible': tip.is_displayed(), 'terms': terms,
+            'sum': float(sums[0].get_attribute('data-sum')) if sums else None, 'text': tip.text}
+
+
+def cell(mid, i, j):
+    return driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="%d"][data-j="%d"]' % (mid, i, j))
+
+
+def close(a, b, rel):
+    return abs(a - b) <= rel * max(1.0, abs(b))
+
+
+def export_svg(name, k=0):
+    s = driver.execute_script('return window.qkvPage.svgText(%d)' % k)
+    try:
+        doc = xml.dom.minidom.parseString(s.encode('utf-8'))
+        ok = doc.documentElement.tagName == 'svg' and doc.getElementsByTagName('rect').length > 0
+    except Exception as e:  # noqa: BLE001
+        ok = False
+        print(name, 'SVG export does not parse:', e)
+    check(ok, name + ': the exported SVG parses as XML')
+    driver.find_elements(By.CSS_SELECTOR, 'button.svg-download')[k].click()  # a blob: URL, no request
+    return s
+
+
+weights = {}
+
+# --- qkv attend pages, checked against qkv attend --json ----------------------------------------
+for case in CASES:
+    path = os.path.join(ROOT, 'tests/cli/attend', case + '.json')
+    html = os.path.join(OUT, 'page_attend_%s.html' % case)
+    trace = run('attend', path, '--html', html)
+    js = json.loads(run('attend', path, '--json'))
+    weights['attend ' + case] = os.path.getsize(html)
+    load(html)
+    name = 'attend ' + case
+    steps = [l for l in trace.split('\n') if l.startswith('Step ') or l.startswith('Output')]
+    titles = driver.execute_script('return [...document.querySelectorAll("section.step h2")].map(h => h.textContent)')
+    check(len(titles) == len(steps), '%s: %d step sections for the trace\'s %d steps' % (name, len(titles), len(steps)))
+    for s, t in zip(steps, titles):
+        check(s.rstrip(' =') == t, '%s: section "%s" is the trace\'s "%s"' % (name, t, s))
+    q, k, v = js['queries']['data'], js['keys']['data'], js['values']['data']
+    sc, w, ctx = js['scores']['data'], js['weights']['data'], js['context']['data']
+    H, T, S = len(sc), len(sc[0]), len(sc[0][0])
+    dk, dv = len(q[0]) // H, len(v[0]) // H
+    tol = 1e-12 if js['scores']['dtype'] == 'float64' else 2e-6
+    for h in range(H):
+        hs = '[%d]' % h if H > 1 else ''
+        if H > 1:
+            Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value(str(h))
+            check(driver.find_element(By.CSS_SELECTOR, 'figure.heatmap').get_attribute('data-head') == str(h),
+                  name + ': the head selector shows head %d' % h)
+            first = driver.find_element(By.CSS_SELECTOR, 'figure.heatmap rect.c')
+            check(first.get_attribute('data-m') == 'weights' + hs, name + ': the heatmap draws head %d\'s weights' % h)
+        for (i, j) in {(0, 0), (T - 1, S - 1), (T // 2, S // 2)}:
+            r = hover(cell('scores' + hs, i, j))
+            want = [(q[i][h * dk + m], k[j][h * dk + m]) for m in range(dk)]
+            check(r['visible'], '%s: the tooltip of scores%s(%d, %d) shows' % (name, hs, i, j))
+            check(len(r['terms']) == dk and all(close(a, x, tol) and close(b, y, tol) for (a, b), (x, y) in zip(r['terms'], want)),
+                  '%s: scores%s(%d, %d) shows the terms q[%d]*k[%d] of --json: %s vs %s' % (name, hs, i, j, i, j, r['terms'], want))
+            check(r['sum'] is not None and close(r['sum'], sc[h][i][j], 1e-5 if tol > 1e-9 else 1e-12),
+                  '%s: scores%s(%d, %d) sums to --json\'s %r, got %r' % (name, hs, i, j, sc[h][i][j], r['sum']))
+            r = hover(cell('weights' + hs, i, j))
+            check(r['sum'] is not None and close(r['sum'], w[h][i][j], 1e-6 if tol > 1e-9 else 1e-12),
+                  '%s: weights%s(%d, %d) = e^(s - max) / sum is --json\'s %r, got %r' % (name, hs, i, j, w[h][i][j], r['sum']))
+            c = min(j, dv - 1)
+            r = hover(cell('context' + hs, i, c))
+            want = [(w[h][i][jj], v[jj][h * dv + c]) for jj in range(S)]
+            check(all(close(a, x, tol) and close(b, y, tol) for (a, b), (x, y) in zip(r['terms'], want)) and len(r['terms']) == S,
+                  '%s: context%s(%d, %d) shows the weighted values of --json' % (name, hs, i, c))
+            check(r['sum'] is not None and close(r['sum'], ctx[h][i][c], 1e-5 if tol > 1e-9 else 1e-12),
+                  '%s: context%s(%d, %d) sums to --json\'s %r' % (name, hs, i, c, ctx[h][i][c]))
+    # keyboard focus shows the same explanation (the mouse away first: it hides the tooltip)
+    ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
+    check(not driver.find_element(By.ID, 'qkv-tip').is_displayed(), name + ': the tooltip hides when the mouse leaves')
+    driver.execute_script('arguments[0].focus()', cell('scores' + ('[0]' if H > 1 else ''), 0, 0))
+    check(driver.find_element(By.ID, 'qkv-tip').is_displayed(), name + ': keyboard focus shows the explanation')
+    export_svg(name)
+    # the masked entries are hatched, not white
+    if case in ('causal', 'cross_multihead'):
+        check(driver.execute_script('return document.querySelectorAll("figure.heatmap rect.c[fill^=\'url(#hatch\']").length') > 0,
+              name + ': masked entries are drawn hatched')
+    if H > 1:
+        Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('0')
+    screenshot(html, 'page_attend_%s.png' % case)
+
+# --- the examples' pages ----------------------------------------------------------------------
+illustrated = json.loads(run('attend', os.path.join(ROOT, 'tests/cli/attend/illustrated.json'), '--json'))
+for ex, src in EXAMPLES.items():
+    html = os.path.join(OUT, 'page_%s.html' % ex)
+    run('explain', ex, '--html', html)
+    weights['explain ' + ex] = os.path.getsize(html)
+    load(html)
+    with open(os.path.join(ROOT, src), encoding='utf-8') as f:
+        lines = f.read().split('\n')
+    # every step comment of the source has its section, which names the comment's line
+    want = sorted({line for _, _, line in page_notes.steps(lines)})
+    got = driver.execute_script('return [...document.querySelectorAll("section.step .where")].map(w => w.textContent)')
+    have = sorted({int(w.rsplit(':', 1)[1]) for w in got if w.startswith(src + ':')})
+    if want:
+        check(have == want, '%s: a section for every step comment (lines %s), got %s' % (ex, want, have))
+    else:  # 05 has no step comments: its page() names its steps (docs/pages.md)
+        check(len(got) == 0 and len(driver.find_elements(By.CSS_SELECTOR, 'section.step h2')) >= 5,
+              '%s: the sections page() names' % ex)
+    if ex == 'illustrated':  # tutorial 000: its scores against qkv attend's, the same inputs
+        qq, kk = illustrated['queries']['data'], illustrated['keys']['data']
+        for (i, j) in [(0, 0), (1, 2), (2, 1)]:
+            r = hover(cell('attn_scores', i, j))
+            check(r['terms'] == [(qq[i][m], kk[j][m]) for m in range(3)],
+                  'illustrated: attn_scores(%d, %d) terms are --json\'s q[%d] k[%d]: %s' % (i, j, i, j, r['terms']))
+            check(r['sum'] == illustrated['scores']['data'][0][i][j], 'illustrated: attn_scores(%d, %d) sum' % (i, j))
+            r = hover(cell('attn_scores_softmax', i, j))
+            check(close(r['sum'], illustrated['weights']['data'][0][i][j], 1e-6), 'illustrated: weight (%d, %d)' % (i, j))
+            check('examples/01_illustrated_self_attention.cpp:' in r['text'] and 'static_assert' in r['text'],
+                  'illustrated: the weight names its static_assert')
+            check('ulp' in r['text'], 'illustrated: the weight gives its error in ulps')
+        # a picture of an explanation, for docs/pages.md
+        c = cell('attn_scores_softmax', 1, 2)
+        r = hover(c)
+        driver.execute_script('window.scrollBy(0, arguments[0].getBoundingClientRect().top - 200)', c)
+        r = hover(c)
+        driver.save_screenshot(os.path.join(OUT, 'page_illustrated_tooltip.png'))
+    if driver.find_elements(By.CSS_SELECTOR, 'figure.heatmap'):
+        export_svg(ex)
+    screenshot(html, 'page_%s.png' % ex)
+
+# --- measured: page weight, and a BERT-size case (128 tokens, 12 heads, d_model 768) ----------
+rng = random.Random(12)
+T, D = 128, 768
+
+
+def mat(r, c, s):
+    return [[round(rng.gauss(0, s), 4) for _ in range(c)] for _ in range(r)]
+
+
+bert = {'dtype': 'float32', 'x': mat(T, D, 1.0), 'wq': mat(D, D, 0.036), 'wk': mat(D, D, 0.036),
+        'wv': mat(D, D, 0.036), 'heads': 12}
+case = os.path.join(OUT, 'bert_size_case.json')
+with open(case, 'w') as f:
+    json.dump(bert, f)
+html = os.path.join(OUT, 'page_attend_bert_size.html')
+t0 = time.time()
+run('attend', case, '--html', html)
+made = time.time() - t0
+ready = load(html)
+check(driver.find_elements(By.ID, 'summary-banner'), 'bert-size: the page says it is summarised')
+r = hover(cell('scores[3]', 0, 127))
+check(len(r['terms']) == 64, 'bert-size: a summarised score still shows its 64 terms')
+Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('11')
+export_svg('bert-size')
+fig = driver.find_element(By.CSS_SELECTOR, 'figure.heatmap')
+driver.execute_script('arguments[0].scrollIntoView()', fig)
+fig.screenshot(os.path.join(OUT, 'page_attend_bert_size_heatmap.png'))
+script_ms = driver.execute_script(
+    'const n = performance.getEntriesByType("navigation")[0]; return [n.domInteractive, n.loadEventEnd]')
+screenshot(html, 'page_attend_bert_size.png')
+weights['attend bert-size (128 tokens, 12 heads)'] = os.path.getsize(html)
+driver.quit()
+shutil.rmtree(user_dir, ignore_errors=True)
+
+print('\npage weights (bytes):')
+for k, b in weights.items():
+    print('  %-45s %9d  (%.1f KB)' % (k, b, b / 1024))
+print('bert-size: qkv attend --html took %.2f s; in headless chromium: domInteractive %.0f ms, load end %.0f ms, '
+      'ready (script done, as seen by the driver) %.2f s' % (made, script_ms[0], script_ms[1], ready))
+print('screenshots:', ', '.join(sorted(f for f in os.listdir(OUT) if f.endswith('.png'))))
+if failures:
+    print('\n%d checks failed' % len(failures))
+    sys.exit(1)
+print('all checks passed')
