@@ -486,7 +486,8 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   const std::size_t s_len = has_context ? context.rows() : x.rows();
   o.text = trace(pc, x, context, has_context, w, opt, r);
   if (as_json) o.json = json_output(r, x.rows(), s_len, opt);
-  if (want_svg) o.svg = attend_page::svg(pc.file, r, opt, x.rows(), s_len, pc.tokens, pc.context_tokens, has_context);
+  if (want_svg)  // the title names the case by its last path component, shortened (short_name)
+    o.svg = attend_page::svg(short_name(pc.file), r, opt, x.rows(), s_len, pc.tokens, pc.context_tokens, has_context);
   if (want_html)
     o.html = attend_page::page(pc.file, o.text, x, context, has_context, w, opt, r,
                                scale_text(pc, r.scale, r.queries.cols() / pc.heads), pc.tokens, pc.context_tokens);
