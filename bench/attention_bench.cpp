@@ -12,7 +12,7 @@
 // packed on every call), naive, eigen, openblas. Counters: GFLOP/s (2 flops per multiply-add of the
 // products; softmax not counted) and, for W4, peak_extra_MiB: the most heap memory the call
 // holds at once beyond its inputs and output, measured on fresh threads (scripts/bench.sh).
-// Every implementation allocates its buffers before the timed loop (benchmarking.md: page faults).
+// Every implementation allocates its buffers before the timed loop (first-touch page faults would be timed otherwise).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

@@ -61,7 +61,7 @@ constexpr auto attn_scores_softmax = qkv::softmax_rows(attn_scores);
 
 // By hand, row 1: softmax([2, 4, 4]) = [1, e^2, e^2] / (1 + 2 e^2), e^2 = 7.3890561
 //   = [1 / 15.7781122, 7.3890561 / 15.7781122, ...] = [0.0633789, 0.4683105, 0.4683105]
-// PyTorch's float64 values (../shared/reference/000, float64.attn_scores_softmax):
+// PyTorch's float64 values (tests/data/reference/000, float64.attn_scores_softmax):
 constexpr matrix<double, 3, 3> softmax_float64{{
     {0.06337893833303762, 0.4683105308334812, 0.4683105308334812},
     {6.033664854558336e-06, 0.9820078648958167, 0.01798610143932864},

@@ -7,7 +7,7 @@
 // code really did) and cross-attention over an 8-token second sequence.
 //
 // Two kinds of proof. Tensors that come from the generator are bit-exact against PyTorch's own
-// (tests/data/torch_reference.hpp, copied from ../shared/reference). Everything computed from
+// (tests/data/torch_reference.hpp, made from tests/data/reference). Everything computed from
 // them is within a bound derived from float32 rounding (core/bounds.hpp) of PyTorch's float64
 // results (tests/data/reference_001.hpp): PyTorch's float32 BLAS sums in an unspecified order,
 // so the float32 digits may differ in the last bits, but neither result can be farther from the

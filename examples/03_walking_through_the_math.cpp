@@ -115,7 +115,7 @@ static_assert(proven<check::near(q_2, q_2_printed, 1e-6f)>);
 
 // ---------------------------------------------------------------------------------------------
 // The same steps against PyTorch's float64 results, with bounds derived step by step.
-// PyTorch's float64 results (../shared/reference/002, float64) for the same float32 inputs:
+// PyTorch's float64 results (tests/data/reference/002, float64) for the same float32 inputs:
 constexpr matrix<double, 4, 1> q_2_float64{{{1.0629584768379288}, {-1.5088518643299849},
                                             {3.2348830746142525}, {-0.9673553809137125}}};
 constexpr matrix<double, 4, 1> y_2_float64{{{0.11782317849961756}, {0.3949111216442668},

@@ -8,7 +8,7 @@
 // vocab.txt and model.safetensors. With it, the word embeddings of the sentence are BERT's own
 // rows and the heads use layer 0's trained query/key/value/output weights. Without it, the
 // embeddings are a stand-in drawn with PyTorch's generator, exactly as
-// ../shared/reference/003 draws them: torch.manual_seed(0); query, key, value =
+// tests/data/reference/003 draws them: torch.manual_seed(0); query, key, value =
 // nn.Linear(768, 64) x 3; seq_embedding = torch.randn(1, 9, 768). --check compares that stand-in
 // with the reference: weights and biases bit for bit, every computed value within an error
 // bound derived below, and exits 1 if anything is off.
@@ -170,7 +170,7 @@ bert_layer from_checkpoint(const std::string& dir, const std::vector<std::int64_
   return L;
 }
 
-// ---- the check against ../shared/reference/003 ---------------------------------------------
+// ---- the check against tests/data/reference/003 ---------------------------------------------
 
 struct reference_tensor {
   std::vector<std::size_t> shape;

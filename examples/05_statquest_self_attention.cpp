@@ -67,7 +67,7 @@ constexpr SelfAttention<float, 2> selfAttention = [] {
   return SelfAttention<float, 2>{W_q.weight, W_k.weight, W_v.weight};
 }();
 
-// bit for bit the weights PyTorch drew (../shared/reference/004, as stored, (out, in)); by hand,
+// bit for bit the weights PyTorch drew (tests/data/reference/004, as stored, (out, in)); by hand,
 // W_q(0, 0): the first draw's low 24 bits are 0xe1dc66, x = 14802022 / 2^24 = 0.88226926, and
 // 0.88226926 x 1.4142135 - 0.70710677 = 0.54061037
 static_assert(selfAttention.W_q == matrix<float, 2, 2>{{{0.5406103730201721f, 0.5869042277336121f},
@@ -101,7 +101,7 @@ constexpr matrix<float, 3, 2> printed_output{{{1.0100f, 1.0641f}, {0.2040f, 0.70
 static_assert(proven<check::near(t.attention_scores, printed_output, 5e-5f + 2e-5f)>);
 
 // ---------------------------------------------------------------------------------------------
-// Against PyTorch's float64 results (../shared/reference/004, float64), within bounds derived
+// Against PyTorch's float64 results (tests/data/reference/004, float64), within bounds derived
 // from the standard model of float32 rounding (core/bounds.hpp). The float64 results carry
 // their own rounding, at most gamma_4(double) * 20 = 1e-14 here: counted as 1e-14.
 constexpr matrix<double, 3, 2> q_float64{{{0.7620959894860677, -0.04276261042141272},

@@ -7,7 +7,7 @@
 //   padding  no query sees a padding key: a batch pads its sequences to one length, and the
 //            filler must not change the real tokens' outputs (PyTorch's key_padding_mask)
 // A query with NO allowed key has nothing to normalise: softmax of all -inf is 0/0. qkv gives
-// weights 0 and output 0 for it (DESIGN.md); PyTorch's math path gives NaN, which then spreads
+// weights 0 and output 0 for it (docs/design.md, "Semantics"); PyTorch's math path gives NaN, which then spreads
 // through every later layer. Every number below is proven at compile time; the walkthrough then
 // runs the same masks at a realistic size (512 tokens, 64 features) at run time.
 #include <cstddef>

@@ -45,4 +45,21 @@ void check_round_trip(const std::string& json, const std::string& field, const r
     if (!same(back.data()[k], m.data()[k])) std::abort();
 }
 
+/// one fuzz input as a case file: `check` its top level, then `one(doc, T{})` in the case's
+/// dtype. The errors a malformed case may end in (each is exit 2 with a message in the tool) are
+/// the expected outcome; anything else escapes to libFuzzer as a finding.
+template <class Check, class One>
+int run_case(const std::uint8_t* data, std::size_t size, Check check, One one) {
+  try {
+    const auto doc = io::json_document::parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
+    check(doc);
+    if (cli::read_dtype(doc) == cli::dtype::float64) one(doc, double{});
+    else one(doc, float{});
+  } catch (const cli::input_error&) {
+  } catch (const io::json_error&) {
+  } catch (const runtime::shape_error&) {
+  }
+  return 0;
+}
+
 }  // namespace qkv::fuzz

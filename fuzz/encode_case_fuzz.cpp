@@ -23,14 +23,6 @@ void one(const qkv::io::json_document& doc) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  try {
-    const auto doc = qkv::io::json_document::parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
-    qkv::cli::encode_detail::check_case(doc);
-    if (qkv::cli::read_dtype(doc) == qkv::cli::dtype::float64) one<double>(doc);
-    else one<float>(doc);
-  } catch (const qkv::cli::input_error&) {
-  } catch (const qkv::io::json_error&) {
-  } catch (const qkv::runtime::shape_error&) {
-  }
-  return 0;
+  return qkv::fuzz::run_case(data, size, qkv::cli::encode_detail::check_case,
+                             [](const qkv::io::json_document& doc, auto tag) { one<decltype(tag)>(doc); });
 }

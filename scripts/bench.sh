@@ -30,7 +30,7 @@ else
 fi
 meson compile -C "$dir" -j 2 bench/qkv_bench
 
-# Two thread pools that spin after their work fight over two cores (docs/benchmarking.md):
+# Two thread pools that spin after their work fight over two cores (docs/performance.md):
 # OpenMP (Eigen) waits passively, and OpenBLAS's idle threads give up the core almost at once.
 # qkv's own pool sleeps on a condition variable and never spins.
 export OMP_WAIT_POLICY=PASSIVE

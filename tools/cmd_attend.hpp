@@ -1,7 +1,7 @@
 // cmd_attend.hpp: `qkv attend CASE.json [--json] [--svg FILE] [--html FILE]`: attention on the
 // runtime path for a case given as JSON, printed as a step-by-step trace or as JSON tensors.
 //
-// The contract is DESIGN.md's "qkv attend" and docs/cli.md. Every field is checked before any
+// The contract is docs/cli.md. Every field is checked before any
 // arithmetic; a bad one is an input_error naming the file, the field, the expected and the
 // actual shape (exit 2, nothing on stdout).
 //

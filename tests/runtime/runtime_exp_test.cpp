@@ -2,7 +2,7 @@
 // [-87.3, 88.7], and the special values.
 //
 // How the sweep stays quick (about 2.2e9 floats): Boost's cpp_bin_float_50 costs ~12 us per
-// exp (toolchain.md section 4), 7 hours for the sweep. So the sweep compares against the
+// exp (docs/design.md, "Toolchain facts"), 7 hours for the sweep. So the sweep compares against the
 // double-precision std::exp, evaluated at the float x (exact as a double): glibc's exp is
 // correctly rounded in double up to < 1 double ulp, i.e. its error is below 2^-52 relative,
 // about 2^-29 of a float ulp: a float-ulp measurement against it is off by < 1e-8 ulp.

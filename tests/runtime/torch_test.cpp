@@ -1,7 +1,7 @@
 // runtime tests of core/torch.hpp: PyTorch's own numbers, bit for bit.
 //
 // Two sources, both copied into tests/data/ by tests/data/make_torch_fixtures.py:
-//  - torch_reference.hpp: the generator tensors of ../shared/reference (tutorials 001, 003, 004);
+//  - torch_reference.hpp: the generator tensors of tests/data/reference (tutorials 001, 003, 004);
 //  - torch_cases.json: op sequences run by PyTorch 1.13.1 (Debian python3-torch, AVX2), each op
 //    with its tensors, the engine's draw count and the cached normal sample read back from
 //    torch.get_rng_state(). Long streams (10^5 and 10^6 values) are an FNV-1a hash of the bits
@@ -337,7 +337,7 @@ TEST_CASE("float64 normal values agree with PyTorch's C library log, sin and cos
 }
 
 // ------------------------------------------------------------------------------------------------
-// the tutorials' tensors through the shaped API (../shared/reference)
+// the tutorials' tensors through the shaped API (tests/data/reference)
 
 TEST_CASE("tutorial 001's embedding and weights come out of manual_seed(123) bit for bit") {
   generator g{123};

@@ -1,6 +1,6 @@
 // static proofs of core/torch.hpp: PyTorch's generator tensors, computed by the compiler, bit for
 // bit. If this file compiles, they hold. The expected bits are PyTorch 1.13's own
-// (tests/data/torch_reference.hpp, copied from ../shared/reference by make_torch_fixtures.py).
+// (tests/data/torch_reference.hpp, made from tests/data/reference by make_torch_fixtures.py).
 #include <bit>
 #include <cstdint>
 

@@ -5,7 +5,7 @@
 //   both(a, b)                allowed by a and by b (PyTorch merges its two masks this way)
 // Attention turns a disallowed score into -inf before the softmax (attention.hpp's masked), so
 // its weight is exactly 0. A row with NO allowed key has no distribution to normalise: qkv
-// gives weights 0 and context 0 (DESIGN.md), PyTorch gives NaN (0/0). fully_masked_rows finds them.
+// gives weights 0 and context 0 (docs/design.md, "Semantics"), PyTorch gives NaN (0/0). fully_masked_rows finds them.
 #pragma once
 
 #include <cstddef>

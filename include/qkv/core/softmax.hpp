@@ -8,7 +8,7 @@
 // overflows float (exp(710) double), the sum becomes inf and the weights inf/inf = NaN.
 //
 // -inf is a masked score: its weight is exactly 0. A row whose every score is -inf (every key
-// masked) gets weights 0, not NaN (the convention of DESIGN.md; PyTorch's math path gives NaN).
+// masked) gets weights 0, not NaN (the convention of docs/design.md, "Semantics"; PyTorch's math path gives NaN).
 // NaN in, NaN out: a NaN score makes its whole row NaN, and so does a +inf score (inf - inf has
 // no value; PyTorch gives NaN too). Both without arithmetic on the NaN or the infinity, which
 // clang refuses in a constant expression (docs/numerics.md, "NaN and infinity in attention").

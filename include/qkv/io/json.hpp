@@ -1,7 +1,7 @@
 // json.hpp: the tool's tensor JSON: {"dtype", "shape", "data"}, read with every field checked
 // and written so that every number reads back to the same bits.
 //
-// Format (DESIGN.md, "Command-line interface"; the format of ../reference/):
+// Format (docs/cli.md; the format of tests/data/reference/):
 //   {"dtype": "float32", "shape": [2, 3], "data": [[1, 2, 3], [4, 5, 6]]}
 // data is nested row-major to match shape; [] is a scalar. float32 values are written as the
 // shortest decimal of the double that equals them (std::to_chars((double)f)): parsing it as a

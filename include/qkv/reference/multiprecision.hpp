@@ -7,7 +7,7 @@
 //                            rational softmax);
 //   qkv::reference::real   = boost::multiprecision::cpp_bin_float_50: 50 decimal digits (166
 //                            bits), for the steps that leave the rationals (exp, sqrt, softmax).
-// Neither type is literal, so this path is run time only (toolchain.md section 4). A
+// Neither type is literal, so this path is run time only (docs/design.md, "Toolchain facts"). A
 // translation unit that includes it takes 8-13 s to compile: keep such files few.
 #pragma once
 

@@ -1,6 +1,6 @@
 // exp.hpp: vexp, a vector exp on std::experimental::simd: about 10x std::exp, within 2 ulp.
 //
-// libstdc++ 12's stdx::exp calls expf once per lane (toolchain.md section 2). This one is the
+// libstdc++ 12's stdx::exp calls expf once per lane (docs/design.md, "Toolchain facts"). This one is the
 // Cephes expf method written on simd operations, every step vectorised:
 //   x = n ln2 + r, n = round(x log2 e), |r| <= ln2/2  (r by a two-part ln2, Cody & Waite)
 //   e^r ~ 1 + r + r^2 P(r), P of degree 5 (float; Cephes expf.c) or Taylor to r^13 (double)

@@ -5,7 +5,7 @@
 // fused behind our back. Kernels that want one rounding instead of two call fmadd(), which
 // emits vfmadd...ps/pd when the target has FMA (meson option simd_arch, default x86-64-v3) and
 // falls back to a multiply and an add otherwise. libstdc++ 12's stdx::fma is a per-lane
-// scalar call (docs: toolchain.md section 1), so it is not used.
+// scalar call (docs/design.md, "Toolchain facts"), so it is not used.
 #pragma once
 
 #include <cmath>

@@ -2,7 +2,7 @@
 //
 //   softmax(x)_j = e^(x_j - m) / sum_k e^(x_k - m),  m = max_k x_k
 // Subtracting the row maximum keeps every e^(...) in (0, 1], so rows of any finite size stay
-// finite (docs: DESIGN.md, semantics). A row whose entries are all -inf (every key masked)
+// finite (docs/design.md, "Semantics"). A row whose entries are all -inf (every key masked)
 // gives 0 everywhere, not NaN: documented, and the same as the streaming path. A row with a NaN
 // or a +inf gives NaN everywhere (softmax has no value there; PyTorch gives NaN too), whatever
 // the max instruction does with the NaN (row_max; docs/numerics.md, "NaN and infinity in

@@ -7,7 +7,7 @@
 //
 // Idle workers sleep on a condition variable; they never spin. A benchmark or a program that
 // also uses another pool (OpenMP, OpenBLAS) does not have two pools fighting over two cores
-// (docs: benchmarking.md).
+// (docs/performance.md).
 #pragma once
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 """run_attend.py STATUS STREAM TEXT -- QKV ARGS...: run `qkv ARGS`, check its exit status, that
 TEXT appears in STREAM (stdout or stderr), and the stream contract: on an error (status 2)
 nothing on stdout; with --json and status 0, stdout is one JSON object with scale, mask and
-scaled_scores (docs/cli.md) and the eight keys of DESIGN.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape; with
+scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape; with
 --svg FILE / --html FILE and status 0, FILE exists and is well-formed XML (SVG / XHTML)."""
 import json
 import os
