@@ -766,18 +766,25 @@ struct fixed {
   return (fx_negative(a) != (k < 0)) ? fx_neg(r) : r;
 }
 
+// |x| = m 2^e with m the integer significand (the implicit bit set for a normal x; a subnormal's
+// m is below 2^52 and e = -1074); x finite
+struct integer_significand {
+  std::uint64_t m;
+  int e;
+};
+[[nodiscard]] constexpr integer_significand significand_of(double x) {
+  const std::uint64_t b = to_bits(x);
+  const int biased = static_cast<int>((b >> 52) & 0x7ff);
+  const std::uint64_t m = b & ((std::uint64_t{1} << 52) - 1);
+  if (biased == 0) return {m, -1074};
+  return {m | (std::uint64_t{1} << 52), biased - 1075};
+}
+
 // x exactly when |x| < 2^31 and x is a multiple of 2^-256 (otherwise truncated toward zero)
 [[nodiscard]] constexpr fixed fx_from(double x) {
   fixed r;
   if (x == 0.0) return r;
-  const std::uint64_t b = to_bits(x);
-  const int biased = static_cast<int>((b >> 52) & 0x7ff);
-  std::uint64_t m = b & ((std::uint64_t{1} << 52) - 1);
-  int e = -1074;
-  if (biased != 0) {
-    m |= std::uint64_t{1} << 52;
-    e = biased - 1075;
-  }
+  auto [m, e] = significand_of(x);
   int s = e + 256;  // x 2^256 = m 2^s
   if (s < 0) {
     if (s <= -64) return r;
@@ -1094,16 +1101,9 @@ struct unpacked {
 };
 
 [[nodiscard]] constexpr unpacked unpack(double x) {  // x finite, nonzero
-  const std::uint64_t b = to_bits(x);
-  const int biased = static_cast<int>((b >> 52) & 0x7ff);
-  std::uint64_t m = b & ((std::uint64_t{1} << 52) - 1);
-  int e = -1074;
-  if (biased != 0) {
-    m |= std::uint64_t{1} << 52;
-    e = biased - 1075;
-  }
+  const auto [m, e] = significand_of(x);
   const int s = std::countl_zero(m) - 10;
-  return {m << s, e - s, (b >> 63) != 0};
+  return {m << s, e - s, sign_bit(x)};
 }
 
 template <class T>
