@@ -10,7 +10,11 @@
 //   m, its running sum l and its unnormalised output o, rescaled by e^(m_old - m_new) when the
 //   maximum grows. The T x S matrix never exists: extra memory is a query_block x key_block
 //   tile and the packing buffers per thread, O(T + S) in all, whatever T and S.
-// Masks: `allowed` (T x S flags, nonzero = may attend) and/or causal (key j <= query i).
+// Masks (attention_mask): `allowed` (T x S flags, nonzero = may attend), causal (key j <= the
+// query's position p; p = i, or i + S - T when aligned lower_right), a sliding window (keys
+// j > p - window), and additive terms on the scaled scores: a float bias (T x S; -inf = masked)
+// and ALiBi's m * (j - p). A masked key is skipped on every path (docs/numerics.md, "Masks,
+// windows and biases").
 // A query row with every key masked gets weights 0 and output 0 on both paths.
 // NaN and infinity (docs/numerics.md, "NaN and infinity in attention"), the same on every path,
 // tile size and thread count: a masked key is skipped (its score and value never reach the
@@ -41,10 +45,57 @@
 
 namespace qkv::runtime {
 
-/// which keys a query may attend to
+/// where the causal diagonal sits when T != S, named as PyTorch names it
+/// (torch.nn.attention.bias.causal_upper_left / causal_lower_right); the ONNX Attention op
+/// (opset 23) and ONNX Runtime's GroupQueryAttention align their causal mask lower_right when
+/// past keys are present (the new queries are the last T of the S positions)
+enum class causal_alignment {
+  upper_left,   // query i sits at position i: key j visible when j <= i
+  lower_right,  // query i sits at position i + (S - T): the last query sees every key (KV cache)
+};
+
+/// which keys a query may attend to, and what is added to its scaled scores.
+/// Query row i sits at position p = i + offset (offset: 0, or S - T for lower_right; resolved()
+/// sets it from the alignment). The scaled score of query i and key j becomes
+///   scale * q_i . k_j + bias(i, j) + alibi_slope * (j - p)      (left to right)
+/// and key j is masked (skipped, as if absent) when allowed(i, j) == 0, or causal and j > p, or
+/// window > 0 and j <= p - window, or bias(i, j) == -inf.
 struct attention_mask {
-  bool causal = false;                   // key j allowed for query i only when j <= i
+  bool causal = false;                   // key j allowed for query i only when j <= p
   const mask_matrix* allowed = nullptr;  // (T, S) flags, nonzero = allowed; nullptr = all
+  causal_alignment alignment = causal_alignment::upper_left;
+  std::size_t window = 0;   // 0 = none; else only keys j with p - window < j (sliding window)
+  double alibi_slope = 0;   // 0 = none; else m * (j - p) is added (ALiBi, Press et al. 2022)
+  // additive bias on the scaled scores: (T, S) of the kernel's element type, row stride
+  // bias_stride, contiguous rows; nullptr = none. Set with set_bias (it records the type).
+  const void* bias = nullptr;
+  std::size_t bias_stride = 0, bias_rows = 0, bias_cols = 0, bias_element = 0;
+  std::ptrdiff_t offset = 0;  // the position of query row 0 (resolved() sets it)
+
+  template <class T>
+  void set_bias(const matrix_view<const T>& b) {
+    if (b.col_stride != 1 && b.cols > 1)
+      throw shape_error("attention: the bias " + b.shape() + " must have contiguous rows");
+    bias = b.data;
+    bias_stride = b.row_stride;
+    bias_rows = b.rows;
+    bias_cols = b.cols;
+    bias_element = sizeof(T);
+  }
+  template <class T>
+  [[nodiscard]] const T* bias_row(std::size_t i) const {
+    return static_cast<const T*>(bias) + i * bias_stride;
+  }
+  /// this mask for t queries and s keys: offset from the alignment
+  [[nodiscard]] attention_mask resolved(std::size_t t, std::size_t s) const {
+    attention_mask m = *this;
+    m.offset = alignment == causal_alignment::lower_right
+                   ? static_cast<std::ptrdiff_t>(s) - static_cast<std::ptrdiff_t>(t)
+                   : 0;
+    return m;
+  }
+  /// true when only causal (upper_left) and allowed are used: the kernels' plain steps
+  [[nodiscard]] bool plain() const { return window == 0 && alibi_slope == 0 && bias == nullptr && offset == 0; }
 };
 
 /// the rows of queries that one task handles (materialised path, streaming path), and the
@@ -75,11 +126,59 @@ inline void check_attention_shapes(std::size_t q_rows, std::size_t q_cols, std::
   if (mask.allowed && (mask.allowed->rows() != q_rows || mask.allowed->cols() != k_rows))
     throw shape_error("attention: allowed is " + mask.allowed->shape() + " but must be " +
                       shape_string(q_rows, k_rows) + " (queries by keys)");
+  if (mask.bias && (mask.bias_rows != q_rows || mask.bias_cols != k_rows))
+    throw shape_error("attention: the bias is " + shape_string(mask.bias_rows, mask.bias_cols) +
+                      " but must be " + shape_string(q_rows, k_rows) + " (queries by keys)");
 }
 
-/// keys j < key_limit(i) may be allowed for query i (causal: i + 1)
+/// keys j < key_limit(i) may be allowed for query i (causal: p + 1, p = i + offset)
 inline std::size_t key_limit(const attention_mask& mask, std::size_t i, std::size_t s) {
-  return mask.causal ? std::min(s, i + 1) : s;
+  if (!mask.causal) return s;
+  const std::ptrdiff_t end = static_cast<std::ptrdiff_t>(i) + mask.offset + 1;
+  return end <= 0 ? 0 : std::min(s, static_cast<std::size_t>(end));
+}
+
+/// keys j >= key_start(i) may be allowed for query i (window: p - window + 1)
+inline std::size_t key_start(const attention_mask& mask, std::size_t i, std::size_t s) {
+  if (mask.window == 0) return 0;
+  const std::ptrdiff_t first =
+      static_cast<std::ptrdiff_t>(i) + mask.offset - static_cast<std::ptrdiff_t>(mask.window) + 1;
+  return first <= 0 ? 0 : std::min(s, static_cast<std::size_t>(first));
+}
+
+/// the mask and bias step on scaled scores srow[0..n) of query i, keys j0..j0+n (s keys in
+/// all): the bias and ALiBi terms added, masked keys set to -inf (attention_mask's comment).
+/// The plain case (causal upper_left and allowed only) is the loops it always was.
+template <class T>
+void mask_scores(T* srow, std::size_t j0, std::size_t n, const attention_mask& mask, std::size_t i,
+                 std::size_t s) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  if (mask.bias) {
+    const T* b = mask.bias_row<T>(i) + j0;
+    for (std::size_t c = 0; c < n; ++c) srow[c] = b[c] == ninf ? ninf : T(srow[c] + b[c]);
+  }
+  if (mask.alibi_slope != 0) {
+    const T slope = static_cast<T>(mask.alibi_slope);
+    const std::ptrdiff_t p = static_cast<std::ptrdiff_t>(i) + mask.offset;
+    for (std::size_t c = 0; c < n; ++c)
+      if (srow[c] != ninf)
+        srow[c] = T(srow[c] + slope * static_cast<T>(static_cast<std::ptrdiff_t>(j0 + c) - p));
+  }
+  if (mask.allowed) {
+    const unsigned char* allowed = mask.allowed->row(i) + j0;
+    for (std::size_t c = 0; c < n; ++c)
+      if (!allowed[c]) srow[c] = ninf;
+  }
+  const std::size_t lim = key_limit(mask, i, s), first = key_start(mask, i, s);
+  for (std::size_t c = 0; c < n && j0 + c < first; ++c) srow[c] = ninf;
+  for (std::size_t c = lim > j0 ? lim - j0 : 0; c < n; ++c) srow[c] = ninf;
+}
+
+/// the scaled score of query i and key j after mask_scores (-inf when masked)
+template <class T>
+[[nodiscard]] T masked_score(const attention_mask& mask, std::size_t i, std::size_t j, std::size_t s, T score) {
+  mask_scores(&score, j, 1, mask, i, s);
+  return score;
 }
 
 /// true when every element of a is finite: one pass, x - x summed (0 for a finite x, NaN for
@@ -175,7 +274,7 @@ void repair_rows(const matrix_view<const T>& q, const matrix_view<const T>& k, c
       bool in_these_columns = false;  // a head sees only its own columns of v
       for (std::size_t c = 0; c < dv && !in_these_columns; ++c) in_these_columns = v(j, c) - v(j, c) != T(0);
       if (!in_these_columns) continue;
-      const T s = scaled_score(q, k, i, j, scale);
+      const T s = masked_score(mask, i, j, k.rows, scaled_score(q, k, i, j, scale));
       if (!(s > -inf && s < inf)) continue;  // -inf: masked-like; NaN, +inf: the row is NaN already
       for (std::size_t c = 0; c < dv; ++c) {
         const T x = v(j, c);
@@ -203,9 +302,18 @@ void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<c
   // pass 1: scores = q kᵀ, raw (before scaling and masking: the caller keeps them)
   product_block<T>(q, transposed(k), scores, epilogue<T>{}, i0, i1, 0, s);
   // pass 2: weights = softmax(scale * scores + mask), row by row
-  for (std::size_t i = i0; i < i1; ++i)
-    masked_softmax_row(scores.data + i * scores.row_stride, weights.data + i * weights.row_stride, s, scale,
-                       mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s));
+  for (std::size_t i = i0; i < i1; ++i) {
+    T* w = weights.data + i * weights.row_stride;
+    if (mask.plain()) {
+      masked_softmax_row(scores.data + i * scores.row_stride, w, s, scale,
+                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s));
+    } else {  // the same products, then the bias, ALiBi and window steps (mask_scores)
+      const T* raw = scores.data + i * scores.row_stride;
+      for (std::size_t j = 0; j < s; ++j) w[j] = T(raw[j] * scale);
+      mask_scores(w, 0, s, mask, i, s);
+      softmax_row(w, s);
+    }
+  }
   // pass 3: out = weights v
   product_block<T>(weights, v, out, epilogue<T>{}, i0, i1, 0, v.cols);
 }
@@ -280,12 +388,16 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
         }
         for (std::size_t t = 0; t < NV; ++t) (acc[t] * V(scale)).copy_to(pr + t * W, stdx::vector_aligned);
       });
-      const std::size_t lim = key_limit(mask, i, s);
-      for (std::size_t j = lim; j < s_end; ++j) pr[j] = ninf;
-      if (mask.allowed) {
-        const unsigned char* allowed = mask.allowed->row(i);
-        for (std::size_t j = 0; j < s_end; ++j)
-          if (!allowed[j]) pr[j] = ninf;
+      if (mask.plain()) {
+        const std::size_t lim = key_limit(mask, i, s);
+        for (std::size_t j = lim; j < s_end; ++j) pr[j] = ninf;
+        if (mask.allowed) {
+          const unsigned char* allowed = mask.allowed->row(i);
+          for (std::size_t j = 0; j < s_end; ++j)
+            if (!allowed[j]) pr[j] = ninf;
+        }
+      } else {
+        mask_scores(pr, 0, s_end, mask, i, s);
       }
     }
     // sweep 2: row maxima (a -inf maximum with a NaN score poisons the row: NaN); sweep 3:
@@ -368,7 +480,10 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
   // keys past the last query's causal limit are masked for every row here: skip them
   // (their p would be 0 and 0 * v adds nothing, so skipping changes no bit for finite v)
   const std::size_t s_end = key_limit(mask, i1 - 1, s);
-  for (std::size_t j0 = 0; j0 < s_end; j0 += key_block) {
+  // keys before the first row's window are masked for every row here too: whole key blocks
+  // of them are skipped (blocks stay at multiples of key_block, so no bit changes)
+  const std::size_t s_begin = key_start(mask, i0, s) / key_block * key_block;
+  for (std::size_t j0 = s_begin; j0 < s_end; j0 += key_block) {
     const std::size_t bc = std::min(key_block, s_end - j0);
     const matrix_view<T> st{tile, rows, bc, bc, 1};
     // pass 1: the scaled scores of this tile, st = scale * q(i0..i1) k(j0..j0+bc)ᵀ
@@ -383,13 +498,17 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     for (std::size_t r = 0; r < rows; ++r) {
       T* srow = tile + r * bc;
       const std::size_t i = i0 + r;
-      const std::size_t lim = key_limit(mask, i, s);
-      if (mask.allowed) {
-        const unsigned char* allowed = mask.allowed->row(i) + j0;
-        for (std::size_t c = 0; c < bc; ++c)
-          if (!allowed[c]) srow[c] = ninf;
+      if (mask.plain()) {
+        const std::size_t lim = key_limit(mask, i, s);
+        if (mask.allowed) {
+          const unsigned char* allowed = mask.allowed->row(i) + j0;
+          for (std::size_t c = 0; c < bc; ++c)
+            if (!allowed[c]) srow[c] = ninf;
+        }
+        for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
+      } else {
+        mask_scores(srow, j0, bc, mask, i, s);
       }
-      for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
       // a NaN or +inf score poisons the row for good: m = NaN from then on (std::max alone
       // would drop a NaN)
       // (a block maximum of -inf with a NaN score is a poisoned one; a finite one with a NaN
@@ -465,11 +584,15 @@ template <class T>
 template <class T>
 void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k,
                                   matrix_view<const T> v, matrix_view<T> out, T scale,
-                                  const attention_mask& mask = {},
+                                  const attention_mask& mask_in = {},
                                   const matrix_view<T>* scores = nullptr,
                                   const matrix_view<T>* weights = nullptr,
                                   thread_pool* pool = &default_pool()) {
-  detail::check_attention_shapes(q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, mask);
+  detail::check_attention_shapes(q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, mask_in);
+  if (mask_in.bias && mask_in.bias_element != sizeof(T))
+    throw shape_error("attention: the bias's elements have " + std::to_string(mask_in.bias_element) +
+                      " bytes but q's have " + std::to_string(sizeof(T)));
+  const attention_mask mask = mask_in.resolved(q.rows, k.rows);
   if ((scores == nullptr) != (weights == nullptr))
     throw shape_error("attention: give both scores and weights, or neither");
   if (scores && (scores->rows != q.rows || scores->cols != k.rows || weights->rows != q.rows ||

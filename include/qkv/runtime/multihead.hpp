@@ -2,15 +2,17 @@
 // at run time, keeping every intermediate a teacher or a test wants to see.
 //
 //   Q = x Wqᵀ + bq (T, d_q)   K = c Wkᵀ + bk (S, d_q)   V = c Wvᵀ + bv (S, d_v)   c = context or x
-//   head h: columns h*d_q/H .. of Q and K, h*d_v/H .. of V
+//   head h: columns h*d_q/H .. of Q, g*d_q/H .. of K and g*d_kv/H_kv .. of V, g = h / (H / H_kv)
+//   (H_kv = kv_heads: grouped-query attention; H_kv = H, the default: g = h)
 //   context_h = softmax(scale Q_h K_hᵀ + mask) V_h   (T, d_v/H)
-//   concat = [context_0 ... context_{H-1}] (T, d_v),  output = concat Woᵀ + bo (or concat)
+//   concat = [context_0 ... context_{H-1}] (T, H * d_kv / H_kv),  output = concat Woᵀ + bo (or concat)
 // Weights are nn.Linear's (out, in) by default; weight_layout::in_out takes (in, out) as
 // tutorial 000 writes them (Q = x Wq). Each head's scores and weights are kept when
 // keep_weights is set (never averaged); otherwise the streaming path runs (attention.hpp)
 // and only concat and output are filled. Threads: heads x query blocks, bit-identical.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -170,7 +172,25 @@ struct packed_attention_weights {
 /// 8 heads of 8192 x 8192 tokens); the streaming path (keep_weights = false) needs O(T + S)
 inline constexpr std::size_t default_max_weights_bytes = std::size_t(1) << 32;
 
-/// how to attend
+/// the ALiBi slopes of Press et al. 2022 ("Train Short, Test Long", section 3) for `heads`
+/// heads: for n a power of two, m_h = 2^(-8 (h + 1) / n), h = 0 .. n - 1; otherwise, as the
+/// authors' reference implementation (get_slopes in ofirpress/attention_with_linear_biases)
+/// does: the slopes of the power of two n' just below n, then every other slope of 2 n'
+/// (indices 0, 2, 4, ...) until there are n. Each is computed in double: 2^x by std::exp2.
+[[nodiscard]] inline std::vector<double> alibi_slopes(std::size_t heads) {
+  std::vector<double> m;
+  if (heads == 0) return m;
+  std::size_t n2 = 1;
+  while (n2 * 2 <= heads) n2 *= 2;
+  const auto of_power = [](std::size_t n, std::size_t h) {  // 2^(-8 (h + 1) / n)
+    return std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(n));
+  };
+  for (std::size_t h = 0; h < n2; ++h) m.push_back(of_power(n2, h));
+  for (std::size_t h = 0; m.size() < heads; h += 2) m.push_back(of_power(2 * n2, h));
+  return m;
+}
+
+/// how to attend (the chapter-two fields: alignment, kv_heads, window, alibi, bias)
 template <class T>
 struct attention_options {
   std::size_t heads = 1;
@@ -181,6 +201,20 @@ struct attention_options {
   // the most memory kept scores and weights may take (2 x heads x T x S x sizeof(T)), checked
   // before allocating: past it, size_limit_error names the size and this limit
   std::size_t max_weights_bytes = default_max_weights_bytes;
+  // where query i sits when T != S: upper_left (i) or lower_right (i + S - T: KV-cache decoding)
+  causal_alignment alignment = causal_alignment::upper_left;
+  // 0 = heads; else heads % kv_heads == 0 and K, V have kv_heads heads: query head h uses K/V
+  // head h / (heads / kv_heads) (grouped-query attention; 1 = multi-query)
+  std::size_t kv_heads = 0;
+  // 0 = none; else the query at position p sees only keys j with p - window < j (and j <= p when
+  // causal): sliding-window (local) attention, as Mistral and ORT GroupQueryAttention's
+  // local_window_size
+  std::size_t window = 0;
+  // add m_h * (j - p) to head h's scaled scores, m_h = alibi_slopes(heads)[h]
+  bool alibi = false;
+  // additive float bias on the scaled scores: (T, S) for every head or (heads * T, S), head h's
+  // rows h*T .. h*T + T - 1; -inf = masked (the key is skipped)
+  std::optional<dynamic_matrix<T>> bias;
 };
 
 /// everything one call computes
@@ -209,27 +243,35 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   };
   const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("attention: heads must be at least 1");
+  const std::size_t HK = opt.kv_heads == 0 ? H : opt.kv_heads;
+  if (H % HK != 0)
+    throw shape_error("attention: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
+                      " key/value heads (kv_heads must divide heads)");
   // pass 1: the three projections, their tiles in one parallel_for
   detail::product_job<T> projections[3] = {detail::linear_job<T>(x, w.q, r.queries, "wq"),
                                            detail::linear_job<T>(context, w.k, r.keys, "wk"),
                                            detail::linear_job<T>(context, w.v, r.values, "wv")};
   detail::threaded_products(projections, pool);
   const std::size_t t_len = x.rows, s_len = context.rows;
-  const std::size_t dq = r.queries.cols(), dv = r.values.cols();
-  if (r.keys.cols() != dq)
-    throw shape_error("attention: wq is " + wshape(w.q) + " and wk is " + wshape(w.k) +
-                      " but queries and keys need the same width (" + std::to_string(dq) + " vs " +
-                      std::to_string(r.keys.cols()) + ")");
-  if (dq % H != 0 || dv % H != 0)
-    throw shape_error("attention: " + std::to_string(H) + " heads do not divide d_q = " +
-                      std::to_string(dq) + " and d_v = " + std::to_string(dv) + " evenly");
+  const std::size_t dq = r.queries.cols(), dkv = r.values.cols();
+  if (dq % H != 0 || dkv % HK != 0)
+    throw shape_error("attention: " + std::to_string(H) + " heads do not divide d_q = " + std::to_string(dq) +
+                      " or " + std::to_string(HK) + " key/value heads do not divide d_v = " +
+                      std::to_string(dkv) + " evenly");
+  const std::size_t dh = dq / H, dvh = dkv / HK, dv = H * dvh;  // dv: the concatenated heads
+  if (r.keys.cols() != HK * dh)
+    throw shape_error("attention: wq is " + wshape(w.q) + " and wk is " + wshape(w.k) + " but keys need " +
+                      std::to_string(HK) + " heads of d_q / heads = " + std::to_string(dh) + " columns (" +
+                      std::to_string(HK * dh) + " vs " + std::to_string(r.keys.cols()) + ")");
   if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != s_len))
     throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
                       shape_string(t_len, s_len) + " (x's rows by context's rows)");
+  if (opt.bias && !((opt.bias->rows() == t_len || opt.bias->rows() == H * t_len) && opt.bias->cols() == s_len))
+    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, s_len) +
+                      " or " + shape_string(H * t_len, s_len) + " (heads x queries by keys)");
   if (w.o && w.o->in_features() != dv)
     throw shape_error("attention: wo is " + wshape(*w.o) + " but the concatenated heads are " +
                       shape_string(t_len, dv));
-  const std::size_t dh = dq / H, dvh = dv / H;
   r.scale = opt.scale ? *opt.scale : default_scale<T>(dh);
   r.concat.resize(t_len, dv);
   const std::size_t keep = opt.keep_weights ? H : 0;
@@ -249,7 +291,22 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
     r.scores[h].resize(t_len, s_len);
     r.weights[h].resize(t_len, s_len);
   }
-  const attention_mask mask{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
+  attention_mask mask{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
+  mask.alignment = opt.alignment;
+  mask.window = opt.window;
+  mask = mask.resolved(t_len, s_len);
+  const std::vector<double> slopes = opt.alibi ? alibi_slopes(H) : std::vector<double>{};
+  // head h's mask: its ALiBi slope and its rows of the bias
+  const auto head_mask = [&](std::size_t h) {
+    attention_mask m = mask;
+    if (opt.alibi) m.alibi_slope = slopes[h];
+    if (opt.bias) {
+      const std::size_t r0 = opt.bias->rows() == t_len ? 0 : h * t_len;
+      m.set_bias(row_block(matrix_view<const T>(opt.bias->view()), r0, t_len));
+    }
+    return m;
+  };
+  const std::size_t group = H / HK;  // query heads per key/value head
   // a NaN or inf in the values: the kernels read a copy with them set to 0, and repair_rows
   // puts them back where a query attends to them (attention.hpp's header comment)
   const auto nonfinite = detail::nonfinite_values<T>::of(r.values.view());
@@ -260,18 +317,20 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   auto run = [&](std::size_t task) {
     const std::size_t h = task / blocks, b = task % blocks;
     const std::size_t i0 = b * qb, i1 = std::min(t_len, i0 + qb);
+    const std::size_t g = h / group;  // its key/value head
+    const attention_mask hm = head_mask(h);
     const auto q = column_block(matrix_view<const T>(r.queries.view()), h * dh, dh);
-    const auto k = column_block(matrix_view<const T>(r.keys.view()), h * dh, dh);
-    const auto v = column_block(values, h * dvh, dvh);
+    const auto k = column_block(matrix_view<const T>(r.keys.view()), g * dh, dh);
+    const auto v = column_block(values, g * dvh, dvh);
     const auto out = column_block(r.concat.view(), h * dvh, dvh);
     if (opt.keep_weights)
-      detail::attend_rows_materialised<T>(q, k, v, out, r.scale, mask, r.scores[h].view(),
+      detail::attend_rows_materialised<T>(q, k, v, out, r.scale, hm, r.scores[h].view(),
                                           r.weights[h].view(), i0, i1);
     else
-      detail::attend_rows_streaming<T>(q, k, v, out, r.scale, mask, i0, i1);
+      detail::attend_rows_streaming<T>(q, k, v, out, r.scale, hm, i0, i1);
     if (nonfinite)
-      detail::repair_rows<T>(q, k, column_block(matrix_view<const T>(r.values.view()), h * dvh, dvh), out,
-                             r.scale, mask, nonfinite->keys, i0, i1);
+      detail::repair_rows<T>(q, k, column_block(matrix_view<const T>(r.values.view()), g * dvh, dvh), out,
+                             r.scale, hm, nonfinite->keys, i0, i1);
   };
   const double work = double(H) * double(t_len) * double(s_len) * double(dh + dvh);
   if (t_len > 0) {
