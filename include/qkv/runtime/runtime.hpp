@@ -10,3 +10,5 @@
 #include "softmax.hpp"
 #include "target.hpp"
 #include "thread_pool.hpp"
+#include "half.hpp"
+#include "kv_cache.hpp"
