@@ -40,7 +40,7 @@ static_assert(causal.scores(0, 2) == 4);
 
 // a boolean mask with every key of a row disallowed gives weights 0 and context 0
 constexpr matrix<bool, 2, 2> allowed{{{true, false}, {false, false}}};
-static_assert(qkv::weights(qkv::masked(sc, allowed)) == matrix<double, 2, 2>{{{1, 0}, {0, 0}}});
+static_assert(qkv::softmax_rows(qkv::masked(sc, allowed)) == matrix<double, 2, 2>{{{1, 0}, {0, 0}}});
 
 // cross-attention: 3 queries over 2 keys gives (3, 2) weights and (3, d_v) context
 constexpr matrix<double, 2, 4> c{{{1, 1, 0, 0}, {0, 0, 1, 1}}};

@@ -201,12 +201,8 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t MR, std::size_t MC
   return out;
 }
 
-/// step 4, deprecated: write softmax_rows(scaled) (softmax.hpp), the one name for the softmax of
-/// the scores; `weights` is the name of the learner's variable. Kept so existing code compiles.
-template <class T, std::size_t Tq, std::size_t S>
-[[nodiscard]] constexpr matrix<T, Tq, S> weights(const matrix<T, Tq, S>& s) {
-  return softmax_rows(s);
-}
+// step 4 is softmax_rows(scaled) (softmax.hpp), the one name for the softmax of the scores:
+// qkv has no function named `weights`, the name of the learner's variable.
 
 /// @brief step 5, as tutorial 000 draws it: every value scaled by every query's weight for it.
 /// (T, S) weights and (S, d_v) values -> (S, T, d_v), element [j][i] = weights(i, j) * values[j]

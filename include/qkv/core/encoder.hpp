@@ -119,7 +119,7 @@ constexpr void encoder_self_attention(const matrix<T, N, D>& x, const encoder_la
       a.scaled_scores[h] = masked(a.scores[h], allowed);
     else
       a.scaled_scores[h] = a.scores[h];
-    a.weights[h] = weights(a.scaled_scores[h]);      // rows sum to 1 (0 for a fully masked row)
+    a.weights[h] = softmax_rows(a.scaled_scores[h]);  // rows sum to 1 (0 for a fully masked row)
     a.context[h] = attended_context(a.scaled_scores[h], a.weights[h], vh[h]);  // (T, d/H), masked keys skipped
   }
   // pass 3: heads side by side, then the output projection
