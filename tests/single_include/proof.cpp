@@ -25,8 +25,8 @@ static_assert(scores(0, 0) == 2 && scores(0, 1) == 4 && scores(0, 2) == 4);
 // 3-term sum adds 2u and the division u: within 5u relative of a weight < 1, 5 * 2^-53 =
 // 5.6e-16 < 1e-15
 constexpr auto weights = qkv::softmax_rows(scores);
-static_assert(qkv::check::near(weights(0, 0), 0.063378938333037621, 1e-15));
-static_assert(qkv::check::near(weights(0, 1), 0.46831053083348118, 1e-15));
+static_assert(qkv::proven<qkv::check::near(weights(0, 0), 0.063378938333037621, 1e-15)>);
+static_assert(qkv::proven<qkv::check::near(weights(0, 1), 0.46831053083348118, 1e-15)>);
 
 int main() {
   std::printf("qkv single header: keys(1) = [%g, %g, %g], weights(0, 0) = %.17g, proven at compile time\n",

@@ -46,7 +46,7 @@ static_assert(qkv::softmax_rows(qkv::masked(sc, allowed)) == matrix<double, 2, 2
 constexpr matrix<double, 2, 4> c{{{1, 1, 0, 0}, {0, 0, 1, 1}}};
 constexpr auto cross = qkv::cross_attention(x, c, w_out_in, w_out_in, w_out_in, qkv::out_in);
 static_assert(cross.weights.rows() == 3 && cross.weights.cols() == 2 && cross.context.cols() == 3);
-static_assert(check::near(qkv::row_sums(cross.weights), matrix<double, 3, 1>{{{1}, {1}, {1}}}, 4e-16));
+static_assert(qkv::proven<check::near(qkv::row_sums(cross.weights), matrix<double, 3, 1>{{{1}, {1}, {1}}}, 4e-16)>);
 
 // weighted values summed over their first index are the context, to the bit
 constexpr auto self = qkv::self_attention(x, w_out_in, w_out_in, w_out_in, qkv::out_in);

@@ -24,11 +24,11 @@ static_assert(qkv::detail::to_bits(qkv::relu(-0.0)) == 0);
 // gelu(0) = 0; gelu(1) = 1/2 (1 + erf(1/sqrt 2)) = 1/2 (1 + 0.6826894921370859) = 0.8413447460685429
 // (the normal CDF at 1); gelu(-1) = -1/2 (1 - 0.6826894921370859) = -0.15865525393145707
 static_assert(qkv::gelu(0.0) == 0.0);
-static_assert(check::near(qkv::gelu(1.0), 0.8413447460685429, 2e-16));
-static_assert(check::near(qkv::gelu(-1.0), -0.15865525393145707, 1e-16));
+static_assert(qkv::proven<check::near(qkv::gelu(1.0), 0.8413447460685429, 2e-16)>);
+static_assert(qkv::proven<check::near(qkv::gelu(-1.0), -0.15865525393145707, 1e-16)>);
 // gelu(x) -> x for large x (erf -> 1) and -> 0 for very negative x
 static_assert(qkv::gelu(10.0) == 10.0 && qkv::gelu(-10.0) > -1e-20);
-static_assert(check::near(qkv::gelu(1.0f), 0.84134475f, 6e-8f));
+static_assert(qkv::proven<check::near(qkv::gelu(1.0f), 0.84134475f, 6e-8f)>);
 
 // --- LayerNorm: the biased variance -----------------------------------------------------------
 
@@ -37,14 +37,14 @@ static_assert(check::near(qkv::gelu(1.0f), 0.84134475f, 6e-8f));
 // normalized = deviations / sqrt(1.25) = [-1.3416407864998738, -0.4472135954999579, ...]
 constexpr auto ln = qkv::layer_norm_steps(matrix<double, 1, 4>{{{1, 2, 3, 4}}}, qkv::layer_norm_parameters<double, 4>{}, 0.0);
 static_assert(ln.mean(0, 0) == 2.5 && ln.variance(0, 0) == 1.25);
-static_assert(check::near(ln.output, matrix<double, 1, 4>{{{-1.3416407864998738, -0.4472135954999579,
-                                                            0.4472135954999579, 1.3416407864998738}}}, 2e-16));
+static_assert(qkv::proven<check::near(ln.output, matrix<double, 1, 4>{{{-1.3416407864998738, -0.4472135954999579,
+                                                                        0.4472135954999579, 1.3416407864998738}}}, 2e-16)>);
 // affine: weight [2, 2, 2, 2], bias [1, 1, 1, 1] gives 2 n + 1; with the default eps 1e-5,
 // n_0 = -1.5 / sqrt(1.25 + 1e-5) = -1.5 / 1.1180384609... = -1.3416354199689269, so
 // 2 n_0 + 1 = -1.6832708399378538 (eps moved it by about eps / (2 var) = 4e-6 relative)
 constexpr qkv::layer_norm_parameters<double, 4> affine{qkv::filled<double, 1, 4>(2), qkv::filled<double, 1, 4>(1)};
-static_assert(check::near(qkv::layer_norm(matrix<double, 1, 4>{{{1, 2, 3, 4}}}, affine)(0, 0),
-                          -1.6832708399378538, 1e-15));
+static_assert(qkv::proven<check::near(qkv::layer_norm(matrix<double, 1, 4>{{{1, 2, 3, 4}}}, affine)(0, 0),
+                                      -1.6832708399378538, 1e-15)>);
 // a constant row has variance 0: normalized 0 (not NaN), thanks to eps
 static_assert(qkv::layer_norm(matrix<double, 1, 3>{{{7, 7, 7}}}) == matrix<double, 1, 3>{});
 
@@ -70,7 +70,7 @@ constexpr matrix<double, 2, 2> hx{{{1, -1}, {3, 1}}};
 constexpr qkv::encoder_options<double> pre_relu{qkv::activation::relu, true, 0.0, false};
 constexpr auto pre = qkv::encoder_layer_steps(hx, hand_layer, pre_relu);
 static_assert(pre.attention_input == matrix<double, 2, 2>{{{1, -1}, {1, -1}}});
-static_assert(check::near(pre.attention.scores(0, 0, 1), 1.4142135623730951, 3e-16));
+static_assert(qkv::proven<check::near(pre.attention.scores(0, 0, 1), 1.4142135623730951, 3e-16)>);
 static_assert(pre.attention.weights[0] == matrix<double, 2, 2>{{{0.5, 0.5}, {0.5, 0.5}}});
 static_assert(pre.hidden == matrix<double, 2, 2>{{{2, 1}, {4, 3}}});
 static_assert(pre.output == matrix<double, 2, 2>{{{3, 1}, {5, 3}}});
@@ -78,8 +78,8 @@ static_assert(pre.output == matrix<double, 2, 2>{{{3, 1}, {5, 3}}});
 // the same with gelu: ff = [gelu(1), gelu(-1)] = [0.8413447460685429, -0.15865525393145707];
 // out = h + ff = [[2.8413447460685429, 0.8413447460685429], [4.841344746068543, 2.841344746068543]]
 constexpr auto pre_gelu = qkv::encoder_layer(hx, hand_layer, {qkv::activation::gelu, true, 0.0, false});
-static_assert(check::near(pre_gelu, matrix<double, 2, 2>{{{2.8413447460685429, 0.8413447460685429},
-                                                         {4.841344746068543, 2.841344746068543}}}, 1e-15));
+static_assert(qkv::proven<check::near(pre_gelu, matrix<double, 2, 2>{{{2.8413447460685429, 0.8413447460685429},
+                                                                     {4.841344746068543, 2.841344746068543}}}, 1e-15)>);
 
 // causal: query 0 sees key 0 only (weight 1); padding key 1: both queries see key 0 only
 static_assert(qkv::encoder_layer_steps(hx, hand_layer, {qkv::activation::relu, true, 0.0, true}).attention.weights[0] ==
@@ -108,7 +108,7 @@ constexpr auto post = qkv::encoder_layer_steps(hx, hand_layer, {qkv::activation:
 static_assert(post.first_sum == matrix<double, 2, 2>{{{2, 1}, {4, 3}}});
 static_assert(post.hidden == matrix<double, 2, 2>{{{1, -1}, {1, -1}}});
 static_assert(post.second_sum == matrix<double, 2, 2>{{{2, -1}, {2, -1}}});
-static_assert(check::near(post.output, matrix<double, 2, 2>{{{1, -1}, {1, -1}}}, 3e-16));
+static_assert(qkv::proven<check::near(post.output, matrix<double, 2, 2>{{{1, -1}, {1, -1}}}, 3e-16)>);
 
 // a stack of two copies (nn.TransformerEncoder clones its layer), pre-norm: layer 2 takes
 // [[3, 1], [5, 3]]; norm1: [1, -1] on both rows, sa [1, 2], h = [[4, 3], [6, 5]], norm2 [1, -1],

@@ -27,8 +27,8 @@ static_assert(qkv::transposed(xt) == x);
 // [1,0,1,0] . columns of w_key = [0+0+0+0, 0+0+1+0, 1+0+0+0] = [0, 1, 1]
 // [0,2,0,2] . ...              = [0+2+0+2, 0+2+0+2, 0+0+0+0] = [4, 4, 0]
 // [1,1,1,1] . ...              = [0+1+0+1, 0+1+1+1, 1+0+0+0] = [2, 3, 1]
-static_assert(check::equal(qkv::matrix_product(x, w_key),
-                           matrix<double, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}}));
+static_assert(qkv::proven<check::equal(qkv::matrix_product(x, w_key),
+                                       matrix<double, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}})>);
 // a bᵀ without the transpose equals the product with it
 static_assert(qkv::matrix_product_transposed(x, x) == qkv::matrix_product(x, qkv::transposed(x)));
 // (1, 4) . (4, 1): 1*1 + 0*0 + 1*1 + 0*0 = 2
@@ -73,7 +73,7 @@ static_assert(!(point3 == matrix<double, 1, 1>{{{0.3}}}));
 static_assert(qkv::approx_equal(point3, matrix<double, 1, 1>{{{0.3}}}, 1e-15));
 static_assert(!qkv::approx_equal(point3, matrix<double, 1, 1>{{{0.3}}}, 1e-17));
 static_assert(qkv::max_abs_difference(x, x) == 0);
-static_assert(check::near(0.1 + 0.2, 0.3, 1e-15));
+static_assert(qkv::proven<check::near(0.1 + 0.2, 0.3, 1e-15)>);
 
 // --- what must not compile: shapes that do not fit (the messages are checked by tests/compile_fail)
 template <class A, class B>

@@ -176,14 +176,14 @@ static_assert(!constant_expression<decltype([] { return q128(3, 4) / 0; })>);
 // [1,0,1,0] W_key = [0, 1, 1]; [0,2,0,2] W_key = [4, 4, 0]; [1,1,1,1] W_key = [2, 3, 1]
 constexpr matrix<q128, 3, 4> x{{{1, 0, 1, 0}, {0, 2, 0, 2}, {1, 1, 1, 1}}};
 constexpr matrix<q128, 4, 3> w_key{{{0, 0, 1}, {1, 1, 0}, {0, 1, 0}, {1, 1, 0}}};
-static_assert(check::equal(qkv::matrix_product(x, w_key), matrix<q128, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}}));
+static_assert(qkv::proven<check::equal(qkv::matrix_product(x, w_key), matrix<q128, 3, 3>{{{0, 1, 1}, {4, 4, 0}, {2, 3, 1}}})>);
 // a third of the keys, scaled back: exact, so (k / 3) * 3 == k with no tolerance
 static_assert(qkv::scaled(q128(3), qkv::divided(qkv::matrix_product(x, w_key), q128(3))) ==
               qkv::matrix_product(x, w_key));
 // [0.9, 0.1] [[1, 2], [3, 4]] = [0.9 + 0.3, 1.8 + 0.4] = [6/5, 11/5]
-static_assert(check::equal(qkv::matrix_product(matrix<r64, 1, 2>{{{r64::decimal("0.9"), r64::decimal("0.1")}}},
-                                               matrix<r64, 2, 2>{{{1, 2}, {3, 4}}}),
-                           matrix<r64, 1, 2>{{{r64(6, 5), r64(11, 5)}}}));
+static_assert(qkv::proven<check::equal(qkv::matrix_product(matrix<r64, 1, 2>{{{r64::decimal("0.9"), r64::decimal("0.1")}}},
+                                                           matrix<r64, 2, 2>{{{1, 2}, {3, 4}}}),
+                                       matrix<r64, 1, 2>{{{r64(6, 5), r64(11, 5)}}})>);
 // magnitude (used by approx_equal) and matrix_cast to float work through the rational's operators
 static_assert(qkv::magnitude(r64(-1, 3)) == r64(1, 3));
 static_assert(qkv::matrix_cast<float>(matrix<r64, 1, 2>{{{r64(39, 5), r64(3, 10)}}}) ==

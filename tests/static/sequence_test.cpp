@@ -51,11 +51,11 @@ static_assert(qkv::sinusoidal_positional_encoding<double, 1, 4>() == matrix<doub
 // position 1, d = 4: frequencies 10000^0 = 1 and 10000^(-2/4) = 0.01:
 //   [sin 1, cos 1, sin 0.01, cos 0.01] = [0.8414709848078965, 0.5403023058681398, 0.009999833334166664, 0.9999500004166653]
 constexpr auto pe = qkv::sinusoidal_positional_encoding<double, 2, 4>();
-static_assert(check::near(qkv::row(pe, 1), matrix<double, 1, 4>{{{0.8414709848078965, 0.5403023058681398,
-                                                                  0.009999833334166664, 0.9999500004166653}}}, 2e-16));
+static_assert(qkv::proven<check::near(qkv::row(pe, 1), matrix<double, 1, 4>{{{0.8414709848078965, 0.5403023058681398,
+                                                                              0.009999833334166664, 0.9999500004166653}}}, 2e-16)>);
 // from position 1: the same row as the second row of the encoding from 0
 static_assert(qkv::sinusoidal_positional_encoding<double, 1, 4>(1) == qkv::row(pe, 1));
 // every pair is a point on the unit circle: sin^2 + cos^2 = 1
-static_assert(check::near(pe(1, 2) * pe(1, 2) + pe(1, 3) * pe(1, 3), 1.0, 4e-16));
+static_assert(qkv::proven<check::near(pe(1, 2) * pe(1, 2) + pe(1, 3) * pe(1, 3), 1.0, 4e-16)>);
 
 }  // namespace

@@ -12,21 +12,21 @@ namespace check = qkv::check;
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 // softmax of equal logits is uniform: exp(0) / (3 exp(0)) = 1/3 for each
-static_assert(check::near(qkv::softmax_rows(matrix<double, 1, 3>{{{5, 5, 5}}}),
-                          matrix<double, 1, 3>{{{1.0 / 3, 1.0 / 3, 1.0 / 3}}}, 1e-16));
+static_assert(qkv::proven<check::near(qkv::softmax_rows(matrix<double, 1, 3>{{{5, 5, 5}}}),
+                                      matrix<double, 1, 3>{{{1.0 / 3, 1.0 / 3, 1.0 / 3}}}, 1e-16)>);
 
 // softmax([0, ln 3]) = [1, 3] / 4 = [0.25, 0.75]
-static_assert(check::near(qkv::softmax_rows(matrix<double, 1, 2>{{{0, 1.0986122886681098}}}),
-                          matrix<double, 1, 2>{{{0.25, 0.75}}}, 1e-15));
+static_assert(qkv::proven<check::near(qkv::softmax_rows(matrix<double, 1, 2>{{{0, 1.0986122886681098}}}),
+                                      matrix<double, 1, 2>{{{0.25, 0.75}}}, 1e-15)>);
 
 // shifting every score by the same amount changes nothing: softmax(x + c) = softmax(x)
 constexpr matrix<double, 2, 3> s{{{1, 2, 3}, {-4, 0, 4}}};
 static_assert(qkv::approx_equal(qkv::softmax_rows(s), qkv::softmax_rows(s + qkv::filled<double, 2, 3>(100)), 1e-15));
 
 // rows, columns, all: each row / each column / everything sums to 1
-static_assert(check::near(qkv::row_sums(qkv::softmax_rows(s)), matrix<double, 2, 1>{{{1}, {1}}}, 4e-16));
-static_assert(check::near(qkv::column_sums(qkv::softmax_columns(s)), matrix<double, 1, 3>{{{1, 1, 1}}}, 4e-16));
-static_assert(check::near(qkv::sum(qkv::softmax_all(s)), 1.0, 1e-15));
+static_assert(qkv::proven<check::near(qkv::row_sums(qkv::softmax_rows(s)), matrix<double, 2, 1>{{{1}, {1}}}, 4e-16)>);
+static_assert(qkv::proven<check::near(qkv::column_sums(qkv::softmax_columns(s)), matrix<double, 1, 3>{{{1, 1, 1}}}, 4e-16)>);
+static_assert(qkv::proven<check::near(qkv::sum(qkv::softmax_all(s)), 1.0, 1e-15)>);
 // softmax over columns is softmax over the rows of the transpose
 static_assert(qkv::softmax_columns(s) == qkv::transposed(qkv::softmax_rows(qkv::transposed(s))));
 

@@ -73,7 +73,7 @@ constexpr auto embedding_001 = [] {
 static_assert(same_bits(embedding_001.v, ref::t001_embedding_weight));
 // hand check of the first element: u1 = 1 - 0.29611194 (draw 1), u2 = draw 9's low 24 bits; the
 // printed tutorial value is 0.3374 (tensor([[ 0.3374, -0.1778, ...)
-static_assert(check::near(embedding_001(0, 0), 0.3374f, 0.00005f));
+static_assert(qkv::proven<check::near(embedding_001(0, 0), 0.3374f, 0.00005f)>);
 
 // --- 001: the weights, in the notebook's order after the second manual_seed(123) ---------------
 constexpr generator after_seed_123{123};
@@ -203,6 +203,6 @@ static_assert([] {
          p.out_proj_bias == qkv::matrix<float, 1, 8>{} && p.in_proj_bias == qkv::matrix<float, 1, 24>{};
 }());
 // xavier_uniform_ bound for (24, 16): sqrt(3) sqrt(2 / 40) = sqrt(0.15) = 0.3872983346207417
-static_assert(check::near(qkv::torch::detail::xavier_uniform_bound(16, 24, 1.0), 0.3872983346207417, 1e-16));
+static_assert(qkv::proven<check::near(qkv::torch::detail::xavier_uniform_bound(16, 24, 1.0), 0.3872983346207417, 1e-16)>);
 
 }  // namespace
