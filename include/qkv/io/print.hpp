@@ -100,20 +100,31 @@ inline std::string shortest(float x) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// torch_str's body for every shape: rows x cols values as doubles (one copy of this code in a
+/// program, whatever the shapes printed; the templates below only convert)
+inline std::string torch_matrix(const std::vector<double>& all, std::size_t rows, std::size_t cols,
+                                bool as_vector) {
+  const torch_formatter f(all);
+  if (as_vector) return "tensor(" + torch_vector(all, 0, rows * cols, 7, f) + ")";
+  std::string s = "tensor([";
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (i > 0) s += ",\n        ";
+    s += torch_vector(all, i * cols, cols, 8, f);
+  }
+  return s + "])";
+}
+
+}  // namespace detail
+
 /// @brief a tensor as PyTorch prints it: torch_str(m) == "tensor([[0., 1., 1.],\n        [...]])"
 /// A (1, n) or (n, 1) matrix is printed as 2-d; pass as_vector = true for a 1-d tensor.
 template <class T, std::size_t R, std::size_t C>
 [[nodiscard]] std::string torch_str(const matrix<T, R, C>& m, bool as_vector = false) {
-  std::vector<double> all(m.v, m.v + R * C);
+  std::vector<double> all(R * C);
   for (std::size_t k = 0; k < R * C; ++k) all[k] = static_cast<double>(m.v[k]);
-  const detail::torch_formatter f(all);
-  if (as_vector) return "tensor(" + detail::torch_vector(all, 0, R * C, 7, f) + ")";
-  std::string s = "tensor([";
-  for (std::size_t i = 0; i < R; ++i) {
-    if (i > 0) s += ",\n        ";
-    s += detail::torch_vector(all, i * C, C, 8, f);
-  }
-  return s + "])";
+  return detail::torch_matrix(all, R, C, as_vector);
 }
 
 /// @brief a 3-d tensor as PyTorch prints it (blocks separated by a blank line)
