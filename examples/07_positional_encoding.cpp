@@ -11,6 +11,7 @@
 // time at a realistic size (2048 positions x 512 dimensions).
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstddef>
 #include <cstdio>
 #include <iostream>
@@ -97,6 +98,26 @@ inline std::string num(double v, const char* fmt = "%.6g") {
   return buf;
 }
 
+/// appends printf-style text to s: one call per SVG element (a chain of std::string + would
+/// cost more to compile than the rest of this example's run-time code together)
+[[gnu::format(printf, 2, 3)]] inline void add(std::string& s, const char* format, ...) {
+  char buf[256];
+  std::va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(buf, sizeof buf, format, args);
+  if (n >= 0 && std::size_t(n) < sizeof buf) {
+    s += buf;
+  } else if (n > 0) {  // longer than the buffer: format again in place
+    const std::size_t at = s.size();
+    s.resize(at + std::size_t(n) + 1);
+    std::vsnprintf(s.data() + at, std::size_t(n) + 1, format, again);
+    s.resize(at + std::size_t(n));
+  }
+  va_end(again);
+  va_end(args);
+}
+
 /// a small self-contained line plot: series[s][x] over x = 0 .. n-1
 inline std::string line_plot_svg(const std::vector<std::vector<double>>& series, const std::vector<std::string>& names,
                                  const std::string& title) {
@@ -106,36 +127,34 @@ inline std::string line_plot_svg(const std::vector<std::vector<double>>& series,
   const char* colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
   auto px = [&](double x) { return left + pw * x / double(n > 1 ? n - 1 : 1); };
   auto py = [&](double y) { return top + ph * (1.0 - (y + 1.0) / 2.0); };  // y in [-1, 1]
-  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w) + "\" height=\"" + num(h) +
-                  "\" viewBox=\"0 0 " + num(w) + " " + num(h) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  std::string s;
+  add(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.6g\" height=\"%.6g\" viewBox=\"0 0 %.6g %.6g\" "
+         "font-family=\"sans-serif\" font-size=\"12\">\n", w, h, w, h);
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s += "<text x=\"" + num(left + pw / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" +
-       qkv::io::xml_escape(title) + "</text>\n";
+  add(s, "<text x=\"%.6g\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">%s</text>\n", left + pw / 2,
+      qkv::io::xml_escape(title).c_str());
   // axes, grid and ticks
   for (double y : {-1.0, -0.5, 0.0, 0.5, 1.0}) {
-    s += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(y)) + "\" x2=\"" + num(left + pw) + "\" y2=\"" + num(py(y)) +
-         "\" stroke=\"#dddddd\"/>\n";
-    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(py(y) + 4) + "\" text-anchor=\"end\">" + num(y) + "</text>\n";
+    add(s, "<line x1=\"%.6g\" y1=\"%.6g\" x2=\"%.6g\" y2=\"%.6g\" stroke=\"#dddddd\"/>\n", left, py(y), left + pw, py(y));
+    add(s, "<text x=\"%.6g\" y=\"%.6g\" text-anchor=\"end\">%.6g</text>\n", left - 8, py(y) + 4, y);
   }
   for (std::size_t x = 0; x < n; x += 10) {
-    s += "<line x1=\"" + num(px(double(x))) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(px(double(x))) + "\" y2=\"" +
-         num(top + ph + 5) + "\" stroke=\"black\"/>\n";
-    s += "<text x=\"" + num(px(double(x))) + "\" y=\"" + num(top + ph + 20) + "\" text-anchor=\"middle\">" +
-         std::to_string(x) + "</text>\n";
+    add(s, "<line x1=\"%.6g\" y1=\"%.6g\" x2=\"%.6g\" y2=\"%.6g\" stroke=\"black\"/>\n", px(double(x)), top + ph,
+        px(double(x)), top + ph + 5);
+    add(s, "<text x=\"%.6g\" y=\"%.6g\" text-anchor=\"middle\">%zu</text>\n", px(double(x)), top + ph + 20, x);
   }
-  s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) +
-       "\" fill=\"none\" stroke=\"black\"/>\n";
-  s += "<text x=\"" + num(left + pw / 2) + "\" y=\"" + num(h - 10) + "\" text-anchor=\"middle\">position</text>\n";
+  add(s, "<rect x=\"%.6g\" y=\"%.6g\" width=\"%.6g\" height=\"%.6g\" fill=\"none\" stroke=\"black\"/>\n", left, top, pw, ph);
+  add(s, "<text x=\"%.6g\" y=\"%.6g\" text-anchor=\"middle\">position</text>\n", left + pw / 2, h - 10);
   // one polyline per series, and its legend entry
   for (std::size_t k = 0; k < series.size(); ++k) {
     const char* c = colours[k % 6];
-    s += "<polyline fill=\"none\" stroke=\"" + std::string(c) + "\" stroke-width=\"1.5\" points=\"";
-    for (std::size_t x = 0; x < n; ++x) s += (x ? " " : "") + num(px(double(x)), "%.2f") + "," + num(py(series[k][x]), "%.2f");
+    add(s, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", c);
+    for (std::size_t x = 0; x < n; ++x) add(s, "%s%.2f,%.2f", x ? " " : "", px(double(x)), py(series[k][x]));
     s += "\"/>\n";
     const double ly = top + 10 + 20 * double(k);
-    s += "<line x1=\"" + num(left + pw + 15) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(left + pw + 40) + "\" y2=\"" +
-         num(ly) + "\" stroke=\"" + c + "\" stroke-width=\"2\"/>\n";
-    s += "<text x=\"" + num(left + pw + 46) + "\" y=\"" + num(ly + 4) + "\">" + qkv::io::xml_escape(names[k]) + "</text>\n";
+    add(s, "<line x1=\"%.6g\" y1=\"%.6g\" x2=\"%.6g\" y2=\"%.6g\" stroke=\"%s\" stroke-width=\"2\"/>\n", left + pw + 15, ly,
+        left + pw + 40, ly, c);
+    add(s, "<text x=\"%.6g\" y=\"%.6g\">%s</text>\n", left + pw + 46, ly + 4, qkv::io::xml_escape(names[k]).c_str());
   }
   return s + "</svg>\n";
 }
