@@ -13,7 +13,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/runtime/runtime.hpp>
@@ -171,6 +173,41 @@ TEST_CASE("heads split the columns as attention() does, the (T, S) steps stacked
   CHECK(s.weights.empty());
   CHECK(s.scaled_scores.empty());
   CHECK(s.context.shape() == "5x4");
+}
+
+TEST_CASE("the weights are exactly the row softmax of the scaled scores, whatever masks and biases are given") {
+  // scaled_scores is rebuilt outside the kernels (scale * score, then attention.hpp's mask step):
+  // if it differed from what the kernels softmax, some row would differ here
+  const auto x6 = qkv::testing::random_matrix<float>(6, 4, 21);
+  const auto w6 = qkv::testing::random_matrix<float>(4, 4, 22);
+  rt::dynamic_matrix<float> bias = qkv::testing::random_matrix<float>(12, 6, 23);  // (heads T, S)
+  bias(3, 1) = -std::numeric_limits<float>::infinity();  // head 0, query 3: key 1 masked by the bias
+  rt::mask_matrix allowed(6, 6);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 6; ++j) allowed(i, j) = (i + j) % 5 != 0;
+  std::vector<rt::attention_options<float>> cases(5);
+  cases[0].causal = true;
+  cases[1].allowed = allowed;
+  cases[2] = {.heads = 2, .causal = true, .window = 2};
+  cases[3] = {.heads = 2, .causal = true, .alibi = true};
+  cases[4] = {.heads = 2, .scale = 0.25f, .bias = bias};
+  for (const auto& opt : cases) {
+    const auto r = rt::self_attention(x6, w6, w6, w6, rt::in_out, opt);
+    REQUIRE(r.scaled_scores.rows() == opt.heads * 6);
+    const auto w = rt::softmax_rows(r.scaled_scores, nullptr);
+    for (std::size_t i = 0; i < w.rows(); ++i)
+      for (std::size_t j = 0; j < w.cols(); ++j) {
+        INFO("heads " << opt.heads << ", row " << i << ", key " << j);
+        CHECK(w(i, j) == r.weights(i, j));
+        if (r.scaled_scores(i, j) == -std::numeric_limits<float>::infinity()) CHECK(r.weights(i, j) == 0.0f);
+      }
+  }
+  // the window and the bias did mask: query 5 of a window of 2 sees keys 4 and 5 only
+  const auto win = rt::self_attention(x6, w6, w6, w6, rt::in_out, cases[2]);
+  CHECK(win.scaled_scores(5, 3) == -std::numeric_limits<float>::infinity());
+  CHECK(win.scaled_scores(5, 4) != -std::numeric_limits<float>::infinity());
+  const auto bi = rt::self_attention(x6, w6, w6, w6, rt::in_out, cases[4]);
+  CHECK(bi.weights(3, 1) == 0.0f);
 }
 
 TEST_CASE("a shape mismatch in the core's call shape throws shape_error naming both shapes") {

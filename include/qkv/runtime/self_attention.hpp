@@ -25,18 +25,16 @@
 // runtime_self_attention_test.cpp; exact inputs, e.g. small integers, agree bit for bit up to the
 // scores). Neither default is changed: each is what its tutorials and PyTorch kernels do, and the
 // core's proven numbers rest on the division.
-// scaled_scores is rebuilt from the raw scores as the kernels compute it (scale * score, rounded
-// once; -inf for a key masked by .causal or .allowed). Options that add to the scaled scores or
-// mask in other ways (window, alibi, bias, a lower-right alignment with T != S, where the
-// runtime's options have them) are not rebuilt: scaled_scores is then left 0 x 0.
+// scaled_scores is rebuilt from the raw scores as the kernels compute them: scale * score
+// rounded once, then attention.hpp's mask_scores step (bias, ALiBi, -inf where causal, allowed,
+// the window or a -inf bias masks the key), with each head's mask built as attention() builds
+// it; so the weights are exactly the row softmax of the scaled scores (tested).
 // g++ -Wextra warns (-Wmissing-field-initializers) on {.causal = true} for the runtime's
-// options while their optional fields have no `= std::nullopt`: a one-line change in
-// multihead.hpp, whose owner is told (docs/reference.md, runtime/self_attention.hpp).
+// options while their std::optional fields have no `= std::nullopt` (runtime/multihead.hpp).
 // @throws shape_error naming both shapes, as attention() does
 #pragma once
 
 #include <cstddef>
-#include <limits>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -98,18 +96,18 @@ template <class T>
   return out;
 }
 
-/// true when scaled_scores can be rebuilt from the raw scores, scale, causal and allowed:
-/// none of the options that change the scaled scores otherwise is set
+/// head h's mask as attention() (multihead.hpp) builds it: causal, allowed, alignment and window
+/// for every head, head h's ALiBi slope and its rows of the bias
 template <class T>
-[[nodiscard]] bool scaled_scores_rebuildable(const attention_options<T>& o, std::size_t t_len,
-                                             std::size_t s_len) {
-  bool plain = true;
-  if constexpr (requires { o.window; }) plain = plain && o.window == 0;
-  if constexpr (requires { o.alibi; }) plain = plain && !o.alibi;
-  if constexpr (requires { o.bias; }) plain = plain && !o.bias;
-  if constexpr (requires { o.alignment; })
-    plain = plain && (t_len == s_len || o.alignment == std::remove_cvref_t<decltype(o.alignment)>{});
-  return plain;
+[[nodiscard]] attention_mask head_mask(const attention_options<T>& o, std::size_t h, std::size_t heads,
+                                       std::size_t t_len, std::size_t s_len) {
+  attention_mask m{o.causal, o.allowed ? &*o.allowed : nullptr};
+  m.alignment = o.alignment;
+  m.window = o.window;
+  m = m.resolved(t_len, s_len);
+  if (o.alibi) m.alibi_slope = alibi_slopes(heads)[h];
+  if (o.bias) m.set_bias(row_block(matrix_view<const T>(o.bias->view()), o.bias->rows() == t_len ? 0 : h * t_len, t_len));
+  return m;
 }
 
 }  // namespace detail
@@ -134,18 +132,18 @@ template <qkv::weight_layout L, class T>
   }
   attention_steps<T> a;
   a.scale = r.scale;
-  // scaled scores as the kernels compute them: scale * score rounded once, -inf where masked
-  if (!r.scores.empty() && detail::scaled_scores_rebuildable(options, r.queries.rows(), r.keys.rows())) {
-    const T ninf = -std::numeric_limits<T>::infinity();
+  // scaled scores as the kernels compute them: scale * score rounded once, then the mask step
+  if (!r.scores.empty()) {
     std::vector<dynamic_matrix<T>> scaled(r.scores.size());
     for (std::size_t h = 0; h < r.scores.size(); ++h) {
       const auto& s = r.scores[h];
+      const attention_mask m = detail::head_mask(options, h, r.scores.size(), s.rows(), s.cols());
       scaled[h].resize(s.rows(), s.cols());
-      for (std::size_t i = 0; i < s.rows(); ++i)
-        for (std::size_t j = 0; j < s.cols(); ++j) {
-          const bool ok = (!options.causal || j <= i) && (!options.allowed || (*options.allowed)(i, j));
-          scaled[h](i, j) = ok ? T(s(i, j) * r.scale) : ninf;
-        }
+      for (std::size_t i = 0; i < s.rows(); ++i) {
+        T* row = &scaled[h](i, 0);
+        for (std::size_t j = 0; j < s.cols(); ++j) row[j] = T(s(i, j) * r.scale);
+        detail::mask_scores(row, 0, s.cols(), m, i, s.cols());
+      }
     }
     a.scaled_scores = detail::stacked(scaled);
   }
