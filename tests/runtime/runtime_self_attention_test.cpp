@@ -210,6 +210,20 @@ TEST_CASE("the weights are exactly the row softmax of the scaled scores, whateve
   CHECK(bi.weights(3, 1) == 0.0f);
 }
 
+TEST_CASE("cross-attention over no keys gives (T, 0) steps and a zero context, as attention() does") {
+  // a query with no key to attend to has weights 0 and output 0 (runtime/attention.hpp)
+  const auto x3 = qkv::testing::random_matrix<float>(3, 4, 31);
+  const rt::dynamic_matrix<float> none(0, 4);
+  const auto w4 = qkv::testing::random_matrix<float>(4, 4, 32);
+  const auto r = rt::cross_attention(x3, none, w4, w4, w4, rt::in_out, {.causal = true});
+  CHECK(r.scores.shape() == "3x0");
+  CHECK(r.scaled_scores.shape() == "3x0");
+  CHECK(r.weights.shape() == "3x0");
+  REQUIRE(r.context.shape() == "3x4");
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) CHECK(r.context(i, j) == 0.0f);
+}
+
 TEST_CASE("a shape mismatch in the core's call shape throws shape_error naming both shapes") {
   const auto x4 = qkv::testing::random_matrix<float>(3, 4, 1);
   const auto w3 = qkv::testing::random_matrix<float>(3, 3, 2);

@@ -140,7 +140,7 @@ template <qkv::weight_layout L, class T>
       const attention_mask m = detail::head_mask(options, h, r.scores.size(), s.rows(), s.cols());
       scaled[h].resize(s.rows(), s.cols());
       for (std::size_t i = 0; i < s.rows(); ++i) {
-        T* row = &scaled[h](i, 0);
+        T* row = scaled[h].data() + i * s.cols();  // (no element access: S may be 0)
         for (std::size_t j = 0; j < s.cols(); ++j) row[j] = T(s(i, j) * r.scale);
         detail::mask_scores(row, 0, s.cols(), m, i, s.cols());
       }
