@@ -214,6 +214,16 @@ template <storage_type S>
   if constexpr (std::is_same_v<S, float>) {
     return V(p, stdx::element_aligned);
   } else if constexpr (std::is_same_v<S, bfloat16>) {
+#if defined(__AVX512F__)
+    if constexpr (lanes<float> == 16)  // 16 halves zero-extended to 32 bits, shifted up
+      return V(_mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16)));
+#endif
+#if defined(__AVX2__)
+    if constexpr (lanes<float> == 8)
+      return V(_mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16)));
+#endif
     using U16 = stdx::rebind_simd_t<std::uint16_t, V>;
     using U32 = stdx::rebind_simd_t<std::uint32_t, V>;
     static_assert(sizeof(bfloat16) == sizeof(std::uint16_t));
