@@ -240,7 +240,7 @@ template <storage_type S>
 
 /// per-thread space of decode_attend: scores (group x keys) and output accumulators
 struct decode_space {
-  aligned_vector<float> scores, acc;
+  aligned_vector<float> scores, acc, sums;
   static decode_space& get() {
     thread_local decode_space s;
     return s;
@@ -299,8 +299,10 @@ void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<cons
     const std::size_t stride = (n + W - 1) / W * W;
     space.scores.resize(group * stride);
     space.acc.resize(group * dv);
+    space.sums.resize(group);
     float* sc = space.scores.data();
     float* acc = space.acc.data();
+    float* l = space.sums.data();
     const auto k = cache.keys(layer, g), v = cache.values(layer, g);
     const matrix_view<const float> qg{q.data + g * group * dk, 1, group * dk, group * dk, 1};
     for (std::size_t h0 = 0; h0 < group; h0 += 4)
@@ -308,7 +310,6 @@ void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<cons
         detail::decode_scores<decltype(count)::value>(qg, h0, k, first, scale, sc, stride);
       });
     bool finite = true;
-    std::vector<float> l(group);
     for (std::size_t t = 0; t < group; ++t) {
       float* st = sc + t * stride;
       if (opt.alibi) {
