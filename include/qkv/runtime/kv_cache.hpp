@@ -204,6 +204,28 @@ void attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float
     for (std::size_t g = 0; g < HK; ++g) run(g);
 }
 
+/// @brief a 16-bit (or float) matrix as a float matrix, exactly: the inputs of attention in
+/// bfloat16 or float16 (as a model's weights and activations come), for the float kernels
+template <storage_type S>
+[[nodiscard]] dynamic_matrix<float> to_float(const matrix_view<const S>& m) {
+  dynamic_matrix<float> out(m.rows, m.cols);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t j = 0; j < m.cols; ++j) out(i, j) = static_cast<float>(m(i, j));
+  return out;
+}
+
+/// @brief attention of 16-bit inputs with float accumulation: q, k, v converted to float
+/// (exactly), then scaled_dot_product_attention<float> (streaming; out is float). The result is
+/// the float attention of the 16-bit numbers, bit for bit.
+template <storage_type S>
+  requires(!std::is_same_v<S, float>)
+void scaled_dot_product_attention(const matrix_view<const S>& q, const matrix_view<const S>& k,
+                                  const matrix_view<const S>& v, const matrix_view<float>& out, float scale,
+                                  const attention_mask& mask = {}, thread_pool* pool = &default_pool()) {
+  const auto qf = to_float(q), kf = to_float(k), vf = to_float(v);
+  scaled_dot_product_attention<float>(qf.view(), kf.view(), vf.view(), out, scale, mask, nullptr, nullptr, pool);
+}
+
 namespace detail {
 
 /// W elements of a cache row as floats (bfloat16: the bits shifted into a float's top half;
