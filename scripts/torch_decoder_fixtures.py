@@ -141,7 +141,7 @@ def main():
         case("long_gqa_alibi", 8, H=2, HK=1, d=4, T=140, S=140, causal=True, alibi=True),
     ]
     doc = {"generator": "scripts/torch_decoder_fixtures.py", "torch": torch.__version__, "cases": cases,
-           "decode": decode_case(9, H=2, HK=1, d=4, T=140), "conversions": conversions()}
+           "decode": decode_case(9, H=2, HK=1, d=8, T=130), "conversions": conversions()}
     (OUT / "decoder_torch.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     print("wrote", OUT / "decoder_torch.json")
 

@@ -346,3 +346,26 @@ TEST_CASE("bfloat16 and float16 round to nearest, ties to even, keep NaN, and co
   }
   CHECK(wrong == 0);
 }
+
+TEST_CASE("attention of bfloat16 and float16 inputs is float attention of their values, accumulated in float") {
+  const auto q = random_matrix<float>(7, 16, 101), k = random_matrix<float>(40, 16, 102), v = random_matrix<float>(40, 8, 103);
+  const auto check = [&](auto tag) {
+    using S = decltype(tag);
+    dynamic_matrix<S> qs(7, 16), ks(40, 16), vs(40, 8);
+    dynamic_matrix<float> qf(7, 16), kf(40, 16), vf(40, 8);
+    for (std::size_t x = 0; x < q.size(); ++x) qf.data()[x] = float(qs.data()[x] = S(q.data()[x]));
+    for (std::size_t x = 0; x < k.size(); ++x) kf.data()[x] = float(ks.data()[x] = S(k.data()[x]));
+    for (std::size_t x = 0; x < v.size(); ++x) vf.data()[x] = float(vs.data()[x] = S(v.data()[x]));
+    rt::attention_mask mask{true, nullptr};
+    mask.alignment = rt::causal_alignment::lower_right;
+    dynamic_matrix<float> a(7, 8), b(7, 8);
+    rt::scaled_dot_product_attention<S>(rt::matrix_view<const S>(qs.view()), rt::matrix_view<const S>(ks.view()),
+                                        rt::matrix_view<const S>(vs.view()), a.view(), 0.25f, mask);
+    rt::scaled_dot_product_attention<float>(qf.view(), kf.view(), vf.view(), b.view(), 0.25f, mask);
+    CHECK(same_bits(a, b));
+    // the rounding really happened: 16-bit q differs from the float q
+    CHECK(qf(0, 0) != q(0, 0));
+  };
+  check(rt::bfloat16{});
+  check(rt::float16{});
+}

@@ -17,6 +17,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -181,10 +182,11 @@ void decode_against(const char* key) {
   rt::kv_cache<S> cache(1, HK, d, d, T);
   rt::cache_attention_options opt;
   opt.heads = H;
-  dynamic_matrix<float> out(T, H * d);
+  dynamic_matrix<float> out(T, H * d), fast(T, H * d);
   for (std::size_t t = 0; t < T; ++t) {
     cache.append(0, rt::row_block(k.view(), t, 1), rt::row_block(v.view(), t, 1));
     rt::attend(cache, 0, rt::row_block(q.view(), t, 1), rt::row_block(out.view(), t, 1), opt);
+    rt::decode_attend(cache, 0, rt::row_block(q.view(), t, 1), rt::row_block(fast.view(), t, 1), opt);
   }
   // the bound on the rounded keys and values PyTorch used (its .to(bfloat16) = ours: checked below)
   dynamic_matrix<double> kr(T, HK * d), vr(T, HK * d);
@@ -193,8 +195,10 @@ void decode_against(const char* key) {
     vr.data()[x] = double(float(S(v.data()[x])));
   }
   const case_spec spec{H, HK, d, true, false, false, 0, nullptr};
-  qkv::testing::expect_within(out, expected, tolerance<float>(spec, qkv::testing::to_double(q), kr, vr),
-                              std::string("decoded with storage ") + key);
+  const auto tol = tolerance<float>(spec, qkv::testing::to_double(q), kr, vr);
+  qkv::testing::expect_within(out, expected, tol, std::string("decoded with storage ") + key);
+  // decode_attend sums in another order: the bound holds for any order
+  qkv::testing::expect_within(fast, expected, tol, std::string("decode_attend with storage ") + key);
 }
 
 }  // namespace
@@ -223,4 +227,53 @@ TEST_CASE("bfloat16 and float16 round as PyTorch's .to(torch.bfloat16) and .to(t
   }
   CHECK(x.size() >= 200);
   CHECK(wrong == 0);
+}
+
+TEST_CASE("decode_attend agrees with attend within twice the bound, with a window and ALiBi, 8 query heads on 2") {
+  // both are within bound(float) of the exact result, so within twice that of each other
+  const std::size_t H = 8, HK = 2, d = 16, T = 300;
+  const auto q = qkv::testing::random_matrix<float>(1, H * d, 81, 0.7),
+             k = qkv::testing::random_matrix<float>(T, HK * d, 82, 0.7),
+             v = qkv::testing::random_matrix<float>(T, HK * d, 83);
+  for (const std::size_t window : {std::size_t(0), std::size_t(37)}) {
+    CAPTURE(window);
+    rt::kv_cache<rt::bfloat16> cache(1, HK, d, d, T);
+    cache.append(0, k.view(), v.view());
+    rt::cache_attention_options opt;
+    opt.heads = H;
+    opt.window = window;
+    opt.alibi = true;
+    const auto slopes = rt::alibi_slopes(H);
+    dynamic_matrix<float> a(1, H * d), b(1, H * d);
+    rt::attend(cache, 0, q.view(), a.view(), opt, slopes);
+    rt::decode_attend(cache, 0, q.view(), b.view(), opt, slopes);
+    dynamic_matrix<double> kr(T, HK * d), vr(T, HK * d);
+    for (std::size_t x = 0; x < kr.size(); ++x) {
+      kr.data()[x] = double(float(rt::bfloat16(k.data()[x])));
+      vr.data()[x] = double(float(rt::bfloat16(v.data()[x])));
+    }
+    // the query is the last of T positions: lower_right with one query
+    const case_spec spec{H, HK, d, true, true, true, window, nullptr};
+    auto tol = bound<float>(spec, qkv::testing::to_double(q), kr, vr);
+    for (std::size_t x = 0; x < tol.size(); ++x) tol.data()[x] *= 2;
+    qkv::testing::expect_within(b, qkv::testing::to_double(a), tol, "decode_attend vs attend");
+  }
+}
+
+TEST_CASE("decode_attend gives attend's answer when a value is NaN or infinite (the policy of docs/numerics.md)") {
+  const std::size_t H = 4, HK = 2, d = 8, T = 50;
+  const auto q = qkv::testing::random_matrix<float>(1, H * d, 91), k = qkv::testing::random_matrix<float>(T, HK * d, 92);
+  auto v = qkv::testing::random_matrix<float>(T, HK * d, 93);
+  v(7, 3) = std::numeric_limits<float>::infinity();  // key/value head 0, column 3
+  v(9, d + 1) = std::numeric_limits<float>::quiet_NaN();  // head 1, column 1
+  rt::kv_cache<float> cache(1, HK, d, d, T);
+  cache.append(0, k.view(), v.view());
+  rt::cache_attention_options opt;
+  opt.heads = H;
+  dynamic_matrix<float> a(1, H * d), b(1, H * d);
+  rt::attend(cache, 0, q.view(), a.view(), opt);
+  rt::decode_attend(cache, 0, q.view(), b.view(), opt);
+  CHECK(a(0, 3) == std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(a(0, 2 * d + 1)));
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }

@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -151,6 +153,27 @@ matrix_view<const float> as_float(const matrix_view<const S>& m, std::vector<flo
   }
 }
 
+/// the query heads of key/value head g (H / H_kv of them): attend's work for one task
+template <storage_type S>
+void attend_group(const kv_cache<S>& cache, std::size_t layer, std::size_t g, const matrix_view<const float>& q,
+                  const matrix_view<float>& out, const cache_attention_options& opt, const std::vector<double>& slopes) {
+  const std::size_t H = opt.heads, dk = cache.d_key(), dv = cache.d_value(), group = H / cache.kv_heads();
+  const float scale = opt.scale ? *opt.scale : default_scale<float>(dk);
+  attention_mask mask;
+  mask.causal = true;
+  mask.alignment = causal_alignment::lower_right;
+  mask.window = opt.window;
+  thread_local std::vector<float> kbuf, vbuf;
+  const auto k = as_float(cache.keys(layer, g), kbuf);
+  const auto v = as_float(cache.values(layer, g), vbuf);
+  for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+    attention_mask m = mask;
+    if (opt.alibi) m.alibi_slope = slopes[h];
+    scaled_dot_product_attention<float>(column_block(q, h * dk, dk), k, v, column_block(out, h * dv, dv), scale, m,
+                                        nullptr, nullptr, nullptr);
+  }
+}
+
 }  // namespace detail
 
 /// @brief out = attention of the new queries q (T, H * d_key) against layer `layer` of the
@@ -174,24 +197,193 @@ void attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float
   if (opt.alibi && slopes.size() != H)
     throw shape_error("kv_cache attend: " + std::to_string(slopes.size()) + " ALiBi slopes for " +
                       std::to_string(H) + " heads");
+  auto run = [&](std::size_t g) { detail::attend_group(cache, layer, g, q, out, opt, slopes); };
+  if (pool && HK > 1 && double(q.rows) * double(S_len) * double(H) * double(dk + dv) >= (1 << 17))
+    pool->parallel_for(HK, run);
+  else
+    for (std::size_t g = 0; g < HK; ++g) run(g);
+}
+
+/// @brief a 16-bit (or float) matrix as a float matrix, exactly: the inputs of attention in
+/// bfloat16 or float16 (as a model's weights and activations come), for the float kernels
+template <storage_type S>
+[[nodiscard]] dynamic_matrix<float> to_float(const matrix_view<const S>& m) {
+  dynamic_matrix<float> out(m.rows, m.cols);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t j = 0; j < m.cols; ++j) out(i, j) = static_cast<float>(m(i, j));
+  return out;
+}
+
+/// @brief attention of 16-bit inputs with float accumulation: q, k, v converted to float
+/// (exactly), then scaled_dot_product_attention<float> (streaming; out is float). The result is
+/// the float attention of the 16-bit numbers, bit for bit.
+template <storage_type S>
+  requires(!std::is_same_v<S, float>)
+void scaled_dot_product_attention(const matrix_view<const S>& q, const matrix_view<const S>& k,
+                                  const matrix_view<const S>& v, const matrix_view<float>& out, float scale,
+                                  const attention_mask& mask = {}, thread_pool* pool = &default_pool()) {
+  const auto qf = to_float(q), kf = to_float(k), vf = to_float(v);
+  scaled_dot_product_attention<float>(qf.view(), kf.view(), vf.view(), out, scale, mask, nullptr, nullptr, pool);
+}
+
+namespace detail {
+
+/// W elements of a cache row as floats (bfloat16: the bits shifted into a float's top half;
+/// float16: converted element by element, not vectorised)
+template <storage_type S>
+[[nodiscard]] inline simd<float> load_floats(const S* p) {
+  using V = simd<float>;
+  if constexpr (std::is_same_v<S, float>) {
+    return V(p, stdx::element_aligned);
+  } else if constexpr (std::is_same_v<S, bfloat16>) {
+#if defined(__AVX512F__)
+    if constexpr (lanes<float> == 16)  // 16 halves zero-extended to 32 bits, shifted up
+      return V(_mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16)));
+#endif
+#if defined(__AVX2__)
+    if constexpr (lanes<float> == 8)
+      return V(_mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16)));
+#endif
+    using U16 = stdx::rebind_simd_t<std::uint16_t, V>;
+    using U32 = stdx::rebind_simd_t<std::uint32_t, V>;
+    static_assert(sizeof(bfloat16) == sizeof(std::uint16_t));
+    std::uint16_t bits[lanes<float>];
+    std::memcpy(bits, p, sizeof bits);  // the compiler folds this into the load
+    const U32 wide = stdx::static_simd_cast<U32>(U16(bits, stdx::element_aligned)) << 16;
+    return stdx::__proposed::simd_bit_cast<V>(wide);
+  } else {
+    alignas(alignment) float f[lanes<float>];
+    to_float(p, f, lanes<float>);
+    return V(f, stdx::vector_aligned);
+  }
+}
+
+/// per-thread space of decode_attend: scores (group x keys) and output accumulators
+struct decode_space {
+  aligned_vector<float> scores, acc, sums;
+  static decode_space& get() {
+    thread_local decode_space s;
+    return s;
+  }
+};
+
+/// up to four query heads h0 .. h0 + N of one key/value head: their scaled scores against keys
+/// first .. S - 1, each key row read once for the N heads
+template <std::size_t N, storage_type S>
+void decode_scores(const matrix_view<const float>& q, std::size_t h0, const matrix_view<const S>& k, std::size_t first,
+                   float scale, float* scores, std::size_t stride) {
+  using V = simd<float>;
+  constexpr std::size_t W = lanes<float>;
+  const std::size_t dk = k.cols, n = k.rows - first;
+  for (std::size_t j = 0; j < n; ++j) {
+    const S* krow = k.data + (first + j) * k.row_stride;
+    V acc[N];
+    for (std::size_t t = 0; t < N; ++t) acc[t] = V(0.0f);
+    for (std::size_t c = 0; c < dk; c += W) {
+      const V kv = load_floats(krow + c);
+      for (std::size_t t = 0; t < N; ++t)
+        acc[t] = fmadd(V(q.data + (h0 + t) * dk + c, stdx::element_aligned), kv, acc[t]);
+    }
+    for (std::size_t t = 0; t < N; ++t) scores[(h0 + t) * stride + j] = stdx::reduce(acc[t]) * scale;
+  }
+}
+
+}  // namespace detail
+
+/// @brief the fast path of one new token (q: (1, H * d_key)) against the cache: each key and
+/// value row is read once per key/value head (shared by its H / H_kv query heads), 16-bit rows
+/// converted in registers. Same mask and options as attend (causal lower_right, window, ALiBi)
+/// and the same NaN/inf policy (a head whose output is not all finite is recomputed by attend).
+/// Not bit-identical to attend (the dot products are summed lane-wise, the output
+/// accumulated over two keys at a time): within the bound of any summation order
+/// (docs/numerics.md, "KV cache"; tests/runtime/decoder_torch_test.cpp). Needs d_key and
+/// d_value multiples of the simd width; otherwise, and for T > 1, it calls attend.
+template <storage_type S>
+void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float> q, matrix_view<float> out,
+                   const cache_attention_options& opt, const std::vector<double>& slopes = {},
+                   thread_pool* pool = &default_pool()) {
+  using V = simd<float>;
+  constexpr std::size_t W = lanes<float>;
+  const std::size_t H = opt.heads, HK = cache.kv_heads(), dk = cache.d_key(), dv = cache.d_value();
+  const std::size_t S_len = cache.length(layer);
+  if (q.rows != 1 || dk % W != 0 || dv % W != 0 || q.col_stride != 1 || out.col_stride != 1 || S_len == 0 ||
+      H == 0 || H % HK != 0 || q.cols != H * dk || out.cols != H * dv || out.rows != 1 ||
+      (opt.alibi && slopes.size() != H))
+    return attend(cache, layer, q, out, opt, slopes, pool);  // its checks and messages
   const float scale = opt.scale ? *opt.scale : default_scale<float>(dk);
-  attention_mask mask;
-  mask.causal = true;
-  mask.alignment = causal_alignment::lower_right;
-  mask.window = opt.window;
   const std::size_t group = H / HK;
+  const std::size_t first = opt.window && opt.window < S_len ? S_len - opt.window : 0, n = S_len - first;
+  const std::size_t p = S_len - 1;  // the new token's position
   auto run = [&](std::size_t g) {
-    thread_local std::vector<float> kbuf, vbuf;
-    const auto k = detail::as_float(cache.keys(layer, g), kbuf);
-    const auto v = detail::as_float(cache.values(layer, g), vbuf);
-    for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
-      attention_mask m = mask;
-      if (opt.alibi) m.alibi_slope = slopes[h];
-      scaled_dot_product_attention<float>(column_block(q, h * dk, dk), k, v, column_block(out, h * dv, dv), scale, m,
-                                          nullptr, nullptr, nullptr);
+    auto& space = detail::decode_space::get();
+    const std::size_t stride = (n + W - 1) / W * W;
+    space.scores.resize(group * stride);
+    space.acc.resize(group * dv);
+    space.sums.resize(group);
+    float* sc = space.scores.data();
+    float* acc = space.acc.data();
+    float* l = space.sums.data();
+    const auto k = cache.keys(layer, g), v = cache.values(layer, g);
+    const matrix_view<const float> qg{q.data + g * group * dk, 1, group * dk, group * dk, 1};
+    for (std::size_t h0 = 0; h0 < group; h0 += 4)
+      detail::with_count<4>(std::min<std::size_t>(4, group - h0), [&](auto count) {
+        detail::decode_scores<decltype(count)::value>(qg, h0, k, first, scale, sc, stride);
+      });
+    bool finite = true;
+    for (std::size_t t = 0; t < group; ++t) {
+      float* st = sc + t * stride;
+      if (opt.alibi) {
+        const float slope = static_cast<float>(slopes[g * group + t]);
+        for (std::size_t j = 0; j < n; ++j)
+          st[j] = st[j] + slope * static_cast<float>(static_cast<std::ptrdiff_t>(first + j) - static_cast<std::ptrdiff_t>(p));
+      }
+      const float m = detail::row_max(st, n);
+      finite = finite && m - m == 0.0f;
+      l[t] = finite ? detail::exp_shifted_sum(st, n, m) : 0.0f;
+      std::fill_n(acc + t * dv, dv, 0.0f);
+    }
+    if (finite) {
+      // out_t += p_t[j] v_j, two keys a step (half the loads and stores of the accumulators)
+      std::size_t j = 0;
+      for (; j + 2 <= n; j += 2) {
+        const S* v0 = v.data + (first + j) * v.row_stride;
+        const S* v1 = v0 + v.row_stride;
+        for (std::size_t c = 0; c < dv; c += W) {
+          const V a = detail::load_floats(v0 + c), b = detail::load_floats(v1 + c);
+          for (std::size_t t = 0; t < group; ++t) {
+            float* o = acc + t * dv + c;
+            V x(o, stdx::element_aligned);
+            x = fmadd(V(sc[t * stride + j]), a, x);
+            x = fmadd(V(sc[t * stride + j + 1]), b, x);
+            x.copy_to(o, stdx::element_aligned);
+          }
+        }
+      }
+      for (; j < n; ++j) {
+        const S* v0 = v.data + (first + j) * v.row_stride;
+        for (std::size_t c = 0; c < dv; c += W) {
+          const V a = detail::load_floats(v0 + c);
+          for (std::size_t t = 0; t < group; ++t) {
+            float* o = acc + t * dv + c;
+            fmadd(V(sc[t * stride + j]), a, V(o, stdx::element_aligned)).copy_to(o, stdx::element_aligned);
+          }
+        }
+      }
+      for (std::size_t t = 0; t < group; ++t) {
+        float* o = out.data + (g * group + t) * dv;
+        const V vl(l[t]);
+        for (std::size_t c = 0; c < dv; c += W)
+          (V(acc + t * dv + c, stdx::element_aligned) / vl).copy_to(o + c, stdx::element_aligned);
+        for (std::size_t c = 0; c < dv; ++c) finite = finite && o[c] - o[c] == 0.0f;
+      }
+    }
+    if (!finite) {  // a NaN or an infinity somewhere: the general path gives the policy's answer
+      detail::attend_group(cache, layer, g, q, out, opt, slopes);
     }
   };
-  if (pool && HK > 1 && double(q.rows) * double(S_len) * double(H) * double(dk + dv) >= (1 << 17))
+  if (pool && HK > 1 && double(S_len) * double(H) * double(dk + dv) >= (1 << 17))
     pool->parallel_for(HK, run);
   else
     for (std::size_t g = 0; g < HK; ++g) run(g);
