@@ -27,15 +27,6 @@ using qkv::testing::expect_within;
 using qkv::testing::to_double;
 using rt::dynamic_matrix;
 
-// g++ -Wextra: {.causal = true} leaves runtime::attention_options' std::optional fields
-// (scale, allowed) without an initializer, and -Wmissing-field-initializers warns although
-// they default-construct to "none". The core's options have initializers on every field. Until
-// multihead.hpp writes `= std::nullopt` on them (its owner's file), this file is compiled with
-// the warning off; clang does not warn for designated initializers.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#endif
 namespace learner {
 
 // the learner's code: nothing in it names the matrix type or a namespace of a path. The call
@@ -237,6 +228,3 @@ TEST_CASE("a shape mismatch in the core's call shape throws shape_error naming b
   }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -134,7 +134,7 @@ class kv_cache {
 /// how the new queries attend to the cache
 struct cache_attention_options {
   std::size_t heads = 1;        // query heads H; a multiple of the cache's kv_heads
-  std::optional<float> scale;   // default 1/sqrt(d_key)
+  std::optional<float> scale = std::nullopt;   // default 1/sqrt(d_key)
   std::size_t window = 0;       // 0 = none; else sliding window (attention_mask::window)
   bool alibi = false;           // ALiBi with the slopes of alibi_slopes(heads) (multihead.hpp)
 };

@@ -194,9 +194,9 @@ inline constexpr std::size_t default_max_weights_bytes = std::size_t(1) << 32;
 template <class T>
 struct attention_options {
   std::size_t heads = 1;
-  std::optional<T> scale;              // default 1/sqrt(d_q / heads); 1 = unscaled
+  std::optional<T> scale = std::nullopt;  // default 1/sqrt(d_q / heads); 1 = unscaled
   bool causal = false;
-  std::optional<mask_matrix> allowed;  // (T, S), nonzero = may attend
+  std::optional<mask_matrix> allowed = std::nullopt;  // (T, S), nonzero = may attend
   bool keep_weights = true;            // false: streaming, no scores/weights/context kept
   // the most memory kept scores and weights may take (2 x heads x T x S x sizeof(T)), checked
   // before allocating: past it, size_limit_error names the size and this limit
@@ -214,7 +214,7 @@ struct attention_options {
   bool alibi = false;
   // additive float bias on the scaled scores: (T, S) for every head or (heads * T, S), head h's
   // rows h*T .. h*T + T - 1; -inf = masked (the key is skipped)
-  std::optional<dynamic_matrix<T>> bias;
+  std::optional<dynamic_matrix<T>> bias = std::nullopt;
 };
 
 /// everything one call computes
