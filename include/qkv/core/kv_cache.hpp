@@ -1,0 +1,88 @@
+// kv_cache.hpp: a key/value cache for causal decoding, one token (or a few) at a time.
+//
+// A decoder language model generates token t after tokens 0..t-1. Its causal attention for the
+// new token needs the keys and values of every earlier token, which do not change: a KV cache
+// keeps them, and each step appends the new token's key and value and attends with the new
+// query only (Tq = 1), instead of recomputing the whole (t+1, t+1) attention.
+//
+//   kv_cache<T, Capacity, Dk, Dv> c;       keys (Capacity, Dk), values (Capacity, Dv); c.length rows used
+//   c.append(k, v)                         k (N, Dk), v (N, Dv): rows length .. length + N - 1
+//   attend_cache(q, c, options, align)     q (Tq, Dk) against the cache -> attention_result (Tq, Capacity)
+// Keys at length .. Capacity - 1 are not there yet: their scores are -inf (weight exactly 0,
+// never read by the context). With options.causal the new queries are the LAST Tq positions of
+// the cache, the lower-right alignment (masks.hpp's causal_alignment): query i sees keys
+// j <= i + length - Tq. One cache is one head of one layer: a model keeps one per layer and per
+// key/value head (an array of them).
+//
+// Decoding token by token gives the rows of the full causal attention bit for bit: the scores
+// are the same dot products summed in the same order, the masked keys add e^-inf = 0 to the
+// softmax's sum (s + 0 = s, exactly) and are skipped by the context (example 10 proves it).
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "attention.hpp"
+#include "masks.hpp"
+#include "matrix.hpp"
+
+namespace qkv {
+
+/// @brief the keys and values of the tokens seen so far, for one head of one layer.
+/// Capacity: the most tokens it holds (a compile-time size, like every qkv::matrix); length: how
+/// many it holds now.
+template <class T, std::size_t Capacity, std::size_t Dk, std::size_t Dv>
+struct kv_cache {
+  static_assert(Capacity > 0, "qkv::kv_cache needs a capacity of at least one token");
+  matrix<T, Capacity, Dk> keys{};    // rows 0 .. length - 1 hold the tokens' keys
+  matrix<T, Capacity, Dv> values{};  // rows 0 .. length - 1 hold the tokens' values
+  std::size_t length = 0;
+
+  [[nodiscard]] static constexpr std::size_t capacity() { return Capacity; }
+
+  /// @brief append N tokens' keys (N, Dk) and values (N, Dv) after the ones held. A cache that
+  /// would overflow throws std::length_error naming both sizes (at compile time: no constant)
+  template <std::size_t N>
+  constexpr void append(const matrix<T, N, Dk>& k, const matrix<T, N, Dv>& v) {
+    if (N > Capacity - length)
+      throw std::length_error("qkv::kv_cache::append: " + std::to_string(N) + " tokens do not fit: " +
+                              std::to_string(length) + " held, capacity " + std::to_string(Capacity));
+    for (std::size_t t = 0; t < N; ++t) {
+      for (std::size_t c = 0; c < Dk; ++c) keys.v[(length + t) * Dk + c] = k.v[t * Dk + c];
+      for (std::size_t c = 0; c < Dv; ++c) values.v[(length + t) * Dv + c] = v.v[t * Dv + c];
+    }
+    length += N;
+  }
+};
+
+/// @brief attention of Tq new queries (Tq, Dk) against the cache: scores (Tq, Capacity), keys
+/// at or after `length` masked. With options.causal the queries sit at the `alignment` of the
+/// cache's length (lower_right, the default: the new tokens are the last Tq positions; query i
+/// sees keys j <= i + length - Tq); a window > 0 keeps only the `window` most recent keys of
+/// each query (masks.hpp's sliding_window_mask). The same steps as attend_projected: scores,
+/// scaling (d_k = Dk), -inf where masked, softmax of each row, context over the unmasked keys.
+template <class T, std::size_t Tq, std::size_t Capacity, std::size_t Dk, std::size_t Dv>
+  requires std::numeric_limits<T>::has_infinity
+[[nodiscard]] constexpr attention_result<T, Tq, Capacity, Dk, Dv> attend_cache(
+    const matrix<T, Tq, Dk>& q, const kv_cache<T, Capacity, Dk, Dv>& cache, const attention_options<T>& options = {},
+    causal_alignment alignment = causal_alignment::lower_right, std::size_t window = 0) {
+  attention_result<T, Tq, Capacity, Dk, Dv> r;
+  r.queries = q;
+  r.keys = cache.keys;
+  r.values = cache.values;
+  r.scores = scores(q, cache.keys);                          // (Tq, Capacity)
+  r.scaled_scores = scale(r.scores, options.scale, Dk);      // (Tq, Capacity)
+  for (std::size_t i = 0; i < Tq; ++i)
+    for (std::size_t j = 0; j < Capacity; ++j) {
+      const bool held = j < cache.length;
+      const bool seen = !options.causal || causally_allowed(i, j, Tq, cache.length, alignment, window);
+      if (!held || !seen) r.scaled_scores.v[i * Capacity + j] = -std::numeric_limits<T>::infinity();
+    }
+  r.weights = softmax_rows(r.scaled_scores);                                // (Tq, Capacity)
+  r.context = attended_context(r.scaled_scores, r.weights, r.values);      // (Tq, Dv)
+  return r;
+}
+
+}  // namespace qkv
