@@ -141,8 +141,6 @@ out.append(cxx('q_interleaved', rope_interleaved(rq), 'RoPE of q (row p at posit
 out.append(cxx('k_interleaved', rope_interleaved(rk), 'RoPE of k, interleaved'))
 out.append(cxx('q_half_split', rope_half(rq), 'RoPE of q, half_split'))
 out.append(cxx('k_half_split', rope_half(rk), 'RoPE of k, half_split'))
-out.append(cxx('scores_interleaved', rope_interleaved(rq) @ rope_interleaved(rk).T, '(R q)(R k)ᵀ, interleaved: entry (m, n) = R_m q_m · R_n k_n'))
-out.append(cxx('scores_half_split', rope_half(rq) @ rope_half(rk).T, '(R q)(R k)ᵀ, half_split'))
 out.append('}  // namespace rope\n\n')
 
 out.append('}  // namespace qkv_test::torch_chapter2\n')
