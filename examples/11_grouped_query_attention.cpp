@@ -27,7 +27,7 @@
 #include "../tests/data/chapter2/torch_chapter2.hpp"
 #include "chapter2_bounds.hpp"
 
-namespace qkv::examples::grouped {
+namespace qkv::examples::grouped_query {
 
 namespace check = qkv::check;
 namespace torch64 = qkv_test::torch_chapter2::grouped;
@@ -165,8 +165,8 @@ inline void walkthrough() {
             << 2 * qkv::max_abs_difference(bound_gqa, matrix<double, T, H * d_v>{}) << ")\n";
 }
 
-}  // namespace qkv::examples::grouped
+}  // namespace qkv::examples::grouped_query
 
 #ifndef QKV_EXAMPLE_NO_MAIN
-int main() { qkv::examples::grouped::walkthrough(); }
+int main() { qkv::examples::grouped_query::walkthrough(); }
 #endif

@@ -35,6 +35,9 @@ inline constexpr worked_example worked_examples[] = {
     {"positional_encoding", "examples/07_positional_encoding.cpp", walkthroughs::positional_encoding},
     {"encoder_layer", "examples/08_encoder_layer.cpp", walkthroughs::encoder_layer},
     {"flash", "examples/09_flash_attention.cpp", walkthroughs::flash},
+    {"kv_cache", "examples/10_kv_cache_decoding.cpp", walkthroughs::kv_cache},
+    {"grouped_query", "examples/11_grouped_query_attention.cpp", walkthroughs::grouped_query},
+    {"rope", "examples/12_rope.cpp", walkthroughs::rope},
 };
 
 // the examples' learner's pages (each returns false when the example has no page() yet)
@@ -56,6 +59,9 @@ inline constexpr example_page example_pages[] = {
     {"positional_encoding", pages::positional_encoding},
     {"encoder_layer", pages::encoder_layer},
     {"flash", pages::flash},
+    {"kv_cache", pages::kv_cache},
+    {"grouped_query", pages::grouped_query},
+    {"rope", pages::rope},
 };
 
 /// the page of the example `name` as HTML; throws input_error when it has none

@@ -14,6 +14,9 @@ void masking();              // examples/06_masking.cpp
 void positional_encoding();  // examples/07_positional_encoding.cpp
 void encoder_layer();        // examples/08_encoder_layer.cpp
 void flash();                // examples/09_flash_attention.cpp
+void kv_cache();             // examples/10_kv_cache_decoding.cpp
+void grouped_query();        // examples/11_grouped_query_attention.cpp
+void rope();                 // examples/12_rope.cpp
 }  // namespace qkv::cli::walkthroughs
 
 namespace qkv::io {
@@ -34,4 +37,7 @@ bool masking(qkv::io::page& p);
 bool positional_encoding(qkv::io::page& p);
 bool encoder_layer(qkv::io::page& p);
 bool flash(qkv::io::page& p);
+bool kv_cache(qkv::io::page& p);
+bool grouped_query(qkv::io::page& p);
+bool rope(qkv::io::page& p);
 }  // namespace qkv::cli::pages
