@@ -38,6 +38,7 @@ inline constexpr worked_example worked_examples[] = {
     {"kv_cache", "examples/10_kv_cache_decoding.cpp", walkthroughs::kv_cache},
     {"grouped_query", "examples/11_grouped_query_attention.cpp", walkthroughs::grouped_query},
     {"rope", "examples/12_rope.cpp", walkthroughs::rope},
+    {"alibi", "examples/13_alibi_and_windows.cpp", walkthroughs::alibi},
 };
 
 // the examples' learner's pages (each returns false when the example has no page() yet)
@@ -62,6 +63,7 @@ inline constexpr example_page example_pages[] = {
     {"kv_cache", pages::kv_cache},
     {"grouped_query", pages::grouped_query},
     {"rope", pages::rope},
+    {"alibi", pages::alibi},
 };
 
 /// the page of the example `name` as HTML; throws input_error when it has none

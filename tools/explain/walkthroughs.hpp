@@ -17,6 +17,7 @@ void flash();                // examples/09_flash_attention.cpp
 void kv_cache();             // examples/10_kv_cache_decoding.cpp
 void grouped_query();        // examples/11_grouped_query_attention.cpp
 void rope();                 // examples/12_rope.cpp
+void alibi();                // examples/13_alibi_and_windows.cpp
 }  // namespace qkv::cli::walkthroughs
 
 namespace qkv::io {
@@ -40,4 +41,5 @@ bool flash(qkv::io::page& p);
 bool kv_cache(qkv::io::page& p);
 bool grouped_query(qkv::io::page& p);
 bool rope(qkv::io::page& p);
+bool alibi(qkv::io::page& p);
 }  // namespace qkv::cli::pages
