@@ -18,7 +18,9 @@
 #include <array>
 #include <cstddef>
 #include <iostream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/check.hpp>
@@ -265,6 +267,62 @@ inline void walkthrough() {
             << "PyTorch's float64 decoding loop (scripts/torch_chapter2.py) and qkv's double one differ by at most "
             << qkv::max_abs_difference(decoding64.context, matrix<double, 6, 28>{torch64::context})
             << " (proven bound: " << 2 * qkv::max_abs_difference(bound64, matrix<double, 6, 28>{}) << ")\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain kv_cache --html FILE, io/page.hpp): steps 1 to 6 above, their
+// prose the Step comments; the full causal attention, then the decoding steps' weights over the
+// cache slots and outputs, each proven against causal attention's rows
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const std::vector<std::string> words(tokens.begin(), tokens.end());
+  std::vector<std::string> steps, slots;
+  for (std::size_t t = 0; t < S; ++t) {
+    steps.push_back("step " + std::to_string(t) + ": " + std::string(tokens[t]));
+    slots.push_back("slot " + std::to_string(t));
+  }
+  p.step(1);
+  p.matrix("embedded_sentence", embedded_sentence).rows(words);
+  p.matrix("causal.queries", causal.queries).rows(words).caption("causal.queries = x W_queryᵀ");
+  p.matrix("causal.keys", causal.keys).rows(words).caption("causal.keys = x W_keyᵀ");
+  p.matrix("causal.values", causal.values).rows(words).caption("causal.values = x W_valueᵀ");
+  p.matrix("causal.scores", causal.scores).rows(words).cols(words).how(how::dot("causal.queries", "causal.keys", d_k));
+  p.matrix("causal.scaled_scores", causal.scaled_scores)
+      .rows(words)
+      .cols(words)
+      .how(how::scaled("causal.scores", 1.0 / 4.898979663848877, "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                       "causal: a key after its query"));
+  p.matrix("causal.weights", causal.weights).rows(words).cols(words).how(how::softmax("causal.scaled_scores"));
+  p.matrix("causal.context", causal.context).rows(words).how(how::matmul("causal.weights", "causal.values", S));
+  p.step(2);
+  p.matrix("decoding.queries", decoding.queries).rows(steps).caption("decoding.queries: q_t = x_t W_queryᵀ, one token at a time");
+  p.matrix("decoding.weights", decoding.weights).rows(steps).cols(slots).caption("decoding.weights: step t's weights over the cache's 6 slots (empty slots: -inf, weight 0)");
+  p.heatmap("the weights of each decoding step over the cache", {"decoding.weights"});
+  p.step(3);
+  p.matrix("decoding.context", decoding.context)
+      .rows(steps)
+      .caption("decoding.context: each step's output")
+      .proven(causal.context, "causal.context", 0.0, "bit for bit");
+  p.step(4);
+  p.matrix("step_1_weights", qkv::row(decoding.weights, 1))
+      .rows({steps[1]})
+      .cols(slots)
+      .proven(matrix<float, 1, 6>{{{0.964942f, 0.035058f, 0, 0, 0, 0}}}, "by hand: [0.964942, 0.035058, 0, 0, 0, 0]", 5e-6);
+  p.step(5);
+  p.matrix("chunk.lower_right.context", chunk.lower_right.context)
+      .rows({words[4], words[5]})
+      .caption("two tokens at once, causal_lower_right")
+      .proven(qkv::block<2, 28>(causal.context, 4, 0), "causal.context rows 4 and 5", 0.0, "bit for bit");
+  p.matrix("chunk.upper_left.context", chunk.upper_left.context)
+      .rows({words[4], words[5]})
+      .caption("two tokens at once, causal_upper_left: 'dessert' sees 'Life' alone (wrong)");
+  p.step(6);
+  p.matrix("decoding64.context", decoding64.context)
+      .rows(steps)
+      .caption("qkv's decoding in double")
+      .proven(matrix<double, 6, 28>{torch64::context}, "PyTorch's float64 decoding loop",
+              2 * qkv::max_abs_difference(bound64, matrix<double, 6, 28>{}), "twice the derived bound, at most");
 }
 
 }  // namespace qkv::examples::kv_cache
