@@ -15,6 +15,8 @@
 // derived bound. The page is docs/examples/11_grouped_query_attention.md.
 #include <cstddef>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/check.hpp>
@@ -163,6 +165,45 @@ inline void walkthrough() {
             << "MQA (one K/V head for all four) likewise. PyTorch float64 (LLaMA's repeat_kv) vs qkv double: "
             << qkv::max_abs_difference(gqa64.concat, matrix<double, T, H * d_v>{torch64::gqa}) << " (bound "
             << 2 * qkv::max_abs_difference(bound_gqa, matrix<double, T, H * d_v>{}) << ")\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain grouped_query --html FILE, io/page.hpp): the inputs, each query
+// head's scores against its group's keys (hover a cell: which columns of q and k it sums), the
+// weights of the four heads side by side, and the proofs
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const std::vector<std::string> toks{"token 0", "token 1", "token 2", "token 3"};
+  p.step(1);
+  p.matrix("in.q", in.q).rows(toks).caption("in.q: 4 query heads of width 2 side by side");
+  p.matrix("in.k", in.k).rows(toks).caption("in.k: 2 key heads of width 2");
+  p.matrix("in.v", in.v).rows(toks).caption("in.v: 2 value heads of width 3");
+  std::vector<std::string> weight_ids, head_names;
+  p.step(2);
+  for (std::size_t h = 0; h < H; ++h) {
+    const std::string id = "head" + std::to_string(h);
+    const std::string group = " (key/value head " + std::to_string(h / G) + ")";
+    p.matrix(id + ".scores", gqa.scores[h]).rows(toks).cols(toks).how(how::dot("in.q", "in.k", d_k, h * d_k, (h / G) * d_k));
+    p.matrix(id + ".scaled_scores", gqa.scaled_scores[h])
+        .rows(toks)
+        .cols(toks)
+        .how(how::scaled(id + ".scores", 1.0 / 1.4142135623730951, "1 / sqrt(2), as a division by sqrt(2)", "causal: a key after its query"));
+    p.matrix(id + ".weights", gqa.weights[h]).rows(toks).cols(toks).how(how::softmax(id + ".scaled_scores")).caption(id + ".weights" + group);
+    p.matrix(id + ".context", gqa.context[h]).rows(toks).how(how::matmul(id + ".weights", "in.v", T, 0, 0, (h / G) * d_v));
+    weight_ids.push_back(id + ".weights");
+    head_names.push_back("query head " + std::to_string(h) + group);
+  }
+  p.heatmap("the weights of the four query heads (heads 0, 1 share keys; so do 2, 3)", weight_ids, head_names);
+  p.step(3);
+  p.matrix("gqa.concat", gqa.concat).rows(toks).caption("gqa.concat: the heads' outputs side by side")
+      .proven(mha.concat, "multi-head attention with repeat_kv(k), repeat_kv(v)", 0.0, "bit for bit");
+  p.matrix("mqa.concat", mqa.concat).rows(toks).caption("mqa.concat: all four heads on key/value head 0")
+      .proven(mha_of_mqa.concat, "multi-head attention with k and v head 0 repeated 4 times", 0.0, "bit for bit");
+  p.step(4);
+  p.matrix("gqa64.concat", gqa64.concat).rows(toks).caption("qkv's GQA in double")
+      .proven(matrix<double, T, H * d_v>{torch64::gqa}, "PyTorch float64 (LLaMA's repeat_kv)",
+              2 * qkv::max_abs_difference(bound_gqa, matrix<double, T, H * d_v>{}), "twice the derived bound, at most");
 }
 
 }  // namespace qkv::examples::grouped_query

@@ -16,6 +16,8 @@
 // page is docs/examples/12_rope.md.
 #include <cstddef>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <qkv/core/bounds.hpp>
 #include <qkv/core/check.hpp>
@@ -234,6 +236,52 @@ inline void walkthrough() {
             << torch_str(rel_inter.scores) << "\n\nPyTorch float64 (rotate_every_two / rotate_half) vs qkv double: largest difference "
             << qkv::max_abs_difference(q_inter, matrix<double, N, d>{torch64::q_interleaved}) << " / "
             << qkv::max_abs_difference(q_half, matrix<double, N, d>{torch64::q_half_split}) << "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain rope --html FILE, io/page.hpp): the inputs, RoPE in both
+// layouts, the lengths before and after, the relative-position scores, and PyTorch
+template <class Page>
+void page(Page& p) {
+  std::vector<std::string> positions, columns;
+  for (std::size_t m = 0; m < N; ++m) positions.push_back("position " + std::to_string(m));
+  for (std::size_t c = 0; c < d; ++c) columns.push_back("dim " + std::to_string(c));
+  p.step(1);
+  p.matrix("in.q", in.q).rows(positions).cols(columns).caption("in.q: the query of the token at each position");
+  p.matrix("theta", matrix<double, 1, d / 2>{{{qkv::rope_frequency(0, d), qkv::rope_frequency(1, d), qkv::rope_frequency(2, d),
+                                               qkv::rope_frequency(3, d)}}})
+      .cols({"pair 0", "pair 1", "pair 2", "pair 3"})
+      .caption("theta_i = 10000^(-2i/8)");
+  p.step(2);
+  p.matrix("q_inter", q_inter).rows(positions).cols(columns).caption("RoPE, interleaved pairs (2i, 2i+1)");
+  p.matrix("q_half", q_half).rows(positions).cols(columns).caption("RoPE, half_split pairs (i, i+4)");
+  p.step(3);
+  p.matrix("q_half_via_interleaved", interleaved_to_half(qkv::rope(half_to_interleaved(q64), rope_layout::interleaved)))
+      .rows(positions)
+      .cols(columns)
+      .caption("half_split computed as interleaved on permuted columns")
+      .proven(q_half, "q_half", 0.0, "bit for bit");
+  p.step(4);
+  const auto before = squared_norms(q64), after = squared_norms(q_inter);
+  matrix<double, N, 2> lengths{};
+  for (std::size_t m = 0; m < N; ++m) {
+    lengths(m, 0) = before(m, 0);
+    lengths(m, 1) = after(m, 0);
+  }
+  p.matrix("lengths", lengths).rows(positions).cols({"|q|^2", "|R q|^2 (interleaved)"}).caption("squared lengths before and after: equal within (11 + 2d) u |q|^2");
+  p.step(5);
+  p.matrix("rel_inter.scores", rel_inter.scores)
+      .rows(positions)
+      .cols(positions)
+      .caption("(R_m q)·(R_n k), one q and one k at every position: constant along each diagonal");
+  p.step(6);
+  p.matrix("q_inter_vs_torch", q_inter)
+      .rows(positions)
+      .cols(columns)
+      .caption("qkv's interleaved RoPE")
+      .proven(matrix<double, N, d>{torch64::q_interleaved}, "PyTorch float64 (rotate_every_two)",
+              qkv::max_abs_difference(torch_bound<rope_layout::interleaved>(q64), matrix<double, N, d>{}),
+              "(36 m + 8) u r, at most");
 }
 
 }  // namespace qkv::examples::rope

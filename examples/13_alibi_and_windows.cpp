@@ -14,6 +14,8 @@
 #include <array>
 #include <cstddef>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <qkv/core/alibi.hpp>
 #include <qkv/core/attention.hpp>
@@ -175,6 +177,40 @@ inline void walkthrough() {
             << "\n\nwithout ALiBi, weights =\n" << torch_str(plain.weights) << "\n\n"
             << "sliding window of 2 (query i sees keys i-1, i), scores =\n" << torch_str(windowed.biased_scores)
             << "\nweights =\n" << torch_str(windowed.weights) << "\noutputs =\n" << torch_str(windowed.outputs) << "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain alibi --html FILE, io/page.hpp): the slopes, a head's bias and
+// its causal attention, the sliding window's attention
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const std::vector<std::string> in{"input 1", "input 2", "input 3"};
+  const auto slopes = qkv::alibi_slopes<8>();
+  matrix<double, 1, 8> slope_row{};
+  for (std::size_t h = 0; h < 8; ++h) slope_row(0, h) = slopes[h];
+  p.step(1);
+  p.matrix("slopes_8", slope_row).cols({"head 0", "head 1", "head 2", "head 3", "head 4", "head 5", "head 6", "head 7"})
+      .caption("ALiBi slopes for 8 heads: 2^(-8 (h + 1) / 8)");
+  p.step(2);
+  p.matrix("querys", querys).rows(in);
+  p.matrix("keys", keys).rows(in);
+  p.matrix("values", values).rows(in);
+  p.matrix("scores", scores).rows(in).cols(in).how(how::dot("querys", "keys", 3));
+  p.matrix("bias", bias).rows(in).cols(in).caption("bias = 1/2 (j - i): ALiBi for the head of slope 1/2");
+  p.matrix("with_alibi.biased_scores", with_alibi.biased_scores).rows(in).cols(in).caption("scores + bias, -inf after the query");
+  p.matrix("with_alibi.weights", with_alibi.weights).rows(in).cols(in).how(how::softmax("with_alibi.biased_scores"));
+  p.matrix("with_alibi.outputs", with_alibi.outputs).rows(in).how(how::matmul("with_alibi.weights", "values", 3));
+  p.matrix("plain.weights", plain.weights).rows(in).cols(in).caption("the weights without ALiBi");
+  p.heatmap("weights with ALiBi (slope 1/2) and without", {"with_alibi.weights", "plain.weights"}, {"ALiBi", "no bias"});
+  p.step(3);
+  p.matrix("windowed.biased_scores", windowed.biased_scores).rows(in).cols(in).caption("scores in a sliding window of 2 (-inf outside)");
+  p.matrix("windowed.weights", windowed.weights).rows(in).cols(in).how(how::softmax("windowed.biased_scores"));
+  p.matrix("windowed.outputs", windowed.outputs).rows(in).how(how::matmul("windowed.weights", "values", 3))
+      .proven(matrix<double, 3, 3>{{{plain.outputs(0, 0), plain.outputs(0, 1), plain.outputs(0, 2)},
+                                    {plain.outputs(1, 0), plain.outputs(1, 1), plain.outputs(1, 2)},
+                                    {2, 7.7615941559557635, 0.3576087660663526}}},
+              "rows 1, 2: causal attention's (bit for bit); row 3 by hand", 2.2e-14);
 }
 
 }  // namespace qkv::examples::alibi
