@@ -210,7 +210,7 @@ constexpr auto causal64 = causal_attention(x64, weights64);
 constexpr auto decoding64 = decode(x64, weights64);
 static_assert(decoding64.context == causal64.context);  // step 3's proof holds in double too
 // the bound: projections (16 products each), then one head (chapter2_bounds.hpp). By hand for
-// 'short' (row 2), the largest: q and k are within gamma_16 sum|x||W| = 1.8e-15 x 8 = 1.4e-14,
+// 'short' (row 2; 'first', row 5, is about the same): q and k are within gamma_16 sum|x||W| = 1.8e-15 x 8 = 1.4e-14,
 // so a score q·k (24 terms of about 2.5 x 2.5) within gamma_24 150 + 1.4e-14 x 60 = 1.2e-12,
 // divided by 4.9: 2.5e-13; its weights move by at most 2 x 2.5e-13 of themselves (the range
 // 37.7 adds (2 (2 + 37.7) + 3) u = 9e-15), so the context by 5e-13 x max|v| (4.2) = 2.1e-12,
