@@ -6,6 +6,7 @@
 #include "exp.hpp"
 #include "gemm.hpp"
 #include "multihead.hpp"
+#include "rope.hpp"
 #include "self_attention.hpp"
 #include "simd.hpp"
 #include "softmax.hpp"
