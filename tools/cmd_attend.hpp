@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -52,7 +53,8 @@ inline constexpr std::string_view usage =
 inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq",
                                        "bk",    "bv", "weight_layout", "heads", "wo", "bo", "scale",
-                                       "causal", "allowed", "tokens", "context_tokens", "key_padding"};
+                                       "causal", "allowed", "tokens", "context_tokens", "key_padding",
+                                       "rope"};
   return f;
 }
 
@@ -99,6 +101,7 @@ struct parsed_case {
   std::vector<unsigned char> key_padding;           // one flag per key, 1 = padded (or none)
   bool has_allowed = false;                         // the case gave `allowed`
   bool has_context = false;                         // keys from context (else from x)
+  std::optional<rt::rope_options> rope;             // the case's `rope`, checked (or none)
 };
 
 /// ['Life', 'is', ...]: labels as a Python list prints them (over 20: the first and last 8)
@@ -205,6 +208,66 @@ void apply_key_padding(const parsed_case& pc, std::size_t t_len, std::size_t s_l
       if (pc.key_padding[k]) (*opt.allowed)(i, k) = 0;
 }
 
+/// `rope`'s positions stay below 2^24 (position_offset + T - 1, key_position_offset + S - 1).
+/// Past it, the double angle's own rounding (about p * 2^-51 rad, runtime/rope.hpp) would come
+/// within reach of float's resolution.
+inline constexpr std::uint64_t max_rope_position = std::uint64_t(1) << 24;
+
+/// @brief `rope`: {"layout": "half_split" | "interleaved", "base": 10000, "rotary_dim": 0 (the
+/// whole head), "position_offset": 0, "key_position_offset": position_offset}, every member
+/// optional; checked against the head's width and the positions' limit
+inline void read_rope(const qkv::io::json_document& doc, parsed_case& pc, std::size_t head_dim, std::size_t t_len,
+                      std::size_t s_len) {
+  const auto& j = doc.json();
+  if (!j.contains("rope")) return;
+  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  const auto& r = j.at("rope");
+  if (!r.is_object())
+    throw err("rope", "expected an object {\"layout\", \"base\", \"rotary_dim\", \"position_offset\", "
+                      "\"key_position_offset\"} (each optional), got " + qkv::io::detail::kind_of(r));
+  if (t_len > max_rope_position || s_len > max_rope_position)
+    throw err("rope", "takes at most " + std::to_string(max_rope_position) + " positions (2^24), the case has " +
+                          std::to_string(t_len) + " queries and " + std::to_string(s_len) + " keys");
+  rt::rope_options o;
+  auto whole = [&](const std::string& key, std::uint64_t max, const std::string& why) -> std::uint64_t {
+    const auto& v = r.at(key);
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > max)
+      throw err("rope." + key, "expected a whole number from 0 to " + std::to_string(max) + " (" + why + "), got " + v.dump());
+    return v.get<std::uint64_t>();
+  };
+  const std::string below = "positions stay below 2^24 = " + std::to_string(max_rope_position);
+  for (const auto& [key, v] : r.items()) {
+    if (key == "layout") {
+      if (v == "half_split") o.layout = rt::rope_layout::half_split;
+      else if (v == "interleaved") o.layout = rt::rope_layout::interleaved;
+      else throw err("rope.layout", "expected \"half_split\" (LLaMA, GPT-NeoX) or \"interleaved\" (RoFormer, GPT-J), got " + v.dump());
+    } else if (key == "base") {
+      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+        throw err("rope.base", "expected a positive finite number (10000 in RoFormer and LLaMA), got " + v.dump());
+      o.base = v.get<double>();
+    } else if (key == "rotary_dim") {
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > head_dim || v.get<std::uint64_t>() % 2 != 0)
+        throw err("rope.rotary_dim", "expected an even whole number (columns are rotated in pairs) from 0 (the whole head) to the head's " +
+                                         std::to_string(head_dim) + " columns, got " + v.dump());
+      o.rotary_dim = v.get<std::size_t>();
+    } else if (key == "position_offset") {
+      o.position_offset = static_cast<std::size_t>(whole(key, max_rope_position - t_len, below + " with " + std::to_string(t_len) + " queries"));
+    } else if (key == "key_position_offset") {
+      o.key_position_offset = static_cast<std::size_t>(whole(key, max_rope_position - s_len, below + " with " + std::to_string(s_len) + " keys"));
+    } else {
+      throw err("rope." + key, "unknown field; rope's fields are layout, base, rotary_dim, position_offset, key_position_offset");
+    }
+  }
+  if (head_dim % 2 != 0 && o.rotary_dim == 0)
+    throw err("rope", "the heads are " + std::to_string(head_dim) +
+                          " columns wide, an odd number: give an even rope.rotary_dim (columns are rotated in pairs)");
+  if (!o.key_position_offset && o.position_offset > max_rope_position - s_len)
+    throw err("rope.position_offset", "the keys take position_offset too (no key_position_offset given): " +
+                                          std::to_string(o.position_offset) + " + " + std::to_string(s_len) +
+                                          " keys is past the limit of " + std::to_string(max_rope_position) + " positions");
+  pc.rope = o;
+}
+
 /// read everything, check every shape against x and context, with messages naming the field
 template <class T>
 void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_matrix<T>& x,
@@ -284,6 +347,8 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
     pc.has_allowed = true;
   }
   read_learner_fields(doc, pc, x.rows(), has_context, c.rows());
+  read_rope(doc, pc, dq / pc.heads, x.rows(), c.rows());
+  opt.rope = pc.rope;
   opt.heads = pc.heads;
   opt.keep_weights = true;
 }
@@ -296,7 +361,8 @@ inline void check_case(const qkv::io::json_document& doc) {
   for (const auto& [key, value] : doc.json().items())
     if (!known_fields().count(key))
       throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
-                                       "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding").what());
+                                       "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, "
+                                       "rope").what());
   for (const char* f : {"x", "wq", "wk", "wv"})
     if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
 }
@@ -406,6 +472,16 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   o << "queries = x" << prod << "q" << (w.q.bias.empty() ? "" : " + bq") << ", " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
   o << "keys = " << src << prod << "k" << (w.k.bias.empty() ? "" : " + bk") << ", " << r.keys.shape() << " =\n" << torch_str(r.keys) << "\n";
   o << "values = " << src << prod << "v" << (w.v.bias.empty() ? "" : " + bv") << ", " << r.values.shape() << " =\n" << torch_str(r.values) << "\n";
+  if (pc.rope) {
+    const auto& ro = *pc.rope;
+    const std::size_t hd = dq / H, kp = ro.key_position_offset.value_or(ro.position_offset);
+    o << "rotary position embeddings (RoPE, runtime/rope.hpp): "
+      << (ro.layout == rt::rope_layout::half_split ? "half_split (pairs i, i + r/2: LLaMA, GPT-NeoX)"
+                                                    : "interleaved (pairs 2i, 2i + 1: RoFormer, GPT-J)")
+      << ", base " << ro.base << ", r = " << (ro.rotary_dim ? ro.rotary_dim : hd) << " of each head's " << hd
+      << " columns rotated; queries at positions " << ro.position_offset << ".." << ro.position_offset + x.rows() - 1
+      << ", keys at " << kp << ".." << kp + c.rows() - 1 << ". The queries and keys above are the rotated ones.\n";
+  }
   std::ostringstream scale;
   scale << double(r.scale);
   const std::string how = pc.scale ? (*pc.scale == 1 ? "1 (unscaled)" : scale.str())

@@ -539,3 +539,28 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   REQUIRE(r.size() == 1);
   CHECK(r[0].output.rows() == 0);
 }
+
+TEST_CASE("batch: trailing padding against cutting, longer sequences: the bits where the kernels' paths agree") {
+  const std::size_t d = 32;
+  rt::attention_weights<float> w;
+  w.q = {random_matrix<float>(32, d, 1, 0.3), {}};
+  w.k = {random_matrix<float>(32, d, 2, 0.3), {}};
+  w.v = {random_matrix<float>(32, d, 3, 0.3), {}};
+  const auto x = random_matrix<float>(300, d, 9);
+  for (bool keep : {true, false})
+    for (std::size_t n : {std::size_t(1), std::size_t(20), std::size_t(33), std::size_t(129), std::size_t(256), std::size_t(263)}) {
+      rt::attention_options<float> opt;
+      opt.heads = 2;
+      opt.keep_weights = keep;
+      std::vector<unsigned char> pad(300, 0);
+      for (std::size_t j = n; j < 300; ++j) pad[j] = 1;
+      const std::vector<rt::batch_sequence<float>> s = {{x.view(), std::nullopt, pad},
+                                                        {rt::row_block(x.view(), 0, n), std::nullopt, {}}};
+      const auto r = rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(s), w, opt);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < d; ++c) differ += r[0].output(i, c) != r[1].output(i, c);
+      INFO("keep " << keep << ", n = " << n << ": " << differ << " elements differ");
+      CHECK(differ == 0);
+    }
+}

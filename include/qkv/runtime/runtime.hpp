@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attention.hpp"
+#include "batch.hpp"
 #include "dynamic_matrix.hpp"
 #include "exp.hpp"
 #include "gemm.hpp"
