@@ -26,7 +26,9 @@
 // (keep_weights: 2 x heads x T_b x S_b x sizeof(T), summed over the batch, since every result
 // is kept) and the padding masks (T_b x S_b bytes, one per padded sequence) together at most
 // opt.max_weights_bytes, else size_limit_error; every shape (x's and context's widths, the
-// padding's length) before any arithmetic, else shape_error naming the sequence and both shapes.
+// padding's length) before any arithmetic, else shape_error naming the sequence and both shapes;
+// the weights' widths (wq against wk and wo, heads dividing them) as attention() checks them, in
+// the first call it makes (after that sequence's projections, before its scores).
 #pragma once
 
 #include <cstddef>
@@ -57,17 +59,11 @@ void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const att
   if (opt.allowed)
     throw shape_error("batch attention: attention_options::allowed is " + opt.allowed->shape() +
                       " but sequences of different lengths cannot share one mask; give each sequence its key_padding");
-  const std::size_t H = opt.heads, dq = w.q.out_features(), dv = w.v.out_features();
+  const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("batch attention: heads must be at least 1");
-  if (w.k.out_features() != dq || dq % H != 0 || dv % H != 0)
-    throw shape_error("batch attention: wq gives " + std::to_string(dq) + " columns, wk " +
-                      std::to_string(w.k.out_features()) + " and wv " + std::to_string(dv) +
-                      ": queries and keys need the same width and " + std::to_string(H) +
-                      " heads must divide d_q and d_v evenly");
-  if (w.o && w.o->in_features() != dv)
-    throw shape_error("batch attention: wo takes " + std::to_string(w.o->in_features()) +
-                      " features but the concatenated heads have d_v = " + std::to_string(dv));
-  if (opt.rope) (void)rotary_width(*opt.rope, dq / H);
+  // the weights' own widths (wq against wk, heads, wo; kv_heads when there are several) are
+  // attention()'s to check: it refuses them on the first sequence it runs, before its scores
+  if (opt.rope && w.q.out_features() % H == 0) (void)rotary_width(*opt.rope, w.q.out_features() / H);
   long double bytes = 0;
   for (std::size_t b = 0; b < batch.size(); ++b) {
     const auto& s = batch[b];
