@@ -519,9 +519,11 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   opt.allowed = rt::mask_matrix(5, 5, 1);
   CHECK_THROWS_AS(run(), rt::shape_error);
   opt.allowed.reset();
-  opt.heads = 3;
-  CHECK_THROWS_AS(run(), rt::shape_error);
+  opt.heads = 3;  // 3 heads do not divide d_q = 8: attention() refuses it on the first sequence
+  CHECK_THROWS_WITH_AS(run(), "attention: 3 heads do not divide d_q = 8 or 3 key/value heads do not divide d_v = 8 evenly",
+                       rt::shape_error);
   opt.heads = tb.heads;
+  r.clear();
   // the limit: 4 sequences x (2 x 2 heads x 5 x 5 x 4 bytes + 25 mask bytes) = 4 x 425 = 1700 bytes
   opt.max_weights_bytes = 1699;
   CHECK_THROWS_AS(run(), rt::size_limit_error);

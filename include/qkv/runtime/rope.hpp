@@ -47,8 +47,9 @@ struct rope_options {
   std::size_t rotary_dim = 0;       // columns rotated per head, even; 0 = the whole head
   std::size_t position_offset = 0;  // the position of the first query (x's row 0)
   // the position of the first key (context's row 0); unset = position_offset (self-attention
-  // continuing a sequence). Decoding against a full context: position_offset = S - 1 (the new
-  // token), key_position_offset = 0.
+  // continuing a sequence). T new queries against a context of S keys from position 0 (the
+  // causal_alignment::lower_right case): position_offset = S - T, key_position_offset = 0.
+  // The positions are this struct's only: they do not follow attention_options::alignment.
   std::optional<std::size_t> key_position_offset;
 };
 
