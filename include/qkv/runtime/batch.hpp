@@ -48,8 +48,8 @@ namespace qkv::runtime {
 template <class T>
 struct batch_sequence {
   matrix_view<const T> x;                       // (T_b, d): the queries' tokens
-  std::optional<matrix_view<const T>> context;  // (S_b, d_c): keys' and values' tokens; unset = x
-  std::vector<unsigned char> key_padding;       // empty, or S_b flags: nonzero = padding, ignored
+  std::optional<matrix_view<const T>> context = std::nullopt;  // (S_b, d_c): keys' and values' tokens; unset = x
+  std::vector<unsigned char> key_padding = {};  // empty, or S_b flags: nonzero = padding, ignored
 };
 
 namespace detail {

@@ -50,7 +50,7 @@ struct rope_options {
   // continuing a sequence). T new queries against a context of S keys from position 0 (the
   // causal_alignment::lower_right case): position_offset = S - T, key_position_offset = 0.
   // The positions are this struct's only: they do not follow attention_options::alignment.
-  std::optional<std::size_t> key_position_offset;
+  std::optional<std::size_t> key_position_offset = std::nullopt;
 };
 
 /// the cosines and sines of `count` consecutive positions from `first`, pairs of one head:
