@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -52,7 +53,8 @@ inline constexpr std::string_view usage =
 inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq",
                                        "bk",    "bv", "weight_layout", "heads", "wo", "bo", "scale",
-                                       "causal", "allowed", "tokens", "context_tokens", "key_padding"};
+                                       "causal", "allowed", "tokens", "context_tokens", "key_padding",
+                                       "rope", "kv_heads", "causal_alignment", "window", "alibi", "bias"};
   return f;
 }
 
@@ -99,6 +101,9 @@ struct parsed_case {
   std::vector<unsigned char> key_padding;           // one flag per key, 1 = padded (or none)
   bool has_allowed = false;                         // the case gave `allowed`
   bool has_context = false;                         // keys from context (else from x)
+  std::optional<rt::rope_options> rope;             // the case's `rope`, checked (or none)
+  std::size_t kv_heads = 0;                         // the case's kv_heads (0: as many as heads)
+  bool chapter_two = false;                         // rope, kv_heads, alignment, window, alibi or bias given
 };
 
 /// ['Life', 'is', ...]: labels as a Python list prints them (over 20: the first and last 8)
@@ -205,6 +210,66 @@ void apply_key_padding(const parsed_case& pc, std::size_t t_len, std::size_t s_l
       if (pc.key_padding[k]) (*opt.allowed)(i, k) = 0;
 }
 
+/// `rope`'s positions stay below 2^24 (position_offset + T - 1, key_position_offset + S - 1).
+/// Past it, the double angle's own rounding (about p * 2^-51 rad, runtime/rope.hpp) would come
+/// within reach of float's resolution.
+inline constexpr std::uint64_t max_rope_position = std::uint64_t(1) << 24;
+
+/// @brief `rope`: {"layout": "half_split" | "interleaved", "base": 10000, "rotary_dim": 0 (the
+/// whole head), "position_offset": 0, "key_position_offset": position_offset}, every member
+/// optional; checked against the head's width and the positions' limit
+inline void read_rope(const qkv::io::json_document& doc, parsed_case& pc, std::size_t head_dim, std::size_t t_len,
+                      std::size_t s_len) {
+  const auto& j = doc.json();
+  if (!j.contains("rope")) return;
+  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  const auto& r = j.at("rope");
+  if (!r.is_object())
+    throw err("rope", "expected an object {\"layout\", \"base\", \"rotary_dim\", \"position_offset\", "
+                      "\"key_position_offset\"} (each optional), got " + qkv::io::detail::kind_of(r));
+  if (t_len > max_rope_position || s_len > max_rope_position)
+    throw err("rope", "takes at most " + std::to_string(max_rope_position) + " positions (2^24), the case has " +
+                          std::to_string(t_len) + " queries and " + std::to_string(s_len) + " keys");
+  rt::rope_options o;
+  auto whole = [&](const std::string& key, std::uint64_t max, const std::string& why) -> std::uint64_t {
+    const auto& v = r.at(key);
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() > max)
+      throw err("rope." + key, "expected a whole number from 0 to " + std::to_string(max) + " (" + why + "), got " + v.dump());
+    return v.get<std::uint64_t>();
+  };
+  const std::string below = "positions stay below 2^24 = " + std::to_string(max_rope_position);
+  for (const auto& [key, v] : r.items()) {
+    if (key == "layout") {
+      if (v == "half_split") o.layout = rt::rope_layout::half_split;
+      else if (v == "interleaved") o.layout = rt::rope_layout::interleaved;
+      else throw err("rope.layout", "expected \"half_split\" (LLaMA, GPT-NeoX) or \"interleaved\" (RoFormer, GPT-J), got " + v.dump());
+    } else if (key == "base") {
+      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+        throw err("rope.base", "expected a positive finite number (10000 in RoFormer and LLaMA), got " + v.dump());
+      o.base = v.get<double>();
+    } else if (key == "rotary_dim") {
+      if (!v.is_number_unsigned() || v.get<std::uint64_t>() > head_dim || v.get<std::uint64_t>() % 2 != 0)
+        throw err("rope.rotary_dim", "expected an even whole number (columns are rotated in pairs) from 0 (the whole head) to the head's " +
+                                         std::to_string(head_dim) + " columns, got " + v.dump());
+      o.rotary_dim = v.get<std::size_t>();
+    } else if (key == "position_offset") {
+      o.position_offset = static_cast<std::size_t>(whole(key, max_rope_position - t_len, below + " with " + std::to_string(t_len) + " queries"));
+    } else if (key == "key_position_offset") {
+      o.key_position_offset = static_cast<std::size_t>(whole(key, max_rope_position - s_len, below + " with " + std::to_string(s_len) + " keys"));
+    } else {
+      throw err("rope." + key, "unknown field; rope's fields are layout, base, rotary_dim, position_offset, key_position_offset");
+    }
+  }
+  if (head_dim % 2 != 0 && o.rotary_dim == 0)
+    throw err("rope", "the heads are " + std::to_string(head_dim) +
+                          " columns wide, an odd number: give an even rope.rotary_dim (columns are rotated in pairs)");
+  if (!o.key_position_offset && o.position_offset > max_rope_position - s_len)
+    throw err("rope.position_offset", "the keys take position_offset too (no key_position_offset given): " +
+                                          std::to_string(o.position_offset) + " + " + std::to_string(s_len) +
+                                          " keys is past the limit of " + std::to_string(max_rope_position) + " positions");
+  pc.rope = o;
+}
+
 /// read everything, check every shape against x and context, with messages naming the field
 template <class T>
 void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_matrix<T>& x,
@@ -241,24 +306,41 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
     if (j.contains(bias)) l.bias = qkv::io::read_vector<T>(doc, bias, j.at(bias), l.out_features());
   };
   read_linear("wq", "d_q", x.cols(), "x", w.q, "bq");
-  read_linear("wk", std::to_string(w.q.out_features()), c.cols(), cname, w.k, "bk");
-  if (w.k.out_features() != w.q.out_features())
-    throw err("wk", "expected " + std::to_string(w.q.out_features()) + " outputs, as many as wq (" + w.q.weight.shape() +
-                        "), got " + w.k.weight.shape());
-  read_linear("wv", "d_v", c.cols(), cname, w.v, "bv");
   if (j.contains("heads")) {
     const auto& h = j.at("heads");
     if (!h.is_number_unsigned() || h.get<std::size_t>() == 0)
       throw err("heads", "expected a positive whole number, got " + h.dump());
     pc.heads = h.get<std::size_t>();
   }
+  std::size_t hk = pc.heads;  // key/value heads
+  if (j.contains("kv_heads")) {
+    const auto& h = j.at("kv_heads");
+    if (!h.is_number_unsigned() || h.get<std::size_t>() == 0 || pc.heads % h.get<std::size_t>() != 0)
+      throw err("kv_heads", "expected a positive whole number that divides heads = " + std::to_string(pc.heads) +
+                                " (grouped-query attention: query head h uses key/value head h / (heads / kv_heads); 1 = multi-query), got " +
+                                h.dump());
+    pc.kv_heads = hk = h.get<std::size_t>();
+  }
+  const std::size_t dq_heads = w.q.out_features() % pc.heads == 0 ? w.q.out_features() / pc.heads * hk : 0;
+  const std::string kv_note = std::to_string(hk);
+  read_linear("wk", std::to_string(dq_heads ? dq_heads : w.q.out_features()), c.cols(), cname, w.k, "bk");
+  read_linear("wv", "d_v", c.cols(), cname, w.v, "bv");
   const std::size_t dq = w.q.out_features(), dv = w.v.out_features();
-  if (dq % pc.heads != 0 || dv % pc.heads != 0)
+  if (dq % pc.heads != 0 || dv % hk != 0)
     throw err("heads", std::to_string(pc.heads) + " heads must divide d_q = " + std::to_string(dq) + " (wq " +
-                           w.q.weight.shape() + ") and d_v = " + std::to_string(dv) + " (wv " + w.v.weight.shape() + ") evenly");
+                           w.q.weight.shape() + ") and " + (hk == pc.heads ? "" : std::to_string(hk) + " kv_heads ") +
+                           "d_v = " + std::to_string(dv) + " (wv " + w.v.weight.shape() + ") evenly");
+  if (w.k.out_features() != dq / pc.heads * hk)
+    throw err("wk", "expected " + std::to_string(dq / pc.heads * hk) + " outputs, " +
+                        (hk == pc.heads ? "as many as wq (" + w.q.weight.shape() + ")"
+                                        : kv_note + " key/value heads of d_q / heads = " + std::to_string(dq / pc.heads) +
+                                              " columns (wq is " + w.q.weight.shape() + ")") +
+                        ", got " + w.k.weight.shape());
+  const std::size_t dcat = dv / hk * pc.heads;  // the concatenated heads
   if (j.contains("wo")) {
     rt::linear_weights<T> o;
-    read_linear("wo", "d_out", dv, "the concatenated heads (d_v = " + std::to_string(dv) + ")", o, "bo");
+    read_linear("wo", "d_out", dcat, "the concatenated heads (" + std::to_string(pc.heads) + " x d_v / " +
+                                         (hk == pc.heads ? "heads" : "kv_heads") + " = " + std::to_string(dcat) + ")", o, "bo");
     w.o = std::move(o);
   } else if (j.contains("bo")) {
     throw err("bo", "an output bias needs an output projection wo");
@@ -284,6 +366,38 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
     pc.has_allowed = true;
   }
   read_learner_fields(doc, pc, x.rows(), has_context, c.rows());
+  read_rope(doc, pc, dq / pc.heads, x.rows(), c.rows());
+  opt.rope = pc.rope;
+  opt.kv_heads = pc.kv_heads;
+  if (j.contains("causal_alignment")) {
+    const auto& a = j.at("causal_alignment");
+    if (a == "upper_left") opt.alignment = rt::causal_alignment::upper_left;
+    else if (a == "lower_right") opt.alignment = rt::causal_alignment::lower_right;
+    else throw err("causal_alignment", "expected \"upper_left\" (query i at position i) or \"lower_right\" (query i at "
+                                       "position i + S - T, KV-cache decoding), got " + a.dump());
+  }
+  if (j.contains("window")) {
+    const auto& wd = j.at("window");
+    if (!wd.is_number_unsigned())
+      throw err("window", "expected a whole number (0 = none; else a query at position p sees keys j with p - window < j), got " +
+                              wd.dump());
+    opt.window = wd.get<std::size_t>();
+  }
+  if (j.contains("alibi")) {
+    const auto& al = j.at("alibi");
+    if (!al.is_boolean()) throw err("alibi", "expected true or false, got " + al.dump());
+    opt.alibi = al.get<bool>();
+  }
+  if (j.contains("bias")) {
+    auto b = qkv::io::read_matrix_field<T>(doc, "bias", "T x S or heads*T x S numbers");
+    if (!((b.rows() == x.rows() || b.rows() == pc.heads * x.rows()) && b.cols() == c.rows()))
+      throw err("bias", "expected " + rt::shape_string(x.rows(), c.rows()) + " (T x S, every head) or " +
+                            rt::shape_string(pc.heads * x.rows(), c.rows()) + " (heads*T x S, head h's rows h*T ..), got " +
+                            b.shape());
+    opt.bias = std::move(b);
+  }
+  pc.chapter_two = pc.rope || j.contains("kv_heads") || j.contains("causal_alignment") || j.contains("window") ||
+                   j.contains("alibi") || j.contains("bias");
   opt.heads = pc.heads;
   opt.keep_weights = true;
 }
@@ -296,7 +410,8 @@ inline void check_case(const qkv::io::json_document& doc) {
   for (const auto& [key, value] : doc.json().items())
     if (!known_fields().count(key))
       throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
-                                       "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding").what());
+                                       "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, "
+                                       "rope, kv_heads, causal_alignment, window, alibi, bias").what());
   for (const char* f : {"x", "wq", "wk", "wv"})
     if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
 }
@@ -307,18 +422,20 @@ template <class T>
 void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c, const rt::attention_weights<T>& w,
                  std::size_t heads, const limits& lim, bool as_json, bool pictures) {
   using qkv::io::checked_product;
-  const std::uint64_t t = x.rows(), s = c.rows(), dq = w.q.out_features(), dv = w.v.out_features(),
-                      dout = w.o ? w.o->out_features() : dv;
+  // with kv_heads, keys and values are narrower than the queries and the concatenated heads
+  const std::uint64_t hk = w.q.out_features() == 0 ? heads : heads * w.k.out_features() / w.q.out_features();
+  const std::uint64_t t = x.rows(), s = c.rows(), dq = w.q.out_features(), dk = w.k.out_features(), dvv = w.v.out_features(),
+                      dv = hk == 0 ? dvv : dvv / hk * heads, dout = w.o ? w.o->out_features() : dv;
   auto dims = [](std::initializer_list<std::uint64_t> d) {
     std::string r;
     for (auto v : d) r += (r.empty() ? "" : " x ") + std::to_string(v);
     return r;
   };
-  const std::uint64_t q = checked_product({t, dq}), k = checked_product({s, dq}), v = checked_product({s, dv}),
+  const std::uint64_t q = checked_product({t, dq}), k = checked_product({s, dk}), v = checked_product({s, dvv}),
                       hts = checked_product({heads, t, s}), ctx = checked_product({t, dv}), out = checked_product({t, dout});
   lim.check("the queries (T x d_q = " + dims({t, dq}) + ")", q);
-  lim.check("the keys (S x d_q = " + dims({s, dq}) + ")", k);
-  lim.check("the values (S x d_v = " + dims({s, dv}) + ")", v);
+  lim.check("the keys (S x d_k = " + dims({s, dk}) + ")", k);
+  lim.check("the values (S x d_v = " + dims({s, dvv}) + ")", v);
   lim.check("the scores and the weights kept (each heads x T x S = " + dims({heads, t, s}) + ")", hts);
   lim.check("the context (T x d_v = " + dims({t, dv}) + ")", ctx);
   lim.check("the output (T x d_out = " + dims({t, dout}) + ")", out);
@@ -329,27 +446,47 @@ void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
   if (pictures) lim.check_cells("the heatmap of the weights (heads x T x S = " + dims({heads, t, s}) + ")", hts);
 }
 
-/// the mask as the attention applied it, (T, S): 1 where key j is masked for query i (causal:
-/// j > i; `allowed` false; key_padding true), PyTorch's boolean attn_mask convention
+/// the runtime's mask for head h (attention()'s steps: causal with its alignment, window,
+/// allowed, and when `scores` is set, ALiBi and the bias rows of head h)
+template <class T>
+rt::attention_mask head_mask(const rt::attention_options<T>& opt, std::size_t h, std::size_t t_len, std::size_t s_len,
+                             bool scores) {
+  rt::attention_mask m{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
+  m.alignment = opt.alignment;
+  m.window = opt.window;
+  m = m.resolved(t_len, s_len);
+  if (scores && opt.alibi) m.alibi_slope = rt::alibi_slopes(opt.heads)[h];
+  if (scores && opt.bias)
+    m.set_bias(rt::row_block(rt::matrix_view<const T>(opt.bias->view()), opt.bias->rows() == t_len ? 0 : h * t_len, t_len));
+  return m;
+}
+
+/// the mask as the attention applied it, (T, S): 1 where key j is masked for query i (causal,
+/// aligned upper_left: j > i, lower_right: j > i + S - T; outside the window; `allowed` false;
+/// key_padding true), PyTorch's boolean attn_mask convention. A -inf in `bias` masks too; it is
+/// in scaled_scores, per head.
 template <class T>
 rt::mask_matrix effective_mask(const rt::attention_options<T>& opt, std::size_t t_len, std::size_t s_len) {
   rt::mask_matrix m(t_len, s_len, 0);
+  const auto mask = head_mask(opt, 0, t_len, s_len, false);
   for (std::size_t i = 0; i < t_len; ++i)
     for (std::size_t k = 0; k < s_len; ++k)
-      m(i, k) = (opt.causal && k > i) || (opt.allowed && !(*opt.allowed)(i, k)) ? 1 : 0;
+      m(i, k) = rt::detail::masked_score<T>(mask, i, k, s_len, T(0)) == -std::numeric_limits<T>::infinity() ? 1 : 0;
   return m;
 }
 
 /// per head, the scores the softmax saw: scale * (q · k) as the runtime rounds it (one
-/// multiplication in T), -inf where masked
+/// multiplication in T), then the bias and ALiBi terms as the runtime adds them, -inf where masked
 template <class T>
-std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::attention_result<T>& r, const rt::mask_matrix& mask) {
+std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::attention_result<T>& r, const rt::attention_options<T>& opt) {
   std::vector<rt::dynamic_matrix<T>> out;
-  for (const auto& raw : r.scores) {
+  for (std::size_t h = 0; h < r.scores.size(); ++h) {
+    const auto& raw = r.scores[h];
+    const auto mask = head_mask(opt, h, raw.rows(), raw.cols(), true);
     auto& s = out.emplace_back(raw.rows(), raw.cols());
     for (std::size_t i = 0; i < raw.rows(); ++i)
       for (std::size_t k = 0; k < raw.cols(); ++k)
-        s(i, k) = mask(i, k) ? -std::numeric_limits<T>::infinity() : T(raw(i, k) * r.scale);
+        s(i, k) = rt::detail::masked_score<T>(mask, i, k, raw.cols(), T(raw(i, k) * r.scale));
   }
   return out;
 }
@@ -363,7 +500,7 @@ std::string json_output(const rt::attention_result<T>& r, std::size_t t_len, std
   s += ",\n \"mask\": ";
   qkv::io::write_tensor(s, mask);
   s += ",\n \"scaled_scores\": ";
-  qkv::io::write_tensor(s, scaled_masked_scores(r, mask), t_len, s_len);
+  qkv::io::write_tensor(s, scaled_masked_scores(r, opt), t_len, s_len);
   s += ",\n \"queries\": ";
   qkv::io::write_tensor(s, r.queries);
   s += ",\n \"keys\": ";
@@ -389,11 +526,13 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
                   const rt::attention_result<T>& r) {
   const bool out_in = pc.layout == rt::weight_layout::out_in;
   const auto& c = has_context ? context : x;
-  const std::size_t H = pc.heads, dq = r.queries.cols(), dv = r.values.cols();
+  const std::size_t H = pc.heads, HK = pc.kv_heads ? pc.kv_heads : H, dq = r.queries.cols(), dv = r.values.cols();
   std::ostringstream o;
   o << "qkv attend " << pc.file << ": " << qkv::io::dtype_name<T>() << ", " << (has_context ? "cross" : "self")
     << "-attention, " << x.rows() << " queries over " << c.rows() << " keys, " << H << (H == 1 ? " head" : " heads")
-    << " (d_q = " << dq << ", d_v = " << dv << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / H) : "")
+    << " (d_q = " << dq << ", d_v = " << dv << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
+    << (HK != H ? "; " + std::to_string(HK) + " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head h / " +
+                      std::to_string(H / HK) + ")" : "")
     << ")\n\n";
   o << "Step 1: the inputs, one token per row\n";
   o << "x " << x.shape() << " =\n" << torch_str(x) << "\n";
@@ -406,6 +545,16 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   o << "queries = x" << prod << "q" << (w.q.bias.empty() ? "" : " + bq") << ", " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
   o << "keys = " << src << prod << "k" << (w.k.bias.empty() ? "" : " + bk") << ", " << r.keys.shape() << " =\n" << torch_str(r.keys) << "\n";
   o << "values = " << src << prod << "v" << (w.v.bias.empty() ? "" : " + bv") << ", " << r.values.shape() << " =\n" << torch_str(r.values) << "\n";
+  if (pc.rope) {
+    const auto& ro = *pc.rope;
+    const std::size_t hd = dq / H, kp = ro.key_position_offset.value_or(ro.position_offset);
+    o << "rotary position embeddings (RoPE, runtime/rope.hpp): "
+      << (ro.layout == rt::rope_layout::half_split ? "half_split (pairs i, i + r/2: LLaMA, GPT-NeoX)"
+                                                    : "interleaved (pairs 2i, 2i + 1: RoFormer, GPT-J)")
+      << ", base " << ro.base << ", r = " << (ro.rotary_dim ? ro.rotary_dim : hd) << " of each head's " << hd
+      << " columns rotated; queries at positions " << ro.position_offset << ".." << ro.position_offset + x.rows() - 1
+      << ", keys at " << kp << ".." << kp + c.rows() - 1 << ". The queries and keys above are the rotated ones.\n";
+  }
   std::ostringstream scale;
   scale << double(r.scale);
   const std::string how = pc.scale ? (*pc.scale == 1 ? "1 (unscaled)" : scale.str())
@@ -414,6 +563,16 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   if (opt.causal && pc.has_allowed) mask = "causal and allowed";
   else if (opt.causal) mask = "causal (key j <= query i)";
   else if (pc.has_allowed) mask = "allowed (false = -inf)";
+  {  // decode's steps (runtime/attention.hpp): alignment, window, ALiBi, bias
+    std::vector<std::string> more;
+    if (opt.causal && opt.alignment == rt::causal_alignment::lower_right && x.rows() != c.rows())
+      more.push_back("aligned lower_right (query i at position i + S - T = i + " +
+                     std::to_string(static_cast<long long>(c.rows()) - static_cast<long long>(x.rows())) + ")");
+    if (opt.window) more.push_back("window " + std::to_string(opt.window) + " (keys j with p - " + std::to_string(opt.window) + " < j)");
+    if (opt.alibi) more.push_back("ALiBi (m_h (j - p) added, slopes of Press et al. 2022)");
+    if (opt.bias) more.push_back("the case's bias added (" + opt.bias->shape() + ")");
+    for (const auto& m : more) mask = mask == "none" ? m : mask + ", " + m;
+  }
   if (!pc.key_padding.empty()) {
     const auto keys = key_labels(pc, c.rows());
     std::vector<std::string> padded;
@@ -426,7 +585,7 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   if (!pc.tokens.empty() || !pc.context_tokens.empty())
     axes = "rows: queries " + label_list(query_labels(pc, x.rows())) + ", columns: keys " +
            label_list(key_labels(pc, c.rows())) + "\n";
-  const auto scaled = scaled_masked_scores(r, effective_mask(opt, x.rows(), c.rows()));
+  const auto scaled = scaled_masked_scores(r, opt);
   for (std::size_t h = 0; h < H; ++h) {
     const std::string head = H > 1 ? " of head " + std::to_string(h) : "";
     o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n" << axes << torch_str(r.scores[h]) << "\n";
@@ -434,7 +593,8 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
       << torch_str(scaled[h]) << "\n";
     o << "Step 4: weights" << head << " = softmax of each row of scale * scores + mask (scale " << how << ", mask " << mask
       << "), each row sums to 1 (a row with every key masked is 0) =\n" << axes << torch_str(r.weights[h]) << "\n";
-    o << "Step 5: context" << head << " = weights · values" << (H > 1 ? " of head " + std::to_string(h) : "") << ", "
+    o << "Step 5: context" << head << " = weights · values"
+      << (HK != H ? " of key/value head " + std::to_string(h / (H / HK)) : H > 1 ? " of head " + std::to_string(h) : "") << ", "
       << r.context[h].shape() << " =\n" << torch_str(r.context[h]) << "\n";
   }
   if (H > 1) o << "\nStep 6: the heads side by side, concat " << r.concat.shape() << " =\n" << torch_str(r.concat) << "\n";
@@ -471,6 +631,10 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
+  if ((want_svg || want_html) && pc.chapter_two)
+    throw input_error(pc.file + ": " + (want_html ? "--html" : "--svg") +
+                      " does not show rope, kv_heads, causal_alignment, window, alibi or bias yet (its masks and "
+                      "explanations would be wrong); the trace and --json do");
   if (want_svg || want_html)  // a page or figure: never beyond 2^24 weights (tools/attend_page.hpp)
     attend_page::check_size(pc.file, want_html ? "--html" : "--svg", pc.heads, x.rows(), has_context ? context.rows() : x.rows());
   try {

@@ -22,6 +22,7 @@
 #include "attention.hpp"
 #include "dynamic_matrix.hpp"
 #include "gemm.hpp"
+#include "rope.hpp"
 #include "thread_pool.hpp"
 
 namespace qkv::runtime {
@@ -215,6 +216,7 @@ struct attention_options {
   // additive float bias on the scaled scores: (T, S) for every head or (heads * T, S), head h's
   // rows h*T .. h*T + T - 1; -inf = masked (the key is skipped)
   std::optional<dynamic_matrix<T>> bias = std::nullopt;
+  std::optional<rope_options> rope = std::nullopt;  // rotary embeddings of q and k after the projections (rope.hpp)
 };
 
 /// everything one call computes
@@ -272,6 +274,10 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   if (w.o && w.o->in_features() != dv)
     throw shape_error("attention: wo is " + wshape(*w.o) + " but the concatenated heads are " +
                       shape_string(t_len, dv));
+  if (opt.rope) {  // rotary embeddings of every head's queries and keys, in place (rope.hpp)
+    apply_rope<T>(r.queries.view(), dh, *opt.rope, opt.rope->position_offset, pool);
+    apply_rope<T>(r.keys.view(), dh, *opt.rope, opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
+  }
   r.scale = opt.scale ? *opt.scale : default_scale<T>(dh);
   r.concat.resize(t_len, dv);
   const std::size_t keep = opt.keep_weights ? H : 0;

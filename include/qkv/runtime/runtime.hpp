@@ -2,10 +2,12 @@
 #pragma once
 
 #include "attention.hpp"
+#include "batch.hpp"
 #include "dynamic_matrix.hpp"
 #include "exp.hpp"
 #include "gemm.hpp"
 #include "multihead.hpp"
+#include "rope.hpp"
 #include "self_attention.hpp"
 #include "simd.hpp"
 #include "softmax.hpp"
