@@ -37,6 +37,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/masks.hpp"
 #include "dynamic_matrix.hpp"
 #include "exp.hpp"
 #include "gemm.hpp"
@@ -45,14 +46,14 @@
 
 namespace qkv::runtime {
 
-/// where the causal diagonal sits when T != S, named as PyTorch names it
-/// (torch.nn.attention.bias.causal_upper_left / causal_lower_right); the ONNX Attention op
-/// (opset 23) and ONNX Runtime's GroupQueryAttention align their causal mask lower_right when
-/// past keys are present (the new queries are the last T of the S positions)
-enum class causal_alignment {
-  upper_left,   // query i sits at position i: key j visible when j <= i
-  lower_right,  // query i sits at position i + (S - T): the last query sees every key (KV cache)
-};
+/// where the causal diagonal sits when T != S: the core's enum (core/masks.hpp), one type on both
+/// paths, named as PyTorch names it (torch.nn.attention.bias.causal_upper_left /
+/// causal_lower_right); the ONNX Attention op (opset 23) and ONNX Runtime's GroupQueryAttention
+/// align their causal mask lower_right when past keys are present (the new queries are the last
+/// T of the S positions).
+///   upper_left   query i sits at position i: key j visible when j <= i
+///   lower_right  query i sits at position i + (S - T): the last query sees every key (KV cache)
+using qkv::causal_alignment;
 
 /// which keys a query may attend to, and what is added to its scaled scores.
 /// Query row i sits at position p = i + offset (offset: 0, or S - T for lower_right; resolved()
