@@ -183,11 +183,12 @@ struct qkv_impl {
       benchmark::DoNotOptimize(r.output.data());
     } else {
       const std::size_t dh = w.dq / w.heads, dvh = w.dv / w.heads;
-      // heads x query blocks in one parallel_for, as multihead.hpp does
-      const std::size_t blocks = (w.T + rt::stream_query_block - 1) / rt::stream_query_block;
+      // heads x query blocks in one parallel_for, split evenly over the pool's threads
+      const rt::stream_split split(w.T, w.heads, rt::threads());
+      const std::size_t blocks = split.blocks;
       auto task = [&](std::size_t t) {
         const std::size_t h = t / blocks, b = t % blocks;
-        const std::size_t i0 = b * rt::stream_query_block, i1 = std::min(w.T, i0 + rt::stream_query_block);
+        const std::size_t i0 = split.begin(b), i1 = split.end(b);
         rt::detail::attend_rows_streaming<float>(rt::column_block(w.q.view(), h * dh, dh), rt::column_block(w.k.view(), h * dh, dh),
                                                  rt::column_block(w.v.view(), h * dvh, dvh), rt::column_block(out.view(), h * dvh, dvh),
                                                  w.scale, {}, i0, i1);
@@ -425,9 +426,9 @@ void run(benchmark::State& state, int id, bool memory) {
         heap::peak.store(b2);
         Impl fresh_impl(w);
         if constexpr (std::is_same_v<Impl, qkv_impl>) {
-          const std::size_t blocks = (w.T + rt::stream_query_block - 1) / rt::stream_query_block;
-          pool.parallel_for(blocks, [&](std::size_t b) {
-            const std::size_t i0 = b * rt::stream_query_block, i1 = std::min(w.T, i0 + rt::stream_query_block);
+          const rt::stream_split split(w.T, 1, pool.size());
+          pool.parallel_for(split.blocks, [&](std::size_t b) {
+            const std::size_t i0 = split.begin(b), i1 = split.end(b);
             rt::detail::attend_rows_streaming<float>(w.q.view(), w.k.view(), w.v.view(), fresh_impl.out.view(), w.scale, {}, i0, i1);
           });
         } else {

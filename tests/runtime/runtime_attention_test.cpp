@@ -175,6 +175,57 @@ TEST_CASE("the streaming path never allocates a T x S matrix") {
   CHECK(rt::stream_query_block * rt::key_block < 2000u * 3000u / 50);
 }
 
+TEST_CASE("the streaming split covers every query row once, in even blocks shared out over the threads") {
+  struct want {
+    std::size_t rows, heads, threads, blocks;
+  };
+  // W4 (2048 rows, one head): 4 blocks of 512 on 1, 2 and 4 threads (was 6 of 384, the last
+  // 128 rows: on 2 threads 1152 rows against 896); 8 threads: 8 of 256; W5 (1024 rows, 12 heads):
+  // 2 blocks per head; 1500 rows on 2 threads: 3 blocks would leave one thread two of them, so
+  // 4 of 375; 100 rows on 8 threads: blocks of at least 128 rows, so one; 5000 rows of 3 heads
+  // on 2 threads: 10 blocks per head (30 tasks)
+  for (const want& w : {want{2048, 1, 1, 4}, want{2048, 1, 2, 4}, want{2048, 1, 4, 4}, want{2048, 1, 8, 8},
+                        want{1024, 12, 2, 2}, want{1500, 1, 2, 4}, want{1500, 1, 1, 3}, want{100, 1, 8, 1},
+                        want{1, 1, 2, 1}, want{5000, 3, 2, 10}}) {
+    CAPTURE(w.rows);
+    CAPTURE(w.threads);
+    const rt::stream_split split(w.rows, w.heads, w.threads);
+    CHECK(split.blocks == w.blocks);
+    CHECK(split.begin(0) == 0);
+    CHECK(split.end(split.blocks - 1) == w.rows);
+    for (std::size_t b = 0; b < split.blocks; ++b) {
+      CHECK(split.end(b) - split.begin(b) <= rt::stream_query_block);
+      CHECK(split.end(b) - split.begin(b) + 1 >= (w.rows + split.blocks - 1) / split.blocks);  // within one row
+      if (b + 1 < split.blocks) CHECK(split.end(b) == split.begin(b + 1));
+    }
+  }
+  CHECK(rt::stream_split(0, 1, 2).blocks == 0);
+}
+
+TEST_CASE_TEMPLATE("a streaming row's result does not depend on the query block it is computed in", F, float, double) {
+  // the thread-count bit-identity rests on this: the split (above) changes with the threads.
+  // 700 queries, 300 keys (3 key blocks, the last partial), causal and not: one block of 512
+  // and one of 188 against blocks of 384, 100, 13 (partial micro-kernel tiles) and 5 rows (the
+  // few-rows product): the same bits
+  const auto q = random_matrix<F>(700, 24, 60, 0.6), k = random_matrix<F>(300, 24, 61, 0.6),
+             v = random_matrix<F>(300, 20, 62);
+  for (bool causal : {false, true}) {
+    const rt::attention_mask mask{causal, nullptr};
+    dynamic_matrix<F> whole(700, 20);
+    for (std::size_t i0 = 0; i0 < 700; i0 += 512)
+      rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), whole.view(), F(0.2), mask, i0,
+                                           std::min<std::size_t>(700, i0 + 512));
+    for (std::size_t rows : {384u, 100u, 13u, 5u}) {
+      CAPTURE(rows);
+      dynamic_matrix<F> parts(700, 20);
+      for (std::size_t i0 = 0; i0 < 700; i0 += rows)
+        rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), parts.view(), F(0.2), mask, i0,
+                                             std::min<std::size_t>(700, i0 + rows));
+      CHECK(parts == whole);
+    }
+  }
+}
+
 TEST_CASE("attention names both shapes when they do not fit") {
   const auto x = random_matrix<float>(3, 4, 50);
   rt::attention_weights<float> w;

@@ -99,12 +99,45 @@ struct attention_mask {
   [[nodiscard]] bool plain() const { return window == 0 && alibi_slope == 0 && bias == nullptr && offset == 0; }
 };
 
-/// the rows of queries that one task handles (materialised path, streaming path), and the
-/// key block of the streaming path. A streaming task packs k and v once per pass over the
-/// keys, so its query block is larger: packing costs 1/stream_query_block of the arithmetic.
+/// the rows of queries that one task handles (materialised path), the most rows of one
+/// streaming task, and the key block of the streaming path. A streaming task packs k and v once
+/// per pass over the keys, so its query block is larger: packing costs 1/rows of the
+/// arithmetic. 512 rows: a tile of 512 x 128 floats (256 KiB) per thread, in L2 beside q, out,
+/// k and v of a head; packing took 10-17% of W4's and W5's time with 384-row blocks, and 1024
+/// rows made the products slower on W5 than they saved (docs/performance.md, "ONNX Runtime")
 inline constexpr std::size_t query_block = 64;
-inline constexpr std::size_t stream_query_block = 384;
+inline constexpr std::size_t stream_query_block = 512;
 inline constexpr std::size_t key_block = 128;
+
+/// @brief how the streaming path splits the `rows` queries of each of `heads` heads into tasks
+/// (heads x blocks, block b = rows begin(b) .. end(b)): as few blocks per head as
+/// stream_query_block allows, more when there are fewer tasks than threads or when a few more
+/// let the tasks share out evenly over the threads; blocks differ by at most one row. Only who
+/// computes which row changes with it, never how: a row's result does not depend on its block
+/// (tested), so the bits are the same for every thread count.
+struct stream_split {
+  std::size_t rows = 0, blocks = 0;  // blocks per head
+  [[nodiscard]] std::size_t begin(std::size_t b) const { return rows * b / blocks; }
+  [[nodiscard]] std::size_t end(std::size_t b) const { return rows * (b + 1) / blocks; }
+
+  stream_split() = default;
+  stream_split(std::size_t rows_, std::size_t heads, std::size_t threads) : rows(rows_) {
+    if (rows == 0 || heads == 0) return;
+    threads = std::max<std::size_t>(1, threads);
+    const std::size_t fewest = (rows + stream_query_block - 1) / stream_query_block;
+    // blocks of at least min_rows rows (packing k and v must stay small against a block's work)
+    constexpr std::size_t min_rows = 128;
+    const std::size_t most = std::max(fewest, rows / min_rows);
+    blocks = std::min(most, std::max(fewest, (threads + heads - 1) / heads));
+    // e.g. 1500 rows, one head, 2 threads: 4 blocks of 375, not 3 (two on one thread, one on the other)
+    for (std::size_t b = blocks; b <= std::min(most, 2 * blocks); ++b)
+      if (heads * b % threads == 0) {
+        blocks = b;
+        break;
+      }
+  }
+  [[nodiscard]] std::size_t tasks(std::size_t heads) const { return heads * blocks; }
+};
 /// the streaming path's small case (attend_rows_small): at most this many keys and this depth
 inline constexpr std::size_t small_keys = 32;
 inline constexpr std::size_t small_depth = 64;
@@ -600,14 +633,16 @@ void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k
                  weights->cols != k.rows))
     throw shape_error("attention: scores are " + scores->shape() + " and weights " +
                       weights->shape() + " but both must be " + shape_string(q.rows, k.rows));
-  const std::size_t qb = scores ? query_block : stream_query_block;
-  const std::size_t tasks = (q.rows + qb - 1) / qb;
+  const std::size_t threads = pool ? pool->size() : 1;
+  const stream_split split(q.rows, 1, threads);  // the streaming path's blocks
+  const std::size_t tasks = scores ? (q.rows + query_block - 1) / query_block : split.blocks;
   // a NaN or inf in v: the kernels read a copy with them set to 0, repair_rows puts them back
   // where a query attends to them (the header comment)
   const auto nonfinite = detail::nonfinite_values<T>::of(v);
   const matrix_view<const T> vk = nonfinite ? matrix_view<const T>(nonfinite->clean.view()) : v;
   auto run = [&](std::size_t t) {
-    const std::size_t i0 = t * qb, i1 = std::min(q.rows, i0 + qb);
+    const std::size_t i0 = scores ? t * query_block : split.begin(t);
+    const std::size_t i1 = scores ? std::min(q.rows, i0 + query_block) : split.end(t);
     if (scores)
       detail::attend_rows_materialised(q, k, vk, out, scale, mask, *scores, *weights, i0, i1);
     else

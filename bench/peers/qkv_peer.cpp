@@ -1,0 +1,110 @@
+// bench/peers/qkv_peer.cpp: the peer harness's qkv implementation (its impls_qkv/qkv.cpp),
+// adapted to qkv's current API: W4/W5 split their query rows with rt::stream_split (even
+// blocks of at most rt::stream_query_block rows, shared out over the threads). Not built by
+// meson: scripts/bench.sh passes it to the harness's run.sh as EXTRA_IMPL_SOURCES when
+// QKV_PEERS names the harness folder (docs/performance.md, "ONNX Runtime").
+// qkv peer: the qkv library's runtime path (header-only C++20, <qkv/runtime/runtime.hpp>), called
+// the way the project's own bench/attention_bench.cpp calls it. A FACTORY (untimed setup):
+//
+//  * W1-W3 (projections): the harness's weights are [d_in, d_out] (Q = X*Wq + bq), which is
+//    qkv's weight_layout::in_out, so they are copied as they are (no transpose) into
+//    rt::linear_weights and packed once into rt::packed_attention_weights (as an inference
+//    engine lays out its weights; the peers keep theirs as given). The heap column therefore
+//    includes the packed copy of the weights (W3: 4 x 768 x 768 floats, ~9 MiB). The timed call is
+//    rt::attention(X, X, packed, {heads, scale = 1/sqrt(d_k), keep_weights = false}, result):
+//    Q/K/V projections with bias in one parallel_for, the streaming (flash-style) attention
+//    over heads x query blocks, the output projection with bias (W3); then result.output is
+//    copied into the harness's buffer (n x out_cols floats; qkv writes into its own
+//    attention_result, reused across calls).
+//  * W4/W5 (attention only): the streaming path on views of the harness's Q/K/V, written
+//    straight into the harness's output: one parallel_for over heads x query blocks (rt::stream_split) of
+//    rt::detail::attend_rows_streaming (exactly bench/attention_bench.cpp's qkv_impl; the
+//    public rt::scaled_dot_product_attention does one head per call, so W5's 12 heads would be
+//    12 parallel_fors of 3 query blocks each).
+//  * Threads: rt::set_threads(threads) on the library's one pool at the start of every call
+//    (a no-op when the size is unchanged; idle workers sleep, never spin).
+//
+// Build (run.sh): EXTRA_IMPL_SOURCES=impls_qkv/qkv.cpp
+//   EXTRA_IMPL_CXXFLAGS="-I<qkv>/include -ffp-contract=off"   (this file only), or
+//   EXTRA_CXXFLAGS="-I<qkv>/include -ffp-contract=off"        (every object: the peers too)
+// -ffp-contract=off is qkv's own build setting (its kernels request their FMAs explicitly).
+// run.sh already compiles with -O3 -march=native -std=c++20; qkv needs C++20 and an -march with
+// AVX2+FMA; -march=native gives AVX-512 where the CPU has it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include <qkv/runtime/runtime.hpp>
+
+#include "attnbench.hpp"
+
+namespace {
+namespace rt = qkv::runtime;
+using attnbench::Inputs;
+using attnbench::Runner;
+using attnbench::Workload;
+
+// a harness weight [d_in, d_out] (+ bias [d_out]) as qkv's in_out linear layer (a copy)
+rt::linear_weights<float> in_out(const float* W, const float* b, int d_in, int d_out) {
+    rt::linear_weights<float> l;
+    l.weight = rt::matrixf(std::size_t(d_in), std::size_t(d_out));
+    std::memcpy(l.weight.data(), W, sizeof(float) * std::size_t(d_in) * std::size_t(d_out));
+    if (b) l.bias.assign(b, b + d_out);
+    l.layout = rt::weight_layout::in_out;
+    return l;
+}
+
+struct Projected {  // W1-W3: everything one call needs, made once per (workload, threads)
+    rt::packed_attention_weights<float> packed;
+    rt::attention_options<float> opt;
+    rt::attention_result<float> result;
+};
+
+Runner qkv_factory(const Workload& w, const Inputs& in, int threads) {
+    const std::size_t n = std::size_t(w.n), H = std::size_t(w.heads);
+    const std::size_t dk = std::size_t(w.d_k), dv = std::size_t(w.d_v);
+    const std::size_t qc = std::size_t(w.qk_cols()), vc = std::size_t(w.v_cols());
+    const float scale = 1.0f / std::sqrt(float(w.d_k));
+    const std::size_t T = std::size_t(threads);
+    rt::set_threads(T);
+    if (w.project) {
+        // packed one layer at a time (what packed_attention_weights(attention_weights) does per
+        // layer), so the unpacked copies do not all live at once in the heap column's window
+        auto st = std::make_shared<Projected>();
+        st->packed.q = rt::packed_linear<float>(in_out(in.Wq, in.bq, w.d_model, int(qc)));
+        st->packed.k = rt::packed_linear<float>(in_out(in.Wk, in.bk, w.d_model, int(qc)));
+        st->packed.v = rt::packed_linear<float>(in_out(in.Wv, in.bv, w.d_model, int(vc)));
+        if (w.out_proj) st->packed.o.emplace(in_out(in.Wo, in.bo, int(vc), w.d_model));
+        st->opt.heads = H;
+        st->opt.scale = scale;
+        st->opt.keep_weights = false;  // the streaming path: no n x n scores kept
+        const rt::matrix_view<const float> x{in.X, n, std::size_t(w.d_model), std::size_t(w.d_model), 1};
+        const std::size_t out_count = n * std::size_t(w.out_cols());
+        return [st, x, T, out_count](float* out) {
+            rt::set_threads(T);
+            rt::attention<float>(x, x, st->packed, st->opt, st->result);
+            std::memcpy(out, st->result.output.data(), sizeof(float) * out_count);
+        };
+    }
+    const rt::matrix_view<const float> q{in.Q, n, qc, qc, 1}, k{in.K, n, qc, qc, 1}, v{in.V, n, vc, vc, 1};
+    return [q, k, v, n, H, dk, dv, vc, scale, T](float* out) {
+        rt::set_threads(T);
+        const rt::matrix_view<float> o{out, n, vc, vc, 1};
+        const rt::stream_split split(n, H, T);  // query blocks shared out evenly over T threads
+        const std::size_t blocks = split.blocks;
+        rt::default_pool().parallel_for(H * blocks, [&](std::size_t t) {
+            const std::size_t h = t / blocks, b = t % blocks;
+            const std::size_t i0 = split.begin(b), i1 = split.end(b);
+            rt::detail::attend_rows_streaming<float>(rt::column_block(q, h * dk, dk), rt::column_block(k, h * dk, dk),
+                                                     rt::column_block(v, h * dv, dv), rt::column_block(o, h * dv, dv),
+                                                     scale, {}, i0, i1);
+        });
+    };
+}
+
+}  // namespace
+
+ATTNBENCH_REGISTER_FACTORY("qkv", qkv_factory, true,
+                           "qkv runtime path: weights packed once (in_out layout), rt::attention streaming (W1-W3); "
+                           "streaming attend_rows over heads x query blocks (W4/W5); rt::set_threads");
