@@ -198,6 +198,35 @@ TEST_CASE_TEMPLATE("the row softmax is within its derived bound of a double-prec
   }
 }
 
+TEST_CASE_TEMPLATE("packing a transposed operand gives its panels element by element, any depth and width", T, float, double) {
+  // b = wᵀ with w's rows contiguous (attention's k, a column block of a wider matrix like W5's
+  // heads): the float panels are transposed 4 x 4 in registers with AVX; every element must land
+  // where the definition puts it, depths that are not multiples of 4 and partial panels included
+  using blk = rt::detail::gemm_blocking<T>;
+  constexpr std::size_t NR = blk::nr;
+  const auto wide = random_matrix<T>(3 * NR + 5, 300, 90);
+  for (std::size_t kc : {1u, 3u, 4u, 7u, 64u, 255u, 256u})
+    for (std::size_t nc : {NR, NR + 5, 2 * NR, 3 * NR + 5})
+      for (std::size_t k0 : {0u, 5u}) {
+        CAPTURE(kc);
+        CAPTURE(nc);
+        CAPTURE(k0);
+        // columns k0 .. k0 + kc of w's rows 0 .. nc: b(k, n) = w(n, k0 + k)
+        const rt::matrix_view<const T> b = transposed(rt::column_block(wide.view(), k0, kc));
+        const std::size_t panels = (nc + NR - 1) / NR;
+        std::vector<T> packed(panels * NR * kc, T(-1));
+        rt::detail::pack_b<T>(b, 0, kc, 0, nc, packed.data());
+        bool same = true;
+        for (std::size_t q = 0; q < panels; ++q)
+          for (std::size_t k = 0; k < kc; ++k)
+            for (std::size_t n = 0; n < NR; ++n) {
+              const T want = q * NR + n < nc ? wide(q * NR + n, k0 + k) : T(0);
+              same = same && packed[q * NR * kc + k * NR + n] == want;
+            }
+        CHECK(same);
+      }
+}
+
 TEST_CASE_TEMPLATE("a prepacked operand gives the plain fma chain's bits, with its epilogue, any shape", T, float, double) {
   // few rows (the unpacked-rows case, K <= 256), many rows, depths across the 256-deep blocks,
   // column counts around the panel width; b given as b and as wᵀ

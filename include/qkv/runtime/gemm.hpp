@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "dynamic_matrix.hpp"
 #include "simd.hpp"
@@ -94,6 +95,30 @@ void pack_b(const matrix_view<const T>& b, std::size_t k0, std::size_t kc, std::
       const T* src[NR];
       for (std::size_t n = 0; n < NR; ++n) src[n] = n < n_valid ? &b(k0, j0 + q + n) : nullptr;
       const std::size_t rs = b.row_stride;
+#if defined(__AVX__)
+      // the rows of w contiguous (attention's k, nn.Linear's weights): 4 x 4 blocks transposed
+      // in registers, one vector store per 4 elements instead of a scalar load and store per
+      // element (the scalar transpose was 10-17% of W4's and W5's time; docs/performance.md).
+      // Only data moves: the same panels, bit for bit
+      if constexpr (std::is_same_v<T, float> && NR % 4 == 0) {
+        if (rs == 1 && n_valid == NR) {
+          std::size_t k = 0;
+          for (; k + 4 <= kc; k += 4)
+            for (std::size_t n = 0; n < NR; n += 4) {
+              __m128 r0 = _mm_loadu_ps(src[n] + k), r1 = _mm_loadu_ps(src[n + 1] + k);
+              __m128 r2 = _mm_loadu_ps(src[n + 2] + k), r3 = _mm_loadu_ps(src[n + 3] + k);
+              _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // r_i = (w(n, k + i), .., w(n + 3, k + i))
+              _mm_storeu_ps(dst + k * NR + n, r0);
+              _mm_storeu_ps(dst + (k + 1) * NR + n, r1);
+              _mm_storeu_ps(dst + (k + 2) * NR + n, r2);
+              _mm_storeu_ps(dst + (k + 3) * NR + n, r3);
+            }
+          for (; k < kc; ++k)
+            for (std::size_t n = 0; n < NR; ++n) dst[k * NR + n] = src[n][k];
+          continue;
+        }
+      }
+#endif
       if (n_valid == NR) {
         for (std::size_t k = 0; k < kc; ++k)
           for (std::size_t n = 0; n < NR; ++n) dst[k * NR + n] = src[n][k * rs];
