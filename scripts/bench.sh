@@ -37,7 +37,7 @@ run_peers() {
   command -v node >/dev/null \
     || { echo "bench.sh: node not found: peers skipped (the harness needs node and onnxruntime-node)" >&2; return 0; }
   (cd "$peers" && node -e "try { require('onnxruntime-node') } catch (e) {
-      require(require('path').join(process.env.ORT_NODE_DIR || '.ort', 'node_modules', 'onnxruntime-node')) }" \
+      require(require('path').resolve(process.env.ORT_NODE_DIR || '.ort', 'node_modules', 'onnxruntime-node')) }" \
       >/dev/null 2>&1) \
     || { echo "bench.sh: onnxruntime-node not found beside $peers (.ort/node_modules or \$ORT_NODE_DIR): peers skipped" >&2; return 0; }
   mkdir -p "$dir/peers"
