@@ -8,7 +8,8 @@ reads EXAMPLE.cpp and writes OUT.hpp (a C++ header, namespace qkv::page_notes::N
   - intro:  the file's leading comment block (without the "FILE.cpp: " prefix),
   - steps:  every "// Step N: ..." comment block (the line and the comment lines right after it),
             or numbered sections "// N. ..." after a "// -----" rule; in a file with neither, the
-            comment blocks under its "// =====" rules, numbered 1, 2, ... in order,
+            comment blocks under its "// =====" rules (or, without those, its "// -----" rules),
+            numbered 1, 2, ... in order,
   - proofs: every static_assert (file, line, its text as written, the comment lines right above
             it: the hand arithmetic),
   - QKV_EXAMPLE_HAS_PAGE: 1 when the example defines a page() function (tools/explain/).
@@ -105,18 +106,22 @@ def steps(lines):
         out.append((int(m.group(1)), '\n'.join(block), k + 1))
     if out:
         return out
-    # no numbered steps: the sections under "// =====" rules, numbered 1, 2, ... in order
-    n = 0
-    for k, line in enumerate(lines[:-1]):
-        if re.match(r'-{0}={5,}\s*$', comment_text(line) or ''):
-            block = []
-            j = k + 1
-            while j < len(lines) and comment_text(lines[j]) not in (None, ''):
-                block.append(comment_text(lines[j]))
-                j += 1
-            if block:
-                n += 1
-                out.append((n, '\n'.join(block), k + 2))
+    # no numbered steps: the sections under "// =====" rules, numbered 1, 2, ... in order; in a
+    # file without those, the sections under "// -----" rules (03b, 07)
+    for rule in (r'={5,}\s*$', r'-{5,}\s*$'):
+        n = 0
+        for k, line in enumerate(lines[:-1]):
+            if re.match(rule, comment_text(line) or ''):
+                block = []
+                j = k + 1
+                while j < len(lines) and comment_text(lines[j]) not in (None, ''):
+                    block.append(comment_text(lines[j]))
+                    j += 1
+                if block:
+                    n += 1
+                    out.append((n, '\n'.join(block), k + 2))
+        if out:
+            return out
     return out
 
 

@@ -32,8 +32,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -54,7 +56,7 @@ struct page_limits {
 
 /// how a matrix was computed, for its cells' explanations (the page computes them from the data)
 struct page_how {
-  std::string op;      // "" (given), "dot", "matmul", "scale", "softmax"
+  std::string op;      // "" (given), "dot", "matmul", "scale", "softmax", "add", "relu", "layernorm", "transpose"
   std::string a, b;    // operand matrix ids
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -85,6 +87,31 @@ struct page_how {
     page_how h;
     h.op = "scale", h.a = std::move(a), h.scale = scale, h.note = std::move(how_scale);
     h.mask = std::move(mask_note);
+    return h;
+  }
+  /// C(i, j) = A(i, j) + B(i, j) (a residual connection)
+  static page_how add(std::string a, std::string b) {
+    page_how h;
+    h.op = "add", h.a = std::move(a), h.b = std::move(b);
+    return h;
+  }
+  /// C(i, j) = A(j, i) (a vector as a row or a column)
+  static page_how transposed(std::string a) {
+    page_how h;
+    h.op = "transpose", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, j) = max(0, A(i, j))
+  static page_how relu(std::string a) {
+    page_how h;
+    h.op = "relu", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, j) = (A(i, j) - mean_i) / sqrt(var_i + eps) W(0, j) + bias(0, j) over row i of A (LayerNorm:
+  /// the biased variance); `weight` and `bias` are (1, n) matrix ids
+  static page_how layer_norm(std::string a, double eps, std::string weight, std::string bias) {
+    page_how h;
+    h.op = "layernorm", h.a = std::move(a), h.scale = eps, h.b = std::move(weight), h.bias = std::move(bias);
     return h;
   }
   /// C(i, j) = e^(A(i, j) - max_k A(i, k)) / sum_k e^(A(i, k) - max_k A(i, k))
@@ -178,7 +205,9 @@ concept rational_like = requires(const T& r) {
 
 template <class T>
 double to_double(const T& v) {
-  if constexpr (rational_like<T>) {
+  if constexpr (rational_like<T> && requires { v.template to<double>(); }) {
+    return v.template to<double>();  // qkv::exact::rational: correctly rounded, any integer width
+  } else if constexpr (rational_like<T>) {
     return static_cast<double>(v.numerator()) / static_cast<double>(v.denominator());
   } else {
     return static_cast<double>(v);
@@ -187,7 +216,11 @@ double to_double(const T& v) {
 
 template <class T>
 std::string exact_text(const T& v) {
-  if constexpr (rational_like<T>) {
+  if constexpr (rational_like<T> && requires(std::ostringstream& os) { os << v; }) {
+    std::ostringstream os;  // "n/d" in full, whatever the integer width (q128's 2^104 denominators)
+    os << v;
+    return os.str();
+  } else if constexpr (rational_like<T>) {
     const auto n = static_cast<long long>(v.numerator()), d = static_cast<long long>(v.denominator());
     return d == 1 ? std::to_string(n) : std::to_string(n) + "/" + std::to_string(d);
   } else {
@@ -212,6 +245,10 @@ class page {
     std::string expected_name;     // the expected matrix's name in the source
     double tolerance = -1;         // the proof's tolerance; 0: exact (==); < 0: a bound the static_assert derives
     std::string tolerance_text;
+    std::vector<double> truth_ulps;        // the error against the truth, in ulps of dtype, per cell, or empty
+    std::vector<std::string> truth_text;   // the truth itself, per cell (a fraction, 50 digits), or empty
+    std::string truth_name;                // what the truth is ("the exact rational w_T_2")
+    bool derived = false;                  // computed, but not by a page_how: not an exact input (page_truth.hpp)
     bool hidden = false;           // data only (an operand not shown as a table)
   };
 
@@ -245,6 +282,12 @@ class page {
       m_->hidden = h;
       return *this;
     }
+    /// computed, but not by a page_how (a rounding, a sine, a concatenation): not an exact input,
+    /// so no truth is computed from it (page_truth.hpp)
+    matrix_ref& derived(bool d = true) {
+      m_->derived = d;
+      return *this;
+    }
     /// what the example proves the values are (a matrix of the same shape, its name in the
     /// source) within `tolerance` (0: exactly), `tolerance_text` saying where the bound comes from
     template <class M>
@@ -259,6 +302,20 @@ class page {
       m_->expected_name = std::move(expected_name);
       m_->tolerance = tolerance;
       m_->tolerance_text = std::move(tolerance_text);
+      return *this;
+    }
+
+    /// the error of each value against the truth (an exact rational, a 50-digit value), in ulps
+    /// of the matrix's type, computed by the caller without rounding the truth to the type
+    /// first (rows * cols, row-major); `texts` the truth per cell (or empty), `name` what it is
+    matrix_ref& truth(std::vector<double> ulps, std::vector<std::string> texts, std::string name) {
+      if (ulps.size() != m_->rows * m_->cols || (!texts.empty() && texts.size() != ulps.size()))
+        throw std::invalid_argument("page: the truth of '" + m_->id + "' has " + std::to_string(ulps.size()) +
+                                    " errors and " + std::to_string(texts.size()) + " values for (" +
+                                    std::to_string(m_->rows) + ", " + std::to_string(m_->cols) + ")");
+      m_->truth_ulps = std::move(ulps);
+      m_->truth_text = std::move(texts);
+      m_->truth_name = std::move(name);
       return *this;
     }
 
@@ -449,6 +506,17 @@ class page {
     return *this;
   }
 
+  /// ask for the 50-digit truth of every computed float32/float64 matrix (io/page_truth.hpp's
+  /// add_truth computes it, where Boost.Multiprecision is at hand): the page's caller promises
+  /// that every matrix without a page_how is an exact input, or marked derived()
+  page& with_truth(bool on = true) {
+    truth_ = on;
+    return *this;
+  }
+  [[nodiscard]] bool wants_truth() const { return truth_; }
+  /// the matrices so far (io/page_truth.hpp adds their truths)
+  [[nodiscard]] std::vector<matrix_entry>& entries() { return matrices_; }
+
   /// the numbers of all matrices so far
   [[nodiscard]] std::size_t numbers() const {
     std::size_t n = 0;
@@ -503,6 +571,7 @@ class page {
 
   std::string title_, intro_, source_file_;
   page_limits limits_;
+  bool truth_ = false;
   std::vector<step_entry> steps_;
   std::vector<matrix_entry> matrices_;
   std::map<std::string, std::size_t> index_;
@@ -558,7 +627,7 @@ class page {
     }
     for (const auto& st : steps_)
       for (const auto& it : st.items)
-        if (it.kind == "heatmap" && !summary)
+        if (it.kind == "heatmap" && (!summary || heatmap_fits(it)))
           for (const auto& id : it.ids) {
             const auto k = index_.at(id);
             for (std::size_t i = 0; i < matrices_[k].rows; ++i) need_rows[k].insert(i);
@@ -692,6 +761,30 @@ class page {
           }
         s += "}}";
       }
+      if (!m.truth_ulps.empty()) {
+        s += ",\"truth\":{\"name\":";
+        json_string(s, m.truth_name);
+        s += ",\"ulps\":{";
+        bool first = true;
+        for (std::size_t i : sr)
+          for (std::size_t j : sc) {
+            if (!first) s += ",";
+            first = false;
+            s += "\"" + std::to_string(i) + "," + std::to_string(j) + "\":";
+            if (std::isfinite(m.truth_ulps[i * m.cols + j])) {
+              char buf[40];
+              std::snprintf(buf, sizeof buf, "%.6g", m.truth_ulps[i * m.cols + j]);  // 6 digits of an error
+              s += buf;
+            } else {
+              json_number(s, m.truth_ulps[i * m.cols + j], false);
+            }
+            if (!m.truth_text.empty()) {
+              s += ",\"" + std::to_string(i) + "," + std::to_string(j) + "t\":";
+              json_string(s, m.truth_text[i * m.cols + j]);
+            }
+          }
+        s += "}}";
+      }
       // the static_asserts that name this matrix
       std::vector<std::size_t> pr;
       for (std::size_t p = 0; p < proofs_.size(); ++p)
@@ -736,13 +829,20 @@ class page {
         json_string(s, it.kind);
         s += ",\"text\":";
         json_string(s, it.text);
-        if (it.kind == "heatmap") heatmap_json(s, it, summary);
+        if (it.kind == "heatmap") heatmap_json(s, it, summary && !heatmap_fits(it));
         s += "}";
       }
       s += "]}";
     }
     s += "]}";
     return s;
+  }
+
+  // a heatmap no larger than heatmap_side in either dimension is drawn cell by cell even on a
+  // summarised page (its matrices are then embedded whole: BERT's 9 x 9 heads)
+  bool heatmap_fits(const item& it) const {
+    const auto& first = matrices_[index_.at(it.ids[0])];
+    return first.rows <= limits_.heatmap_side && first.cols <= limits_.heatmap_side;
   }
 
   // a heatmap: head names and matrix ids; summarised, the block means and maxima per head

@@ -155,6 +155,29 @@ function explain(id, i, j) {
     x.sum = ex[j] / tot;
     return x;
   }
+  if (h.op === 'add') {
+    var a2 = get(A, i, j), b2 = get(B, i, j);
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') + ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + full(a2) + ' + ' + full(b2);
+    x.sum = a2 + b2; return x;
+  }
+  if (h.op === 'transpose') {
+    x.formula = A.caption + '(' + rl(A, j) + ', ' + cl(A, i) + '), transposed'; x.sum = get(A, j, i); return x;
+  }
+  if (h.op === 'relu') {
+    var a3 = get(A, i, j);
+    x.formula = 'max(0, ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')) = max(0, ' + full(a3) + ')';
+    x.sum = Math.max(0, a3); return x;
+  }
+  if (h.op === 'layernorm') {
+    var r4 = [], mean = 0, vr = 0;
+    for (var c4 = 0; c4 < A.cols; ++c4) { var a4 = get(A, i, c4); if (a4 === undefined) { x.lines.push('The row is not on this page (it is summarised).'); return x; } r4.push(a4); mean += a4; }
+    mean /= r4.length; r4.forEach(function (a5) { vr += (a5 - mean) * (a5 - mean); }); vr /= r4.length;
+    var w4 = h.b ? get(M[h.b], 0, j) : 1, b4 = h.bias ? get(M[h.bias], 0, j) : 0;
+    x.formula = '(a − mean) / sqrt(variance + ' + full(h.scale) + ') × ' + full(w4) + ' + ' + full(b4) + ', a = ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + full(r4[j]) +
+      ', over the ' + r4.length + ' values of its row [' + r4.map(full).join(', ') + ']';
+    x.lines.push('mean = ' + full(mean) + ', variance (biased: over n) = ' + full(vr) + ' (both in double, in this page)');
+    x.sum = (r4[j] - mean) / Math.sqrt(vr + h.scale) * w4 + b4; return x;
+  }
   x.formula = 'given (an input of this step)';
   return x;
 }
@@ -188,6 +211,11 @@ function explanationNode(x) {
   x.lines.forEach(function (l) { box.appendChild(el('div', {'class': 'x-note'}, l)); });
   var key = x.i + ',' + x.j;
   if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
+  if (m.truth && m.truth.ulps[key] !== undefined) {
+    var tt = m.truth.ulps[key + 't'];
+    box.appendChild(el('div', {'class': 'x-note x-truth', 'data-ulps': String(m.truth.ulps[key])}, 'Error against the truth (' + m.truth.name + (tt !== undefined ? ' = ' + tt : '') + '): ' +
+      short(m.truth.ulps[key]) + ' ulp of ' + m.dtype + '.'));
+  }
   if (m.expected || m.proofs) {
     var p = el('div', {'class': 'x-proof'});
     if (m.expected && m.expected.values[key] !== undefined) {
