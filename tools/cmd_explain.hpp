@@ -6,6 +6,9 @@
 #include <string>
 
 #include <qkv/io/page.hpp>
+#ifdef QKV_EXPLAIN_HAS_BOOST
+#include <qkv/io/page_truth.hpp>  // the 50-digit truth of the pages' computed cells
+#endif
 
 #include "cli.hpp"
 
@@ -72,6 +75,9 @@ inline std::string explain_page(const worked_example& e) {
     if (p.name == e.name) {
       qkv::io::page page("qkv explain " + std::string(e.name) + " \u2014 " + std::string(e.program));
       if (!p.fill(page)) break;
+#ifdef QKV_EXPLAIN_HAS_BOOST
+      qkv::io::add_truth(page);
+#endif
       return page.str();
     }
   std::string with;
