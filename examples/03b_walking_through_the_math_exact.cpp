@@ -11,7 +11,10 @@
 // The softmax (exp) has no exact value and stays in example 03.
 #include <cstdio>
 #include <iostream>
+#include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <qkv/core/check.hpp>
 #include <qkv/core/matrix.hpp>
@@ -216,6 +219,81 @@ inline void walkthrough() {
   std::cout << "\nw_T_23: float32 is " << number("%.3f", (err_f32 / ulp_f32).to<double>())
             << " float32 ulps from the exact score, double " << number("%.3f", (err_f64 / ulp_f64).to<double>())
             << " double ulps\n";
+}
+
+}  // namespace qkv::examples::the_math_exact
+
+// the learner's page (qkv explain the_math_exact --html FILE): each float32 and double result
+// next to its exact value, with its error against it in ulps; the proofs are this file's
+// static_asserts (scripts/page_notes.py)
+namespace qkv::examples::the_math_exact {
+
+/// the error of each computed element against the exact value, in ulps of F at the exact value,
+/// computed in rationals: (exactly(computed) - exact) / ulp(exact), the ulp a power of two
+template <class F, std::size_t R, std::size_t C>
+std::vector<double> ulps_against(const matrix<F, R, C>& computed, const matrix<q, R, C>& exact) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) {
+      double a = exact(i, j).template to<double>(), ulp = 1;
+      a = a < 0 ? -a : a;
+      if (a == 0) {
+        out.push_back((q::exactly(computed(i, j)) - exact(i, j)).template to<double>());
+        continue;
+      }
+      for (; a >= 2; a /= 2) ulp *= 2;  // ulp(a) = 2^(exponent - digits + 1)
+      for (; a < 1; a *= 2) ulp /= 2;
+      for (int k = 1; k < std::numeric_limits<F>::digits; ++k) ulp /= 2;
+      out.push_back((q::exactly(computed(i, j)) - exact(i, j)).template to<double>() / ulp);
+    }
+  return out;
+}
+template <std::size_t R, std::size_t C>
+std::vector<std::string> fractions(const matrix<q, R, C>& m) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) {
+      std::ostringstream os;
+      os << m(i, j);
+      out.push_back(os.str());
+    }
+  return out;
+}
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const auto xs = Page::labels("x_", 4), ks = Page::labels("k_", 4);
+  const std::string exact_name = "the exact rational", f32 = "float32", f64 = "double";
+  p.step(1);
+  p.matrix("X", X).cols(xs);
+  p.matrix("EX", EX).cols(xs).caption("EX (X exactly)");
+  p.matrix("x_2ᵀ", qkv::transposed(qkv::column(X, 1))).rows({"x_2"}).hidden();
+  p.matrix("x_2ᵀ (exact)", qkv::transposed(qkv::column(EX, 1))).rows({"x_2"}).hidden();
+  p.matrix("w_prime_2", w_prime_2).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ (exact)", "EX", 4));
+  p.matrix("w_prime_2_f32", w_prime_2_f32).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ", "X", 4))
+      .truth(ulps_against(w_prime_2_f32, w_prime_2), fractions(w_prime_2), exact_name + " w_prime_2");
+  p.matrix("w_prime_2_f64", w_prime_2_f64).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ", "X", 4))
+      .truth(ulps_against(w_prime_2_f64, w_prime_2), fractions(w_prime_2), exact_name + " w_prime_2");
+  p.step(2);
+  p.matrix("W_q", W_q);
+  p.matrix("W_k", W_k);
+  p.matrix("q_2", q_2).cols({"q_2"}).how(how::matmul("W_q", "EX", 4, 0, 0, 1));
+  p.matrix("K", K).cols(ks).how(how::matmul("W_k", "EX", 4));
+  p.matrix("q_2ᵀ (exact)", qkv::transposed(q_2)).rows({"q_2"}).hidden();
+  p.matrix("w_T_2", w_T_2).rows({"q_2"}).cols(ks).how(how::matmul("q_2ᵀ (exact)", "K", 4));
+  p.matrix("q_2_f32", q_2_f32).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
+      .truth(ulps_against(q_2_f32, q_2), fractions(q_2), exact_name + " q_2");
+  p.matrix("K_f32", K_f32).cols(ks).how(how::matmul("W_k", "X", 4)).truth(ulps_against(K_f32, K), fractions(K), exact_name + " K");
+  p.matrix("q_2_f32ᵀ", qkv::transposed(q_2_f32)).rows({"q_2"}).hidden();
+  p.matrix("w_T_2_f32", w_T_2_f32).rows({"q_2"}).cols(ks).how(how::matmul("q_2_f32ᵀ", "K_f32", 4))
+      .truth(ulps_against(w_T_2_f32, w_T_2), fractions(w_T_2), exact_name + " w_T_2");
+  p.matrix("q_2_f64", q_2_f64).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
+      .truth(ulps_against(q_2_f64, q_2), fractions(q_2), exact_name + " q_2");
+  p.matrix("K_f64", K_f64).cols(ks).how(how::matmul("W_k", "X", 4)).truth(ulps_against(K_f64, K), fractions(K), exact_name + " K");
+  p.matrix("q_2_f64ᵀ", qkv::transposed(q_2_f64)).rows({"q_2"}).hidden();
+  p.matrix("w_T_2_f64", w_T_2_f64).rows({"q_2"}).cols(ks).how(how::matmul("q_2_f64ᵀ", "K_f64", 4))
+      .truth(ulps_against(w_T_2_f64, w_T_2), fractions(w_T_2), exact_name + " w_T_2");
 }
 
 }  // namespace qkv::examples::the_math_exact

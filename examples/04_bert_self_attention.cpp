@@ -430,6 +430,99 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::bert
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain bert --html FILE): the walkthrough's numbers with BERT's
+// WordPiece tokens on the axes and all 12 heads under a head selector. Its steps are the
+// "Step N:" comments below (scripts/page_notes.py reads them); the numbers are computed here
+// exactly as run() computes them (the stand-in, or QKV_BERT_MODEL's checkpoint).
+namespace qkv::examples::bert {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  options o;
+  if (const char* env = std::getenv("QKV_BERT_MODEL")) o.model_dir = env;
+  const std::string vocab_path =
+      o.model_dir.empty() ? bundled_vocabulary() : (std::filesystem::path(o.model_dir) / "vocab.txt").string();
+  const qkv::io::wordpiece_tokenizer tokenizer(qkv::io::wordpiece_vocab::from_file(vocab_path));
+  const auto encoding = tokenizer.encode(sentence);
+  const auto& tokens = encoding.tokens;
+  const std::size_t T = tokens.size();
+  const bert_layer L = o.model_dir.empty() ? stand_in(T) : from_checkpoint(o.model_dir, encoding.ids);
+  qkv::runtime::attention_options<float> opt;
+  opt.heads = num_heads;
+  const auto r = qkv::runtime::self_attention(L.seq_embedding, L.weights, opt);
+  const auto bias = [](const std::vector<float>& b) {
+    dynamic_matrix<float> m(1, b.size());
+    std::copy(b.begin(), b.end(), m.row(0));
+    return m;
+  };
+  const auto dims = [](std::string_view prefix, std::size_t n) {
+    std::vector<std::string> l;
+    for (std::size_t i = 0; i < n; ++i) l.push_back(std::string(prefix) + std::to_string(i));
+    return l;
+  };
+
+  // Step 1: tokenize. tokenizer.encode("let's tokenize something?") with bert-base-uncased's
+  // WordPiece vocabulary: [CLS], the word pieces ("##" continues a word), [SEP]; each token's
+  // id is its row of the embedding table.
+  p.step(1);
+  p.matrix("encoding", 1, T, std::vector<double>(encoding.ids.begin(), encoding.ids.end())).rows({"id"}).cols(tokens);
+  // Step 2: the embeddings and the weights. seq_embedding (T, 768): one row per token (the
+  // stand-in draws it with torch.randn, as the tutorial does; a checkpoint gives BERT's own
+  // rows). query, key and value are nn.Linear(768, 64) per head: 12 heads stacked, (768, 768),
+  // (out, in), with their biases; the output projection nn.Linear(768, 768).
+  p.step(2);
+  p.text("Embeddings: " + L.source + ".");
+  p.matrix("seq_embedding", L.seq_embedding).rows(tokens).cols(dims("e", hidden_size));
+  p.matrix("W_q", L.weights.q.weight);
+  p.matrix("b_q", bias(L.weights.q.bias));
+  p.matrix("W_k", L.weights.k.weight);
+  p.matrix("b_k", bias(L.weights.k.bias));
+  p.matrix("W_v", L.weights.v.weight);
+  p.matrix("b_v", bias(L.weights.v.bias));
+  p.matrix("W_o", L.weights.o->weight);
+  p.matrix("b_o", bias(L.weights.o->bias));
+  // Step 3: query, key and value: seq_embedding Wᵀ + b, (T, 768); head h is columns 64h to
+  // 64h + 63.
+  p.step(3);
+  p.matrix("query", r.queries).rows(tokens).how(how::dot("seq_embedding", "W_q", hidden_size, 0, 0, "b_q"));
+  p.matrix("key", r.keys).rows(tokens).how(how::dot("seq_embedding", "W_k", hidden_size, 0, 0, "b_k"));
+  p.matrix("value", r.values).rows(tokens).how(how::dot("seq_embedding", "W_v", hidden_size, 0, 0, "b_v"));
+  // Step 4: scores and weights, head by head. scores = torch.bmm(query, key.transpose(1, 2)) /
+  // sqrt(dim_k), dim_k = 64: the scale is 1/8, exact in float; weights = F.softmax(scores,
+  // dim=-1). The head selector shows each of the 12 heads.
+  p.step(4);
+  std::vector<std::string> heads, names;
+  for (std::size_t h = 0; h < num_heads; ++h) {
+    const std::string n = "[" + std::to_string(h) + "]";
+    p.matrix("q\u00b7k" + n, r.scores[h]).rows(tokens).cols(tokens)
+        .how(how::dot("query", "key", head_dim, h * head_dim, h * head_dim)).caption("q\u00b7k, head " + std::to_string(h));
+    dynamic_matrix<float> scaled(T, T);
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = 0; j < T; ++j) scaled(i, j) = r.scores[h](i, j) * r.scale;  // as run() prints them
+    p.matrix("scores" + n, scaled).rows(tokens).cols(tokens)
+        .how(how::scaled("q\u00b7k" + n, double(r.scale), "1/sqrt(64) = 1/8")).caption("scores, head " + std::to_string(h));
+    p.matrix("weights" + n, r.weights[h]).rows(tokens).cols(tokens).how(how::softmax("scores" + n))
+        .caption("weights, head " + std::to_string(h));
+    heads.push_back("weights" + n);
+    names.push_back("head " + std::to_string(h));
+  }
+  p.heatmap("BERT self-attention weights (rows: queries, columns: keys)", heads, names);
+  // Step 5: the context and the output. seq_embedding_att = torch.bmm(weights, value): each
+  // head's (T, 64); torch.cat of the 12 heads, (T, 768); nn.Linear(768, 768)(att_concat).
+  p.step(5);
+  for (std::size_t h = 0; h < num_heads; ++h) {
+    const std::string n = "[" + std::to_string(h) + "]";
+    p.matrix("seq_embedding_att" + n, r.context[h]).rows(tokens)
+        .how(how::matmul("weights" + n, "value", T, 0, 0, h * head_dim)).caption("seq_embedding_att, head " + std::to_string(h));
+  }
+  p.matrix("att_concat", r.concat).rows(tokens);
+  p.matrix("output", r.output).rows(tokens).how(how::dot("att_concat", "W_o", hidden_size, 0, 0, "b_o"));
+}
+
+}  // namespace qkv::examples::bert
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main(int argc, char** argv) {
   using namespace qkv::examples::bert;

@@ -245,6 +245,44 @@ inline void walkthrough(const char* svg_path = nullptr) {
 
 }  // namespace qkv::examples::positional_encoding
 
+// the learner's page (qkv explain positional_encoding --html FILE), not a section of its own:
+// the sections above are its
+// steps (scripts/page_notes.py reads their comments), the static_asserts its proofs
+namespace qkv::examples::positional_encoding {
+
+/// "pos 0", "pos 1", ... (positions count from 0)
+inline std::vector<std::string> from_zero(const std::string& prefix, std::size_t n) {
+  std::vector<std::string> l;
+  for (std::size_t i = 0; i < n; ++i) l.push_back(prefix + std::to_string(i));
+  return l;
+}
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  p.step(1);
+  p.matrix("pe4", pe4).rows(from_zero("pos ", 16)).cols({"sin(p w_0)", "cos(p w_0)", "sin(p w_1)", "cos(p w_1)"});
+  // PE(p) . PE(q) for every pair: the same along each diagonal (it depends only on q - p)
+  p.matrix("PE(p) \u00b7 PE(q)", qkv::matrix_product(pe4, qkv::transposed(pe4)))
+      .rows(from_zero("p=", 16)).cols(from_zero("q=", 16)).how(how::dot("pe4", "pe4", 4));
+  p.heatmap("PE(p) \u00b7 PE(q), d = 4: constant along each diagonal", {"PE(p) \u00b7 PE(q)"});
+  p.step(2);
+  p.matrix("figure", figure).rows(from_zero("pos ", figure_positions)).cols(from_zero("dim ", figure_d));
+  p.step(3);
+  p.matrix("dimensions 4 to 7", qkv::transposed(qkv::block<figure_positions, 4>(figure, 0, 4)))
+      .rows({"dim 4", "dim 5", "dim 6", "dim 7"}).cols(from_zero("", figure_positions)).hidden();
+  p.heatmap("the figure's dimensions 4 to 7 (rows) over positions 0 to 99 (columns), from -1 to 1",
+            {"dimensions 4 to 7"});
+  p.step(4);
+  matrix<double, 1, 4> last{};
+  for (std::size_t j = 0; j < 4; ++j) last(0, j) = qkv::positional_encoding_value(2047, j, realistic::d);
+  p.matrix("PE(2047, 0..3)", last).rows({"pos 2047"}).cols(from_zero("dim ", 4));
+  p.matrix("PE(2047, 0..3) in float32", qkv::map(last, [](double v) { return static_cast<float>(v); }))
+      .rows({"pos 2047"}).cols(from_zero("dim ", 4));
+}
+
+}  // namespace qkv::examples::positional_encoding
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main(int argc, char** argv) { qkv::examples::positional_encoding::walkthrough(argc > 1 ? argv[1] : nullptr); }
 #endif

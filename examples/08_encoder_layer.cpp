@@ -205,6 +205,88 @@ inline void walkthrough() {
 
 }  // namespace qkv::examples::encoder_layer
 
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain encoder_layer --html FILE): the small layer step by step; the
+// proofs are this file's static_asserts (scripts/page_notes.py)
+namespace qkv::examples::encoder_layer {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  p.with_truth();  // its matrices without a how are exact inputs: the page shows the 50-digit truth
+  const auto& a = layer.attention;
+  const auto tok = Page::labels("x", 3), d4 = Page::labels("d", 4);
+  // Step 1: the input and the weights. torch.manual_seed(0) draws the layer's weights in the
+  // order nn.TransformerEncoderLayer draws them, then x = torch.randn(1, 3, 4): 3 tokens of
+  // d_model 4. in_proj_weight stacks W_q, W_k and W_v (12, 4); the biases of the attention and
+  // the LayerNorms' bias start at 0, their weight at 1.
+  p.step(1);
+  p.matrix("small.x", small.x).rows(tok).cols(d4);
+  p.matrix("small.layer.in_proj_weight", small.layer.in_proj_weight);
+  p.matrix("W_q", qkv::block<4, 4>(small.layer.in_proj_weight, 0, 0)).hidden();
+  p.matrix("W_k", qkv::block<4, 4>(small.layer.in_proj_weight, 4, 0)).hidden();
+  p.matrix("W_v", qkv::block<4, 4>(small.layer.in_proj_weight, 8, 0)).hidden();
+  p.matrix("small.layer.out_proj_weight", small.layer.out_proj_weight);
+  p.matrix("small.layer.out_proj_bias", small.layer.out_proj_bias);
+  p.matrix("small.layer.linear1_weight", small.layer.linear1_weight);
+  p.matrix("small.layer.linear1_bias", small.layer.linear1_bias);
+  p.matrix("small.layer.linear2_weight", small.layer.linear2_weight);
+  p.matrix("small.layer.linear2_bias", small.layer.linear2_bias);
+  p.matrix("small.layer.norm1.weight", small.layer.norm1.weight).hidden();
+  p.matrix("small.layer.norm1.bias", small.layer.norm1.bias).hidden();
+  p.matrix("small.layer.norm2.weight", small.layer.norm2.weight).hidden();
+  p.matrix("small.layer.norm2.bias", small.layer.norm2.bias).hidden();
+  // Step 2: queries, keys and values. [q k v] = x W_inᵀ is (3, 12), split into three (3, 4);
+  // each is two heads of 2 columns.
+  p.step(2);
+  p.matrix("queries", a.queries).rows(tok).how(how::dot("small.x", "W_q", 4));
+  p.matrix("keys", a.keys).rows(tok).how(how::dot("small.x", "W_k", 4));
+  p.matrix("values", a.values).rows(tok).how(how::dot("small.x", "W_v", 4));
+  // Step 3: two heads. Head h takes columns 2h and 2h + 1 of q, k and v: its scores q_h k_hᵀ,
+  // scaled by 1/sqrt(d_model / heads) = 1/sqrt(2), its weights softmax(scaled) with every row
+  // summing to 1, and its context weights v_h (3, 2).
+  p.step(3);
+  std::vector<std::string> heads;
+  for (std::size_t h = 0; h < 2; ++h) {
+    const std::string n = "[" + std::to_string(h) + "]";
+    p.matrix("scores" + n, a.scores[h]).rows(tok).cols(tok).how(how::dot("queries", "keys", 2, 2 * h, 2 * h));
+    p.matrix("scaled_scores" + n, a.scaled_scores[h]).rows(tok).cols(tok)
+        .how(how::scaled("scores" + n, 1 / 1.4142135623730951, "1/sqrt(2): d_model 4 over 2 heads"));
+    p.matrix("layer.attention.weights" + n, a.weights[h]).rows(tok).cols(tok).how(how::softmax("scaled_scores" + n));
+    p.matrix("context" + n, a.context[h]).rows(tok).how(how::matmul("layer.attention.weights" + n, "values", 3, 0, 0, 2 * h));
+    heads.push_back("layer.attention.weights" + n);
+  }
+  p.heatmap("the weights of each head (rows: queries, columns: keys)", heads);
+  // Step 4: the heads' contexts side by side, (3, 4), through the output projection:
+  // sa(x) = concat W_outᵀ + b_out.
+  p.step(4);
+  p.matrix("concat", a.concat).rows(tok).derived();  // the contexts side by side
+  p.matrix("layer.attention_output", layer.attention_output).rows(tok)
+      .how(how::dot("concat", "small.layer.out_proj_weight", 4, 0, 0, "small.layer.out_proj_bias"));
+  // Step 5: the residual connection and norm1 (post-norm): h = norm1(x + sa(x)).
+  p.step(5);
+  p.matrix("layer.first_sum", layer.first_sum).rows(tok).how(how::add("small.x", "layer.attention_output"));
+  p.matrix("layer.hidden", layer.hidden).rows(tok)
+      .how(how::layer_norm("layer.first_sum", double(options.layer_norm_eps), "small.layer.norm1.weight", "small.layer.norm1.bias"));
+  // Step 6: the feed-forward block: ff(h) = linear2(relu(linear1(h))), (3, 4) -> (3, 8) -> (3, 4).
+  p.step(6);
+  p.matrix("linear1(h)", layer.feed_forward.hidden).rows(tok)
+      .how(how::dot("layer.hidden", "small.layer.linear1_weight", 4, 0, 0, "small.layer.linear1_bias"));
+  p.matrix("relu", layer.feed_forward.activated).rows(tok).how(how::relu("linear1(h)"));
+  p.matrix("layer.feed_forward.output", layer.feed_forward.output).rows(tok)
+      .how(how::dot("relu", "small.layer.linear2_weight", 8, 0, 0, "small.layer.linear2_bias"));
+  // Step 7: the second residual connection and norm2: layer(x) = norm2(h + ff(h)), proven against
+  // PyTorch's float64 output within the derived bound; then the stack of two layers.
+  p.step(7);
+  p.matrix("layer.second_sum", layer.second_sum).rows(tok).how(how::add("layer.hidden", "layer.feed_forward.output"));
+  p.matrix("layer.output", layer.output).rows(tok)
+      .how(how::layer_norm("layer.second_sum", double(options.layer_norm_eps), "small.layer.norm2.weight", "small.layer.norm2.bias"))
+      .proven(torch_layer_output, "torch_layer_output (PyTorch, float64)", -1);
+  p.matrix("stack.output", stack.output).rows(tok).proven(torch_stack_output, "torch_stack_output (PyTorch, float64)", -1);
+}
+
+}  // namespace qkv::examples::encoder_layer
+
 #ifndef QKV_EXAMPLE_NO_MAIN
 int main() { qkv::examples::encoder_layer::walkthrough(); }
 #endif
