@@ -200,6 +200,7 @@ namespace qkv::examples::illustrated {
 template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
+  p.with_truth();  // its matrices without a how are exact inputs: the page shows the 50-digit truth
   const auto in = Page::labels("input ", 3), q = Page::labels("q", 3), k = Page::labels("k", 3),
              v = Page::labels("v", 3);
   p.step(1);

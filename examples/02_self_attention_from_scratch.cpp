@@ -458,6 +458,7 @@ namespace qkv::examples::from_scratch {
 template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
+  p.with_truth();  // its matrices without a how are exact inputs: the page shows the 50-digit truth
   using labels = decltype(Page::labels("", 0));  // std::vector<std::string>, no include needed here
   using text = typename labels::value_type;
   labels words;  // the sentence's words, commas dropped, in order

@@ -224,6 +224,7 @@ namespace qkv::examples::the_math {
 template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
+  p.with_truth();  // its matrices without a how are exact inputs: the page shows the 50-digit truth
   const auto xs = Page::labels("x_", 4), ks = Page::labels("k_", 4), vs = Page::labels("v_", 4);
   const auto K = qkv::hconcat(qkv::hconcat(k_1, k_2), qkv::hconcat(k_3, k_4));  // (4, 4), column i is k_i
   const auto V = qkv::hconcat(qkv::hconcat(v_1, v_2), qkv::hconcat(v_3, v_4));  // (4, 4), column i is v_i
@@ -239,7 +240,7 @@ void page(Page& p) {
   p.step(1);
   p.matrix("q_2", q_2).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
       .proven(q_2_float64, "q_2_float64 (PyTorch, float64)", -1);
-  p.matrix("q_2 (as a row)", q_2_row).rows({"q_2"}).hidden();
+  p.matrix("q_2 (as a row)", q_2_row).rows({"q_2"}).how(how::transposed("q_2")).hidden();
   p.step(2);
   p.matrix("k_i", K).cols(ks).how(how::matmul("W_k", "X", 4));
   p.step(3);
@@ -247,7 +248,7 @@ void page(Page& p) {
   p.step(4);
   p.matrix("w_2i", weights).rows({"x_2"}).cols(xs).how(how::softmax("w_T_2i"));
   p.heatmap("the weights of x_2 over x_1 .. x_4", {"w_2i"});
-  p.matrix("w_2i (as a column)", weights_col).hidden();
+  p.matrix("w_2i (as a column)", weights_col).how(how::transposed("w_2i")).hidden();
   p.step(5);
   p.matrix("v_i", V).cols(vs).how(how::matmul("W_v", "X", 4));
   p.step(6);

@@ -37,22 +37,29 @@ struct SelfAttention {
   template <std::size_t n_tokens>
   [[nodiscard]] constexpr trace<n_tokens> forward(const matrix<T, n_tokens, d_model>& token_encodings) const {
     trace<n_tokens> t;
-    // create the query, key and values for each token: x Wᵀ
+    // Step 2: queries, keys and values. Create the query, key and values for each token: x Wᵀ
+    // (nn.Linear without bias).
     t.q = qkv::project(token_encodings, W_q, qkv::out_in);
     t.k = qkv::project(token_encodings, W_k, qkv::out_in);
     t.v = qkv::project(token_encodings, W_v, qkv::out_in);
-    // similarities q kᵀ (k transposed over row_dim and col_dim)
+    // Step 3: similarities. sims = q kᵀ (k transposed over row_dim and col_dim): each query
+    // against each key.
     t.sims = qkv::matrix_product(t.q, qkv::transposed(t.k));
-    // scaled by sqrt(k.size(col_dim)): a division by the float sqrt(d_model), as torch.tensor(2**0.5)
+    // Step 4: scaled similarities. Scaled by sqrt(k.size(col_dim)): a division by the float
+    // sqrt(d_model), as torch.tensor(2**0.5).
     t.scaled_sims = t.sims / qkv::sqrt(T(col_dim == 1 ? d_model : n_tokens));
-    // softmax over col_dim: each row when col_dim == 1
+    // Step 5: attention percents. Softmax over col_dim: each row when col_dim == 1.
     t.attention_percents = col_dim == 1 ? qkv::softmax_rows(t.scaled_sims) : qkv::softmax_columns(t.scaled_sims);
+    // Step 6: attention scores (the output). The percents times the values: each row a
+    // weighted sum of the values.
     t.attention_scores = qkv::matrix_product(t.attention_percents, t.v);
     return t;
   }
 };
 
-// create a matrix of token encodings (float32, as torch.tensor makes them)
+// Step 1: the token encodings and the module's weights. Create a matrix of token encodings
+// (float32, as torch.tensor makes them): three tokens of 2 features; then the module's three
+// nn.Linear weights, drawn below.
 constexpr matrix<float, 3, 2> encodings_matrix{{{1.16f, 0.23f}, {0.57f, 1.36f}, {4.41f, -2.16f}}};
 
 // torch.manual_seed(42), then three nn.Linear(2, 2, bias=False), created in the order W_q, W_k,
@@ -189,31 +196,30 @@ namespace qkv::examples::statquest {
 template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
+  p.with_truth();  // its matrices without a how are exact inputs: the page shows the 50-digit truth
   const auto tok = Page::labels("token ", 3), q = Page::labels("q", 3), k = Page::labels("k", 3),
              v = Page::labels("v", 3);
-  p.step("The token encodings and the module's weights",
-         "Three tokens of 2 features (float32), and the three nn.Linear(2, 2, bias=False) weights that "
-         "torch.manual_seed(42) draws, (out, in), bit for bit.");
+  p.step(1);
   p.matrix("encodings_matrix", encodings_matrix).rows(tok);
   p.matrix("selfAttention.W_q", selfAttention.W_q);
   p.matrix("selfAttention.W_k", selfAttention.W_k);
   p.matrix("selfAttention.W_v", selfAttention.W_v);
-  p.step("Queries, keys and values", "create the query, key and values for each token: x W\u1d40 (nn.Linear)");
+  p.step(2);
   p.matrix("t.q", t.q).rows(q).how(how::dot("encodings_matrix", "selfAttention.W_q", 2))
       .proven(q_float64, "q_float64 (PyTorch, float64)", -1);
   p.matrix("t.k", t.k).rows(k).how(how::dot("encodings_matrix", "selfAttention.W_k", 2));
   p.matrix("t.v", t.v).rows(v).how(how::dot("encodings_matrix", "selfAttention.W_v", 2));
-  p.step("Similarities", "similarities q k\u1d40: each query against each key");
+  p.step(3);
   p.matrix("t.sims", t.sims).rows(q).cols(k).how(how::dot("t.q", "t.k", 2))
       .proven(sims_float64, "sims_float64 (PyTorch, float64)", -1);
-  p.step("Scaled similarities", "divided by sqrt(d_model) = sqrt(2), as the tutorial's torch.tensor(2**0.5)");
+  p.step(4);
   p.matrix("t.scaled_sims", t.scaled_sims).rows(q).cols(k)
       .how(how::scaled("t.sims", 1.0 / 1.4142135623730951, "1/sqrt(2): the tutorial divides by the float sqrt(2)"));
-  p.step("Attention percents", "softmax over each row of the scaled similarities");
+  p.step(5);
   p.matrix("t.attention_percents", t.attention_percents).rows(q).cols(k).how(how::softmax("t.scaled_sims"))
       .proven(percents_float64, "percents_float64 (PyTorch, float64)", -1);
   p.heatmap("attention percents (rows: queries, columns: keys)", {"t.attention_percents"});
-  p.step("Attention scores (the output)", "the percents times the values: each row a weighted sum of the values");
+  p.step(6);
   p.matrix("t.attention_scores", t.attention_scores).rows(q).how(how::matmul("t.attention_percents", "t.v", 3))
       .proven(output_float64, "output_float64 (PyTorch, float64)", -1);
 }
