@@ -6,7 +6,8 @@
 Renders the learner's pages in headless chromium (Debian's chromium, chromium-driver and
 python3-selenium) at 0.6 device pixels per CSS pixel, one viewport each: an example's page, a
 cell's explanation, a multi-head attend page with its heatmap, the masks, a summarised
-BERT-size page. Run it after changing the pages' look; the browser test
+BERT-size page, example 04's BERT page (WordPiece tokens, a head chosen), a weight's error
+against the 50-digit truth. Run it after changing the pages' look; the browser test
 (tests/browser/page_test.py) writes full-page screenshots to the build folder on every run.
 """
 import json
@@ -93,5 +94,20 @@ def bert():
 
 
 shot(p, 'page_summarised_heatmap.png', bert)
+# example 04: BERT's WordPiece tokens on the axes, 12 heads under the head selector
+p = os.path.join(tmp, 'bert_example.html')
+qkv('explain', 'bert', '--html', p)
+
+
+def bert_example():
+    Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('5')
+    scroll_to('figure.heatmap')
+
+
+shot(p, 'page_bert.png', bert_example)
+# a weight's error against the 50-digit truth (example 05)
+p = os.path.join(tmp, 'statquest.html')
+qkv('explain', 'statquest', '--html', p)
+shot(p, 'page_truth.png', hover('td[data-m="t.attention_percents"][data-i="0"][data-j="1"]'))
 driver.quit()
 shutil.rmtree(tmp, ignore_errors=True)
