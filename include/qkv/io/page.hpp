@@ -620,7 +620,11 @@ class page {
         return it == index_.end() ? -1 : static_cast<long>(it->second);
       };
       const long a = operand(m.how.a), b = operand(m.how.b);
-      if (a >= 0) need_rows[static_cast<std::size_t>(a)].insert(r.begin(), r.end());
+      // the rows of A the shown cells read: their own rows, or their columns for a transpose
+      // (and never past A's last row: an operand may be shorter than the result)
+      if (a >= 0)
+        for (std::size_t i : m.how.op == "transpose" ? c : r)
+          if (i < matrices_[static_cast<std::size_t>(a)].rows) need_rows[static_cast<std::size_t>(a)].insert(i);
       if (b >= 0 && m.how.op == "dot") need_rows[static_cast<std::size_t>(b)].insert(c.begin(), c.end());
       if (b >= 0 && m.how.op == "matmul")
         for (std::size_t j : c) need_cols[static_cast<std::size_t>(b)].insert(m.how.bc + j);
@@ -670,8 +674,11 @@ class page {
         s += ",\"";
         s += key;
         s += "\":{";
+        bool first = true;
         for (std::size_t q = 0; q < keep.size(); ++q) {
-          if (q) s += ",";
+          if (keep[q] >= l.size()) continue;  // (defensive: every index kept is a row or column)
+          if (!first) s += ",";
+          first = false;
           s += "\"" + std::to_string(keep[q]) + "\":";
           json_string(s, l[keep[q]]);
         }
