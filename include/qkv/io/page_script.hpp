@@ -338,7 +338,7 @@ function drawHeatmap(hm, head) {
   var titleLines = wrap(hm.text + (ids.length > 1 ? ' \u2014 ' + hm.names[head] : ''), Math.max(30, Math.floor((C * cs + lw * cw + 120) / 7.5)));
   var top = 10 + titleLines.length * 18, left = 10 + Math.ceil(lw * cw) + 6, gridTop = top + Math.ceil(ch * cw * 0.72) + 12;
   var lh = Math.min(160, Math.max(80, R * cs - 60));
-  var W = left + C * cs + 110, H = Math.max(gridTop + R * cs + 34, gridTop + lh + 56);
+  var W = Math.max(left + C * cs + 110, 20 + Math.ceil(Math.max.apply(null, titleLines.map(function (l) { return l.length; })) * 8.6)), H = Math.max(gridTop + R * cs + 34, gridTop + lh + 56);
   var svg = sel('svg', {xmlns: NS, width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-family': 'sans-serif', 'font-size': fs, role: 'img'});
   var hid = 'hatch-' + hm.k;
   var defs = sel('defs'), pat = sel('pattern', {id: hid, width: 6, height: 6, patternUnits: 'userSpaceOnUse', patternTransform: 'rotate(45)'});
