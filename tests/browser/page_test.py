@@ -404,6 +404,11 @@ for ex, src in EXAMPLES.items():
         driver.save_screenshot(os.path.join(OUT, 'page_illustrated_tooltip.png'))
     if driver.find_elements(By.CSS_SELECTOR, 'figure.heatmap'):
         export_svg(ex)
+        # the heatmaps' titles are never clipped: each bold title line ends inside its picture
+        over = driver.execute_script(
+            'return [...document.querySelectorAll("figure.heatmap svg")].flatMap(s => [...s.querySelectorAll("text[font-weight=bold]")]'
+            '.filter(t => t.getBBox().x + t.getBBox().width > s.width.baseVal.value).map(t => t.textContent))')
+        check(not over, '%s: heatmap titles clipped: %s' % (ex, over))
     screenshot(html, 'page_%s.png' % ex)
 
 # --- measured: page weight, and a BERT-size case (128 tokens, 12 heads, d_model 768) ----------
