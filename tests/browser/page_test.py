@@ -79,6 +79,10 @@ EXAMPLES = {  # name: source (the examples with a page)
     'positional_encoding': 'examples/07_positional_encoding.cpp',
     'encoder_layer': 'examples/08_encoder_layer.cpp',
     'flash': 'examples/09_flash_attention.cpp',
+    'kv_cache': 'examples/10_kv_cache_decoding.cpp',
+    'grouped_query': 'examples/11_grouped_query_attention.cpp',
+    'rope': 'examples/12_rope.cpp',
+    'alibi': 'examples/13_alibi_and_windows.cpp',
 }
 TUTORIAL_LIMIT, BERT_LIMIT = 200 * 1024, 2 * 1024 * 1024  # the page weights (bytes)
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal']
