@@ -148,7 +148,8 @@ def hover(cell):
              for t in tip.find_elements(By.CSS_SELECTOR, '.term')]
     sums = tip.find_elements(By.CSS_SELECTOR, '.x-sum[data-sum]')
     vals = tip.find_elements(By.CSS_SELECTOR, '.x-value')
-    value = float(vals[0].text.rsplit(': ', 1)[1].replace('\u2212', '-')) if vals else None
+    # textContent, not .text: selenium's .text is empty for a tooltip scrolled out of the viewport
+    value = float(vals[0].get_attribute('textContent').rsplit(': ', 1)[1].replace('\u2212', '-')) if vals else None
     return {'visible': tip.is_displayed(), 'terms': terms, 'value': value,
             'sum': float(sums[0].get_attribute('data-sum')) if sums else None, 'text': tip.text}
 
