@@ -16,6 +16,11 @@
 #include <qkv/io/safetensors.hpp>
 
 using namespace qkv::io;
+// the 16-bit conversions safetensors reads and writes with are runtime/half.hpp's
+using qkv::runtime::bfloat16_bits_to_float;
+using qkv::runtime::float_to_bfloat16_bits;
+using qkv::runtime::float_to_half_bits;
+using qkv::runtime::half_bits_to_float;
 
 namespace {
 
@@ -64,45 +69,45 @@ TEST_CASE("a file laid out by hand as the format specifies reads back") {
 TEST_CASE("half to float is exact and float to half rounds every half back to itself") {
   // 1.0 = 0x3C00, -2 = 0xC000, 65504 = 0x7BFF (largest), 2^-24 = 0x0001 (smallest subnormal),
   // 2^-14 = 0x0400 (smallest normal)
-  CHECK(half_to_float(0x3C00) == 1.0f);
-  CHECK(half_to_float(0xC000) == -2.0f);
-  CHECK(half_to_float(0x7BFF) == 65504.0f);
-  CHECK(half_to_float(0x0001) == std::ldexp(1.0f, -24));
-  CHECK(half_to_float(0x0400) == std::ldexp(1.0f, -14));
-  CHECK(std::isinf(half_to_float(0x7C00)));
-  CHECK(std::isnan(half_to_float(0x7E00)));
+  CHECK(half_bits_to_float(0x3C00) == 1.0f);
+  CHECK(half_bits_to_float(0xC000) == -2.0f);
+  CHECK(half_bits_to_float(0x7BFF) == 65504.0f);
+  CHECK(half_bits_to_float(0x0001) == std::ldexp(1.0f, -24));
+  CHECK(half_bits_to_float(0x0400) == std::ldexp(1.0f, -14));
+  CHECK(std::isinf(half_bits_to_float(0x7C00)));
+  CHECK(std::isnan(half_bits_to_float(0x7E00)));
   int mismatches = 0;
   for (std::uint32_t h = 0; h < 0x10000; ++h) {
-    const float f = half_to_float(static_cast<std::uint16_t>(h));
+    const float f = half_bits_to_float(static_cast<std::uint16_t>(h));
     if (std::isnan(f)) continue;
-    if (float_to_half(f) != h) ++mismatches;
+    if (float_to_half_bits(f) != h) ++mismatches;
   }
   CHECK(mismatches == 0);
 }
 
 TEST_CASE("float to half rounds to nearest, ties to even, and overflows to infinity") {
   // 1 + 2^-11 is halfway between 1 (0x3C00, even) and 1 + 2^-10 (0x3C01): ties to even -> 0x3C00
-  CHECK(float_to_half(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);
+  CHECK(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);
   // 1 + 3*2^-11 is halfway between 0x3C01 (odd) and 0x3C02 (even) -> 0x3C02
-  CHECK(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3C02);
+  CHECK(float_to_half_bits(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3C02);
   // 65519 rounds down to 65504; 65520 is halfway to 65536 (inf) and 0x7BFF is odd -> inf
-  CHECK(float_to_half(65519.0f) == 0x7BFF);
-  CHECK(float_to_half(65520.0f) == 0x7C00);
-  CHECK(float_to_half(-1e9f) == 0xFC00);
+  CHECK(float_to_half_bits(65519.0f) == 0x7BFF);
+  CHECK(float_to_half_bits(65520.0f) == 0x7C00);
+  CHECK(float_to_half_bits(-1e9f) == 0xFC00);
   // 2^-25 is halfway between 0 and 2^-24 (odd): ties to even -> 0; just above it -> 0x0001
-  CHECK(float_to_half(std::ldexp(1.0f, -25)) == 0x0000);
-  CHECK(float_to_half(std::nextafter(std::ldexp(1.0f, -25), 1.0f)) == 0x0001);
+  CHECK(float_to_half_bits(std::ldexp(1.0f, -25)) == 0x0000);
+  CHECK(float_to_half_bits(std::nextafter(std::ldexp(1.0f, -25), 1.0f)) == 0x0001);
   // 1.5 * 2^-24 is halfway between 0x0001 (odd) and 0x0002 -> 0x0002
-  CHECK(float_to_half(1.5f * std::ldexp(1.0f, -24)) == 0x0002);
+  CHECK(float_to_half_bits(1.5f * std::ldexp(1.0f, -24)) == 0x0002);
 }
 
 TEST_CASE("bfloat16 keeps the top 16 bits of a float, rounded to nearest even") {
-  CHECK(bfloat16_to_float(0x3F80) == 1.0f);
+  CHECK(bfloat16_bits_to_float(0x3F80) == 1.0f);
   // 1 + 2^-8 is halfway between 1 (0x3F80, even) and 1 + 2^-7 (0x3F81) -> 0x3F80
-  CHECK(float_to_bfloat16(1.0f + std::ldexp(1.0f, -8)) == 0x3F80);
+  CHECK(float_to_bfloat16_bits(1.0f + std::ldexp(1.0f, -8)) == 0x3F80);
   // 1 + 3*2^-8 is halfway between 0x3F81 (odd) and 0x3F82 -> 0x3F82
-  CHECK(float_to_bfloat16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3F82);
-  CHECK(std::isnan(bfloat16_to_float(float_to_bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  CHECK(float_to_bfloat16_bits(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3F82);
+  CHECK(std::isnan(bfloat16_bits_to_float(float_to_bfloat16_bits(std::numeric_limits<float>::quiet_NaN()))));
 }
 
 TEST_CASE("tensors written in F32, F16, BF16 and F64 read back through a file") {
@@ -126,8 +131,8 @@ TEST_CASE("tensors written in F32, F16, BF16 and F64 read back through a file") 
   REQUIRE(b.size() == w.size());
   for (std::size_t i = 0; i < w.size(); ++i) {
     // what the writer stored is the nearest half / bfloat16: read gives exactly that back
-    CHECK(h[i] == half_to_float(float_to_half(w[i])));
-    CHECK(b[i] == bfloat16_to_float(float_to_bfloat16(w[i])));
+    CHECK(h[i] == half_bits_to_float(float_to_half_bits(w[i])));
+    CHECK(b[i] == bfloat16_bits_to_float(float_to_bfloat16_bits(w[i])));
     // a half keeps 11 significant bits: relative error <= 2^-11 (normal range)
     CHECK(std::abs(h[i] - w[i]) <= std::abs(w[i]) * std::ldexp(1.0f, -11));
     // a bfloat16 keeps 8: relative error <= 2^-8

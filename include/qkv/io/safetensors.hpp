@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "../runtime/half.hpp"
+
 namespace qkv::io {
 
 /// a malformed or unusable .safetensors file, or a request it cannot satisfy; the message
@@ -74,53 +76,6 @@ inline void store_le(std::uint64_t v, std::size_t n, std::string& out) {
 
 }  // namespace safetensors_detail
 
-/// IEEE half (binary16) bits -> float, exactly
-[[nodiscard]] inline float half_to_float(std::uint16_t h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-  if (e == 0) {
-    // zero or subnormal: m * 2^-24, exact in float
-    const float f = static_cast<float>(m) * 5.9604644775390625e-8f;
-    return sign ? -f : f;
-  }
-  if (e == 31) return std::bit_cast<float>(sign | 0x7F800000u | (m << 13));  // inf, NaN
-  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));        // rebias 15 -> 127
-}
-
-/// float -> IEEE half bits, rounded to nearest, ties to even (overflow -> inf, NaN stays NaN)
-[[nodiscard]] inline std::uint16_t float_to_half(float f) noexcept {
-  std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-  x &= 0x7FFFFFFFu;
-  if (x >= 0x7F800000u) return sign | (x > 0x7F800000u ? 0x7E00u : 0x7C00u);
-  if (x >= 0x477FF000u) return sign | 0x7C00u;  // >= 65520 rounds to inf
-  auto round_shift = [](std::uint32_t m, std::uint32_t s) {
-    const std::uint32_t r = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-    return (rem > half || (rem == half && (r & 1u))) ? r + 1 : r;
-  };
-  if (x < 0x38800000u) {
-    // below 2^-14: a subnormal half, round(value * 2^24) = round(m >> (126 - e))
-    const std::uint32_t e = x >> 23;
-    if (e < 102) return sign;  // below 2^-25: rounds to zero
-    const std::uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
-    return static_cast<std::uint16_t>(sign | round_shift(m, 126 - e));
-  }
-  // normal: rebias the exponent (127 -> 15), round the mantissa from 23 to 10 bits; a carry
-  // into the exponent is the right result
-  return static_cast<std::uint16_t>(sign | round_shift(x - 0x38000000u, 13));
-}
-
-/// bfloat16 bits -> float, exactly
-[[nodiscard]] inline float bfloat16_to_float(std::uint16_t b) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-}
-
-/// float -> bfloat16 bits, rounded to nearest, ties to even (NaN stays NaN)
-[[nodiscard]] inline std::uint16_t float_to_bfloat16(float f) noexcept {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
-  return static_cast<std::uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
 
 /// one tensor of a file: where its bytes are in the data section
 struct safetensors_tensor_info {
@@ -345,8 +300,8 @@ class safetensors_file {
       const unsigned char* q = p + i * t.dtype_size;
       if (d == "F32") out[i] = static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(load_le(q, 4))));
       else if (d == "F64") out[i] = static_cast<T>(std::bit_cast<double>(load_le(q, 8)));
-      else if (d == "F16") out[i] = static_cast<T>(half_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
-      else if (d == "BF16") out[i] = static_cast<T>(bfloat16_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
+      else if (d == "F16") out[i] = static_cast<T>(runtime::half_bits_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
+      else if (d == "BF16") out[i] = static_cast<T>(runtime::bfloat16_bits_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
       else if (d == "I64") out[i] = static_cast<T>(static_cast<std::int64_t>(load_le(q, 8)));
       else if (d == "I32") out[i] = static_cast<T>(static_cast<std::int32_t>(static_cast<std::uint32_t>(load_le(q, 4))));
       else if (d == "I16") out[i] = static_cast<T>(static_cast<std::int16_t>(static_cast<std::uint16_t>(load_le(q, 2))));
@@ -374,8 +329,8 @@ struct safetensors_tensor {
   safetensors_tensor t{std::move(name), std::move(dtype), std::move(shape), {}};
   for (float v : values) {
     if (t.dtype == "F32") safetensors_detail::store_le(std::bit_cast<std::uint32_t>(v), 4, t.bytes);
-    else if (t.dtype == "F16") safetensors_detail::store_le(float_to_half(v), 2, t.bytes);
-    else if (t.dtype == "BF16") safetensors_detail::store_le(float_to_bfloat16(v), 2, t.bytes);
+    else if (t.dtype == "F16") safetensors_detail::store_le(runtime::float_to_half_bits(v), 2, t.bytes);
+    else if (t.dtype == "BF16") safetensors_detail::store_le(runtime::float_to_bfloat16_bits(v), 2, t.bytes);
     else throw safetensors_error("tensor '" + t.name + "': floats are written as F32, F16 or BF16, not " + t.dtype);
   }
   return t;
