@@ -17,16 +17,27 @@
 // Decoding token by token gives the rows of the full causal attention bit for bit: the scores
 // are the same dot products summed in the same order, the masked keys add e^-inf = 0 to the
 // softmax's sum (s + 0 = s, exactly) and are skipped by the context (example 10 proves it).
+//
+// Rotary embeddings (opt-in): with `rope` set (before the first append), append rotates each key
+// at its position, the row it is stored in (rope.hpp: rope(k, *rope, length)), and stores the
+// rotated key; rope_queries(q, cache) rotates the Tq new queries at theirs, the cache's last Tq
+// positions length - Tq .. length - 1 (the new tokens, appended just before; whatever the mask's
+// alignment). The caller rotates the queries (attend_cache takes them as given). Row p of a rope()
+// of the whole sequence is rope() of that row alone at first_position p, the same operations on
+// the same numbers: decoding with RoPE through the cache gives the rows of full causal attention
+// of rope(Q), rope(K) bit for bit, as without RoPE (tests/chapter2/core_rope_cache_test.cpp).
 #pragma once
 
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "attention.hpp"
 #include "masks.hpp"
 #include "matrix.hpp"
+#include "rope.hpp"
 
 namespace qkv {
 
@@ -39,16 +50,28 @@ struct kv_cache {
   matrix<T, Capacity, Dk> keys{};    // rows 0 .. length - 1 hold the tokens' keys
   matrix<T, Capacity, Dv> values{};  // rows 0 .. length - 1 hold the tokens' values
   std::size_t length = 0;
+  // set (before the first append): append rotates each key at its position (its row); unset: keys
+  // are stored as given
+  std::optional<rope_options> rope = std::nullopt;
 
   [[nodiscard]] static constexpr std::size_t capacity() { return Capacity; }
 
   /// @brief append N tokens' keys (N, Dk) and values (N, Dv) after the ones held. A cache that
-  /// would overflow throws std::length_error naming both sizes (at compile time: no constant)
+  /// would overflow throws std::length_error naming both sizes (at compile time: no constant).
+  /// With `rope` set, key t is stored rotated at position length + t (an odd Dk cannot be
+  /// rotated: std::invalid_argument)
   template <std::size_t N>
-  constexpr void append(const matrix<T, N, Dk>& k, const matrix<T, N, Dv>& v) {
+  constexpr void append(const matrix<T, N, Dk>& k_given, const matrix<T, N, Dv>& v) {
     if (N > Capacity - length)
       throw std::length_error("qkv::kv_cache::append: " + std::to_string(N) + " tokens do not fit: " +
                               std::to_string(length) + " held, capacity " + std::to_string(Capacity));
+    matrix<T, N, Dk> k = k_given;
+    if (rope) {
+      if constexpr (rope_width_is_even<Dk>)
+        k = qkv::rope(k_given, *rope, length);  // (N, Dk): row t at position length + t
+      else
+        throw std::invalid_argument("qkv::kv_cache::append: RoPE needs an even key width, Dk is " + std::to_string(Dk));
+    }
     for (std::size_t t = 0; t < N; ++t) {
       for (std::size_t c = 0; c < Dk; ++c) keys.v[(length + t) * Dk + c] = k.v[t * Dk + c];
       for (std::size_t c = 0; c < Dv; ++c) values.v[(length + t) * Dv + c] = v.v[t * Dv + c];
@@ -56,6 +79,22 @@ struct kv_cache {
     length += N;
   }
 };
+
+/// @brief the Tq new queries (Tq, Dk) rotated as the cache rotated their keys: query i at position
+/// length - Tq + i (the last Tq tokens appended); q itself when the cache has no `rope`.
+/// @throws std::length_error when the cache holds fewer than Tq positions (their keys are not in yet)
+template <class T, std::size_t Tq, std::size_t Capacity, std::size_t Dk, std::size_t Dv>
+[[nodiscard]] constexpr matrix<T, Tq, Dk> rope_queries(const matrix<T, Tq, Dk>& q,
+                                                      const kv_cache<T, Capacity, Dk, Dv>& cache) {
+  if (!cache.rope) return q;
+  if (Tq > cache.length)
+    throw std::length_error("qkv::rope_queries: " + std::to_string(Tq) + " queries but only " +
+                            std::to_string(cache.length) + " positions cached (append their keys first)");
+  if constexpr (rope_width_is_even<Dk>)
+    return qkv::rope(q, *cache.rope, cache.length - Tq);
+  else
+    throw std::invalid_argument("qkv::rope_queries: RoPE needs an even key width, Dk is " + std::to_string(Dk));
+}
 
 /// @brief attention of Tq new queries (Tq, Dk) against the cache: scores (Tq, Capacity), keys
 /// at or after `length` masked. With options.causal the queries sit at the `alignment` of the

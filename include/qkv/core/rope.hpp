@@ -13,11 +13,15 @@
 // for a and a for b: a cos + (-b) sin is a cos - b sin, the same bits.
 // theta_i and the angle m theta_i are computed in double (theta_i = exp(-(2i/d) ln base)), their
 // cosine and sine correctly rounded for double (qkv::cos, qkv::sin) and, for float, rounded from
-// fdlibm's (within 1 ulp of double) as positional.hpp does. The whole head width is rotated
-// (GPT-NeoX's partial rotary_pct is not modelled here). (T, d) -> (T, d), d even.
+// fdlibm's (within 1 ulp of double) as positional.hpp does. (T, d) -> (T, d), d even.
+// Partial rotary embeddings (GPT-NeoX's rotary_pct, runtime/rope.hpp's rotary_dim): with
+// rotary_dim = r (even, 0 < r <= d; 0 = d, the whole head) only the first r columns of each
+// row are rotated, as a head of width r (theta_i = base^(-2i/r), i < r/2; half_split pairs
+// (i, i + r/2)); the columns r .. d - 1 are copied unchanged.
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 #include <type_traits>
 
 #include "math.hpp"
@@ -54,6 +58,14 @@ template <class T>
     return {static_cast<T>(detail::cos_check(angle)), static_cast<T>(detail::sin_check(angle))};
 }
 
+/// @brief how to rotate, in one value (kv_cache.hpp's `rope`): rope()'s layout, base and rotary_dim
+/// (0 = the whole head). The default is LLaMA's: half_split, base 10000, the whole head.
+struct rope_options {
+  rope_layout layout = rope_layout::half_split;
+  double base = 10000.0;
+  std::size_t rotary_dim = 0;
+};
+
 /// @brief the dimensions (first, second) of pair i in a d-wide head, in the layout
 [[nodiscard]] constexpr std::size_t rope_pair_first(std::size_t i, rope_layout layout) {
   return layout == rope_layout::interleaved ? 2 * i : i;
@@ -63,23 +75,37 @@ template <class T>
 }
 
 /// @brief RoPE of N rows (N, D): row p is the token at position first_position + p, each pair
-/// i rotated by (first_position + p) theta_i. (N, D) -> (N, D)
+/// i rotated by (first_position + p) theta_i; with rotary_dim = r (0 = D) only the first r
+/// columns, as a head of width r, the rest copied. (N, D) -> (N, D)
+/// @throws std::invalid_argument for an odd rotary_dim or one wider than D (at compile time: no constant)
 template <class T, std::size_t N, std::size_t D>
   requires rope_width_is_even<D>
 [[nodiscard]] constexpr matrix<T, N, D> rope(const matrix<T, N, D>& x, rope_layout layout,
-                                            std::size_t first_position = 0, double base = 10000.0) {
+                                            std::size_t first_position = 0, double base = 10000.0,
+                                            std::size_t rotary_dim = 0) {
+  const std::size_t r = rotary_dim == 0 ? D : rotary_dim;
+  if (r % 2 != 0 || r > D)
+    throw std::invalid_argument("qkv::rope: rotary_dim must be even and at most the row's width D");
   double theta[D / 2]{};
-  for (std::size_t i = 0; i < D / 2; ++i) theta[i] = rope_frequency(i, D, base);
-  matrix<T, N, D> out;
+  for (std::size_t i = 0; i < r / 2; ++i) theta[i] = rope_frequency(i, r, base);
+  matrix<T, N, D> out = x;  // columns r .. D - 1 stay as they are
   for (std::size_t p = 0; p < N; ++p)
-    for (std::size_t i = 0; i < D / 2; ++i) {
+    for (std::size_t i = 0; i < r / 2; ++i) {
       const auto [c, s] = rope_cos_sin<T>(first_position + p, theta[i]);
-      const std::size_t f = rope_pair_first(i, layout), g = rope_pair_second(i, D, layout);
+      const std::size_t f = rope_pair_first(i, layout), g = rope_pair_second(i, r, layout);
       const T a = x.v[p * D + f], b = x.v[p * D + g];
       out.v[p * D + f] = a * c - b * s;
       out.v[p * D + g] = b * c + a * s;
     }
   return out;
+}
+
+/// @brief rope() with the layout, base and rotary_dim of `o`. (N, D) -> (N, D)
+template <class T, std::size_t N, std::size_t D>
+  requires rope_width_is_even<D>
+[[nodiscard]] constexpr matrix<T, N, D> rope(const matrix<T, N, D>& x, const rope_options& o,
+                                            std::size_t first_position = 0) {
+  return rope(x, o.layout, first_position, o.base, o.rotary_dim);
 }
 
 }  // namespace qkv

@@ -19,6 +19,14 @@
 // keys and values as K and V, so decoding token by token gives the rows of full causal attention
 // bit for bit (float storage; 16-bit: the rows of full attention on the rounded K and V), the
 // kernels' per-row arithmetic not depending on the other rows (docs/numerics.md, "KV cache").
+// Rotary embeddings (opt-in, rope.hpp): after set_rope(o), append rotates each key at its
+// position before storing it: cache row j of a layer sits at position first + j, first =
+// o.key_position_offset.value_or(o.position_offset) (0 by default), each of the kv_heads heads
+// of d_key columns rotated as apply_rope does (in float; 16-bit storage rounds the rotated key
+// once). Queries are the caller's: rope_queries(cache, layer, q) rotates the T new queries at the
+// cache's last T positions (first + length - T ..), after their keys were appended and before
+// attend/decode_attend, which take q as given. Decoding so gives the rows of attention() with the
+// same `rope` (position_offset = key_position_offset = first), bit for bit in float storage.
 #pragma once
 
 #include <algorithm>
@@ -26,12 +34,14 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "attention.hpp"
 #include "dynamic_matrix.hpp"
 #include "half.hpp"
+#include "rope.hpp"
 #include "thread_pool.hpp"
 
 namespace qkv::runtime {
@@ -88,6 +98,14 @@ class kv_cache {
       throw size_limit_error("kv_cache: appending " + std::to_string(n) + " positions to the " + std::to_string(len) +
                              " of layer " + std::to_string(layer) + " passes the capacity of " +
                              std::to_string(capacity_));
+    if (rope_ && n > 0) {  // rotate the new keys in float at positions first + len .. (rope.hpp), then store
+      rotated_.resize(n * heads_ * dk_);
+      const matrix_view<float> r{rotated_.data(), n, heads_ * dk_, heads_ * dk_, 1};
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < heads_ * dk_; ++c) r(i, c) = k(i, c);
+      apply_rope<float>(r, dk_, *rope_, first_position() + len, nullptr);
+      k = r;
+    }
     for (std::size_t g = 0; g < heads_; ++g) {
       grow(keys_[layer * heads_ + g], (len + n) * dk_, capacity_ * dk_);
       grow(values_[layer * heads_ + g], (len + n) * dv_, capacity_ * dv_);
@@ -110,8 +128,28 @@ class kv_cache {
     return {values_.at(layer * heads_ + g).data(), length_[layer], dv_, dv_, 1};
   }
 
-  /// forgets every position (the capacity stays; the memory is kept for reuse)
+  /// forgets every position (the capacity stays; the memory is kept for reuse; the rope stays)
   void clear() { std::fill(length_.begin(), length_.end(), 0); }
+
+  /// @brief from now on append rotates each key at its position (rope.hpp; row j of a layer at
+  /// o.key_position_offset.value_or(o.position_offset) + j); std::nullopt: keys stored as given.
+  /// Only while the cache is empty (every layer's length 0): the keys held would not match.
+  /// @throws shape_error for a rotary_dim that is odd or wider than d_key, or a bad base;
+  /// std::logic_error when the cache holds positions
+  void set_rope(std::optional<rope_options> o) {
+    if (o) (void)detail::rotary_width(*o, dk_);
+    for (std::size_t l = 0; l < layers_; ++l)
+      if (length_[l] != 0)
+        throw std::logic_error("kv_cache::set_rope: layer " + std::to_string(l) + " holds " +
+                               std::to_string(length_[l]) + " keys stored without this rotation (clear() first)");
+    rope_ = o;
+  }
+  /// the rotation append applies (std::nullopt: none)
+  [[nodiscard]] const std::optional<rope_options>& rope() const { return rope_; }
+  /// the position of row 0 of every layer (0 without rope)
+  [[nodiscard]] std::size_t first_position() const {
+    return rope_ ? rope_->key_position_offset.value_or(rope_->position_offset) : 0;
+  }
 
  private:
   static S store(float x) {
@@ -129,7 +167,26 @@ class kv_cache {
   std::size_t layers_, heads_, dk_, dv_, capacity_;
   std::vector<std::vector<S>> keys_, values_;  // [layer * kv_heads + g]: (length, d) row-major
   std::vector<std::size_t> length_;
+  std::optional<rope_options> rope_ = std::nullopt;
+  std::vector<float> rotated_;  // append's rotated keys (n, kv_heads * d_key), reused
 };
+
+/// @brief rotates the T new queries q (T, H * d_key) in place as the cache rotated their keys:
+/// query row i at position cache.first_position() + length(layer) - T + i (the last T positions:
+/// call it after appending their keys, before attend / decode_attend). Each of the H heads of
+/// d_key columns is rotated (apply_rope; any thread count, the same bits). A cache without rope
+/// leaves q as it is, so a decoder may always call it.
+/// @throws shape_error when d_key does not divide q's columns or T > length(layer)
+template <storage_type S>
+void rope_queries(const kv_cache<S>& cache, std::size_t layer, const matrix_view<float>& q,
+                  thread_pool* pool = &default_pool()) {
+  if (!cache.rope()) return;
+  const std::size_t len = cache.length(layer);
+  if (q.rows > len)
+    throw shape_error("kv_cache rope_queries: q is " + q.shape() + " but layer " + std::to_string(layer) +
+                      " holds only " + std::to_string(len) + " positions (append the queries' keys first)");
+  apply_rope<float>(q, cache.d_key(), *cache.rope(), cache.first_position() + len - q.rows, pool);
+}
 
 /// how the new queries attend to the cache
 struct cache_attention_options {
