@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <qkv/core/rope.hpp>
 #include <qkv/io/json.hpp>
 #include <qkv/runtime/runtime.hpp>
 
@@ -281,4 +282,90 @@ TEST_CASE("set_rope checks rotary_dim and refuses a cache that holds keys; rope_
   const auto before = q;
   rt::rope_queries(cache, 1, q.view());  // no rope: q unchanged
   CHECK(same_bits(q, before));
+}
+
+// --- core/rope.hpp's rotary_dim against the runtime's rope and PyTorch's formula ---------------
+
+namespace {
+
+/// core rope (constexpr code, run here at run time) of one head's (N, D) block of m at positions
+/// first.., rotary_dim r; written back into `out`
+template <std::size_t N, std::size_t D>
+void core_rope_head(const dynamic_matrix<float>& m, std::size_t h, qkv::rope_layout layout, std::size_t first,
+                    double base, std::size_t r, dynamic_matrix<float>& out) {
+  qkv::matrix<float, N, D> x;
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t c = 0; c < D; ++c) x(i, c) = m(i, h * D + c);
+  const auto y = qkv::rope(x, layout, first, base, r);
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t c = 0; c < D; ++c) out(i, h * D + c) = y(i, c);
+}
+
+}  // namespace
+
+TEST_CASE("core rope with rotary_dim equals the runtime's and PyTorch's rotation within the derived bound") {
+  // rope.json (scripts/torch_rope_batch_fixtures.py): PyTorch's formula with float64 angles, c
+  // and s rounded to float, q c + rotate(q) s in float32; partial rotary 4 of 8 and 8 of 16
+  // among the five cases. The runtime's apply_rope gives these bits exactly (rope_batch_test.cpp);
+  // the core's angles take another road (theta = exp(-(2i ln base)/r) with qkv's exp and log,
+  // fdlibm's cos and sin), so c and s may differ in their last float bit. Bound per element of a
+  // pair (a, b) (u = 2^-53, u_f = 2^-24):
+  //   theta: core (log correctly rounded, a product, a division, exp < 1 ulp) within
+  //   (3.01 ln base + 2) u relative; PyTorch (2i/r rounded: u ln base through the power; pow and
+  //   the division) within (ln base + 3) u: |theta_1 - theta_2| <= (4.02 ln base + 5.01) u theta
+  //   angles p theta rounded once each: delta_angle <= p theta (4.02 ln base + 7.02) u, theta <= 1
+  //   cos, sin in double within 1 ulp each (2u): |C_1 - C_2| <= delta = delta_angle + 4u
+  //   rounded to float: |c_1 - c_2| <= delta + 2 u_f (|C| <= 1)
+  //   y = fl(fl(a c) - fl(b s)) within (2 u_f + u_f^2)(|a| + |b|) of a c - b s, each side
+  //   => |y_1 - y_2| <= (|a| + |b|) (delta + 6.0001 u_f)
+  // Columns past rotary_dim are copied: bit for bit.
+  const auto doc = qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/rope_batch/rope.json");
+  const double u = std::ldexp(1.0, -53), uf = std::ldexp(1.0, -24);
+  std::size_t elements = 0, differing = 0;
+  for (const auto& c : doc.json().at("cases")) {
+    const std::string name = c.at("name").get<std::string>();
+    INFO(name);
+    const auto x = qkv::io::read_matrix<float>(doc, "x", c.at("x"));
+    const auto want = qkv::io::read_matrix<float>(doc, "rotated", c.at("rotated"));
+    const bool inter = c.at("layout").get<std::string>() == "interleaved";
+    const auto layout = inter ? qkv::rope_layout::interleaved : qkv::rope_layout::half_split;
+    rt::rope_options o;
+    o.layout = inter ? rt::rope_layout::interleaved : rt::rope_layout::half_split;
+    o.base = c.at("base").get<double>();
+    o.rotary_dim = c.at("rotary_dim").get<std::size_t>();
+    o.position_offset = c.at("position_offset").get<std::size_t>();
+    const std::size_t H = c.at("heads").get<std::size_t>(), hd = c.at("head_dim").get<std::size_t>();
+    const std::size_t r = o.rotary_dim, first = o.position_offset;
+    auto runtime = x;
+    rt::apply_rope<float>(runtime.view(), hd, o, first, nullptr);
+    CHECK(same_bits(runtime, want));  // the runtime is PyTorch's formula to the bit
+    dynamic_matrix<float> core(x.rows(), x.cols());
+    for (std::size_t h = 0; h < H; ++h) {
+      if (x.rows() == 6 && hd == 8) core_rope_head<6, 8>(x, h, layout, first, o.base, r, core);
+      else if (x.rows() == 8 && hd == 8) core_rope_head<8, 8>(x, h, layout, first, o.base, r, core);
+      else if (x.rows() == 4 && hd == 16) core_rope_head<4, 16>(x, h, layout, first, o.base, r, core);
+      else if (x.rows() == 3 && hd == 64) core_rope_head<3, 64>(x, h, layout, first, o.base, r, core);
+      else FAIL("a fixture shape this test does not instantiate: " << x.rows() << " rows, heads of " << hd);
+    }
+    bool within = true, tail_exact = true;
+    for (std::size_t i = 0; i < x.rows(); ++i) {
+      const double delta = double(first + i) * (4.02 * std::log(o.base) + 7.02) * u + 4 * u;
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t k = 0; k < r / 2; ++k) {
+          const std::size_t a = h * hd + (inter ? 2 * k : k), b = inter ? a + 1 : a + r / 2;
+          const double bound = (std::abs(double(x(i, a))) + std::abs(double(x(i, b)))) * (delta + 6.0001 * uf);
+          for (const std::size_t col : {a, b}) {
+            ++elements;
+            differing += core(i, col) != want(i, col);
+            within = within && std::abs(double(core(i, col)) - double(want(i, col))) <= bound &&
+                     std::abs(double(core(i, col)) - double(runtime(i, col))) <= bound;
+          }
+        }
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t col = r; col < hd; ++col) tail_exact = tail_exact && core(i, h * hd + col) == x(i, h * hd + col);
+    }
+    CHECK(within);
+    CHECK(tail_exact);
+  }
+  MESSAGE("core vs PyTorch/runtime rotated elements differing in any bit: " << differing << " of " << elements);
 }
