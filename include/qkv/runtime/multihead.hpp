@@ -22,6 +22,7 @@
 #include "attention.hpp"
 #include "dynamic_matrix.hpp"
 #include "gemm.hpp"
+#include "half.hpp"
 #include "rope.hpp"
 #include "thread_pool.hpp"
 
@@ -385,6 +386,76 @@ template <class T>
                                                  const attention_options<T>& opt = {},
                                                  thread_pool* pool = &default_pool()) {
   return attention(x, x, w, opt, pool);
+}
+
+// --- 16-bit inputs --------------------------------------------------------------------------
+// x, context and the weights in bfloat16 or float16 (as a model's checkpoint stores them, e.g.
+// io/safetensors.hpp's BF16/F16), float32 accumulation: each is widened to float, exactly (every
+// bfloat16 and float16 value is a float: 8 and 11 significant bits within float's 24, their
+// exponent ranges inside float's), then the float attention() above runs. So the result is
+// the float overload's on the widened inputs, bit for bit, and float (attention_result<float>;
+// the options are float's: scale, bias). The widened copies take 2x (bfloat16, float16) the
+// memory of the inputs. Non-template overloads, so a call without options never picks the
+// float template with T = bfloat16.
+
+namespace detail {
+
+template <storage_type S>
+[[nodiscard]] dynamic_matrix<float> widened(const dynamic_matrix<S>& m) {
+  dynamic_matrix<float> out(m.rows(), m.cols());
+  to_float(m.data(), out.data(), m.size());
+  return out;
+}
+
+template <storage_type S>
+[[nodiscard]] linear_weights<float> widened(const linear_weights<S>& w) {
+  linear_weights<float> f{widened(w.weight), std::vector<float>(w.bias.size()), w.layout};
+  to_float(w.bias.data(), f.bias.data(), w.bias.size());
+  return f;
+}
+
+template <storage_type S>
+[[nodiscard]] attention_result<float> attention_16(const dynamic_matrix<S>& x, const dynamic_matrix<S>& context,
+                                                   const attention_weights<S>& w, const attention_options<float>& opt,
+                                                   thread_pool* pool) {
+  attention_weights<float> wf{widened(w.q), widened(w.k), widened(w.v), std::nullopt};
+  if (w.o) wf.o = widened(*w.o);
+  const dynamic_matrix<float> xf = widened(x);
+  if (&x == &context) return attention(xf, xf, wf, opt, pool);  // self-attention: widened once
+  return attention(xf, widened(context), wf, opt, pool);
+}
+
+}  // namespace detail
+
+/// @brief multi-head attention of bfloat16 inputs, float32 accumulation: the float attention()
+/// of the (exactly) widened x, context and weights, bit for bit
+[[nodiscard]] inline attention_result<float> attention(const dynamic_matrix<bfloat16>& x,
+                                                       const dynamic_matrix<bfloat16>& context,
+                                                       const attention_weights<bfloat16>& w,
+                                                       const attention_options<float>& opt = {},
+                                                       thread_pool* pool = &default_pool()) {
+  return detail::attention_16(x, context, w, opt, pool);
+}
+/// @brief the same for float16 inputs
+[[nodiscard]] inline attention_result<float> attention(const dynamic_matrix<float16>& x,
+                                                       const dynamic_matrix<float16>& context,
+                                                       const attention_weights<float16>& w,
+                                                       const attention_options<float>& opt = {},
+                                                       thread_pool* pool = &default_pool()) {
+  return detail::attention_16(x, context, w, opt, pool);
+}
+/// @brief self-attention of bfloat16 / float16 inputs (queries, keys and values all from x)
+[[nodiscard]] inline attention_result<float> self_attention(const dynamic_matrix<bfloat16>& x,
+                                                            const attention_weights<bfloat16>& w,
+                                                            const attention_options<float>& opt = {},
+                                                            thread_pool* pool = &default_pool()) {
+  return detail::attention_16(x, x, w, opt, pool);
+}
+[[nodiscard]] inline attention_result<float> self_attention(const dynamic_matrix<float16>& x,
+                                                            const attention_weights<float16>& w,
+                                                            const attention_options<float>& opt = {},
+                                                            thread_pool* pool = &default_pool()) {
+  return detail::attention_16(x, x, w, opt, pool);
 }
 
 }  // namespace qkv::runtime
