@@ -48,9 +48,9 @@ namespace qkv::runtime {
 
 /// where the causal diagonal sits when T != S: the core's enum (core/masks.hpp), one type on both
 /// paths, named as PyTorch names it (torch.nn.attention.bias.causal_upper_left /
-/// causal_lower_right); the ONNX Attention op (opset 23) and ONNX Runtime's GroupQueryAttention
-/// align their causal mask lower_right when past keys are present (the new queries are the last
-/// T of the S positions).
+/// causal_lower_right). The ONNX Attention op's is_causal is upper_left in opset 23's text; in
+/// Attention-24 (with its errata) it is offset by the past_key rows P (query i sees j <= i + P):
+/// lower_right when the new K has T rows, as in decoding (core/masks.hpp says more).
 ///   upper_left   query i sits at position i: key j visible when j <= i
 ///   lower_right  query i sits at position i + (S - T): the last query sees every key (KV cache)
 using qkv::causal_alignment;

@@ -8,7 +8,8 @@
 //     out_h = softmax(scale q_h K_gᵀ + causal mask aligned lower_right) V_g   K_g, V_g: (S, d)
 // The queries are the last T of the S cached positions: query i sits at position i + S - T and
 // sees keys j <= i + S - T (causal_alignment::lower_right, the alignment PyTorch calls
-// causal_lower_right and the ONNX Attention op uses with past keys).
+// causal_lower_right; the ONNX Attention-24 op's is_causal with past_key gives it when the new
+// keys are the T new tokens' own: j <= i + P, P = S - T past rows).
 // Storage: float, bfloat16 or float16 (half.hpp): 16-bit storage rounds each key and value to
 // nearest (ties to even) when appended; attention converts back (exactly) and accumulates in
 // float. Limits: the capacity (positions per layer) is fixed at construction, where the most
