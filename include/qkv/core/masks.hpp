@@ -31,9 +31,9 @@ template <std::size_t N>
 
 /// @brief where the causal diagonal sits when Tq queries meet S keys (Tq != S). The names are
 /// PyTorch's (torch.nn.attention.bias.CausalVariant: causal_upper_left, causal_lower_right). The
-/// ONNX Attention op (the ONNX operator specification, Attention, attribute is_causal): opset 23's text calls it "the
-/// upper left causal bias" (query i sees keys j <= i; as released, its reference implementation
-/// counts the past_key rows in j too); Attention-24, corrected in place by an errata, offsets the
+/// ONNX Attention op (the ONNX operator specification, Attention, attribute is_causal): opset
+/// 23's text calls it "the upper left causal bias" (query i sees keys j <= i; as released, its
+/// reference implementation counts the past_key rows in j too); Attention-24, corrected in place by an errata, offsets the
 /// diagonal by the keys before the query block: given past_key of P rows, query i sees j <= i + P,
 /// which is lower_right when the new K has as many rows as Q (S = P + Tq, a decoding step);
 /// without past_key (or nonpad_kv_seqlen) the offset is 0: upper_left.
