@@ -130,31 +130,50 @@ void pack_b(const matrix_view<const T>& b, std::size_t k0, std::size_t kc, std::
   }
 }
 
-/// @brief the MR x NR micro-kernel: acc (= c when load_c, else 0) += a_panel b_panel, then
-/// the epilogue when `last`, then c = acc. mr, nr: how much of the tile is real.
+/// one step of depth k of the micro-kernel: acc(r) += a(r, k) b(k) for its Rows rows. `arow(r)`
+/// gives row r's a(r, k) (packed panel or a's row in place)
+template <class T, std::size_t Rows, class A>
+[[gnu::always_inline]] inline void kernel_step(simd<T> (&acc0)[Rows], simd<T> (&acc1)[Rows], const T* bp,
+                                               const A& arow) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  const V b0(bp, stdx::vector_aligned), b1(bp + W, stdx::vector_aligned);
+#pragma GCC unroll 16
+  for (std::size_t r = 0; r < Rows; ++r) {
+    const V a(arow(r));
+    acc0[r] = fmadd(a, b0, acc0[r]);
+    acc1[r] = fmadd(a, b1, acc1[r]);
+  }
+}
+
+/// @brief the Rows x NR micro-kernel (Rows = MR, or fewer for the last rows of a block):
+/// acc (= c when load_c, else 0) += a_panel b_panel, then the epilogue when `last`, then
+/// c = acc. mr (<= Rows), nr: how much of the tile is real.
 /// Direct: a is read in place, row r at ap + r * lda (rows past mr read row 0 again, their
-/// results are dropped), instead of from a packed panel: the same numbers in the same order.
-template <class T, bool Direct = false>
-inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __restrict bp, T* c,
-                         std::size_t ldc, std::size_t mr, std::size_t nr, bool load_c,
-                         const epilogue<T>* last, std::size_t j, std::size_t lda = 0) {
+/// results are dropped), instead of from a packed panel (MR values per depth): the same
+/// numbers in the same order. The depth loop is unrolled by 4 (the loop's counter and branch
+/// would otherwise take issue slots from the FMAs): the order of the chain is unchanged.
+template <class T, bool Direct, std::size_t Rows>
+inline void micro_kernel_rows(std::size_t kc, const T* __restrict ap, const T* __restrict bp, T* c,
+                              std::size_t ldc, std::size_t mr, std::size_t nr, bool load_c,
+                              const epilogue<T>* last, std::size_t j, std::size_t lda) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>, MR = gemm_blocking<T>::mr, NR = gemm_blocking<T>::nr;
-  const bool full = mr == MR && nr == NR;
-  alignas(alignment) T tile[MR * NR];  // for partial tiles: c copied in and out through here
+  const bool full_width = nr == NR;  // rows past mr are simply not stored
+  alignas(alignment) T tile[Rows * NR];  // for partial widths: c copied in and out through here
   T* cp = c;
   std::size_t ld = ldc;
-  if (!full) {
+  if (!full_width) {
     cp = tile;
     ld = NR;
     if (load_c)
-      for (std::size_t r = 0; r < MR; ++r)
+      for (std::size_t r = 0; r < Rows; ++r)
         for (std::size_t n = 0; n < NR; ++n) tile[r * NR + n] = (r < mr && n < nr) ? c[r * ldc + n] : T(0);
   }
-  V acc0[MR], acc1[MR];
+  V acc0[Rows], acc1[Rows];
 #pragma GCC unroll 16
-  for (std::size_t r = 0; r < MR; ++r) {
-    if (load_c) {
+  for (std::size_t r = 0; r < Rows; ++r) {
+    if (load_c && r < mr) {
       acc0[r] = V(cp + r * ld, stdx::element_aligned);
       acc1[r] = V(cp + r * ld + W, stdx::element_aligned);
     } else {
@@ -162,35 +181,45 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
       acc1[r] = V(T(0));
     }
   }
+  std::size_t k = 0;
   if constexpr (Direct) {
-    const T* __restrict rows[MR];
+    if (mr == Rows) {
+      // row r = G q + m at base[q] + m lda: a few base pointers and offsets instead of Rows
+      // pointers, which would not fit in the 16 general registers beside the loop's own
+      constexpr std::size_t G = Rows % 3 == 0 ? 3 : Rows % 4 == 0 ? 4 : 1;
+      const T* __restrict base[Rows / G];
 #pragma GCC unroll 16
-    for (std::size_t r = 0; r < MR; ++r) rows[r] = ap + (r < mr ? r : 0) * lda;
-    for (std::size_t k = 0; k < kc; ++k, bp += NR) {
-      const V b0(bp, stdx::vector_aligned), b1(bp + W, stdx::vector_aligned);
-#pragma GCC unroll 16
-      for (std::size_t r = 0; r < MR; ++r) {
-        const V a(rows[r][k]);
-        acc0[r] = fmadd(a, b0, acc0[r]);
-        acc1[r] = fmadd(a, b1, acc1[r]);
+      for (std::size_t q = 0; q < Rows / G; ++q) base[q] = ap + q * G * lda;
+      for (; k + 4 <= kc; k += 4, bp += 4 * NR) {
+#pragma GCC unroll 4
+        for (std::size_t u = 0; u < 4; ++u)
+          kernel_step<T, Rows>(acc0, acc1, bp + u * NR, [&](std::size_t r) { return base[r / G][(r % G) * lda + k + u]; });
       }
+      for (; k < kc; ++k, bp += NR)
+        kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return base[r / G][(r % G) * lda + k]; });
     }
+    const T* __restrict rows[Rows];
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < Rows; ++r) rows[r] = ap + (r < mr ? r : 0) * lda;
+    for (; k + 4 <= kc; k += 4, bp += 4 * NR) {
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < 4; ++u)
+        kernel_step<T, Rows>(acc0, acc1, bp + u * NR, [&](std::size_t r) { return rows[r][k + u]; });
+    }
+    for (; k < kc; ++k, bp += NR) kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return rows[r][k]; });
   } else {
-    for (std::size_t k = 0; k < kc; ++k, ap += MR, bp += NR) {
-      const V b0(bp, stdx::vector_aligned), b1(bp + W, stdx::vector_aligned);
-#pragma GCC unroll 16
-      for (std::size_t r = 0; r < MR; ++r) {
-        const V a(ap[r]);
-        acc0[r] = fmadd(a, b0, acc0[r]);
-        acc1[r] = fmadd(a, b1, acc1[r]);
-      }
+    for (; k + 4 <= kc; k += 4, ap += 4 * MR, bp += 4 * NR) {
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < 4; ++u)
+        kernel_step<T, Rows>(acc0, acc1, bp + u * NR, [&](std::size_t r) { return ap[u * MR + r]; });
     }
+    for (; k < kc; ++k, ap += MR, bp += NR) kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return ap[r]; });
   }
   if (last) {
     if (last->scaled) {
       const V s(last->scale);
 #pragma GCC unroll 16
-      for (std::size_t r = 0; r < MR; ++r) {
+      for (std::size_t r = 0; r < Rows; ++r) {
         acc0[r] *= s;
         acc1[r] *= s;
       }
@@ -201,20 +230,45 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
       const V bias1 = nr >= NR ? V(bias + W, stdx::element_aligned)
                                : (nr > W ? load_partial(bias + W, nr - W) : V(T(0)));
 #pragma GCC unroll 16
-      for (std::size_t r = 0; r < MR; ++r) {
+      for (std::size_t r = 0; r < Rows; ++r) {
         acc0[r] += bias0;
         acc1[r] += bias1;
       }
     }
   }
+  if (full_width) {
 #pragma GCC unroll 16
-  for (std::size_t r = 0; r < MR; ++r) {
+    for (std::size_t r = 0; r < Rows; ++r)
+      if (r < mr) {
+        acc0[r].copy_to(cp + r * ld, stdx::element_aligned);
+        acc1[r].copy_to(cp + r * ld + W, stdx::element_aligned);
+      }
+    return;
+  }
+#pragma GCC unroll 16
+  for (std::size_t r = 0; r < Rows; ++r) {
     acc0[r].copy_to(cp + r * ld, stdx::element_aligned);
     acc1[r].copy_to(cp + r * ld + W, stdx::element_aligned);
   }
-  if (!full)
-    for (std::size_t r = 0; r < mr; ++r)
-      for (std::size_t n = 0; n < nr; ++n) c[r * ldc + n] = tile[r * NR + n];
+  for (std::size_t r = 0; r < mr; ++r)
+    for (std::size_t n = 0; n < nr; ++n) c[r * ldc + n] = tile[r * NR + n];
+}
+
+/// @brief the MR x NR micro-kernel (micro_kernel_rows): a tile of mr < MR rows runs a
+/// kernel of MR * 2/3 or MR / 3 rows when that is enough (the last rows of 128 or 512 are 8 of
+/// MR = 12, of 64 or 1024 are 4), instead of computing MR rows and dropping some
+template <class T, bool Direct = false>
+inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __restrict bp, T* c,
+                         std::size_t ldc, std::size_t mr, std::size_t nr, bool load_c,
+                         const epilogue<T>* last, std::size_t j, std::size_t lda = 0) {
+  constexpr std::size_t MR = gemm_blocking<T>::mr;
+  if constexpr (MR % 3 == 0) {
+    if (mr <= MR / 3)
+      return micro_kernel_rows<T, Direct, MR / 3>(kc, ap, bp, c, ldc, mr, nr, load_c, last, j, lda);
+    if (mr <= 2 * MR / 3)
+      return micro_kernel_rows<T, Direct, 2 * MR / 3>(kc, ap, bp, c, ldc, mr, nr, load_c, last, j, lda);
+  }
+  micro_kernel_rows<T, Direct, MR>(kc, ap, bp, c, ldc, mr, nr, load_c, last, j, lda);
 }
 
 /// @brief few rows (<= MR) times b of depth K <= kc in packed panels (`panels`: the panel of
