@@ -319,11 +319,15 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   const auto nonfinite = detail::nonfinite_values<T>::of(r.values.view());
   const matrix_view<const T> values = nonfinite ? nonfinite->clean.view() : r.values.view();
   // pass 2: heads x query blocks, each task alone on its rows of its head
-  const std::size_t qb = opt.keep_weights ? query_block : stream_query_block;
-  const std::size_t blocks = (t_len + qb - 1) / qb;
+  // streaming: rt::stream_split's even blocks shared out over the threads (a row's bits do not
+  // depend on its block); keeping the weights: fixed blocks of query_block rows
+  const std::size_t qb = query_block;
+  const stream_split split(t_len, H, pool ? pool->size() : 1);
+  const std::size_t blocks = opt.keep_weights ? (t_len + qb - 1) / qb : split.blocks;
   auto run = [&](std::size_t task) {
     const std::size_t h = task / blocks, b = task % blocks;
-    const std::size_t i0 = b * qb, i1 = std::min(t_len, i0 + qb);
+    const std::size_t i0 = opt.keep_weights ? b * qb : split.begin(b);
+    const std::size_t i1 = opt.keep_weights ? std::min(t_len, i0 + qb) : split.end(b);
     const std::size_t g = h / group;  // its key/value head
     const attention_mask hm = head_mask(h);
     const auto q = column_block(matrix_view<const T>(r.queries.view()), h * dh, dh);
