@@ -15,9 +15,12 @@
 //                       a plain softmax between; OpenBLAS's own threads
 //   triad               a[i] = b[i] + s c[i] over 3 arrays of 64 Mi floats (768 MiB), split over
 //                       the threads; STREAM counts 3 x 4 bytes per element (no write-allocate)
-// Counters: GB_s = bytes read from the cache (or the triad's 12 bytes per element) per second,
-// 1e9 bytes; of_triad = GB_s / the triad's GB_s at the same thread count, measured before the
-// benchmarks in this run (main). docs/performance.md, "W6_decode", has the command and numbers.
+//   read                a[i] + b[i] + c[i] summed over the same 3 arrays (768 MiB), read only,
+//                       split over the threads: the ceiling of a kernel that only reads, as the decode step does
+//                       (the triad also writes, and its write-allocate reads a line it does not count)
+// Counters: GB_s = bytes read from the cache (or the triad's 12 bytes per element, the read's 12)
+// per second, 1e9 bytes; of_triad = GB_s / the triad's GB_s at the same thread count, of_read =
+// GB_s / the read stream's, both measured before the benchmarks in this run (main). docs/performance.md, "W6_decode", has the command and numbers.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -82,6 +85,18 @@ std::map<int, double>& triad_gbs() {
   return m;
 }
 
+std::map<int, double>& read_gbs() {
+  static std::map<int, double> m;
+  return m;
+}
+
+/// of_triad and of_read of a benchmark that moved `gbs` GB/s on `threads` threads
+void ratios(benchmark::State& state, int threads, double gbs) {
+  state.counters["GB_s"] = gbs;
+  if (triad_gbs().count(threads)) state.counters["of_triad"] = gbs / triad_gbs()[threads];
+  if (read_gbs().count(threads)) state.counters["of_read"] = gbs / read_gbs()[threads];
+}
+
 constexpr std::size_t triad_n = std::size_t(64) << 20;
 
 /// one triad pass over the three arrays, split in `threads` parts; seconds
@@ -99,6 +114,31 @@ double triad_once(std::vector<float>& a, const std::vector<float>& b, const std:
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// one read-only pass: the sum of the three arrays, read side by side as the triad reads (three
+/// streams: this machine's cores read more with several streams than with one), split in
+/// `threads` parts, 4 accumulators so the adds never wait on each other; seconds
+double read_once(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c, int threads) {
+  using V = rt::simd<float>;
+  constexpr std::size_t W = rt::lanes<float>;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t parts = std::size_t(threads) * 8;
+  std::vector<float> sums(parts);
+  rt::default_pool().parallel_for(parts, [&](std::size_t t) {
+    const std::size_t i0 = triad_n * t / parts / (4 * W) * (4 * W), i1 = triad_n * (t + 1) / parts / (4 * W) * (4 * W);
+    V s[4] = {V(0.0f), V(0.0f), V(0.0f), V(0.0f)};
+    const float *pa = a.data(), *pb = b.data(), *pc = c.data();
+    for (std::size_t i = i0; i < i1; i += 4 * W)
+      for (std::size_t r = 0; r < 4; ++r) {
+        const std::size_t x = i + r * W;
+        s[r] += V(pa + x, rt::stdx::element_aligned) + V(pb + x, rt::stdx::element_aligned) +
+                V(pc + x, rt::stdx::element_aligned);
+      }
+    sums[t] = rt::stdx::reduce((s[0] + s[1]) + (s[2] + s[3]));
+  });
+  benchmark::DoNotOptimize(sums.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 struct triad_arrays {
   std::vector<float> a, b, c;
   triad_arrays() : a(triad_n, 0.0f), b(triad_n, 1.0f), c(triad_n, 2.0f) {}
@@ -113,15 +153,31 @@ double measure_triad(int threads) {
   return 12.0 * double(triad_n) / best / 1e9;
 }
 
+/// the best of 10 read-only passes, GB/s
+double measure_read(int threads) {
+  set_threads(threads);
+  triad_arrays t;
+  double best = 1e30;
+  for (int r = 0; r < 10; ++r) best = std::min(best, read_once(t.a, t.b, t.c, threads));
+  return 12.0 * double(triad_n) / best / 1e9;
+}
+
+void read(benchmark::State& state) {
+  const int threads = int(state.range(0));
+  set_threads(threads);
+  triad_arrays t;
+  double seconds = 0;
+  for (auto _ : state) seconds += read_once(t.a, t.b, t.c, threads);
+  ratios(state, threads, 12.0 * double(triad_n) * double(state.iterations()) / seconds / 1e9);
+}
+
 void triad(benchmark::State& state) {
   const int threads = int(state.range(0));
   set_threads(threads);
   triad_arrays t;
   double seconds = 0;
   for (auto _ : state) seconds += triad_once(t.a, t.b, t.c, threads);
-  const double gbs = 12.0 * double(triad_n) * double(state.iterations()) / seconds / 1e9;
-  state.counters["GB_s"] = gbs;
-  if (triad_gbs().count(threads)) state.counters["of_triad"] = gbs / triad_gbs()[threads];
+  ratios(state, threads, 12.0 * double(triad_n) * double(state.iterations()) / seconds / 1e9);
 }
 
 /// a step: q (1, H D) against layer l, out (1, H D)
@@ -142,9 +198,7 @@ void decode(benchmark::State& state, double bytes_per_step, Step step) {
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     l = (l + 1) % L;
   }
-  const double gbs = bytes_per_step * double(state.iterations()) / seconds / 1e9;
-  state.counters["GB_s"] = gbs;
-  if (triad_gbs().count(threads)) state.counters["of_triad"] = gbs / triad_gbs()[threads];
+  ratios(state, threads, bytes_per_step * double(state.iterations()) / seconds / 1e9);
 }
 
 template <rt::storage_type St>
@@ -209,13 +263,17 @@ void openblas_decode(benchmark::State& state) {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  for (int t : {1, 2}) triad_gbs()[t] = measure_triad(t);
+  for (int t : {1, 2}) {
+    triad_gbs()[t] = measure_triad(t);
+    read_gbs()[t] = measure_read(t);
+  }
   const auto reg = [](const char* name, void (*f)(benchmark::State&), bool two = true) {
     auto* b = benchmark::RegisterBenchmark(name, f)->ArgName("threads")->Arg(1);
     if (two) b->Arg(2);
     b->UseRealTime()->Unit(benchmark::kMicrosecond);
   };
   reg("W6_triad", triad);
+  reg("W6_read", read);
   reg("W6_decode/qkv_f32", qkv_decode<float>);
   reg("W6_decode/qkv_bf16", qkv_decode<rt::bfloat16>);
   reg("W6_decode/plain_f32", plain_decode);
