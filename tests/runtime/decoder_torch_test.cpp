@@ -277,3 +277,30 @@ TEST_CASE("decode_attend gives attend's answer when a value is NaN or infinite (
   CHECK(std::isnan(a(0, 2 * d + 1)));
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
+
+TEST_CASE("decode_attend gives the same bits on 1 and 2 threads, float32 and bfloat16 caches, with and without a window") {
+  // each key/value head is one task and its summation order depends on the number of keys only
+  // (include/qkv/runtime/decode.hpp), so the thread count cannot change a bit
+  const std::size_t H = 8, HK = 4, d = 32, T = 333;  // 21 score blocks, 11 value blocks: both tails
+  const auto q = qkv::testing::random_matrix<float>(1, H * d, 101, 0.7),
+             k = qkv::testing::random_matrix<float>(T, HK * d, 102, 0.7),
+             v = qkv::testing::random_matrix<float>(T, HK * d, 103);
+  const auto run = [&](auto tag, std::size_t window, std::size_t threads) {
+    rt::kv_cache<decltype(tag)> cache(1, HK, d, d, T);
+    cache.append(0, k.view(), v.view());
+    rt::cache_attention_options opt;
+    opt.heads = H;
+    opt.window = window;
+    rt::thread_pool pool(threads);
+    dynamic_matrix<float> out(1, H * d);
+    rt::decode_attend(cache, 0, q.view(), out.view(), opt, {}, &pool);
+    return out;
+  };
+  for (const std::size_t window : {std::size_t(0), std::size_t(70)}) {
+    CAPTURE(window);
+    const auto a = run(float{}, window, 1), b = run(float{}, window, 2);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    const auto c = run(rt::bfloat16{}, window, 1), e = run(rt::bfloat16{}, window, 2);
+    CHECK(std::memcmp(c.data(), e.data(), c.size() * sizeof(float)) == 0);
+  }
+}
