@@ -10,7 +10,8 @@
 // float). from float: round to nearest, ties to even; a NaN stays a NaN (quiet, sign kept);
 // float16: a magnitude >= 65520 (half-way past 65504) becomes inf, below 2^-25 zero, and between
 // a subnormal rounded the same way. No hardware instruction is assumed: the bit operations below
-// are what the F16C / AVX512-BF16 instructions compute, written in portable C++20.
+// are what the F16C / AVX512-BF16 instructions compute, written in portable C++20, in
+// core/half.hpp (qkv::bfloat16 and qkv::runtime::bfloat16 are one type, likewise float16).
 #pragma once
 
 #include <bit>
@@ -18,81 +19,18 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../core/half.hpp"
+
 namespace qkv::runtime {
 
-/// IEEE half (binary16) bits -> float, exactly
-[[nodiscard]] constexpr float half_bits_to_float(std::uint16_t h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-  if (e == 0) {  // zero or subnormal: m * 2^-24, exact in float
-    const float f = static_cast<float>(m) * 5.9604644775390625e-8f;
-    return sign ? -f : f;
-  }
-  if (e == 31) return std::bit_cast<float>(sign | 0x7F800000u | (m << 13));  // inf, NaN
-  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));        // rebias 15 -> 127
-}
-
-/// float -> IEEE half bits, round to nearest, ties to even (overflow -> inf, NaN stays NaN)
-[[nodiscard]] constexpr std::uint16_t float_to_half_bits(float f) noexcept {
-  std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-  x &= 0x7FFFFFFFu;
-  if (x >= 0x7F800000u) return static_cast<std::uint16_t>(sign | (x > 0x7F800000u ? 0x7E00u : 0x7C00u));
-  if (x >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
-  auto round_shift = [](std::uint32_t m, std::uint32_t s) {
-    const std::uint32_t r = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-    return (rem > half || (rem == half && (r & 1u))) ? r + 1 : r;
-  };
-  if (x < 0x38800000u) {  // below 2^-14: a subnormal half, round(value * 2^24)
-    const std::uint32_t e = x >> 23;
-    if (e < 102) return sign;  // below 2^-25: rounds to zero
-    const std::uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
-    return static_cast<std::uint16_t>(sign | round_shift(m, 126 - e));
-  }
-  // normal: rebias the exponent (127 -> 15), round the fraction from 23 to 10 bits; a carry into
-  // the exponent is the right result (up to inf, excluded above)
-  return static_cast<std::uint16_t>(sign | round_shift(x - 0x38000000u, 13));
-}
-
-/// bfloat16 bits -> float, exactly (the bits are float's top half)
-[[nodiscard]] constexpr float bfloat16_bits_to_float(std::uint16_t b) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
-}
-
-/// float -> bfloat16 bits, round to nearest, ties to even: add 0x7FFF plus the lowest kept bit,
-/// drop the low 16 bits (a carry into the exponent is the right result; past the largest finite
-/// it gives inf). A NaN keeps its top bits with the quiet bit set (adding could make it inf).
-[[nodiscard]] constexpr std::uint16_t float_to_bfloat16_bits(float f) noexcept {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
-  return static_cast<std::uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-
-/// a bfloat16 number (storage; arithmetic happens in float)
-struct bfloat16 {
-  std::uint16_t bits = 0;
-  bfloat16() = default;
-  constexpr explicit bfloat16(float f) noexcept : bits(float_to_bfloat16_bits(f)) {}
-  [[nodiscard]] static constexpr bfloat16 from_bits(std::uint16_t b) noexcept {
-    bfloat16 r;
-    r.bits = b;
-    return r;
-  }
-  constexpr explicit operator float() const noexcept { return bfloat16_bits_to_float(bits); }
-};
-
-/// an IEEE binary16 number (storage; arithmetic happens in float)
-struct float16 {
-  std::uint16_t bits = 0;
-  float16() = default;
-  constexpr explicit float16(float f) noexcept : bits(float_to_half_bits(f)) {}
-  [[nodiscard]] static constexpr float16 from_bits(std::uint16_t b) noexcept {
-    float16 r;
-    r.bits = b;
-    return r;
-  }
-  constexpr explicit operator float() const noexcept { return half_bits_to_float(bits); }
-};
+// the conversions and the two types are core/half.hpp's (constexpr, standard library only): one
+// definition for the core, the runtime and io/safetensors.hpp, the same bits everywhere
+using qkv::bfloat16;
+using qkv::bfloat16_bits_to_float;
+using qkv::float16;
+using qkv::float_to_bfloat16_bits;
+using qkv::float_to_half_bits;
+using qkv::half_bits_to_float;
 
 /// float, bfloat16 or float16: the element types a KV cache or a 16-bit input may hold
 template <class S>
