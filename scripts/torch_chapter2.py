@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""torch_chapter2.py: PyTorch's numbers for chapter two's examples (10 KV cache, 11 GQA, 12 RoPE, 13 ALiBi).
+"""torch_chapter2.py: PyTorch's numbers for chapter two's examples (10 KV cache, 11 GQA, 12 RoPE, 13 ALiBi,
+14 padded batches and 16-bit inputs).
 
     /usr/bin/python3 scripts/torch_chapter2.py [OUT.hpp]
 
@@ -161,6 +162,63 @@ out.append('namespace alibi {\n')
 for h in (6, 8, 12, 16, 32):
     out.append(cxx(f'slopes_{h}', torch.tensor(get_slopes(h), dtype=torch.float64), f'get_slopes({h})'))
 out.append('}  // namespace alibi\n\n')
+
+# ---------------------------------------------------------------------------------------------
+# example 14: a padded batch (001's sentence, 'eat dessert first', an empty one) with PyTorch's
+# key_padding_mask, as nn.MultiheadAttention applies it (masked_fill of the scores with -inf
+# before the softmax, torch/nn/functional.py multi_head_attention_forward); then q, k, v rounded
+# to bfloat16 and float16 by torch's own .to()
+def cxx_bits(name, t, comment):
+    rows = ', '.join('{' + ', '.join(str(int(x) & 0xFFFF) for x in row) + '}' for row in t.tolist())
+    return f'// {comment}, shape {list(t.shape)}\ninline constexpr unsigned short {name}[{t.shape[0]}][{t.shape[1]}] = {{{rows}}};\n'
+
+
+def linear_in_order(x, w):
+    # x Wᵀ in float32, summed as qkv's matrix_product_transposed does (s = x_0 w_0, then s += x_c w_c
+    # for c = 1 .. d-1, each product and sum rounded to float32: separate torch ops, no FMA), so that
+    # the float32 q, k, v here are qkv's bit for bit and their 16-bit roundings can be compared
+    s = x[:, 0:1] * w[:, 0][None, :]
+    for c in range(1, x.shape[1]):
+        s = s + x[:, c:c + 1] * w[:, c][None, :]
+    return s
+
+
+short_ids = torch.tensor([dc['eat'], dc['dessert'], dc['first']])
+lengths = torch.tensor([6, 3, 0])
+X = torch.zeros(3, 6, 16)
+X[0] = embed(ids).detach()
+X[1, :3] = embed(short_ids).detach()
+key_padding_mask = torch.arange(6)[None, :] >= lengths[:, None]  # (3, 6), True = padding
+
+
+def batch_attention(Q, K, V):
+    s = (Q @ K.transpose(1, 2)) / math.sqrt(Q.shape[-1])
+    s = s.masked_fill(key_padding_mask[:, None, :], float('-inf'))
+    return torch.softmax(s, dim=-1) @ V
+
+
+X64 = X.double()
+ctx = batch_attention(X64 @ w_query.double().T, X64 @ w_key.double().T, X64 @ w_value.double().T)
+assert torch.isnan(ctx[2]).all()  # the empty sequence: softmax of all -inf is 0/0 in PyTorch 1.13 (qkv: 0)
+out.append('namespace batch {\n')
+out.append(cxx('context_0', ctx[0], 'float64 batch attention, sentence 0 (6 tokens, no padding)'))
+out.append(cxx('context_1', ctx[1], 'sentence 1 (3 tokens, 3 padding rows; its rows 3..5 are computed too); sentence 2 is all NaN in PyTorch'))
+q32 = [linear_in_order(X[b], w_query) for b in range(2)]
+k32 = [linear_in_order(X[b], w_key) for b in range(2)]
+v32 = [linear_in_order(X[b], w_value) for b in range(2)]
+for b in range(2):
+    for name, t in (('q', q32[b]), ('k', k32[b]), ('v', v32[b])):
+        out.append(cxx(f'{name}32_{b}', t, f'sentence {b}: float32 {name} = x W_{name}ᵀ in qkv\'s order'))
+    for dtype, tag in ((torch.bfloat16, 'bf16'), (torch.float16, 'fp16')):
+        for name, t in (('q', q32[b]), ('k', k32[b]), ('v', v32[b])):
+            out.append(cxx_bits(f'{name}_{tag}_{b}', t.to(dtype).view(torch.int16), f'sentence {b}: torch {name}.to({dtype}) bits'))
+Q16 = torch.stack([q32[0], q32[1], torch.zeros(6, 24)]).to(torch.bfloat16).double()
+K16 = torch.stack([k32[0], k32[1], torch.zeros(6, 24)]).to(torch.bfloat16).double()
+V16 = torch.stack([v32[0], v32[1], torch.zeros(6, 28)]).to(torch.bfloat16).double()
+ctx16 = batch_attention(Q16, K16, V16)
+out.append(cxx('context_bf16_0', ctx16[0], 'float64 attention on the bfloat16 q, k, v, sentence 0'))
+out.append(cxx('context_bf16_1', ctx16[1], 'float64 attention on the bfloat16 q, k, v, sentence 1'))
+out.append('}  // namespace batch\n\n')
 
 out.append('}  // namespace qkv_test::torch_chapter2\n')
 os.makedirs(os.path.dirname(OUT), exist_ok=True)

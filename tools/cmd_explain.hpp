@@ -42,6 +42,7 @@ inline constexpr worked_example worked_examples[] = {
     {"grouped_query", "examples/11_grouped_query_attention.cpp", walkthroughs::grouped_query},
     {"rope", "examples/12_rope.cpp", walkthroughs::rope},
     {"alibi", "examples/13_alibi_and_windows.cpp", walkthroughs::alibi},
+    {"batches", "examples/14_batches_and_half_precision.cpp", walkthroughs::batches},
 };
 
 // the examples' learner's pages (each returns false when the example has no page() yet)
@@ -67,6 +68,7 @@ inline constexpr example_page example_pages[] = {
     {"grouped_query", pages::grouped_query},
     {"rope", pages::rope},
     {"alibi", pages::alibi},
+    {"batches", pages::batches},
 };
 
 /// the page of the example `name` as HTML; throws input_error when it has none

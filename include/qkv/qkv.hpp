@@ -5,11 +5,13 @@
 
 #include "core/alibi.hpp"
 #include "core/attention.hpp"
+#include "core/batch.hpp"
 #include "core/bounds.hpp"
 #include "core/check.hpp"
 #include "core/encoder.hpp"
 #include "core/encoder_bounds.hpp"
 #include "core/grouped.hpp"
+#include "core/half.hpp"
 #include "core/kv_cache.hpp"
 #include "core/layers.hpp"
 #include "core/masks.hpp"

@@ -83,6 +83,7 @@ EXAMPLES = {  # name: source (the examples with a page)
     'grouped_query': 'examples/11_grouped_query_attention.cpp',
     'rope': 'examples/12_rope.cpp',
     'alibi': 'examples/13_alibi_and_windows.cpp',
+    'batches': 'examples/14_batches_and_half_precision.cpp',
 }
 TUTORIAL_LIMIT, BERT_LIMIT = 200 * 1024, 2 * 1024 * 1024  # the page weights (bytes)
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal']

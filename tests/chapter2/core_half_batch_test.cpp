@@ -3,7 +3,9 @@
 // definition (the nearest representable value, ties to the even pattern) and against the
 // runtime's names (runtime/half.hpp); and core/batch.hpp's edges: lengths over N, a fully
 // padded sequence, padded query rows, a NaN in a padded value, causal with padding, and the 16-bit
-// path against the float path on the converted values. Example 14 proves the main results.
+// path against the float path on the converted values; PyTorch's .to(torch.bfloat16) and
+// .to(torch.float16) bits for example 14's q, k, v (scripts/torch_chapter2.py). Example 14
+// proves the main results.
 #include <array>
 #include <bit>
 #include <cmath>
@@ -18,6 +20,8 @@
 #include <qkv/core/batch.hpp>
 #include <qkv/core/half.hpp>
 #include <qkv/runtime/half.hpp>
+
+#include "../data/chapter2/torch_chapter2.hpp"
 
 namespace {
 
@@ -280,4 +284,32 @@ TEST_CASE("16-bit inputs: the float path on the converted values, bit for bit, i
   // rounding changed the inputs (0.3f is not a bfloat16), each within u = 2^-8 relative
   CHECK(!(fb[0] == x[0]));
   for (std::size_t k = 0; k < 6; ++k) CHECK(std::fabs(fb[0].v[k] - x[0].v[k]) <= 0x1p-8 * std::fabs(x[0].v[k]));
+}
+
+namespace {
+template <std::size_t R, std::size_t C>
+std::size_t check_torch_bits(const double (&values)[R][C], const unsigned short (&bf16)[R][C], const unsigned short (&fp16)[R][C]) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) {
+      const auto f = static_cast<float>(values[i][j]);
+      REQUIRE(double(f) == values[i][j]);  // the fixture's float32 values are exact
+      CHECK(qkv::float_to_bfloat16_bits(f) == bf16[i][j]);
+      CHECK(qkv::float_to_half_bits(f) == fp16[i][j]);
+      ++n;
+    }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("qkv rounds example 14's float32 q, k, v to the bits PyTorch's .to(bfloat16) and .to(float16) give") {
+  namespace t = qkv_test::torch_chapter2::batch;
+  std::size_t n = 0;
+  n += check_torch_bits(t::q32_0, t::q_bf16_0, t::q_fp16_0);
+  n += check_torch_bits(t::k32_0, t::k_bf16_0, t::k_fp16_0);
+  n += check_torch_bits(t::v32_0, t::v_bf16_0, t::v_fp16_0);
+  n += check_torch_bits(t::q32_1, t::q_bf16_1, t::q_fp16_1);
+  n += check_torch_bits(t::k32_1, t::k_bf16_1, t::k_fp16_1);
+  n += check_torch_bits(t::v32_1, t::v_bf16_1, t::v_fp16_1);
+  CHECK(n == 2 * (6 * 24 + 6 * 24 + 6 * 28));
 }

@@ -18,6 +18,7 @@ void kv_cache();             // examples/10_kv_cache_decoding.cpp
 void grouped_query();        // examples/11_grouped_query_attention.cpp
 void rope();                 // examples/12_rope.cpp
 void alibi();                // examples/13_alibi_and_windows.cpp
+void batches();              // examples/14_batches_and_half_precision.cpp
 }  // namespace qkv::cli::walkthroughs
 
 namespace qkv::io {
@@ -42,4 +43,5 @@ bool kv_cache(qkv::io::page& p);
 bool grouped_query(qkv::io::page& p);
 bool rope(qkv::io::page& p);
 bool alibi(qkv::io::page& p);
+bool batches(qkv::io::page& p);
 }  // namespace qkv::cli::pages

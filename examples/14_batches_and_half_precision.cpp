@@ -1,0 +1,502 @@
+// 14_batches_and_half_precision.cpp: a padded batch of sentences of different lengths, and the
+// same batch from bfloat16 and float16 inputs with float32 accumulation.
+//
+// A model runs many sentences at once: a batch. Tensors are rectangular, so the shorter sentences
+// are padded to the longest one's length N, and a key padding mask (PyTorch's key_padding_mask,
+// true = padding) keeps every query away from the padding keys (core/batch.hpp). Models also keep
+// their numbers in 16 bits, bfloat16 or float16 (core/half.hpp), and compute in float32. The
+// worked case is a batch of three: tutorial 001's sentence "Life is short, eat dessert first"
+// (6 tokens), the shorter "eat dessert first" (3 tokens, padded with 3 zero rows) and an empty
+// sequence (6 padding rows), with 001's embedding and weights (torch.manual_seed(123), as
+// examples 02 and 10).
+//
+// Proven below: each sentence's rows of the batch are its attention alone BIT FOR BIT, and why
+// (step 3); padding keys get weight exactly 0, padded query rows and the empty sequence have a
+// stated result (step 4); with q, k, v rounded to bfloat16 or float16 the result stays within a
+// bound derived here of the float32 one (step 6); PyTorch's float64 batch with its
+// key_padding_mask and its own bfloat16 rounding agree (step 7, scripts/torch_chapter2.py). The
+// page is docs/examples/14_batches_and_half_precision.md.
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <qkv/core/attention.hpp>
+#include <qkv/core/batch.hpp>
+#include <qkv/core/bounds.hpp>
+#include <qkv/core/check.hpp>
+#include <qkv/core/half.hpp>
+#include <qkv/core/matrix.hpp>
+#include <qkv/core/text.hpp>
+#include <qkv/core/torch.hpp>
+#include <qkv/io/print.hpp>
+
+#include "../tests/data/chapter2/torch_chapter2.hpp"
+#include "chapter2_bounds.hpp"
+
+namespace qkv::examples::batches {
+
+namespace check = qkv::check;
+namespace torch64 = qkv_test::torch_chapter2::batch;
+using qkv::matrix;
+using qkv::stack;
+using qkv::torch::generator;
+
+// =============================================================================================
+// Step 1: the batch. Tutorial 001's dictionary (Life 0, dessert 1, eat 2, first 3, is 4, short
+// 5), its embedding (6, 16) and its weights W_query, W_key (24, 16), W_value (28, 16). Sentence
+// 0 is 001's, 6 tokens; sentence 1 is "eat dessert first", ids [2, 1, 3], 3 tokens, padded to
+// N = 6 with zero rows (an embedding's padding_idx row is zeros); sentence 2 is empty, 6 zero rows.
+//   x (3, 6, 16): sentence b's token i at (b, i, :);  lengths [6, 3, 0]
+//   key_padding_mask (3, 6): [[0 0 0 0 0 0], [0 0 0 1 1 1], [1 1 1 1 1 1]]   (1 = padding)
+
+constexpr std::string_view sentence = "Life is short, eat dessert first";
+constexpr qkv::text::dictionary<sentence.size()> dc{sentence};
+constexpr auto sentence_int = dc.ids<6>();
+static_assert(sentence_int == std::array<std::size_t, 6>{0, 4, 5, 2, 1, 3});
+constexpr std::array<std::size_t, 3> short_int{2, 1, 3};  // eat dessert first
+constexpr std::array<std::string_view, 6> tokens{"Life", "is", "short", "eat", "dessert", "first"};
+constexpr std::size_t B = 3, N = 6, d = 16, d_k = 24, d_v = 28;
+constexpr std::array<std::size_t, B> lengths{6, 3, 0};
+
+// torch.manual_seed(123); embed = nn.Embedding(6, 16); the two sentences' rows   (6, 16), (3, 16)
+constexpr auto embedding = [] {
+  generator gen{123};
+  return gen.embedding<float, 6, 16>();
+}();
+constexpr auto embedded_sentence = qkv::torch::embedding_lookup(embedding, sentence_int);  // (6, 16)
+constexpr auto embedded_short = qkv::torch::embedding_lookup(embedding, short_int);        // (3, 16)
+struct single_head_weights {
+  matrix<float, d_k, d> W_query, W_key;
+  matrix<float, d_v, d> W_value;
+};
+// torch.manual_seed(123); W_query = rand(24, 16); W_key = rand(24, 16); W_value = rand(28, 16)
+constexpr single_head_weights weights = [] {
+  generator gen{123};
+  single_head_weights w{};
+  w.W_query = gen.rand<float, d_k, d>();
+  w.W_key = gen.rand<float, d_k, d>();
+  w.W_value = gen.rand<float, d_v, d>();
+  return w;
+}();
+constexpr stack<float, B, N, d> x = [] {
+  stack<float, B, N, d> s{};
+  s[0] = embedded_sentence;
+  s[1] = qkv::padded<N>(embedded_short);  // rows 3..5: zeros
+  return s;                               // s[2]: all zeros
+}();
+static_assert(qkv::key_padding_mask<B, N>(lengths) ==
+              matrix<bool, B, N>{{{false, false, false, false, false, false},
+                                  {false, false, false, true, true, true},
+                                  {true, true, true, true, true, true}}});
+
+// =============================================================================================
+// Step 2: the batch's attention in one call: each sentence projected (its padding rows too),
+// scores (6, 6) per sentence, scaled by 1/sqrt(24), padding keys set to -inf, softmax, context.
+//   batch.sequence[b]: queries, keys (6, 24), values (6, 28), scores, weights (6, 6), context (6, 28)
+constexpr auto batch = qkv::batch_self_attention(x, lengths, weights.W_query, weights.W_key, weights.W_value, qkv::out_in);
+
+// each sentence alone, no padding: 001's sentence (6 tokens) and "eat dessert first" (3 tokens)
+constexpr auto alone0 = qkv::self_attention(embedded_sentence, weights.W_query, weights.W_key, weights.W_value, qkv::out_in);
+constexpr auto alone1 = qkv::self_attention(embedded_short, weights.W_query, weights.W_key, weights.W_value, qkv::out_in);
+
+/// whether two float matrices hold the same bits (== alone would take -0 for +0)
+template <std::size_t R, std::size_t C>
+constexpr bool same_bits(const matrix<float, R, C>& a, const matrix<float, R, C>& b) {
+  for (std::size_t k = 0; k < R * C; ++k)
+    if (std::bit_cast<std::uint32_t>(a.v[k]) != std::bit_cast<std::uint32_t>(b.v[k])) return false;
+  return true;
+}
+
+// Step 3: THE PROOF. Each sentence's rows of the batch are its attention alone, bit for bit.
+// Why exactly: row i of x Wᵀ is the same 16 products summed in the same order whatever rows lie
+// below it, so q, k, v of a real token are the same; a score q_i · k_j (j real) is the same 24
+// terms; the padding keys' scores become -inf, so the softmax's maximum is over the same real
+// scores, e^(-inf - max) = 0 adds nothing to the sum (s + 0 = s exactly, s >= 1) and 0 / s = 0;
+// the context skips -inf keys, so it sums the same terms in the same order. Sentence 0 has no
+// padding: it is plain self-attention.
+static_assert(same_bits(batch.sequence[0].context, alone0.context) && same_bits(batch.sequence[0].weights, alone0.weights));
+static_assert(same_bits(qkv::block<3, d_k>(batch.sequence[1].queries, 0, 0), alone1.queries));
+static_assert(same_bits(qkv::block<3, 3>(batch.sequence[1].weights, 0, 0), alone1.weights));
+static_assert(same_bits(qkv::block<3, d_v>(batch.sequence[1].context, 0, 0), alone1.context));
+static_assert(qkv::proven<check::equal(qkv::block<3, d_v>(batch.sequence[1].context, 0, 0), alone1.context)>);
+
+// =============================================================================================
+// Step 4: the padding. (a) A padding key gets weight exactly 0 (+0) in every row of sentence 1,
+// and every weight of the empty sentence is 0 (no key to attend to: qkv's rule for a fully
+// masked row; its context is 0; PyTorch 1.13 gives NaN there; the runtime's batch_attention the
+// same 0, and its output projection b_o).
+static_assert(same_bits(qkv::block<N, 3>(batch.sequence[1].weights, 0, 3), matrix<float, N, 3>{}));
+static_assert(same_bits(batch.sequence[2].weights, matrix<float, N, N>{}) && same_bits(batch.sequence[2].context, matrix<float, N, d_v>{}));
+// (b) Padded QUERY rows are computed like the others (PyTorch and the runtime mask keys, not
+// queries): sentence 1's rows 3..5 are zero embeddings, so q = 0 W_queryᵀ = 0 exactly (0 x w =
+// +0 for w >= 0, torch.rand's range), every score 0 / sqrt(24) = 0, and the softmax over the 3
+// real keys is e^0 / (1 + 1 + 1) = 1/3 each, float(1/3) = 0.3333333432674408 exactly:
+// weights [1/3, 1/3, 1/3, 0, 0, 0], and the context the mean of v_eat, v_dessert, v_first
+// computed as (w v_0 + w v_1) + w v_2 in float.
+static_assert(same_bits(qkv::block<3, d_k>(batch.sequence[1].queries, 3, 0), matrix<float, 3, d_k>{}));
+static_assert(qkv::row(batch.sequence[1].weights, 4) == matrix<float, 1, 6>{{{1.0f / 3, 1.0f / 3, 1.0f / 3, 0, 0, 0}}});
+static_assert(1.0f / 3 == 0.3333333432674408);
+constexpr auto padded_row_context = [] {
+  const auto& v = batch.sequence[1].values;
+  matrix<float, 1, d_v> c;
+  for (std::size_t j = 0; j < d_v; ++j) c.v[j] = (1.0f / 3 * v(0, j) + 1.0f / 3 * v(1, j)) + 1.0f / 3 * v(2, j);
+  return c;
+}();
+static_assert(same_bits(qkv::row(batch.sequence[1].context, 5), padded_row_context));
+
+// Step 5: sentence 1 by hand. Its scores are the (3..5, 3..5) block of sentence 0's, bit for bit
+// (the same q and k rows): only the softmax changes, over 3 keys instead of 6.
+static_assert(same_bits(qkv::block<3, 3>(batch.sequence[1].scores, 0, 0), qkv::block<3, 3>(batch.sequence[0].scores, 3, 3)));
+// 'eat' (query 0) over [eat, dessert, first]: scaled scores [6.2655, 7.2959, -15.0503], the last
+// three of its row in sentence 0, [-1.0650, -0.9576, 15.2930, 6.2655, 7.2959, -15.0503], where
+// 'short' (15.2930) takes 0.99954 of the weight (5 decimals: within 5e-6). Alone, the largest
+// is 'dessert' (7.2959): e^(6.2655 - 7.2959) = e^-1.0304 = 0.356864, e^(-15.0503 - 7.2959) =
+// e^-22.3462 = 1.97e-10, sum 1.356864: weights [0.263007, 0.736993, 1.45e-10, 0, 0, 0].
+// Tolerance: the 4-decimal scores are off by 5e-5 each, their difference by 1e-4, which moves a
+// two-way softmax by at most w_0 w_1 1e-4 = 1.9e-5; the 6-decimal hand values 5e-7; float32
+// rounding below 1e-6: 2.5e-5 in all
+static_assert(qkv::proven<check::near(qkv::row(batch.sequence[1].weights, 0),
+                                      matrix<float, 1, 6>{{{0.263007f, 0.736993f, 1.45e-10f, 0, 0, 0}}}, 2.5e-5f)>);
+static_assert(qkv::proven<check::near(batch.sequence[0].weights(3, 2), 0.99954f, 5e-6f)>);
+
+// =============================================================================================
+// Step 6: 16-bit inputs. A model that keeps q, k and v in bfloat16 (a 16-bit KV cache) rounds
+// each one once (u = 2^-8: 8 significant bits) and computes in float32: core/batch.hpp's 16-bit
+// batch_attend_projected converts them to float exactly and runs the same float steps.
+//   q16, k16 (3, 6, 24) bfloat16,  v16 (3, 6, 28);  result: float, as in step 2
+template <class S>
+struct sixteen_bit_case {
+  stack<S, B, N, d_k> q, k;
+  stack<S, B, N, d_v> v;
+  qkv::batch_result<float, B, N, d_k, d_v> r;
+};
+template <class S>
+constexpr sixteen_bit_case<S> in_16_bits() {
+  stack<float, B, N, d_k> q, k;
+  stack<float, B, N, d_v> v;
+  for (std::size_t b = 0; b < B; ++b) {
+    q[b] = batch.sequence[b].queries;
+    k[b] = batch.sequence[b].keys;
+    v[b] = batch.sequence[b].values;
+  }
+  sixteen_bit_case<S> c{qkv::rounded_to<S>(q), qkv::rounded_to<S>(k), qkv::rounded_to<S>(v), {}};
+  c.r = qkv::batch_attend_projected(c.q, c.k, c.v, lengths);
+  return c;
+}
+constexpr auto bf16 = in_16_bits<qkv::bfloat16>();
+constexpr auto fp16 = in_16_bits<qkv::float16>();
+
+/// |float(q16) - q| elementwise, exactly (two floats' difference is a double)
+template <class S, std::size_t R, std::size_t C>
+constexpr matrix<double, R, C> rounding_error(const matrix<S, R, C>& rounded, const matrix<float, R, C>& exact) {
+  matrix<double, R, C> e;
+  for (std::size_t k = 0; k < R * C; ++k) {
+    const double diff = double(static_cast<float>(rounded.v[k])) - double(exact.v[k]);
+    e.v[k] = diff < 0 ? -diff : diff;
+  }
+  return e;
+}
+/// u |x| elementwise: the rounding's bound
+template <std::size_t R, std::size_t C>
+constexpr matrix<double, R, C> relative(double u, const matrix<float, R, C>& m) {
+  matrix<double, R, C> e;
+  for (std::size_t k = 0; k < R * C; ++k) e.v[k] = u * (m.v[k] < 0 ? -double(m.v[k]) : double(m.v[k]));
+  return e;
+}
+// every rounding is within u |x| (none of these numbers is near float16's subnormals or its 65504)
+static_assert(qkv::proven<check::within(qkv::as_float(bf16.q[0]), batch.sequence[0].queries,
+                                        relative(0x1p-8, batch.sequence[0].queries))>);
+static_assert(qkv::proven<check::within(qkv::as_float(fp16.v[1]), batch.sequence[1].values,
+                                        relative(0x1p-11, batch.sequence[1].values))>);
+// step 3's proof holds in 16 bits too (the same argument on the converted values), and the padding
+// keys still weigh exactly 0
+constexpr auto bf16_alone1 = qkv::attend_projected(qkv::block<3, d_k>(bf16.q[1], 0, 0), qkv::block<3, d_k>(bf16.k[1], 0, 0),
+                                                   qkv::block<3, d_v>(bf16.v[1], 0, 0), qkv::attention_options<float>{});
+static_assert(same_bits(qkv::block<3, d_v>(bf16.r.sequence[1].context, 0, 0), bf16_alone1.context));
+static_assert(same_bits(qkv::block<N, 3>(bf16.r.sequence[1].weights, 0, 3), matrix<float, N, 3>{}));
+
+// THE BOUND. Reference: the exact attention of the float32 q, k, v of step 2 (as given). The
+// 16-bit run computes in float (u = 2^-24) from inputs off by dq = |q16 - q| <= 2^-8 |q|
+// (float16: 2^-11), dk, dv (rounding_error above, exact). Through the steps:
+//   scores: |fl(q16 · k16) - q · k| <= gamma_24 (|q16| + dq)(|k16| + dk) + dq |k16| + |q16| dk + dq dk
+//           (core/bounds.hpp's product_error with the computed operands: the exact expansion)
+//   scaled: / D, D = float(sqrt(24)) on both sides, one rounding more: delta_ij = ds_ij / D + 2u |s_ij|
+//   weights: a score moved by delta_j moves the exact softmax w_j by a factor within e^(+-2 delta)
+//           (delta = the row's largest), and by the mean value theorem (dw_j/ds_k = w_j (1[j=k] -
+//           w_k)) by at most e^(4 delta) w_j sum_{k != j} w_k (delta_j + delta_k): the smaller of
+//           the two, which is small for a dominant weight; plus the float softmax's own rounding
+//           rho = (2 (2 + range) + n) u relative (core/bounds.hpp), w taken as w16 / (1 - rho)
+//   context: product_error(w16, dw, v16, dv) over the real keys (padding keys: weight exactly 0
+//           on both sides, never read)
+// The float32 run is the same with dq = dk = dv = 0. Each run is within its bound of the
+// reference, so the two within the sum of the bounds. The 1.01 covers the double arithmetic of
+// the bound itself (a few ulps of 1e-16). F: the type the run computed in (u = 2^-24 float,
+// 2^-53 double).
+template <class F, std::size_t Dk, std::size_t Dv>
+constexpr matrix<double, N, Dv> context_bound(const qkv::attention_result<F, N, N, Dk, Dv>& r,
+                                              const matrix<double, N, Dk>& dq, const matrix<double, N, Dk>& dk,
+                                              const matrix<double, N, Dv>& dv) {
+  constexpr double u = qkv::bounds::unit_roundoff<F>();
+  const auto q = qkv::matrix_cast<double>(r.queries), k = qkv::matrix_cast<double>(r.keys);
+  const auto s = qkv::matrix_cast<double>(r.scaled_scores), w = qkv::matrix_cast<double>(r.weights);
+  const auto ds = qkv::bounds::product_error<F>(q, dq, qkv::transposed(k), qkv::transposed(dk));  // (N, N)
+  const double divisor = double(qkv::sqrt(F(Dk)));
+  matrix<double, N, N> dw{};
+  for (std::size_t i = 0; i < N; ++i) {
+    double delta[N]{}, worst = 0, hi = 0, lo = 0;
+    std::size_t n = 0;
+    for (std::size_t j = 0; j < N; ++j) {
+      if (qkv::detail::is_minus_infinity(s(i, j))) continue;  // padding: weight exactly 0 on both sides
+      delta[j] = ds(i, j) / divisor + 2 * u * (s(i, j) < 0 ? -s(i, j) : s(i, j));
+      worst = delta[j] > worst ? delta[j] : worst;
+      hi = n == 0 || s(i, j) > hi ? s(i, j) : hi;
+      lo = n == 0 || s(i, j) < lo ? s(i, j) : lo;
+      ++n;
+    }
+    if (n == 0) continue;  // no key: weights 0 and context 0 on both sides
+    const double rho = (2 * (2 + (hi - lo)) + double(n)) * u;
+    const double grow2 = qkv::exp(2 * worst), grow4 = qkv::exp(4 * worst);
+    for (std::size_t j = 0; j < N; ++j) {
+      if (qkv::detail::is_minus_infinity(s(i, j))) continue;
+      const double wj = w(i, j) / (1 - rho);
+      double others = 0;
+      for (std::size_t m = 0; m < N; ++m)
+        if (m != j && !qkv::detail::is_minus_infinity(s(i, m))) others += w(i, m) / (1 - rho) * (delta[j] + delta[m]);
+      const double simple = wj * (grow2 - 1), mean_value = grow4 * wj * others;
+      dw(i, j) = 1.01 * (rho * wj + (simple < mean_value ? simple : mean_value));
+    }
+  }
+  return qkv::bounds::product_error<F>(w, dw, qkv::matrix_cast<double>(r.values), dv);
+}
+template <class S>
+constexpr stack<double, B, N, d_v> bound_16(const sixteen_bit_case<S>& c) {
+  stack<double, B, N, d_v> out;
+  for (std::size_t b = 0; b < B; ++b)
+    out[b] = context_bound(c.r.sequence[b], rounding_error(c.q[b], batch.sequence[b].queries),
+                           rounding_error(c.k[b], batch.sequence[b].keys), rounding_error(c.v[b], batch.sequence[b].values));
+  return out;
+}
+constexpr stack<double, B, N, d_v> bound_32 = [] {
+  stack<double, B, N, d_v> out;
+  for (std::size_t b = 0; b < B; ++b)
+    out[b] = context_bound(batch.sequence[b], matrix<double, N, d_k>{}, matrix<double, N, d_k>{}, matrix<double, N, d_v>{});
+  return out;
+}();
+constexpr auto bound_bf16 = bound_16(bf16), bound_fp16 = bound_16(fp16);
+constexpr auto context_stack(const qkv::batch_result<float, B, N, d_k, d_v>& r) {
+  stack<float, B, N, d_v> s;
+  for (std::size_t b = 0; b < B; ++b) s[b] = r.sequence[b].context;
+  return s;
+}
+constexpr auto context32 = [] {
+  stack<float, B, N, d_v> s;
+  for (std::size_t b = 0; b < B; ++b) s[b] = batch.sequence[b].context;
+  return s;
+}();
+constexpr auto context_bf16 = context_stack(bf16.r), context_fp16 = context_stack(fp16.r);
+template <std::size_t R, std::size_t C>
+constexpr auto plus(const stack<double, B, R, C>& a, const stack<double, B, R, C>& b) {
+  stack<double, B, R, C> out;
+  for (std::size_t n = 0; n < B; ++n) out[n] = a[n] + b[n];
+  return out;
+}
+static_assert(qkv::proven<check::within(context_bf16, context32, plus(bound_bf16, bound_32))>);
+static_assert(qkv::proven<check::within(context_fp16, context32, plus(bound_fp16, bound_32))>);
+
+
+// =============================================================================================
+// Step 7: PyTorch. scripts/torch_chapter2.py builds the same padded batch, x (3, 6, 16), and
+// applies key_padding_mask as nn.MultiheadAttention does (the scores masked_fill'ed with -inf
+// before the softmax), in float64 from the same float32 inputs. Sentence 2 is NaN there (0/0),
+// 0 here: the stated difference. Sentences 0 and 1, every row (padded query rows included):
+// qkv's batch in double within twice the bound of examples/chapter2_bounds.hpp (each side within
+// the bound of the exact value, whatever the order of its sums), at most 1e-11 (by hand as in
+// example 10: q, k within 1.4e-14, scores within 1.2e-12, /4.9, weights and context about 3e-12).
+constexpr auto x64 = [] {
+  stack<double, B, N, d> s;
+  for (std::size_t b = 0; b < B; ++b) s[b] = qkv::matrix_cast<double>(x[b]);
+  return s;
+}();
+constexpr auto W_query64 = qkv::matrix_cast<double>(weights.W_query), W_key64 = qkv::matrix_cast<double>(weights.W_key);
+constexpr auto W_value64 = qkv::matrix_cast<double>(weights.W_value);
+constexpr auto batch64 = qkv::batch_self_attention(x64, lengths, W_query64, W_key64, W_value64, qkv::out_in);
+template <std::size_t b>
+constexpr auto bound64 = [] {
+  namespace c2 = qkv::examples::chapter2;
+  return c2::context_error(batch64.sequence[b], c2::projection_error(x64[b], W_query64),
+                           c2::projection_error(x64[b], W_key64), c2::projection_error(x64[b], W_value64));
+}();
+static_assert(qkv::max_abs_difference(bound64<0>, matrix<double, N, d_v>{}) < 1e-11 &&
+              qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{}) < 1e-11);
+static_assert(qkv::proven<check::within(batch64.sequence[0].context, matrix<double, N, d_v>{torch64::context_0}, bound64<0> + bound64<0>)>);
+static_assert(qkv::proven<check::within(batch64.sequence[1].context, matrix<double, N, d_v>{torch64::context_1}, bound64<1> + bound64<1>)>);
+// The 16-bit roundings are PyTorch's: the script sums x W_queryᵀ in qkv's order in float32 (its q
+// is qkv's bit for bit, proven first), then .to(torch.bfloat16) and .to(torch.float16); qkv's
+// rounding of the same floats gives the same bits, every one of q, k, v of sentences 0 and 1.
+static_assert(qkv::matrix_cast<float>(matrix<double, N, d_k>{torch64::q32_0}) == batch.sequence[0].queries);
+template <class S, std::size_t R, std::size_t C>
+constexpr matrix<unsigned, R, C> bits_of(const matrix<S, R, C>& m) {
+  matrix<unsigned, R, C> out;
+  for (std::size_t k = 0; k < R * C; ++k) out.v[k] = m.v[k].bits;
+  return out;
+}
+template <std::size_t R, std::size_t C>
+constexpr matrix<unsigned, R, C> torch_bits(const unsigned short (&t)[R][C]) {
+  matrix<unsigned, R, C> out;
+  for (std::size_t i = 0; i < R; ++i)
+    for (std::size_t j = 0; j < C; ++j) out.v[i * C + j] = t[i][j];
+  return out;
+}
+static_assert(qkv::proven<check::equal(bits_of(bf16.q[0]), torch_bits(torch64::q_bf16_0)) &&
+                          check::equal(bits_of(bf16.k[0]), torch_bits(torch64::k_bf16_0)) &&
+                          check::equal(bits_of(bf16.v[0]), torch_bits(torch64::v_bf16_0)) &&
+                          check::equal(bits_of(bf16.q[1]), torch_bits(torch64::q_bf16_1)) &&
+                          check::equal(bits_of(bf16.k[1]), torch_bits(torch64::k_bf16_1)) &&
+                          check::equal(bits_of(bf16.v[1]), torch_bits(torch64::v_bf16_1))>);
+static_assert(qkv::proven<check::equal(bits_of(fp16.q[0]), torch_bits(torch64::q_fp16_0)) &&
+                          check::equal(bits_of(fp16.k[0]), torch_bits(torch64::k_fp16_0)) &&
+                          check::equal(bits_of(fp16.v[0]), torch_bits(torch64::v_fp16_0)) &&
+                          check::equal(bits_of(fp16.q[1]), torch_bits(torch64::q_fp16_1)) &&
+                          check::equal(bits_of(fp16.k[1]), torch_bits(torch64::k_fp16_1)) &&
+                          check::equal(bits_of(fp16.v[1]), torch_bits(torch64::v_fp16_1))>);
+// PyTorch's float64 attention on those bfloat16 values vs qkv's float32 one: both from the same
+// inputs now, so no input error: qkv's run within context_bound<float> (dq = dk = dv = 0) of the
+// exact value, PyTorch's within context_bound<double> (computed on qkv's double run of the same
+// values; twice it, as in example 10, for PyTorch's own intermediates)
+constexpr auto bf16_64 = [] {
+  stack<double, B, N, d_k> q, k;
+  stack<double, B, N, d_v> v;
+  for (std::size_t b = 0; b < B; ++b) {
+    q[b] = qkv::matrix_cast<double>(qkv::as_float(bf16.q[b]));
+    k[b] = qkv::matrix_cast<double>(qkv::as_float(bf16.k[b]));
+    v[b] = qkv::matrix_cast<double>(qkv::as_float(bf16.v[b]));
+  }
+  return qkv::batch_attend_projected(q, k, v, lengths);
+}();
+template <std::size_t b>
+constexpr auto bound_bf16_torch = [] {
+  constexpr matrix<double, N, d_k> none_k{};
+  constexpr matrix<double, N, d_v> none_v{};
+  const auto own = context_bound(bf16.r.sequence[b], none_k, none_k, none_v);
+  const auto torch = context_bound(bf16_64.sequence[b], none_k, none_k, none_v);
+  return own + torch + torch;
+}();
+static_assert(qkv::proven<check::within(bf16.r.sequence[0].context, matrix<double, N, d_v>{torch64::context_bf16_0}, bound_bf16_torch<0>)>);
+static_assert(qkv::proven<check::within(bf16.r.sequence[1].context, matrix<double, N, d_v>{torch64::context_bf16_1}, bound_bf16_torch<1>)>);
+
+// =============================================================================================
+inline void walkthrough() {
+  using qkv::io::torch_str;
+  auto max_of = [](const stack<double, B, N, d_v>& s) {
+    double m = 0;
+    for (std::size_t b = 0; b < B; ++b) m = qkv::max_abs_difference(s[b], matrix<double, N, d_v>{}) > m ? qkv::max_abs_difference(s[b], matrix<double, N, d_v>{}) : m;
+    return m;
+  };
+  auto max_diff = [](const stack<float, B, N, d_v>& a, const stack<float, B, N, d_v>& b) {
+    double m = 0;
+    for (std::size_t n = 0; n < B; ++n) {
+      const double e = qkv::max_abs_difference(qkv::matrix_cast<double>(a[n]), qkv::matrix_cast<double>(b[n]));
+      m = e > m ? e : m;
+    }
+    return m;
+  };
+  std::cout << "A padded batch and 16-bit inputs, proven at compile time\n\n"
+            << "batch of 3, padded to N = 6: '" << sentence << "' (6 tokens), 'eat dessert first' (3), an empty one (0)\n"
+            << "key_padding_mask (1 = padding) =\n" << torch_str(qkv::matrix_cast<int>(qkv::key_padding_mask<B, N>(lengths))) << "\n\n"
+            << "sentence 1's scaled scores =\n" << torch_str(batch.sequence[1].scaled_scores) << "\n"
+            << "sentence 1's weights =\n" << torch_str(batch.sequence[1].weights) << "\n\n"
+            << "Each sentence's rows are its attention alone, bit for bit (proven); padding keys weigh exactly 0;\n"
+            << "padded query rows see the real keys (weights 1/3 here: their queries are 0); the empty sentence gets weights 0.\n\n"
+            << "q, k, v in bfloat16, float32 accumulation: max |context - float32 context| = " << max_diff(context_bf16, context32)
+            << " (proven bound " << max_of(plus(bound_bf16, bound_32)) << ")\n"
+            << "q, k, v in float16,  float32 accumulation: max |context - float32 context| = " << max_diff(context_fp16, context32)
+            << " (proven bound " << max_of(plus(bound_fp16, bound_32)) << ")\n\n"
+            << "PyTorch (scripts/torch_chapter2.py): its float64 batch with key_padding_mask and qkv's double one differ by at most "
+            << qkv::max_abs_difference(batch64.sequence[1].context, matrix<double, N, d_v>{torch64::context_1}) << " on sentence 1\n"
+            << "(proven bound " << 2 * qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{})
+            << "); its .to(torch.bfloat16) and .to(torch.float16) give qkv's bits for every q, k, v (proven);\n"
+            << "it gives NaN for the empty sentence, qkv 0.\n";
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain batches --html FILE, io/page.hpp): steps 1 to 7 above, their
+// prose the Step comments; sentence 1's attention inside the batch (hover a cell: its sum), the
+// three sentences' weights side by side, and the proofs
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const std::vector<std::string> words(tokens.begin(), tokens.end());
+  const std::vector<std::string> short_rows{"eat", "dessert", "first", "pad", "pad", "pad"};
+  const std::vector<std::string> pads{"pad", "pad", "pad", "pad", "pad", "pad"};
+  const auto rows_of = [&](std::size_t b) { return b == 0 ? words : b == 1 ? short_rows : pads; };
+  p.step(1);
+  p.matrix("x[0]", x[0]).rows(words).caption("x[0]: tutorial 001's sentence, 6 tokens");
+  p.matrix("x[1]", x[1]).rows(short_rows).caption("x[1]: 'eat dessert first', padded with 3 zero rows");
+  p.matrix("key_padding_mask", qkv::matrix_cast<float>(qkv::key_padding_mask<B, N>(lengths)))
+      .rows({"sentence 0", "sentence 1", "sentence 2"})
+      .caption("key_padding_mask (1 = padding): lengths 6, 3, 0")
+      .derived();
+  p.step(2);
+  const auto& s1 = batch.sequence[1];
+  p.matrix("s1.queries", s1.queries).rows(short_rows).caption("sentence 1's queries = x[1] W_queryᵀ (padding rows: 0)").derived();
+  p.matrix("s1.keys", s1.keys).rows(short_rows).caption("sentence 1's keys = x[1] W_keyᵀ").derived();
+  p.matrix("s1.values", s1.values).rows(short_rows).caption("sentence 1's values = x[1] W_valueᵀ").derived();
+  p.matrix("s1.scores", s1.scores).rows(short_rows).cols(short_rows).how(how::dot("s1.queries", "s1.keys", d_k));
+  p.matrix("s1.scaled_scores", s1.scaled_scores)
+      .rows(short_rows)
+      .cols(short_rows)
+      .how(how::scaled("s1.scores", 1.0 / 4.898979663848877, "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                       "a padding key"));
+  p.matrix("s1.weights", s1.weights).rows(short_rows).cols(short_rows).how(how::softmax("s1.scaled_scores"));
+  p.matrix("s1.context", s1.context).rows(short_rows).how(how::matmul("s1.weights", "s1.values", N));
+  std::vector<std::string> ids, names;
+  for (std::size_t b = 0; b < B; ++b) {
+    const std::string id = "weights of sentence " + std::to_string(b);
+    if (b != 1) p.matrix(id, batch.sequence[b].weights).rows(rows_of(b)).cols(rows_of(b)).derived().hidden();
+    ids.push_back(b == 1 ? "s1.weights" : id);
+    names.push_back("sentence " + std::to_string(b) + " (length " + std::to_string(lengths[b]) + ")");
+  }
+  p.heatmap("the weights of the three sentences (padding keys: 0)", ids, names);
+  p.step(3);
+  p.matrix("sentence 1 rows 0..2", qkv::block<3, d_v>(s1.context, 0, 0))
+      .rows({"eat", "dessert", "first"})
+      .derived()
+      .proven(alone1.context, "alone1.context: 'eat dessert first' alone", 0.0, "bit for bit");
+  p.step(4);
+  p.matrix("sentence 2 weights", batch.sequence[2].weights)
+      .rows(pads)
+      .cols(pads)
+      .derived()
+      .proven(matrix<float, N, N>{}, "zeros: no key to attend to", 0.0, "exactly");
+  p.step(5);
+  p.matrix("eat's weights", qkv::row(s1.weights, 0))
+      .rows({"eat"})
+      .cols(short_rows)
+      .derived()
+      .proven(matrix<float, 1, 6>{{{0.263007f, 0.736993f, 1.45e-10f, 0, 0, 0}}}, "by hand: [0.263007, 0.736993, 1.45e-10, 0, 0, 0]", 2.5e-5);
+  p.step(6);
+  p.matrix("bf16 sentence 1 context", bf16.r.sequence[1].context)
+      .rows(short_rows)
+      .caption("sentence 1's context from bfloat16 q, k, v, float32 accumulation")
+      .derived()
+      .proven(s1.context, "the float32 context (step 2)", qkv::max_abs_difference(bound_bf16[1] + bound_32[1], matrix<double, N, d_v>{}),
+              "the derived bound, at most");
+  p.step(7);
+  p.matrix("batch64 sentence 1 context", batch64.sequence[1].context)
+      .rows(short_rows)
+      .caption("qkv's batch in double")
+      .proven(matrix<double, N, d_v>{torch64::context_1}, "PyTorch's float64 batch with key_padding_mask",
+              2 * qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{}), "twice the derived bound, at most");
+}
+
+}  // namespace qkv::examples::batches
+
+#ifndef QKV_EXAMPLE_NO_MAIN
+int main() { qkv::examples::batches::walkthrough(); }
+#endif
