@@ -213,8 +213,8 @@ static_assert(qkv::proven<check::within(qkv::as_float(bf16.q[0]), batch.sequence
                                         relative(0x1p-8, batch.sequence[0].queries))>);
 static_assert(qkv::proven<check::within(qkv::as_float(fp16.v[1]), batch.sequence[1].values,
                                         relative(0x1p-11, batch.sequence[1].values))>);
-// step 3's proof holds in 16 bits too (the same argument on the converted values), and the padding
-// keys still weigh exactly 0
+// step 3's proof holds in bfloat16 too (sentence 1 against its 3 bfloat16 rows alone: the same
+// argument on the converted values), and the padding keys still weigh exactly 0
 constexpr auto bf16_alone1 = qkv::attend_projected(qkv::block<3, d_k>(bf16.q[1], 0, 0), qkv::block<3, d_k>(bf16.k[1], 0, 0),
                                                    qkv::block<3, d_v>(bf16.v[1], 0, 0), qkv::attention_options<float>{});
 static_assert(same_bits(qkv::block<3, d_v>(bf16.r.sequence[1].context, 0, 0), bf16_alone1.context));
