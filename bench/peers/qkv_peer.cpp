@@ -88,18 +88,13 @@ Runner qkv_factory(const Workload& w, const Inputs& in, int threads) {
         };
     }
     const rt::matrix_view<const float> q{in.Q, n, qc, qc, 1}, k{in.K, n, qc, qc, 1}, v{in.V, n, vc, vc, 1};
-    return [q, k, v, n, H, dk, dv, vc, scale, T](float* out) {
+    return [q, k, v, n, H, vc, scale, T](float* out) {
         rt::set_threads(T);
         const rt::matrix_view<float> o{out, n, vc, vc, 1};
-        const rt::stream_split split(n, H, T);  // query blocks shared out evenly over T threads
-        const std::size_t blocks = split.blocks;
-        rt::default_pool().parallel_for(H * blocks, [&](std::size_t t) {
-            const std::size_t h = t / blocks, b = t % blocks;
-            const std::size_t i0 = split.begin(b), i1 = split.end(b);
-            rt::detail::attend_rows_streaming<float>(rt::column_block(q, h * dk, dk), rt::column_block(k, h * dk, dk),
-                                                     rt::column_block(v, h * dv, dv), rt::column_block(o, h * dv, dv),
-                                                     scale, {}, i0, i1);
-        });
+        // each head's k and v packed once and shared by its query blocks (per-head tasks when
+        // the heads share out evenly over the threads, else key and query blocks shared out)
+        rt::detail::attend_heads_streaming<float>(q, k, v, o, H, scale, {}, &rt::default_pool(),
+                                                  [](std::size_t, std::size_t, std::size_t) {});
     };
 }
 
