@@ -230,9 +230,9 @@ TEST_CASE_TEMPLATE("a streaming row's result does not depend on the query block 
 
 TEST_CASE_TEMPLATE("keys and values packed once per head give the bits of packing them per query block, any threads", F, float,
                    double) {
-  // attend_heads_streaming packs each head's k and v once (kv_panels) and shares them: per-head
-  // tasks (1 thread; 3 heads on 3 threads), or packed up front and the blocks shared out (3 heads
-  // on 2 threads), or not at all (a panel limit of 0). Each must give the bits of
+  // attend_heads_streaming packs each head's k and v once per task (kv_panels) and shares them
+  // between the task's query blocks: one task per head (1 thread; 3 heads on 3 threads), two per
+  // head (3 heads on 2 threads: 300 rows each), or no panels at all (a panel limit of 0). Each must give the bits of
   // attend_rows_streaming on every head alone with k and v packed per query block. 600 queries
   // (two blocks), 300 keys (three key blocks, the last partial); depth 24, and 300 (deeper than
   // one packed depth block, kc = 256); causal, a window, and no mask

@@ -429,9 +429,9 @@ void pack_kv_block(const matrix_view<const T>& k, const matrix_view<const T>& v,
   for (std::size_t pc = 0; pc < bc; pc += KC) pack_b(vb, pc, std::min(KC, bc - pc), 0, dv, vd + pc * dv_padded);
 }
 
-/// the most elements of kv_panels for one call's head (per-head tasks: what each thread keeps
-/// between calls) or for all its heads (the shared split): 2^22, 16 MiB of floats, 32768 keys
-/// of a head with d = dv = 64. Beyond it, k and v are packed per query block as before
+/// the most elements of one head's kv_panels, what each thread keeps between calls: 2^22,
+/// 16 MiB of floats, 32768 keys of a head with d = dv = 64. Beyond it, k and v are packed per
+/// query block as before
 inline constexpr std::size_t kv_panel_limit = std::size_t(1) << 22;
 
 /// per-thread kv_panels space of attend_heads_streaming (at most kv_panel_limit elements)
@@ -710,15 +710,16 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
 /// @brief the streaming path for `heads` heads side by side, head h = column block h of each:
 /// q (T, heads d), k (S, heads d), v (S, heads dv), out (T, heads dv), one mask for all.
 /// after(h, i0, i1) runs after each task's rows i0..i1 of head h (repair_rows), on its thread.
-/// Each head's k and v are packed into kv_panels once and read by all its query blocks:
-///  - heads a multiple of the threads (one thread: always): one task per head, which packs
-///    its head into its thread's panel_space and then runs the head's query blocks in turn;
-///  - else (W4: one head, two threads): every head packed up front, the key blocks shared out
-///    over the threads, into one buffer for the call; then the heads x query blocks of
-///    stream_split, shared out the same way.
-/// More than panel_limit (kv_panel_limit) elements for a head (the first case) or for all heads (the second):
-/// no panels, k and v packed per query block as attend_rows_tiled does alone. Only who packs
-/// and who computes changes, never how: the same bits for every thread count and split.
+/// Tasks: each head's rows in `parts` even parts (1 when the heads share out evenly over the
+/// threads, else enough that heads x parts is a multiple of the threads: W4, one head on two
+/// threads, 2 parts of 1024 rows; parts of at least 128 rows). A task packs its head's k and v
+/// once into its thread's panel_space (kv_panels) and runs its part in query blocks of at most
+/// stream_query_block rows, all reading those panels. On two threads W4's head is packed twice,
+/// each copy in its own core's cache (packing it once for both threads and reading the other
+/// core's copy measured 4-7% slower). More than panel_limit (kv_panel_limit) elements for a
+/// head, or only attend_rows_small's few keys: no panels, the heads x query blocks of
+/// stream_split, k and v packed per block as attend_rows_tiled does alone. Only who packs and
+/// who computes changes, never how: the same bits for every thread count and split.
 template <class T, class After>
 void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                             const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
@@ -738,43 +739,39 @@ void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<con
     else
       for (std::size_t t = 0; t < tasks; ++t) f(t);
   };
-  // the key blocks any row visits (key_limit grows with the row); none when every block goes
-  // through attend_rows_small (no packing there)
+  // the key blocks any row visits (key_limit grows with the row); no panels when every block
+  // goes through attend_rows_small (no packing there)
   const kv_panel_layout<T> lay(key_limit(mask, t_len - 1, s_len), d, dv);
   const bool small = [&] {
     auto [qh, kh, vh, oh] = head(0);
     return streams_small(qh, kh, vh, oh, mask, 0, t_len);
   }();
-  const bool per_head = threads == 1 || heads % threads == 0;
-  const bool use_panels = !small && lay.blocks > 0 && (per_head ? lay.size() : heads * lay.size()) <= panel_limit;
-  if (use_panels && per_head) {
-    const stream_split split(t_len, 1, 1);  // the fewest blocks: packing is shared anyway
-    run_all(heads, [&](std::size_t h) {
+  if (!small && lay.blocks > 0 && lay.size() <= panel_limit) {
+    std::size_t parts = 1;
+    while (heads * parts % threads != 0) ++parts;  // at most threads
+    parts = std::max<std::size_t>(1, std::min(parts, t_len / 128));
+    run_all(heads * parts, [&](std::size_t t) {
+      const std::size_t h = t / parts, part = t % parts;
+      const std::size_t r0 = t_len * part / parts, r1 = t_len * (part + 1) / parts;
       auto [qh, kh, vh, oh] = head(h);
       auto& space = panel_space<T>::get();
       if (space.data.size() < lay.size()) space.data.resize(lay.size());
       for (std::size_t b = 0; b < lay.blocks; ++b) pack_kv_block(kh, vh, b, lay, space.data.data());
       const kv_panels<T> panels = lay.at(space.data.data());
+      const stream_split split(r1 - r0, 1, 1);  // the fewest blocks of the part
       for (std::size_t b = 0; b < split.blocks; ++b) {
-        attend_rows_streaming(qh, kh, vh, oh, scale, mask, split.begin(b), split.end(b), &panels);
-        after(h, split.begin(b), split.end(b));
+        const std::size_t i0 = r0 + split.begin(b), i1 = r0 + split.end(b);
+        attend_rows_streaming(qh, kh, vh, oh, scale, mask, i0, i1, &panels);
+        after(h, i0, i1);
       }
     });
     return;
   }
   const stream_split split(t_len, heads, threads);
-  aligned_vector<T> shared(use_panels ? heads * lay.size() : 0);
-  if (use_panels)
-    run_all(heads * lay.blocks, [&](std::size_t t) {
-      const std::size_t h = t / lay.blocks, b = t % lay.blocks;
-      auto [qh, kh, vh, oh] = head(h);
-      pack_kv_block(kh, vh, b, lay, shared.data() + h * lay.size());
-    });
   run_all(heads * split.blocks, [&](std::size_t t) {
     const std::size_t h = t / split.blocks, b = t % split.blocks;
     auto [qh, kh, vh, oh] = head(h);
-    const kv_panels<T> panels = use_panels ? lay.at(shared.data() + h * lay.size()) : kv_panels<T>{};
-    attend_rows_streaming(qh, kh, vh, oh, scale, mask, split.begin(b), split.end(b), use_panels ? &panels : nullptr);
+    attend_rows_streaming(qh, kh, vh, oh, scale, mask, split.begin(b), split.end(b));
     after(h, split.begin(b), split.end(b));
   });
 }
