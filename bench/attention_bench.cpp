@@ -182,18 +182,10 @@ struct qkv_impl {
       rt::attention<float>(w.x.view(), w.x.view(), packed, opt, r);
       benchmark::DoNotOptimize(r.output.data());
     } else {
-      const std::size_t dh = w.dq / w.heads, dvh = w.dv / w.heads;
-      // heads x query blocks in one parallel_for, split evenly over the pool's threads
-      const rt::stream_split split(w.T, w.heads, rt::threads());
-      const std::size_t blocks = split.blocks;
-      auto task = [&](std::size_t t) {
-        const std::size_t h = t / blocks, b = t % blocks;
-        const std::size_t i0 = split.begin(b), i1 = split.end(b);
-        rt::detail::attend_rows_streaming<float>(rt::column_block(w.q.view(), h * dh, dh), rt::column_block(w.k.view(), h * dh, dh),
-                                                 rt::column_block(w.v.view(), h * dvh, dvh), rt::column_block(out.view(), h * dvh, dvh),
-                                                 w.scale, {}, i0, i1);
-      };
-      rt::default_pool().parallel_for(w.heads * blocks, task);
+      // each head's k and v packed once, then its query blocks (attention.hpp's
+      // attend_heads_streaming: per-head tasks, or the key and query blocks shared out)
+      rt::detail::attend_heads_streaming<float>(w.q.view(), w.k.view(), w.v.view(), out.view(), w.heads, w.scale, {},
+                                                &rt::default_pool(), [](std::size_t, std::size_t, std::size_t) {});
       benchmark::DoNotOptimize(out.data());
     }
   }
@@ -426,11 +418,8 @@ void run(benchmark::State& state, int id, bool memory) {
         heap::peak.store(b2);
         Impl fresh_impl(w);
         if constexpr (std::is_same_v<Impl, qkv_impl>) {
-          const rt::stream_split split(w.T, 1, pool.size());
-          pool.parallel_for(split.blocks, [&](std::size_t b) {
-            const std::size_t i0 = split.begin(b), i1 = split.end(b);
-            rt::detail::attend_rows_streaming<float>(w.q.view(), w.k.view(), w.v.view(), fresh_impl.out.view(), w.scale, {}, i0, i1);
-          });
+          rt::detail::attend_heads_streaming<float>(w.q.view(), w.k.view(), w.v.view(), fresh_impl.out.view(), w.heads,
+                                                    w.scale, {}, &pool, [](std::size_t, std::size_t, std::size_t) {});
         } else {
           fresh_impl();
         }

@@ -1,6 +1,6 @@
 // bench/peers/qkv_peer.cpp: the peer harness's qkv implementation (its impls_qkv/qkv.cpp),
-// adapted to qkv's current API: W4/W5 split their query rows with rt::stream_split (even
-// blocks of at most rt::stream_query_block rows, shared out over the threads). Not built by
+// adapted to qkv's current API: W4/W5 through rt::detail::attend_heads_streaming (each head's
+// k and v packed once per task, its query rows in blocks of at most rt::stream_query_block). Not built by
 // meson: scripts/bench.sh passes it to the harness's run.sh as EXTRA_IMPL_SOURCES when
 // QKV_PEERS names the harness folder (docs/performance.md, "ONNX Runtime").
 // qkv peer: the qkv library's runtime path (header-only C++20, <qkv/runtime/runtime.hpp>), called
@@ -17,10 +17,11 @@
 //    copied into the harness's buffer (n x out_cols floats; qkv writes into its own
 //    attention_result, reused across calls).
 //  * W4/W5 (attention only): the streaming path on views of the harness's Q/K/V, written
-//    straight into the harness's output: one parallel_for over heads x query blocks (rt::stream_split) of
-//    rt::detail::attend_rows_streaming (exactly bench/attention_bench.cpp's qkv_impl; the
+//    straight into the harness's output: rt::detail::attend_heads_streaming (exactly
+//    bench/attention_bench.cpp's qkv_impl): tasks of heads x parts, each packing its head's k
+//    and v once into its thread's panels and running its rows in query blocks of <= 512 (the
 //    public rt::scaled_dot_product_attention does one head per call, so W5's 12 heads would be
-//    12 parallel_fors of 3 query blocks each).
+//    12 parallel_fors).
 //  * Threads: rt::set_threads(threads) on the library's one pool at the start of every call
 //    (a no-op when the size is unchanged; idle workers sleep, never spin).
 //
@@ -88,18 +89,13 @@ Runner qkv_factory(const Workload& w, const Inputs& in, int threads) {
         };
     }
     const rt::matrix_view<const float> q{in.Q, n, qc, qc, 1}, k{in.K, n, qc, qc, 1}, v{in.V, n, vc, vc, 1};
-    return [q, k, v, n, H, dk, dv, vc, scale, T](float* out) {
+    return [q, k, v, n, H, vc, scale, T](float* out) {
         rt::set_threads(T);
         const rt::matrix_view<float> o{out, n, vc, vc, 1};
-        const rt::stream_split split(n, H, T);  // query blocks shared out evenly over T threads
-        const std::size_t blocks = split.blocks;
-        rt::default_pool().parallel_for(H * blocks, [&](std::size_t t) {
-            const std::size_t h = t / blocks, b = t % blocks;
-            const std::size_t i0 = split.begin(b), i1 = split.end(b);
-            rt::detail::attend_rows_streaming<float>(rt::column_block(q, h * dk, dk), rt::column_block(k, h * dk, dk),
-                                                     rt::column_block(v, h * dv, dv), rt::column_block(o, h * dv, dv),
-                                                     scale, {}, i0, i1);
-        });
+        // each head's k and v packed once and shared by its query blocks (per-head tasks when
+        // the heads share out evenly over the threads, else key and query blocks shared out)
+        rt::detail::attend_heads_streaming<float>(q, k, v, o, H, scale, {}, &rt::default_pool(),
+                                                  [](std::size_t, std::size_t, std::size_t) {});
     };
 }
 

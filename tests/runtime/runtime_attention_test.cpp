@@ -4,7 +4,9 @@
 // a float run must be within the bound of a double computation of the same formula.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -222,6 +224,53 @@ TEST_CASE_TEMPLATE("a streaming row's result does not depend on the query block 
         rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), parts.view(), F(0.2), mask, i0,
                                              std::min<std::size_t>(700, i0 + rows));
       CHECK(parts == whole);
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("keys and values packed once per head give the bits of packing them per query block, any threads", F, float,
+                   double) {
+  // attend_heads_streaming packs each head's k and v once per task (kv_panels) and shares them
+  // between the task's query blocks: one task per head (1 thread; 3 heads on 3 threads), two per
+  // head (3 heads on 2 threads: 300 rows each), or no panels at all (a panel limit of 0). Each must give the bits of
+  // attend_rows_streaming on every head alone with k and v packed per query block. 600 queries
+  // (two blocks), 300 keys (three key blocks, the last partial); depth 24, and 300 (deeper than
+  // one packed depth block, kc = 256); causal, a window, and no mask
+  for (const std::size_t d : {24u, 300u}) {
+    const std::size_t H = 3, T = 600, S = 300, dv = 20;
+    const auto q = random_matrix<F>(T, H * d, 70, 0.6), k = random_matrix<F>(S, H * d, 71, 0.6),
+               v = random_matrix<F>(S, H * dv, 72);
+    const F scale = rt::default_scale<F>(d);
+    for (int m = 0; m < 3; ++m) {
+      CAPTURE(d);
+      CAPTURE(m);
+      rt::attention_mask mask{m == 1, nullptr};
+      if (m == 2) mask.window = 150;
+      dynamic_matrix<F> want(T, H * dv);
+      for (std::size_t h = 0; h < H; ++h)
+        for (std::size_t i0 = 0; i0 < T; i0 += rt::stream_query_block)
+          rt::detail::attend_rows_streaming<F>(rt::column_block(q.view(), h * d, d), rt::column_block(k.view(), h * d, d),
+                                               rt::column_block(v.view(), h * dv, dv),
+                                               rt::column_block(want.view(), h * dv, dv), scale, mask, i0,
+                                               std::min(T, i0 + rt::stream_query_block));
+      for (const std::size_t threads : {1u, 2u, 3u})
+        for (const std::size_t limit : {rt::detail::kv_panel_limit, std::size_t(0)}) {
+          CAPTURE(threads);
+          CAPTURE(limit);
+          rt::thread_pool pool(threads);
+          dynamic_matrix<F> got(T, H * dv);
+          std::vector<int> rows(H * T, 0);  // after() sees every row of every head once
+          std::mutex seen;
+          rt::detail::attend_heads_streaming<F>(
+              q.view(), k.view(), v.view(), got.view(), H, scale, mask, &pool,
+              [&](std::size_t h, std::size_t i0, std::size_t i1) {
+                const std::lock_guard lock(seen);
+                for (std::size_t i = i0; i < i1; ++i) ++rows[h * T + i];
+              },
+              limit);
+          CHECK(got == want);
+          CHECK(std::count(rows.begin(), rows.end(), 1) == std::ptrdiff_t(H * T));
+        }
     }
   }
 }

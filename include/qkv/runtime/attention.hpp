@@ -9,7 +9,9 @@
 //   2018): keys are visited in blocks of key_block; each query row keeps its running maximum
 //   m, its running sum l and its unnormalised output o, rescaled by e^(m_old - m_new) when the
 //   maximum grows. The T x S matrix never exists: extra memory is a query_block x key_block
-//   tile and the packing buffers per thread, O(T + S) in all, whatever T and S.
+//   tile and the packing buffers per thread, and each head's k and v in the product's panels
+//   (packed once, shared by the head's query blocks; at most kv_panel_limit elements, else
+//   packed per block), O(T + S) in all, whatever T and S.
 // Masks (attention_mask): `allowed` (T x S flags, nonzero = may attend), causal (key j <= the
 // query's position p; p = i, or i + S - T when aligned lower_right), a sliding window (keys
 // j > p - window), and additive terms on the scaled scores: a float bias (T x S; -inf = masked)
@@ -34,6 +36,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -364,6 +367,83 @@ struct streaming_space {
   }
 };
 
+/// one head's keys and values in the micro-kernel's panels, packed once per call and read by
+/// every query block of the head (packed per query block, they cost 10-17% of W4's and W5's
+/// time; docs/performance.md). Key block b (keys b key_block ..): kᵀ's panels at k + b k_stride,
+/// v's at v + b v_stride, each in packed_operand's layout for that block alone (depth blocks of
+/// kc), so product_block reads them as a prepacked operand: the same panels it would pack
+/// itself, the same bits.
+template <class T>
+struct kv_panels {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  std::size_t k_stride = 0, v_stride = 0;
+};
+
+/// the size of one head's kv_panels: `blocks` key blocks (those below `keys`), k_stride and
+/// v_stride elements each
+template <class T>
+struct kv_panel_layout {
+  std::size_t blocks = 0, k_stride = 0, v_stride = 0;
+  kv_panel_layout(std::size_t keys, std::size_t d, std::size_t dv) {
+    constexpr std::size_t NR = gemm_blocking<T>::nr;
+    constexpr std::size_t block_padded = (key_block + NR - 1) / NR * NR;
+    blocks = (keys + key_block - 1) / key_block;
+    k_stride = d * block_padded;
+    v_stride = key_block * ((dv + NR - 1) / NR * NR);
+  }
+  [[nodiscard]] std::size_t size() const { return blocks * (k_stride + v_stride); }
+  [[nodiscard]] kv_panels<T> at(const T* head) const {
+    return {head, head + blocks * k_stride, k_stride, v_stride};
+  }
+};
+
+/// key block b of one head (k: (S, d), v: (S, dv)) into its panels (kv_panels' layout): what
+/// attend_rows_tiled's two products would pack, element for element
+template <class T>
+void pack_kv_block(const matrix_view<const T>& k, const matrix_view<const T>& v, std::size_t b,
+                   const kv_panel_layout<T>& lay, T* head) {
+  constexpr std::size_t NR = gemm_blocking<T>::nr, KC = gemm_blocking<T>::kc;
+  const std::size_t j0 = b * key_block, bc = std::min(key_block, k.rows - j0);
+  const std::size_t d = k.cols, dv = v.cols;
+  // the next key block's rows of k and v towards L2 while this one is packed: rows of a wide
+  // matrix (W5's heads are 64 of its 768 columns) are 3 KiB apart, and packing otherwise waits
+  // on each first touch (perf: pack_b 4.8% of W5's time without, 1.9% + 1.4% here with)
+  if (j0 + bc < k.rows) {
+    const std::size_t next = std::min(key_block, k.rows - j0 - bc);
+    constexpr std::size_t line = 64 / sizeof(T);
+    for (std::size_t j = j0 + bc; j < j0 + bc + next; ++j) {
+      if (k.col_stride == 1)
+        for (std::size_t c = 0; c < d; c += line) __builtin_prefetch(&k(j, c), 0, 2);
+      if (v.col_stride == 1)
+        for (std::size_t c = 0; c < dv; c += line) __builtin_prefetch(&v(j, c), 0, 2);
+    }
+  }
+  const auto kt = transposed(row_block(k, j0, bc));  // (d, bc)
+  T* kd = head + b * lay.k_stride;
+  const std::size_t bc_padded = (bc + NR - 1) / NR * NR;
+  for (std::size_t pc = 0; pc < d; pc += KC) pack_b(kt, pc, std::min(KC, d - pc), 0, bc, kd + pc * bc_padded);
+  const auto vb = row_block(v, j0, bc);  // (bc, dv)
+  T* vd = head + lay.blocks * lay.k_stride + b * lay.v_stride;
+  const std::size_t dv_padded = (dv + NR - 1) / NR * NR;
+  for (std::size_t pc = 0; pc < bc; pc += KC) pack_b(vb, pc, std::min(KC, bc - pc), 0, dv, vd + pc * dv_padded);
+}
+
+/// the most elements of one head's kv_panels, what each thread keeps between calls: 2^22,
+/// 16 MiB of floats, 32768 keys of a head with d = dv = 64. Beyond it, k and v are packed per
+/// query block as before
+inline constexpr std::size_t kv_panel_limit = std::size_t(1) << 22;
+
+/// per-thread kv_panels space of attend_heads_streaming (at most kv_panel_limit elements)
+template <class T>
+struct panel_space {
+  aligned_vector<T> data;
+  static panel_space& get() {
+    thread_local panel_space s;
+    return s;
+  }
+};
+
 /// f(std::integral_constant<std::size_t, n>) for n in 1 .. N (nothing for n = 0 or n > N)
 template <std::size_t N, class F>
 inline void with_count(std::size_t n, F&& f) {
@@ -471,19 +551,31 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
 template <class T>
 void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>& k,
                        const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
-                       const attention_mask& mask, std::size_t i0, std::size_t i1);
+                       const attention_mask& mask, std::size_t i0, std::size_t i1,
+                       const kv_panels<T>* panels = nullptr);
+
+/// true when rows i0..i1 go through attend_rows_small
+template <class T>
+[[nodiscard]] bool streams_small(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                                 const matrix_view<const T>& v, const matrix_view<T>& out,
+                                 const attention_mask& mask, std::size_t i0, std::size_t i1) {
+  return i0 < i1 && key_limit(mask, i1 - 1, k.rows) <= small_keys && q.cols <= small_depth &&
+         v.col_stride == 1 && out.col_stride == 1;
+}
 
 /// @brief rows i0..i1 (at most stream_query_block) of the streaming path: out only. Few keys go
 /// through attend_rows_small, the others through attend_rows_tiled: the same bits either way.
+/// panels: k and v already packed (kv_panels; the key blocks below key_limit(mask, i1 - 1)),
+/// or nullptr (packed here, per key block)
 template <class T>
 void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                            const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
-                           const attention_mask& mask, std::size_t i0, std::size_t i1) {
-  if (i0 < i1 && key_limit(mask, i1 - 1, k.rows) <= small_keys && q.cols <= small_depth &&
-      v.col_stride == 1 && out.col_stride == 1)
+                           const attention_mask& mask, std::size_t i0, std::size_t i1,
+                           const kv_panels<T>* panels = nullptr) {
+  if (streams_small(q, k, v, out, mask, i0, i1))
     attend_rows_small(q, k, v, out, scale, mask, i0, i1);
   else
-    attend_rows_tiled(q, k, v, out, scale, mask, i0, i1);
+    attend_rows_tiled(q, k, v, out, scale, mask, i0, i1, panels);
 }
 
 /// @brief rows i0..i1 (at most stream_query_block) of the streaming path, in tiles of
@@ -491,7 +583,8 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
 template <class T>
 void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>& k,
                        const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
-                       const attention_mask& mask, std::size_t i0, std::size_t i1) {
+                       const attention_mask& mask, std::size_t i0, std::size_t i1,
+                       const kv_panels<T>* panels) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const std::size_t rows = i1 - i0, s = k.rows, dv = v.cols;
   auto& space = streaming_space<T>::get();
@@ -524,8 +617,14 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     epilogue<T> e;
     e.scale = scale;
     e.scaled = true;
-    product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc,
-                     false, nullptr, true);
+    // (with panels: kᵀ's panels of this key block; the view then only carries the shape)
+    const std::size_t kb = j0 / key_block;
+    if (panels)
+      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bc, bc, 1}, st, e, 0, rows, 0,
+                       bc, false, panels->k + kb * panels->k_stride, true);
+    else
+      product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc,
+                       false, nullptr, true);
     // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. Three
     // sweeps over the rows rather than one: each row's max -> exp -> sum is a long dependent
     // chain, and independent rows side by side let the core overlap them (tiny cases)
@@ -584,8 +683,13 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
       m[r] = m_new[r];
     }
     // pass 3: out += p v(j0..j0+bc), continuing each output element's fma chain
-    product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
-                     epilogue<T>{}, 0, rows, 0, dv, true, nullptr, true);
+    if (panels)
+      product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, dv, dv, 1},
+                       row_block(out, i0, rows), epilogue<T>{}, 0, rows, 0, dv, true,
+                       panels->v + kb * panels->v_stride, true);
+    else
+      product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
+                       epilogue<T>{}, 0, rows, 0, dv, true, nullptr, true);
   }
   // pass 4: out /= l; a row with every key masked has l = 0 and out = 0; a poisoned row NaN
   for (std::size_t r = 0; r < rows; ++r) {
@@ -601,6 +705,75 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
       for (std::size_t j = 0; j < dv; ++j) out(i0 + r, j) = out(i0 + r, j) / l[r];
     }
   }
+}
+
+/// @brief the streaming path for `heads` heads side by side, head h = column block h of each:
+/// q (T, heads d), k (S, heads d), v (S, heads dv), out (T, heads dv), one mask for all.
+/// after(h, i0, i1) runs after each task's rows i0..i1 of head h (repair_rows), on its thread.
+/// Tasks: each head's rows in `parts` even parts (1 when the heads share out evenly over the
+/// threads, else enough that heads x parts is a multiple of the threads: W4, one head on two
+/// threads, 2 parts of 1024 rows; parts of at least 128 rows). A task packs its head's k and v
+/// once into its thread's panel_space (kv_panels) and runs its part in query blocks of at most
+/// stream_query_block rows, all reading those panels. On two threads W4's head is packed twice,
+/// each copy in its own core's cache (packing it once for both threads and reading the other
+/// core's copy measured 4-7% slower). More than panel_limit (kv_panel_limit) elements for a
+/// head, or only attend_rows_small's few keys: no panels, the heads x query blocks of
+/// stream_split, k and v packed per block as attend_rows_tiled does alone. Only who packs and
+/// who computes changes, never how: the same bits for every thread count and split.
+template <class T, class After>
+void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                            const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
+                            T scale, const attention_mask& mask, thread_pool* pool, After&& after,
+                            std::size_t panel_limit = kv_panel_limit) {
+  const std::size_t t_len = q.rows, s_len = k.rows;
+  if (heads == 0 || t_len == 0) return;
+  const std::size_t d = q.cols / heads, dv = v.cols / heads;
+  const std::size_t threads = pool ? pool->size() : 1;
+  const auto head = [&](std::size_t h) {
+    return std::tuple{column_block(q, h * d, d), column_block(k, h * d, d), column_block(v, h * dv, dv),
+                      column_block(out, h * dv, dv)};
+  };
+  const auto run_all = [&](std::size_t tasks, auto&& f) {
+    if (pool && threads > 1)
+      pool->parallel_for(tasks, f);
+    else
+      for (std::size_t t = 0; t < tasks; ++t) f(t);
+  };
+  // the key blocks any row visits (key_limit grows with the row); no panels when every block
+  // goes through attend_rows_small (no packing there)
+  const kv_panel_layout<T> lay(key_limit(mask, t_len - 1, s_len), d, dv);
+  const bool small = [&] {
+    auto [qh, kh, vh, oh] = head(0);
+    return streams_small(qh, kh, vh, oh, mask, 0, t_len);
+  }();
+  if (!small && lay.blocks > 0 && lay.size() <= panel_limit) {
+    std::size_t parts = 1;
+    while (heads * parts % threads != 0) ++parts;  // at most threads
+    parts = std::max<std::size_t>(1, std::min(parts, t_len / 128));
+    run_all(heads * parts, [&](std::size_t t) {
+      const std::size_t h = t / parts, part = t % parts;
+      const std::size_t r0 = t_len * part / parts, r1 = t_len * (part + 1) / parts;
+      auto [qh, kh, vh, oh] = head(h);
+      auto& space = panel_space<T>::get();
+      if (space.data.size() < lay.size()) space.data.resize(lay.size());
+      for (std::size_t b = 0; b < lay.blocks; ++b) pack_kv_block(kh, vh, b, lay, space.data.data());
+      const kv_panels<T> panels = lay.at(space.data.data());
+      const stream_split split(r1 - r0, 1, 1);  // the fewest blocks of the part
+      for (std::size_t b = 0; b < split.blocks; ++b) {
+        const std::size_t i0 = r0 + split.begin(b), i1 = r0 + split.end(b);
+        attend_rows_streaming(qh, kh, vh, oh, scale, mask, i0, i1, &panels);
+        after(h, i0, i1);
+      }
+    });
+    return;
+  }
+  const stream_split split(t_len, heads, threads);
+  run_all(heads * split.blocks, [&](std::size_t t) {
+    const std::size_t h = t / split.blocks, b = t % split.blocks;
+    auto [qh, kh, vh, oh] = head(h);
+    attend_rows_streaming(qh, kh, vh, oh, scale, mask, split.begin(b), split.end(b));
+    after(h, split.begin(b), split.end(b));
+  });
 }
 
 }  // namespace detail
@@ -633,25 +806,26 @@ void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k
                  weights->cols != k.rows))
     throw shape_error("attention: scores are " + scores->shape() + " and weights " +
                       weights->shape() + " but both must be " + shape_string(q.rows, k.rows));
-  const std::size_t threads = pool ? pool->size() : 1;
-  const stream_split split(q.rows, 1, threads);  // the streaming path's blocks
-  const std::size_t tasks = scores ? (q.rows + query_block - 1) / query_block : split.blocks;
   // a NaN or inf in v: the kernels read a copy with them set to 0, repair_rows puts them back
   // where a query attends to them (the header comment)
   const auto nonfinite = detail::nonfinite_values<T>::of(v);
   const matrix_view<const T> vk = nonfinite ? matrix_view<const T>(nonfinite->clean.view()) : v;
+  const double work = double(q.rows) * double(k.rows) * double(q.cols + v.cols);
+  thread_pool* use = pool && work >= (1 << 17) ? pool : nullptr;
+  if (!scores) {  // streaming: k and v packed once, shared by the query blocks
+    detail::attend_heads_streaming(q, k, vk, out, 1, scale, mask, use, [&](std::size_t, std::size_t i0, std::size_t i1) {
+      if (nonfinite) detail::repair_rows(q, k, v, out, scale, mask, nonfinite->keys, i0, i1);
+    });
+    return;
+  }
+  const std::size_t tasks = (q.rows + query_block - 1) / query_block;
   auto run = [&](std::size_t t) {
-    const std::size_t i0 = scores ? t * query_block : split.begin(t);
-    const std::size_t i1 = scores ? std::min(q.rows, i0 + query_block) : split.end(t);
-    if (scores)
-      detail::attend_rows_materialised(q, k, vk, out, scale, mask, *scores, *weights, i0, i1);
-    else
-      detail::attend_rows_streaming(q, k, vk, out, scale, mask, i0, i1);
+    const std::size_t i0 = t * query_block, i1 = std::min(q.rows, i0 + query_block);
+    detail::attend_rows_materialised(q, k, vk, out, scale, mask, *scores, *weights, i0, i1);
     if (nonfinite) detail::repair_rows(q, k, v, out, scale, mask, nonfinite->keys, i0, i1);
   };
-  const double work = double(q.rows) * double(k.rows) * double(q.cols + v.cols);
-  if (pool && work >= (1 << 17))
-    pool->parallel_for(tasks, run);
+  if (use)
+    use->parallel_for(tasks, run);
   else
     for (std::size_t t = 0; t < tasks; ++t) run(t);
 }
