@@ -76,6 +76,9 @@ shot(p, 'page_masks.png', lambda: scroll_to('#step-2'))
 p = os.path.join(tmp, 'cross.html')
 qkv('attend', os.path.join(ROOT, 'tests/cli/attend/cross_multihead.json'), '--html', p)
 shot(p, 'page_attend_scores.png', hover('td[data-m="scores[1]"][data-i="0"][data-j="2"]'))
+p = os.path.join(tmp, 'chapter_two.html')  # chapter two: GQA, lower_right, window, ALiBi, bias, padding, RoPE
+qkv('attend', os.path.join(ROOT, 'tests/cli/attend/chapter_two.json'), '--html', p)
+shot(p, 'page_attend_chapter_two.png', hover('td[data-m="scaled[1]"][data-i="1"][data-j="3"]'))
 rng = random.Random(3)
 T, D, H = 128, 768, 12
 # a BERT-size case with some structure: each token mostly attends to its neighbours

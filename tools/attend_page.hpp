@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -47,17 +48,25 @@ inline void check_size(const std::string& file, const std::string& option, std::
                       "summarised above 65536 numbers, see docs/pages.md");
 }
 
-/// the mask of query i and key j as the runtime applies it: causal (j > i) or not allowed
+/// @brief what the runtime applied and computed beyond attention_result, for the page and the
+/// figure (cmd_attend.hpp fills it from the runtime's own mask step, detail::mask_scores):
+/// - mask: (T x S, row-major; empty: no mask) true where key j is masked for query i in every
+///   head (causal with its alignment, window, allowed, key_padding, a -inf of a bias every head shares);
+/// - mask_note: why a key may be masked, in words;
+/// - scaled: per head, the softmax's input as the runtime computed it (scale * score rounded,
+///   the bias and ALiBi added, -inf where masked);
+/// - added: per head, the bias and ALiBi terms as the runtime adds them to a score of 0 (empty
+///   when the case has neither); added_note says what they are;
+/// - q_linear, k_linear: the projections before the rotary embeddings (when rope is set);
+///   cos_q, sin_q, cos_k, sin_k: runtime::rope_table's cos and sin per position and pair
 template <class T>
-std::vector<bool> mask_of(const rt::attention_options<T>& opt, std::size_t t, std::size_t s) {
-  std::vector<bool> m;
-  if (!opt.causal && !opt.allowed) return m;
-  m.assign(t * s, false);
-  for (std::size_t i = 0; i < t; ++i)
-    for (std::size_t j = 0; j < s; ++j)
-      m[i * s + j] = (opt.causal && j > i) || (opt.allowed && !(*opt.allowed)(i, j));
-  return m;
-}
+struct page_data {
+  std::vector<bool> mask;
+  std::string mask_note;
+  std::vector<rt::dynamic_matrix<T>> scaled, added;
+  std::string added_note;
+  std::optional<rt::dynamic_matrix<T>> q_linear, k_linear, cos_q, sin_q, cos_k, sin_k;
+};
 
 template <class T>
 std::vector<double> values_of(const rt::dynamic_matrix<T>& m) {
@@ -74,10 +83,13 @@ template <class T>
 std::string page(const std::string& file, const std::string& trace, const rt::dynamic_matrix<T>& x,
                  const rt::dynamic_matrix<T>& context, bool has_context, const rt::attention_weights<T>& w,
                  const rt::attention_options<T>& opt, const rt::attention_result<T>& r, const std::string& scale_text,
-                 const std::vector<std::string>& tokens = {}, const std::vector<std::string>& context_tokens = {}) {
+                 const page_data<T>& d, const std::vector<std::string>& tokens = {},
+                 const std::vector<std::string>& context_tokens = {}) {
   using how = qkv::io::page_how;
   const std::size_t t_len = x.rows(), s_len = has_context ? context.rows() : x.rows(), H = r.weights.size();
-  const std::size_t dq = r.queries.cols(), dv = r.values.cols(), dk = dq / H, dvh = dv / H;
+  // grouped-query attention: HK key/value heads, query head h reads key/value head h / (H / HK)
+  const std::size_t HK = opt.kv_heads ? opt.kv_heads : H, group = H / HK;
+  const std::size_t dq = r.queries.cols(), dv = r.values.cols(), dk = dq / H, dvh = dv / HK;
   const bool out_in = w.q.layout == rt::weight_layout::out_in;
   const auto qrow = labels_or(tokens, "q", t_len);
   const auto krow = labels_or(has_context ? context_tokens : tokens, "k", s_len);
@@ -106,11 +118,8 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   };
   std::istringstream in(trace);
   std::string line;
-  std::vector<bool> mask = mask_of(opt, t_len, s_len);
-  std::string mask_note;
-  if (opt.causal && opt.allowed) mask_note = "the key comes after the query (causal), or the case's allowed is false";
-  else if (opt.causal) mask_note = "the key comes after the query (causal)";
-  else if (opt.allowed) mask_note = "the case's allowed is false here";
+  const std::vector<bool>& mask = d.mask;
+  const std::string& mask_note = d.mask_note;
   std::vector<std::string> weight_ids;
   while (std::getline(in, line)) {
     if (line.rfind("Step ", 0) != 0 && line.rfind("Output", 0) != 0) continue;
@@ -123,25 +132,60 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
     p.step(title);
     if (n == 1) {
       add("x", x).rows(qrow);
-      if (has_context) add("context", context).rows(krow);
+      if (has_context) add("context (input)", context).rows(krow);
     } else if (n == 2) {
-      const std::string src = has_context ? "context" : "x";
+      const std::string src = has_context ? "context (input)" : "x";
       add("wq", w.q.weight);
       add("wk", w.k.weight);
       add("wv", w.v.weight);
-      projection("queries", r.queries, "x", w.q, "wq", "bq", qrow);
-      projection("keys", r.keys, src, w.k, "wk", "bk", krow);
+      if (d.q_linear && d.k_linear && opt.rope) {  // the projections, then their rotation (runtime/rope.hpp)
+        const auto& ro = *opt.rope;
+        const std::size_t rw = ro.rotary_dim ? ro.rotary_dim : dk;
+        const std::string layout = ro.layout == rt::rope_layout::half_split ? "half_split" : "interleaved";
+        projection("queries before RoPE", *d.q_linear, "x", w.q, "wq", "bq", qrow);
+        projection("keys before RoPE", *d.k_linear, src, w.k, "wk", "bk", krow);
+        const std::size_t kp = ro.key_position_offset.value_or(ro.position_offset);
+        auto positions = [](std::size_t first, std::size_t count) {
+          std::vector<std::string> l;
+          for (std::size_t k = 0; k < count; ++k) l.push_back("position " + std::to_string(first + k));
+          return l;
+        };
+        const auto pq = positions(ro.position_offset, t_len), pk = positions(kp, s_len);
+        std::ostringstream base;
+        base << ro.base;
+        p.text("Rotary position embeddings (RoPE, " + layout + "): in each head, the first " + std::to_string(rw) + " of " +
+               std::to_string(dk) + " columns are rotated in pairs by the angle position \u00d7 base^(\u22122i/" +
+               std::to_string(rw) + "), base " + base.str() +
+               "; the queries sit at positions " + std::to_string(ro.position_offset) + "\u2026 and the keys at " +
+               std::to_string(kp) + "\u2026. The tables are the cos and sin the runtime rotated with (angles in double, "
+               "each cos and sin rounded once).");
+        add("cos (queries)", *d.cos_q).rows(pq).derived();
+        add("sin (queries)", *d.sin_q).rows(pq).derived();
+        add("cos (keys)", *d.cos_k).rows(pk).derived();
+        add("sin (keys)", *d.sin_k).rows(pk).derived();
+        add("queries", r.queries).rows(qrow).how(how::rope("queries before RoPE", "cos (queries)", "sin (queries)", dk, rw, layout));
+        add("keys", r.keys).rows(krow).how(how::rope("keys before RoPE", "cos (keys)", "sin (keys)", dk, rw, layout));
+      } else {
+        projection("queries", r.queries, "x", w.q, "wq", "bq", qrow);
+        projection("keys", r.keys, src, w.k, "wk", "bk", krow);
+      }
       projection("values", r.values, src, w.v, "wv", "bv", krow);
+      if (HK != H)
+        p.text("Grouped-query attention: " + std::to_string(H) + " query heads share " + std::to_string(HK) +
+               " key/value heads (kv_heads); query head h reads key/value head h / " + std::to_string(group) +
+               ", columns " + std::to_string(dk) + " \u00d7 (h / " + std::to_string(group) + ") onwards of keys and values.");
     } else if (n == 3) {
-      add("scores" + hs, r.scores[h]).rows(qrow).cols(krow).how(how::dot("queries", "keys", dk, h * dk, h * dk));
+      const std::size_t g = h / group;  // the key/value head of query head h
+      add("scores" + hs, r.scores[h]).rows(qrow).cols(krow).how(how::dot("queries", "keys", dk, h * dk, g * dk));
+      if (HK != H) p.text("Query head " + std::to_string(h) + " reads key/value head " + std::to_string(g) + ".");
     } else if (n == 4) {
-      rt::dynamic_matrix<T> scaled(t_len, s_len);
-      for (std::size_t i = 0; i < t_len; ++i)
-        for (std::size_t j = 0; j < s_len; ++j)
-          scaled(i, j) = !mask.empty() && mask[i * s_len + j] ? -std::numeric_limits<T>::infinity()
-                                                              : T(r.scale * r.scores[h](i, j));
-      add("scaled" + hs, scaled).rows(qrow).cols(krow).caption("scaled, masked scores" + hs)
-          .how(how::scaled("scores" + hs, double(r.scale), scale_text, mask_note));
+      std::string added;
+      if (!d.added.empty()) {
+        added = "added" + hs;
+        add(added, d.added[h]).rows(qrow).cols(krow).caption(d.added_note + hs).derived();
+      }
+      add("scaled" + hs, d.scaled[h]).rows(qrow).cols(krow).caption("scaled, masked scores" + hs)
+          .how(how::scaled("scores" + hs, double(r.scale), scale_text, mask_note, added));
       add("weights" + hs, r.weights[h]).rows(qrow).cols(krow).how(how::softmax("scaled" + hs));
       weight_ids.push_back("weights" + hs);
       if (h + 1 == H) {
@@ -153,7 +197,7 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
       }
     } else if (n == 5) {
       add("context" + hs, r.context[h]).rows(qrow).caption("context" + hs)
-          .how(how::matmul("weights" + hs, "values", s_len, 0, 0, h * dvh));
+          .how(how::matmul("weights" + hs, "values", s_len, 0, 0, h / group * dvh));
     } else if (n == 6 && H > 1) {
       add("concat", r.concat).rows(qrow);
     } else if (w.o) {  // the output projection (Step 6 or 7)
@@ -168,17 +212,16 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   return p.str();
 }
 
-/// the --svg heatmap: every head as a panel, masked entries hatched; above svg_full_cells
+/// the --svg heatmap: every head as a panel, masked entries hatched (`mask`: page_data's); above svg_full_cells
 /// cells in all, each head downsampled to at most svg_side x svg_side blocks (their mean), and
 /// the title says so
 template <class T>
-std::string svg(const std::string& file, const rt::attention_result<T>& r, const rt::attention_options<T>& opt,
-                std::size_t t_len, std::size_t s_len, const std::vector<std::string>& tokens = {},
+std::string svg(const std::string& file, const rt::attention_result<T>& r, std::vector<bool> mask, std::size_t t_len,
+                std::size_t s_len, const std::vector<std::string>& tokens = {},
                 const std::vector<std::string>& context_tokens = {}, bool has_context = false) {
   const std::size_t H = r.weights.size();
   auto rows = labels_or(tokens, "q", t_len);
   auto cols = labels_or(has_context ? context_tokens : tokens, "k", s_len);
-  auto mask = mask_of(opt, t_len, s_len);
   qkv::io::heatmap_options o;
   o.title = "attention weights, " + file;
   o.id = "qkv";

@@ -17,6 +17,7 @@
 // nothing on stdout.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -27,13 +28,16 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <qkv/io/file.hpp>
 #include <qkv/io/json.hpp>
 #include <qkv/io/limit.hpp>
 #include <qkv/io/print.hpp>
+#include <qkv/runtime/half.hpp>
 #include <qkv/runtime/multihead.hpp>
 
 #include <qkv/io/svg.hpp>
@@ -104,6 +108,7 @@ struct parsed_case {
   std::optional<rt::rope_options> rope;             // the case's `rope`, checked (or none)
   std::size_t kv_heads = 0;                         // the case's kv_heads (0: as many as heads)
   bool chapter_two = false;                         // rope, kv_heads, alignment, window, alibi or bias given
+  std::string half;                                 // "bfloat16" or "float16": the inputs' type (float32 arithmetic), or ""
 };
 
 /// ['Life', 'is', ...]: labels as a Python list prints them (over 20: the first and last 8)
@@ -268,6 +273,45 @@ inline void read_rope(const qkv::io::json_document& doc, parsed_case& pc, std::s
                                           std::to_string(o.position_offset) + " + " + std::to_string(s_len) +
                                           " keys is past the limit of " + std::to_string(max_rope_position) + " positions");
   pc.rope = o;
+}
+
+/// @brief the case's "dtype": "float32" (default) and "float64" as cli.hpp's read_dtype, or
+/// "bfloat16" / "float16": the case's numbers are that type (each value rounded to it as stored:
+/// to nearest, ties to even; float16 past 65504 becomes infinity), the arithmetic float32, as the
+/// runtime's 16-bit inputs path (runtime/half.hpp: converted to float exactly, float accumulation).
+/// `half` is set to the 16-bit name, or left empty.
+inline dtype read_attend_dtype(const qkv::io::json_document& doc, std::string& half) {
+  if (doc.json().contains("dtype")) {
+    const auto& d = doc.json().at("dtype");
+    if (d == "bfloat16" || d == "float16") {
+      half = d.get<std::string>();
+      return dtype::float32;
+    }
+    if (d != "float32" && d != "float64")
+      throw input_error(doc.error("dtype", "expected \"float32\", \"float64\", \"bfloat16\" or \"float16\", got " + d.dump()).what());
+  }
+  return read_dtype(doc);
+}
+
+/// every number of the case (x, context, the weights and biases, bias) rounded to the 16-bit
+/// type S, kept as the float of the same value (exact: every bfloat16 and float16 is a float)
+template <class S>
+void round_inputs(rt::dynamic_matrix<float>& x, rt::dynamic_matrix<float>& context, rt::attention_weights<float>& w,
+                  rt::attention_options<float>& opt) {
+  auto round = [](float* p, std::size_t n) {
+    for (std::size_t e = 0; e < n; ++e) p[e] = static_cast<float>(S(p[e]));
+  };
+  round(x.data(), x.size());
+  round(context.data(), context.size());
+  for (auto* l : {&w.q, &w.k, &w.v}) {
+    round(l->weight.data(), l->weight.size());
+    round(l->bias.data(), l->bias.size());
+  }
+  if (w.o) {
+    round(w.o->weight.data(), w.o->weight.size());
+    round(w.o->bias.data(), w.o->bias.size());
+  }
+  if (opt.bias) round(opt.bias->data(), opt.bias->size());
 }
 
 /// read everything, check every shape against x and context, with messages naming the field
@@ -528,7 +572,10 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   const auto& c = has_context ? context : x;
   const std::size_t H = pc.heads, HK = pc.kv_heads ? pc.kv_heads : H, dq = r.queries.cols(), dv = r.values.cols();
   std::ostringstream o;
-  o << "qkv attend " << pc.file << ": " << qkv::io::dtype_name<T>() << ", " << (has_context ? "cross" : "self")
+  o << "qkv attend " << pc.file << ": "
+    << (pc.half.empty() ? std::string(qkv::io::dtype_name<T>())
+                        : pc.half + " inputs (each number rounded to " + pc.half + ", to nearest even) with float32 arithmetic")
+    << ", " << (has_context ? "cross" : "self")
     << "-attention, " << x.rows() << " queries over " << c.rows() << " keys, " << H << (H == 1 ? " head" : " heads")
     << " (d_q = " << dq << ", d_v = " << dv << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
     << (HK != H ? "; " + std::to_string(HK) + " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head h / " +
@@ -614,6 +661,88 @@ inline std::string scale_text(const parsed_case& pc, double scale, std::size_t d
   return s.str() + " = 1/sqrt(" + std::to_string(dk) + ")";
 }
 
+/// @brief what the page and the figure show beyond the result, from the runtime's own steps:
+/// the mask (effective_mask, plus a -inf of the bias in every head), the softmax's input per head
+/// (scaled_masked_scores), the bias and ALiBi terms (detail::mask_scores on a score of 0, the
+/// causal/window/allowed masks left out), and with rope the projections before the rotation
+/// (runtime::linear, the same product attention() makes) and runtime::rope_table's cos and sin.
+/// The rotated projections must be attention()'s queries and keys bit for bit: a std::logic_error
+/// otherwise (never seen; tests/cli/attend_pages_test.py checks the page against --json).
+template <class T>
+attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
+                                         const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
+                                         const rt::attention_result<T>& r, std::size_t heads) {
+  attend_page::page_data<T> d;
+  const std::size_t t_len = x.rows(), s_len = c.rows();
+  d.scaled = scaled_masked_scores(r, opt);
+  const auto structural = effective_mask(opt, t_len, s_len);
+  const T ninf = -std::numeric_limits<T>::infinity();
+  if (opt.alibi || opt.bias) {
+    auto terms = opt;  // the bias and ALiBi steps alone
+    terms.causal = false;
+    terms.window = 0;
+    terms.allowed.reset();
+    for (std::size_t h = 0; h < heads; ++h) {
+      const auto m = head_mask(terms, h, t_len, s_len, true);
+      auto& a = d.added.emplace_back(t_len, s_len);
+      for (std::size_t i = 0; i < t_len; ++i)
+        for (std::size_t k = 0; k < s_len; ++k) a(i, k) = rt::detail::masked_score<T>(m, i, k, s_len, T(0));
+    }
+    d.added_note = opt.bias && opt.alibi ? "bias + ALiBi" : opt.bias ? "bias" : "ALiBi";
+  }
+  bool any = false;
+  std::vector<bool> mask(t_len * s_len, false);
+  for (std::size_t i = 0; i < t_len; ++i)
+    for (std::size_t k = 0; k < s_len; ++k) {
+      bool all_heads = !d.added.empty();
+      for (const auto& a : d.added) all_heads = all_heads && a(i, k) == ninf;
+      any |= (mask[i * s_len + k] = structural(i, k) != 0 || all_heads);
+    }
+  if (any || opt.causal || opt.allowed) d.mask = std::move(mask);
+  std::vector<std::string> why;
+  if (opt.causal)
+    why.push_back(opt.alignment == rt::causal_alignment::lower_right && t_len != s_len
+                      ? "the key comes after the query's position i + S - T (causal, aligned lower_right)"
+                      : "the key comes after the query (causal)");
+  if (opt.window) why.push_back("the key is outside the window of " + std::to_string(opt.window) + " positions");
+  if (opt.allowed) why.push_back("the case's allowed or key_padding masks it");
+  if (opt.bias) why.push_back("the case's bias is -inf here");
+  for (std::size_t k = 0; k < why.size(); ++k)
+    d.mask_note += (k == 0 ? "" : k + 1 == why.size() ? ", or " : ", ") + why[k];
+  if (opt.rope) {
+    const auto& ro = *opt.rope;
+    const std::size_t dh = r.queries.cols() / heads, rw = ro.rotary_dim ? ro.rotary_dim : dh,
+                      kp = ro.key_position_offset.value_or(ro.position_offset);
+    d.q_linear = rt::linear(x, w.q);
+    d.k_linear = rt::linear(c, w.k);
+    auto q = *d.q_linear, k = *d.k_linear;
+    rt::apply_rope<T>(q.view(), dh, ro, ro.position_offset);
+    rt::apply_rope<T>(k.view(), dh, ro, kp);
+    auto same = [](const rt::dynamic_matrix<T>& a, const rt::dynamic_matrix<T>& b) {
+      if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
+      for (std::size_t e = 0; e < a.size(); ++e)
+        if (std::bit_cast<std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>(a.data()[e]) !=
+            std::bit_cast<std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>(b.data()[e]))
+          return false;
+      return true;
+    };
+    if (!same(q, r.queries) || !same(k, r.keys))
+      throw std::logic_error("qkv attend: the page's rotation of the projections differs from attention()'s queries or keys");
+    auto table = [&](std::size_t first, std::size_t count, bool cosine) {
+      const rt::rope_table<T> t(ro, rw, first, count);
+      rt::dynamic_matrix<T> m(count, rw / 2);
+      for (std::size_t p = 0; p < count; ++p)
+        for (std::size_t i = 0; i < rw / 2; ++i) m(p, i) = (cosine ? t.cos : t.sin)[p * (rw / 2) + i];
+      return m;
+    };
+    d.cos_q = table(ro.position_offset, t_len, true);
+    d.sin_q = table(ro.position_offset, t_len, false);
+    d.cos_k = table(kp, s_len, true);
+    d.sin_k = table(kp, s_len, false);
+  }
+  return d;
+}
+
 /// everything a case makes, in memory: the result, the trace, and the outputs asked for
 template <class T>
 struct outputs {
@@ -631,10 +760,10 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
-  if ((want_svg || want_html) && pc.chapter_two)
-    throw input_error(pc.file + ": " + (want_html ? "--html" : "--svg") +
-                      " does not show rope, kv_heads, causal_alignment, window, alibi or bias yet (its masks and "
-                      "explanations would be wrong); the trace and --json do");
+  if constexpr (std::is_same_v<T, float>) {  // 16-bit inputs: rounded as stored, float32 arithmetic
+    if (pc.half == "bfloat16") round_inputs<rt::bfloat16>(x, context, w, opt);
+    else if (pc.half == "float16") round_inputs<rt::float16>(x, context, w, opt);
+  }
   if (want_svg || want_html)  // a page or figure: never beyond 2^24 weights (tools/attend_page.hpp)
     attend_page::check_size(pc.file, want_html ? "--html" : "--svg", pc.heads, x.rows(), has_context ? context.rows() : x.rows());
   try {
@@ -650,11 +779,13 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   const std::size_t s_len = has_context ? context.rows() : x.rows();
   o.text = trace(pc, x, context, has_context, w, opt, r);
   if (as_json) o.json = json_output(r, x.rows(), s_len, opt);
+  if (!want_svg && !want_html) return o;
+  const auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads);
   if (want_svg)  // the title names the case by its last path component, shortened (short_name)
-    o.svg = attend_page::svg(short_name(pc.file), r, opt, x.rows(), s_len, pc.tokens, pc.context_tokens, has_context);
+    o.svg = attend_page::svg(short_name(pc.file), r, d.mask, x.rows(), s_len, pc.tokens, pc.context_tokens, has_context);
   if (want_html)
     o.html = attend_page::page(pc.file, o.text, x, context, has_context, w, opt, r,
-                               scale_text(pc, r.scale, r.queries.cols() / pc.heads), pc.tokens, pc.context_tokens);
+                               scale_text(pc, r.scale, r.queries.cols() / pc.heads), d, pc.tokens, pc.context_tokens);
   return o;
 }
 
@@ -724,8 +855,9 @@ inline int cmd_attend(const args& a) {
     attend_detail::check_case(doc);
     attend_detail::parsed_case pc;
     pc.file = path;
-    return read_dtype(doc) == dtype::float64 ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
-                                             : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
+    return attend_detail::read_attend_dtype(doc, pc.half) == dtype::float64
+               ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
+               : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {

@@ -150,7 +150,10 @@ def hover(cell):
     sums = tip.find_elements(By.CSS_SELECTOR, '.x-sum[data-sum]')
     vals = tip.find_elements(By.CSS_SELECTOR, '.x-value')
     # textContent, not .text: selenium's .text is empty for a tooltip scrolled out of the viewport
-    value = float(vals[0].get_attribute('textContent').rsplit(': ', 1)[1].replace('\u2212', '-')) if vals else None
+    try:  # a masked score shows -inf as '\u2212\u221e': None, as for no value
+        value = float(vals[0].get_attribute('textContent').rsplit(': ', 1)[1].replace('\u2212', '-')) if vals else None
+    except ValueError:
+        value = None
     return {'visible': tip.is_displayed(), 'terms': terms, 'value': value,
             'sum': float(sums[0].get_attribute('data-sum')) if sums else None, 'text': tip.text}
 
@@ -233,6 +236,90 @@ for case in CASES:
     if case in ('causal', 'cross_multihead'):
         check(driver.execute_script('return document.querySelectorAll("figure.heatmap rect.c[fill^=\'url(#hatch\']").length') > 0,
               name + ': masked entries are drawn hatched')
+    if H > 1:
+        Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('0')
+    screenshot(html, 'page_attend_%s.png' % case)
+
+# --- chapter two's attend pages (issue 16): the mask the runtime applied (lower_right, window,
+# key_padding, a -inf bias), the bias and ALiBi added to the scores, GQA (which key/value head a
+# query head reads), RoPE (the rotated q and k the scores come from), each checked against
+# `qkv attend CASE --json` (the runtime's numbers), not against the page
+CHAPTER_TWO = ['chapter_two', 'rope_interleaved', 'kv_heads', 'lower_right', 'window', 'alibi', 'bias']
+for case in CHAPTER_TWO:
+    path = os.path.join(ROOT, 'tests/cli/attend', case + '.json')
+    html = os.path.join(OUT, 'page_attend_%s.html' % case)
+    trace = run('attend', path, '--html', html)
+    js = json.loads(run('attend', path, '--json'))
+    spec = json.load(open(path))
+    weights['attend ' + case] = os.path.getsize(html)
+    load(html)
+    name = 'attend ' + case
+    steps = [l for l in trace.split('\n') if l.startswith('Step ') or l.startswith('Output')]
+    titles = driver.execute_script('return [...document.querySelectorAll("section.step h2")].map(h => h.textContent)')
+    check([s.rstrip(' =') for s in steps] == titles, '%s: the step sections are the trace\'s steps: %s' % (name, titles))
+    q, k, v = js['queries']['data'], js['keys']['data'], js['values']['data']
+    sc, ss, w, ctx = js['scores']['data'], js['scaled_scores']['data'], js['weights']['data'], js['context']['data']
+    mask = js['mask']['data']
+    H, T, S = len(sc), len(sc[0]), len(sc[0][0])
+    HK = spec.get('kv_heads', H)
+    dk, dvh = len(q[0]) // H, len(v[0]) // HK
+    check(len(k[0]) == HK * dk, '%s: --json keys are kv_heads x d_head wide' % name)
+    tol = 2e-6
+    for h in range(H):
+        hs = '[%d]' % h if H > 1 else ''
+        g = h // (H // HK)  # the key/value head query head h reads
+        if H > 1:
+            Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value(str(h))
+        for i in range(T):
+            for j in range(S):
+                r = hover(cell('scores' + hs, i, j))
+                want = [(q[i][h * dk + m], k[j][g * dk + m]) for m in range(dk)]
+                check(len(r['terms']) == dk and all(close(a, x, tol) and close(b, y, tol) for (a, b), (x, y) in zip(r['terms'], want)),
+                      '%s: scores%s(%d, %d) is rotated q[%d] of head %d times k[%d] of key/value head %d: %s vs %s'
+                      % (name, hs, i, j, i, h, j, g, r['terms'], want))
+                check(r['sum'] is not None and close(r['sum'], sc[h][i][j], 1e-5),
+                      '%s: scores%s(%d, %d) sums to --json\'s %r, got %r' % (name, hs, i, j, sc[h][i][j], r['sum']))
+                r = hover(cell('scaled' + hs, i, j))
+                if ss[h][i][j] == '-Infinity':
+                    check('masked' in r['text'] and r['value'] is None, '%s: scaled%s(%d, %d) is -inf in --json and explained as masked: %r'
+                          % (name, hs, i, j, r['text']))
+                    check(cell('scaled' + hs, i, j).get_attribute('class') == 'masked', '%s: scaled%s(%d, %d) drawn masked' % (name, hs, i, j))
+                else:
+                    check(r['sum'] is not None and close(r['sum'], ss[h][i][j], 1e-5),
+                          '%s: scaled%s(%d, %d) = scale * score (+ bias, ALiBi) is --json\'s scaled score %r, got %r'
+                          % (name, hs, i, j, ss[h][i][j], r['sum']))
+                    f32 = lambda z: struct.unpack('<f', struct.pack('<f', z))[0]  # noqa: E731  (the page prints a float's shortest text)
+                    check(r['value'] is not None and f32(r['value']) == f32(ss[h][i][j]),
+                          '%s: scaled%s(%d, %d) shows the runtime\'s %r exactly, got %r' % (name, hs, i, j, ss[h][i][j], r['value']))
+                r = hover(cell('weights' + hs, i, j))
+                check(r['sum'] is not None and close(r['sum'], w[h][i][j], 1e-6),
+                      '%s: weights%s(%d, %d) is --json\'s %r, got %r' % (name, hs, i, j, w[h][i][j], r['sum']))
+            for c in range(dvh):
+                r = hover(cell('context' + hs, i, c))
+                want = [(w[h][i][jj], v[jj][g * dvh + c]) for jj in range(S)]
+                check(len(r['terms']) == S and all(close(a, x, tol) and close(b, y, tol) for (a, b), (x, y) in zip(r['terms'], want)),
+                      '%s: context%s(%d, %d) weighs the values of key/value head %d' % (name, hs, i, c, g))
+                check(r['sum'] is not None and close(r['sum'], ctx[h][i][c], 1e-5),
+                      '%s: context%s(%d, %d) sums to --json\'s %r' % (name, hs, i, c, ctx[h][i][c]))
+    if 'alibi' in spec or 'bias' in spec:
+        check(driver.execute_script('return document.querySelectorAll("td[data-m^=\'added\']").length') == H * T * S,
+              name + ': the bias / ALiBi terms are on the page, per head')
+    if 'rope' in spec:  # the rotated queries and keys: their cells explained by the rotation, against --json
+        for mid, data, rows in (('queries', q, T), ('keys', k, S)):
+            for i in range(rows):
+                for c in range(len(data[0])):
+                    r = hover(cell(mid, i, c))
+                    check('RoPE' in r['text'] or 'not rotated' in r['text'], '%s: %s(%d, %d) explained by the rotation: %r' % (name, mid, i, c, r['text']))
+                    check(r['sum'] is not None and close(r['sum'], data[i][c], 1e-6),
+                          '%s: %s(%d, %d) = x cos -+ y sin is --json\'s rotated %r, got %r' % (name, mid, i, c, data[i][c], r['sum']))
+    # the heatmap hatches exactly the cells the runtime masked for every head
+    hatched = driver.execute_script('return [...document.querySelectorAll("figure.heatmap rect.c")].filter('
+                                    'r => (r.getAttribute("fill") || "").startsWith("url(#hatch")).map('
+                                    'r => [+r.getAttribute("data-i"), +r.getAttribute("data-j")])')
+    want = sorted([i, j] for i in range(T) for j in range(S)
+                  if mask[i][j] or all(ss[h][i][j] == '-Infinity' for h in range(H)))
+    check(sorted(hatched) == want, '%s: the heatmap hatches the masked cells %s, got %s' % (name, want, sorted(hatched)))
+    export_svg(name)
     if H > 1:
         Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('0')
     screenshot(html, 'page_attend_%s.png' % case)

@@ -56,8 +56,8 @@ struct page_limits {
 
 /// how a matrix was computed, for its cells' explanations (the page computes them from the data)
 struct page_how {
-  std::string op;      // "" (given), "dot", "matmul", "scale", "softmax", "add", "relu", "layernorm", "transpose"
-  std::string a, b;    // operand matrix ids
+  std::string op;      // "" (given), "dot", "matmul", "scale", "softmax", "add", "relu", "layernorm", "transpose", "rope"
+  std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
   std::size_t ac = 0;  // first column of A used (a head's slice)
@@ -82,11 +82,25 @@ struct page_how {
     h.bias = std::move(bias);
     return h;
   }
-  /// C(i, j) = scale A(i, j), or -inf where the key is masked (`note` says why)
-  static page_how scaled(std::string a, double scale, std::string how_scale, std::string mask_note = {}) {
+  /// C(i, j) = scale A(i, j) (+ B(i, j) when `added` names a matrix: a bias, ALiBi), or -inf
+  /// where the key is masked (`mask_note` says why)
+  static page_how scaled(std::string a, double scale, std::string how_scale, std::string mask_note = {},
+                         std::string added = {}) {
     page_how h;
     h.op = "scale", h.a = std::move(a), h.scale = scale, h.note = std::move(how_scale);
-    h.mask = std::move(mask_note);
+    h.mask = std::move(mask_note), h.b = std::move(added);
+    return h;
+  }
+  /// rotary position embeddings of row i (RoPE, runtime/rope.hpp): in each head of `head_dim`
+  /// columns, the first `rotary_dim` are rotated in pairs (`layout`: "half_split" pairs c and
+  /// c + r/2, "interleaved" 2c and 2c + 1): C = A(i, a) cos - A(i, b) sin for the first of a pair,
+  /// A(i, b) cos + A(i, a) sin for the second, with cos = Cos(i, pair), sin = Sin(i, pair);
+  /// columns past rotary_dim are A's
+  static page_how rope(std::string a, std::string cos, std::string sin, std::size_t head_dim, std::size_t rotary_dim,
+                       std::string layout) {
+    page_how h;
+    h.op = "rope", h.a = std::move(a), h.b = std::move(cos), h.bias = std::move(sin), h.n = head_dim;
+    h.ac = rotary_dim, h.note = std::move(layout);
     return h;
   }
   /// C(i, j) = A(i, j) + B(i, j) (a residual connection)
@@ -626,6 +640,12 @@ class page {
         for (std::size_t i : m.how.op == "transpose" ? c : r)
           if (i < matrices_[static_cast<std::size_t>(a)].rows) need_rows[static_cast<std::size_t>(a)].insert(i);
       if (b >= 0 && m.how.op == "dot") need_rows[static_cast<std::size_t>(b)].insert(c.begin(), c.end());
+      if (b >= 0 && (m.how.op == "scale" || m.how.op == "rope"))  // the added terms, the cos table: the same rows
+        for (std::size_t i : r)
+          if (i < matrices_[static_cast<std::size_t>(b)].rows) need_rows[static_cast<std::size_t>(b)].insert(i);
+      if (const long sn = operand(m.how.bias); sn >= 0 && m.how.op == "rope")  // the sin table
+        for (std::size_t i : r)
+          if (i < matrices_[static_cast<std::size_t>(sn)].rows) need_rows[static_cast<std::size_t>(sn)].insert(i);
       if (b >= 0 && m.how.op == "matmul")
         for (std::size_t j : c) need_cols[static_cast<std::size_t>(b)].insert(m.how.bc + j);
     }

@@ -138,9 +138,24 @@ function explain(id, i, j) {
       x.formula = 'masked: ' + (h.mask || 'this key may not be seen') + ', so the scaled score is \u2212\u221e and its weight 0';
       x.masked = true; return x;
     }
-    x.formula = h.scale + ' \u00d7 ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + full(h.scale) + ' \u00d7 ' + full(a0) +
-      ' (the scale ' + (h.note || full(h.scale)) + ')';
-    x.sum = h.scale * a0; x.scale = h.scale; x.operand = a0;
+    var B0 = h.b ? M[h.b] : undefined, b0 = B0 ? get(B0, i, j) : undefined;
+    x.formula = h.scale + ' \u00d7 ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')' + (B0 ? ' + ' + B0.caption + '(' + rl(B0, i) + ', ' + cl(B0, j) + ')' : '') +
+      ' = ' + full(h.scale) + ' \u00d7 ' + full(a0) + (B0 ? ' + ' + full(b0) : '') + ' (the scale ' + (h.note || full(h.scale)) + ')';
+    x.sum = h.scale * a0 + (B0 ? b0 : 0); x.scale = h.scale; x.operand = a0; x.added = b0;
+    return x;
+  }
+  if (h.op === 'rope') {
+    var hd = h.n, rw = h.ac, half = rw / 2, c6 = j % hd, base6 = j - c6, a6 = get(A, i, j);
+    if (c6 >= rw) { x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + '), not rotated (column ' + c6 + ' of its head is past rotary_dim ' + rw + ')'; x.sum = a6; return x; }
+    var il = h.note === 'interleaved', pair = il ? c6 >> 1 : c6 % half, first6 = il ? c6 % 2 === 0 : c6 < half;
+    var o6 = base6 + (il ? (first6 ? c6 + 1 : c6 - 1) : (first6 ? c6 + half : c6 - half));
+    var cs = get(M[h.b], i, pair), sn = get(M[h.bias], i, pair), b6 = get(A, i, o6);
+    var nm = function (col) { return A.caption + '(' + rl(A, i) + ', ' + cl(A, col) + ')'; };
+    x.formula = (first6 ? nm(j) + ' \u00d7 cos \u2212 ' + nm(o6) + ' \u00d7 sin' : nm(j) + ' \u00d7 cos + ' + nm(o6) + ' \u00d7 sin') +
+      ' (RoPE, ' + h.note + ': pair ' + pair + ' of its head; cos and sin of the angle position \u00d7 base^(\u2212' + (2 * pair) + '/' + rw + '), row ' + rl(M[h.b], i) + ' of ' + M[h.b].caption + ' and ' + M[h.bias].caption + ')';
+    if (a6 === undefined || b6 === undefined || cs === undefined || sn === undefined) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
+    x.formula += ' = ' + full(a6) + ' \u00d7 ' + full(cs) + (first6 ? ' \u2212 ' : ' + ') + full(b6) + ' \u00d7 ' + full(sn);
+    x.sum = first6 ? a6 * cs - b6 * sn : a6 * cs + b6 * sn;
     return x;
   }
   if (h.op === 'softmax') {

@@ -112,6 +112,11 @@ struct solver {
         const auto a = at(*A, *ta, k / C, k % C);
         if (!a) return std::nullopt;
         v[k] = std::isinf(m.values[k]) && m.values[k] < 0 ? -std::numeric_limits<real>::infinity() : real(h.scale) * *a;
+        if (B != nullptr && !boost::multiprecision::isinf(v[k])) {  // the added terms (a bias, ALiBi)
+          const auto b = at(*B, *tb, k / C, k % C);
+          if (!b) return std::nullopt;
+          v[k] += *b;
+        }
       }
       return v;
     }
