@@ -3,7 +3,7 @@
 #   ./scripts/fuzz.sh              every target, 1000000 executions each
 #   ./scripts/fuzz.sh 20000        every target, 20000 executions each
 #   ./scripts/fuzz.sh 1000000 safetensors    one target
-#   (targets: wordpiece vocab safetensors bert_encoding attend_case encode_case)
+#   (targets: wordpiece vocab safetensors bert_encoding attend_case encode_case decode_case)
 # Builds in build-fuzz/ with -fsanitize=fuzzer,address,undefined (undefined behaviour aborts).
 # The seed corpus is fuzz/corpus/TARGET; what the fuzzer finds goes to build-fuzz/corpus/TARGET,
 # so the committed seeds stay as they are. A crash leaves build-fuzz/crash-* and a non-zero exit.
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-1000000}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(wordpiece vocab safetensors bert_encoding attend_case encode_case)
+[ ${#targets[@]} -eq 0 ] && targets=(wordpiece vocab safetensors bert_encoding attend_case encode_case decode_case)
 
 # libFuzzer's runtime is in Debian's libclang-rt-16-dev (the normal build does not need it)
 if ! dpkg-query -W -f='${Status}' libclang-rt-16-dev 2>/dev/null | grep -q "install ok installed"; then

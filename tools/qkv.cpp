@@ -13,6 +13,7 @@
 
 #include "cli.hpp"
 #include "cmd_attend.hpp"
+#include "cmd_decode.hpp"
 #include "cmd_encode.hpp"
 #include "cmd_explain.hpp"
 #include "cmd_tokenize.hpp"
@@ -59,6 +60,19 @@ constexpr command commands[] = {
      "  --max-cells N     the most cells the heatmap may draw (default 262144 = 2^18)\n"
      "Files are written whole or not at all, and only when everything else succeeded.\n",
      qkv::cli::cmd_attend},
+    {"decode", "decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]\n"
+               "                            causal decoding through the KV cache, compared with full causal attention",
+     "usage: qkv decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]\n\n"
+     "Causal decoding through the runtime's KV cache for a case given as JSON: the fields q, k, v\n"
+     "(one row per token), and optionally heads, kv_heads, prompt, capacity, storage (float32,\n"
+     "bfloat16, float16), kernel (decode_attend, attend), window, alibi, scale (docs/cli.md).\n"
+     "Prints each token's output row and how the rows compare with full causal attention\n"
+     "(attend: bit for bit; decode_attend: within twice the derived float bound).\n"
+     "  --json               the rows, the full causal attention and the bound as JSON instead\n"
+     "  --max-elements N     the most numbers any output may hold (default 16777216 = 2^24)\n"
+     "  --max-cache-bytes N  the most bytes the cache may take (default 1073741824 = 2^30)\n"
+     "Exit 1 when the documented relation does not hold (a runtime bug), 2 on bad input.\n",
+     qkv::cli::cmd_decode},
     {"encode", "encode CASE.json [--json] [--max-elements N]\n"
                "                            transformer encoder layers (nn.TransformerEncoderLayer) on the runtime path",
      "usage: qkv encode CASE.json [--json] [--max-elements N]\n\n"
