@@ -99,3 +99,39 @@ nan_case = encoder_case(2, 1, 2, 2, 1, layer_norm_eps=0)
 nan_case["x"][1] = ["NaN", "Infinity"]
 put("encode_case", "non_finite", json.dumps(nan_case))
 put("encode_case", "bad_config", json.dumps(dict(encoder_case(2, 1, 2, 2, 1), config={"d_model": 2, "nhead": 3})))
+
+# decode cases (qkv decode, tools/cmd_decode.hpp): every storage and kernel, GQA, a window and
+# ALiBi, a prompt, non-finite inputs, and malformed ones
+drnd = random.Random(16)
+
+
+def dmatrix(rows, cols):
+    return [[round(drnd.uniform(-1, 1), 3) for _ in range(cols)] for _ in range(rows)]
+
+
+put("decode_case", "one_head", json.dumps({"q": dmatrix(4, 8), "k": dmatrix(4, 8), "v": dmatrix(4, 8)}))
+put("decode_case", "gqa_bfloat16_window_alibi", json.dumps({
+    "q": dmatrix(6, 32), "k": dmatrix(6, 8), "v": dmatrix(6, 8), "heads": 4, "kv_heads": 1, "storage": "bfloat16",
+    "window": 3, "alibi": True, "prompt": 2}))
+put("decode_case", "float16_attend_capacity", json.dumps({
+    "q": dmatrix(5, 16), "k": dmatrix(5, 16), "v": dmatrix(5, 4), "heads": 2, "storage": "float16", "kernel": "attend",
+    "capacity": 9, "scale": 0.25}))
+put("decode_case", "float16_overflow", json.dumps({
+    "q": [[1, 0], [0, 1], [1, 1]], "k": [[70000, 0], [0, 1], [1, 1]], "v": [[1e5, 2], [3, -1e5], [5, 6]],
+    "storage": "float16"}))
+put("decode_case", "non_finite", json.dumps({
+    "q": [["NaN", 0], [0, 1], [1, "Infinity"]], "k": [[1, 0], ["-Infinity", 1], [1, 1]], "v": [[1, 2], [3, 4], ["NaN", 6]]}))
+put("decode_case", "bad_kv_heads", json.dumps({"q": dmatrix(2, 4), "k": dmatrix(2, 2), "v": dmatrix(2, 2), "heads": 2,
+                                               "kv_heads": 3}))
+put("decode_case", "bad_capacity", json.dumps({"q": dmatrix(2, 2), "k": dmatrix(2, 2), "v": dmatrix(2, 2),
+                                               "capacity": 4294967295}))
+put("decode_case", "bad_k_shape", json.dumps({"q": dmatrix(3, 2), "k": dmatrix(2, 2), "v": dmatrix(3, 2)}))
+put("decode_case", "not_object", "[1, 2, 3]")
+
+# attend cases with 16-bit inputs (qkv attend "dtype": "bfloat16" / "float16"): ties, overflow
+put("attend_case", "bfloat16_inputs", json.dumps({
+    "dtype": "bfloat16", "x": [[1.00390625, -3.0e38], [1e-40, 0.1]], "wq": [[1, 0], [0, 1]], "wk": [[0.5, 0], [0, 2]],
+    "wv": [[1, 1], [0, 1]], "bias": [[0, "-Infinity"], [0.3, 0]], "causal": True}))
+put("attend_case", "float16_overflow", json.dumps({
+    "dtype": "float16", "x": [[65519, 65520], [6e-8, -1]], "wq": [[1, 0], [0, 1]], "wk": [[1, 0]], "wv": [[0, 1]],
+    "heads": 2, "kv_heads": 1, "alibi": True}))
