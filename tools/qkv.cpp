@@ -51,8 +51,9 @@ constexpr command commands[] = {
                "                            attention for a case given as JSON: a trace, or every tensor",
      "usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n\n"
      "Attention on the runtime path for a case given as JSON: the fields x, wq, wk, wv, and\n"
-     "optionally dtype, context, bq, bk, bv, weight_layout, heads, wo, bo, scale, causal, allowed\n"
-     "(docs/cli.md). Prints a step-by-step trace.\n"
+     "optionally dtype (float32, float64, bfloat16, float16), context, bq, bk, bv, weight_layout,\n"
+     "heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, rope, kv_heads,\n"
+     "causal_alignment, window, alibi, bias (docs/cli.md). Prints a step-by-step trace.\n"
      "  --json            every tensor as JSON instead (NaN and infinities as \"NaN\", \"Infinity\", \"-Infinity\")\n"
      "  --svg FILE        write the heatmap of the weights to FILE\n"
      "  --html FILE       write a page with the trace, the matrices and the heatmap to FILE\n"
