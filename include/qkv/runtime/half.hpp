@@ -57,8 +57,14 @@ void from_float(const float* in, S* out, std::size_t n) noexcept {
   }
 }
 
-/// the unit roundoff of storing a float as S: 2^-8 (bfloat16), 2^-11 (float16), 0 (float)
+/// the unit roundoff of storing a float as S: the core's unit_roundoff_16 for bfloat16 (2^-8)
+/// and float16 (2^-11), 0 for float (stored as it is)
 template <storage_type S>
-inline constexpr double storage_unit_roundoff = std::is_same_v<S, bfloat16> ? 0x1p-8 : std::is_same_v<S, float16> ? 0x1p-11 : 0.0;
+inline constexpr double storage_unit_roundoff = [] {
+  if constexpr (qkv::sixteen_bit<S>)
+    return qkv::unit_roundoff_16<S>;
+  else
+    return 0.0;
+}();
 
 }  // namespace qkv::runtime
