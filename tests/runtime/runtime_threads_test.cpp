@@ -109,6 +109,68 @@ TEST_CASE("user threads calling attention, the encoder and linear at once get th
   CHECK(mismatches.load() == 0);
 }
 
+TEST_CASE("set_threads while other user threads compute on the shared pool changes no result") {
+  // One thread changes the shared pool's size 1 -> 2 -> 3 -> 1 ... while two user threads call
+  // attention (streamed) and linear on it. resize waits for the running job and the next job
+  // waits for the resize, so every call sees a whole pool and, as results never depend on the
+  // number of threads, gives the single-thread bits. Under ThreadSanitizer (clang-tsan) a race
+  // between resize and a job fails the test.
+  const workload w;
+  constexpr std::size_t user_threads = 2, rounds = 5, resizes = 24;
+  std::atomic<std::size_t> calls{0}, mismatches{0};
+  std::atomic<bool> users_done{false};
+  std::size_t resized = 0;
+  std::thread resizer([&] {
+    for (std::size_t r = 0; r < resizes || !users_done.load(); ++r) {
+      rt::set_threads(1 + r % 3);
+      ++resized;
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> users;
+  for (std::size_t u = 0; u < user_threads; ++u)
+    users.emplace_back([&] {
+      for (std::size_t r = 0; r < rounds; ++r) {
+        calls += 2;
+        if (!(w.attention(false, &rt::default_pool()) == w.attention_streamed)) mismatches++;
+        if (!(rt::linear(w.x, w.lw, &rt::default_pool()) == w.linear_out)) mismatches++;
+      }
+    });
+  for (auto& t : users) t.join();
+  users_done = true;
+  resizer.join();
+  rt::set_threads(1);
+  MESSAGE(calls.load() << " calls while the pool was resized " << resized << " times");
+  CHECK(resized >= resizes);
+  CHECK(calls.load() == user_threads * rounds * 2);
+  CHECK(mismatches.load() == 0);
+  CHECK(rt::threads() == 1);
+}
+
+TEST_CASE("resize from inside a task is refused with std::logic_error and the pool works on") {
+  rt::thread_pool pool(2);
+  std::atomic<std::size_t> refused{0}, ran{0};
+  pool.parallel_for(4, [&](std::size_t) {
+    ran++;
+    try {
+      pool.resize(3);
+    } catch (const std::logic_error& e) {
+      if (std::string(e.what()).find("inside a parallel_for task") != std::string::npos) refused++;
+    }
+  });
+  CHECK(ran.load() == 4);
+  CHECK(refused.load() == 4);
+  CHECK(pool.size() == 2);
+  pool.resize(3);
+  CHECK(pool.size() == 3);
+  std::atomic<std::size_t> sum{0};
+  pool.parallel_for(100, [&](std::size_t t) { sum += t; });
+  CHECK(sum.load() == 4950);
+  pool.resize(0);  // 0 means 1
+  CHECK(pool.size() == 1);
+  CHECK(rt::thread_pool(0).size() == 1);
+}
+
 TEST_CASE("kept weights past the limit are refused before allocating, naming the size; the pool then works on") {
   rt::thread_pool pool(2);
   const auto x = random_matrix<float>(100000, 4, 3);

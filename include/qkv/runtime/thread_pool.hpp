@@ -8,6 +8,11 @@
 // Idle workers sleep on a condition variable; they never spin. A benchmark or a program that
 // also uses another pool (OpenMP, OpenBLAS) does not have two pools fighting over two cores
 // (docs/performance.md).
+//
+// Several user threads may use one pool at once: their parallel_for calls take turns (one job
+// at a time per pool), and resize (set_threads) waits for the running job, so changing the
+// number of threads while other threads compute is safe and changes no result. resize from
+// inside a task would wait for its own job: it throws std::logic_error instead.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +21,7 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -31,11 +37,19 @@ class thread_pool {
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
-  [[nodiscard]] std::size_t size() const { return workers_.size() + 1; }
+  /// how many threads run tasks, the caller included (another thread's resize may change it)
+  [[nodiscard]] std::size_t size() const { return size_.load(std::memory_order_acquire); }
 
-  /// change the number of threads (the caller included); not while a parallel_for runs
+  /// @brief change the number of threads (the caller included; 0 means 1). Waits until a
+  /// parallel_for that another thread is running has finished; calls that start meanwhile wait
+  /// for the resize. Throws std::logic_error when called from inside a task (it would wait for
+  /// its own job).
   void resize(std::size_t threads) {
+    if (inside_task())
+      throw std::logic_error("thread_pool::resize (or set_threads) called from inside a parallel_for task: it "
+                             "would wait for its own job; resize between calls instead");
     if (threads == 0) threads = 1;
+    std::lock_guard serial(run_mutex_);  // no job runs on this pool while the workers change
     if (threads == size()) return;
     stop();
     start(threads);
@@ -47,19 +61,9 @@ class thread_pool {
   template <class F>
   void parallel_for(std::size_t tasks, F&& f) {
     if (tasks == 0) return;
-    if (tasks == 1 || workers_.empty() || inside_task()) {
-      const bool outer = !inside_task();
-      if (outer) inside_task() = true;
-      try {
-        for (std::size_t t = 0; t < tasks; ++t) f(t);
-      } catch (...) {
-        if (outer) inside_task() = false;
-        throw;
-      }
-      if (outer) inside_task() = false;
-      return;
-    }
-    std::lock_guard serial(run_mutex_);  // one parallel_for at a time per pool
+    if (tasks == 1 || size() == 1 || inside_task()) return run_inline(tasks, f);
+    std::lock_guard serial(run_mutex_);  // one parallel_for at a time per pool, and no resize
+    if (workers_.empty()) return run_inline(tasks, f);  // resized to 1 since size() was read
     job j;
     j.fn = &f;
     j.call = [](void* fn, std::size_t t) { (*static_cast<std::remove_reference_t<F>*>(fn))(t); };
@@ -87,6 +91,19 @@ class thread_pool {
     std::exception_ptr error;          // guarded by mutex_
   };
 
+  template <class F>
+  static void run_inline(std::size_t tasks, F& f) {
+    const bool outer = !inside_task();
+    if (outer) inside_task() = true;
+    try {
+      for (std::size_t t = 0; t < tasks; ++t) f(t);
+    } catch (...) {
+      if (outer) inside_task() = false;
+      throw;
+    }
+    if (outer) inside_task() = false;
+  }
+
   static bool& inside_task() {
     thread_local bool flag = false;
     return flag;
@@ -107,6 +124,7 @@ class thread_pool {
 
   void start(std::size_t threads) {
     quit_ = false;
+    size_.store(1, std::memory_order_release);
     const std::size_t now = generation_;  // a new worker waits for the next job, not a past one
     for (std::size_t w = 1; w < threads; ++w)
       workers_.emplace_back([this, now] {
@@ -128,6 +146,7 @@ class thread_pool {
           done_.notify_one();
         }
       });
+    size_.store(workers_.size() + 1, std::memory_order_release);
   }
 
   void stop() {
@@ -146,6 +165,7 @@ class thread_pool {
   job* job_ = nullptr;
   std::size_t generation_ = 0;
   bool quit_ = false;
+  std::atomic<std::size_t> size_{1};  // workers_.size() + 1, readable without run_mutex_
 };
 
 /// @brief the library's pool, shared by every runtime kernel; one thread until set_threads.
