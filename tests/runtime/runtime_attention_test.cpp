@@ -275,6 +275,39 @@ TEST_CASE_TEMPLATE("keys and values packed once per head give the bits of packin
   }
 }
 
+TEST_CASE_TEMPLATE("a causal query block that stops inside a key block reads that block's packed panels right", F, float,
+                   double) {
+  // attend_heads_streaming packs whole key blocks (pack_kv_block: min(key_block, S - j0) keys)
+  // while a causal query block visits keys only up to its last row's limit, which may stop
+  // inside a block (rows 0..150: keys 0..150, block 1 is keys 128..256). Until this case was
+  // tested, the product read such a block's panels as if they held only the visited keys: v's
+  // second panel of NR columns and kᵀ's second depth block (d > kc = 256) from the wrong
+  // offsets (errors of 0.2-3 in the output; W4/W5 are not causal). d = 300, d_v = 40 (two
+  // panels with NR = 16 or 32): panels against per-block packing, bit for bit
+  const std::size_t T = 300, S = 300, d = 300, dv = 40;
+  const auto q = random_matrix<F>(T, d, 90, 0.6), k = random_matrix<F>(S, d, 91, 0.6), v = random_matrix<F>(S, dv, 92);
+  const rt::attention_mask mask{true, nullptr};
+  const rt::detail::kv_panel_layout<F> lay(S, d, dv);
+  rt::aligned_vector<F> space(lay.size());
+  for (std::size_t b = 0; b < lay.blocks; ++b) rt::detail::pack_kv_block<F>(k.view(), v.view(), b, lay, space.data());
+  const auto panels = lay.at(space.data());
+  for (const std::size_t i1 : {150u, 200u, 300u}) {
+    CAPTURE(i1);
+    dynamic_matrix<F> got(T, dv), want(T, dv);
+    rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), got.view(), F(0.05), mask, 0, i1, &panels);
+    rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), want.view(), F(0.05), mask, 0, i1);
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE_TEMPLATE("causal streaming attention over two query blocks agrees with a double-precision reference", F, float,
+                   double) {
+  // 600 queries on 600 keys: the streaming path's two query blocks of 300 rows; the first
+  // stops inside key block 2 (keys 256..384), the case the test above pins; d_v = 40 spans
+  // two panels. Both paths against the double reference, within its derived bound
+  check_one_head<F>(600, 600, 24, 40, true, nullptr, 95);
+}
+
 TEST_CASE("attention names both shapes when they do not fit") {
   const auto x = random_matrix<float>(3, 4, 50);
   rt::attention_weights<float> w;

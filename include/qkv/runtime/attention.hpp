@@ -618,9 +618,12 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     e.scale = scale;
     e.scaled = true;
     // (with panels: kᵀ's panels of this key block; the view then only carries the shape)
-    const std::size_t kb = j0 / key_block;
+    // The panels hold the whole key block, bp keys (pack_kv_block), while this query block
+    // may stop inside it (causal: bc < bp): kᵀ's panels are read as the (d, bp) operand they
+    // are, of which the first bc columns are computed
+    const std::size_t kb = j0 / key_block, bp = std::min(key_block, s - j0);
     if (panels)
-      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bc, bc, 1}, st, e, 0, rows, 0,
+      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, 0, rows, 0,
                        bc, false, panels->k + kb * panels->k_stride, true);
     else
       product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc,
@@ -683,13 +686,22 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
       m[r] = m_new[r];
     }
     // pass 3: out += p v(j0..j0+bc), continuing each output element's fma chain
-    if (panels)
-      product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, dv, dv, 1},
-                       row_block(out, i0, rows), epilogue<T>{}, 0, rows, 0, dv, true,
-                       panels->v + kb * panels->v_stride, true);
-    else
+    // (with panels: v's panels of this key block, bp rows each; when bc < bp only their first
+    // bc rows are read, one panel of NR columns at a time, as the product steps from one
+    // panel to the next by its own depth, bc)
+    if (panels) {
+      constexpr std::size_t NR = gemm_blocking<T>::nr;
+      const std::size_t step = bc == bp ? dv : NR;
+      for (std::size_t c0 = 0; c0 < dv; c0 += step) {
+        const std::size_t w = std::min(step, dv - c0);
+        product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, w, w, 1},
+                         column_block(row_block(out, i0, rows), c0, w), epilogue<T>{}, 0, rows, 0, w, true,
+                         panels->v + kb * panels->v_stride + c0 * bp, true);
+      }
+    } else {
       product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
                        epilogue<T>{}, 0, rows, 0, dv, true, nullptr, true);
+    }
   }
   // pass 4: out /= l; a row with every key masked has l = 0 and out = 0; a poisoned row NaN
   for (std::size_t r = 0; r < rows; ++r) {
