@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -273,6 +274,94 @@ TEST_CASE_TEMPLATE("keys and values packed once per head give the bits of packin
         }
     }
   }
+}
+
+TEST_CASE_TEMPLATE("the streaming path writes every output element: what the output held before never shows", F, float,
+                   double) {
+  // attend_rows_tiled does not zero its output rows first: the first visited key block's
+  // product writes them (its chains from 0, the bits of accumulating onto zeros) and that
+  // block's rescale is skipped. So an output filled with NaN, +inf or a number beforehand must
+  // end with the bits of one filled with zeros. 300 queries, 300 keys (three key blocks, the
+  // last partial), depth 24: no mask; causal; lower_right with 500 queries on 300 keys (the
+  // first 200 rows see no key: output 0); a window of 150 (whole key blocks skipped); a row
+  // allowed no key; and query blocks that visit no key block at all (rows 0..100 of the
+  // lower_right case). Panels (attend_heads_streaming) and per-block packing, 1 and 2 threads
+  // (2 threads: two parts of 150 rows, whose causal key range stops inside key block 1)
+  for (int m = 0; m < 5; ++m) {
+    CAPTURE(m);
+    const std::size_t T = m == 2 ? 500 : 300, S = 300, d = 24, dv = 40;
+    const auto q = random_matrix<F>(T, d, 80, 0.6), k = random_matrix<F>(S, d, 81, 0.6), v = random_matrix<F>(S, dv, 82);
+    rt::mask_matrix allowed(T, S);
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = 0; j < S; ++j) allowed(i, j) = i == 7 ? 0 : 1;
+    rt::attention_mask mask{m == 1 || m == 2, m == 4 ? &allowed : nullptr};
+    if (m == 2) mask.alignment = rt::causal_alignment::lower_right;
+    if (m == 3) mask.window = 150;
+    mask = mask.resolved(T, S);
+    const F scale = rt::default_scale<F>(d);
+    const auto run = [&](F fill, std::size_t threads, std::size_t limit, std::size_t rows) {
+      dynamic_matrix<F> out(T, dv);
+      std::fill(out.data(), out.data() + out.size(), fill);
+      if (rows == 0) {
+        rt::thread_pool pool(threads);
+        rt::detail::attend_heads_streaming<F>(q.view(), k.view(), v.view(), out.view(), 1, scale, mask, &pool,
+                                              [](std::size_t, std::size_t, std::size_t) {}, limit);
+      } else {
+        for (std::size_t i0 = 0; i0 < T; i0 += rows)
+          rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), out.view(), scale, mask, i0,
+                                               std::min(T, i0 + rows));
+      }
+      return out;
+    };
+    const auto want = run(F(0), 1, rt::detail::kv_panel_limit, 0);
+    if (m == 2)  // rows before position 0 see no key: 0
+      for (std::size_t c = 0; c < dv; ++c) CHECK(want(0, c) == F(0));
+    if (m == 4)
+      for (std::size_t c = 0; c < dv; ++c) CHECK(want(7, c) == F(0));
+    for (const F fill : {std::numeric_limits<F>::quiet_NaN(), std::numeric_limits<F>::infinity(), F(-3)})
+      for (const std::size_t threads : {1u, 2u})
+        for (const std::size_t limit : {rt::detail::kv_panel_limit, std::size_t(0)})
+          for (const std::size_t rows : {0u, 100u}) {
+            CAPTURE(fill);
+            CAPTURE(threads);
+            CAPTURE(limit);
+            CAPTURE(rows);
+            CHECK(run(fill, threads, limit, rows) == want);
+          }
+  }
+}
+
+TEST_CASE_TEMPLATE("a causal query block that stops inside a key block reads that block's packed panels right", F, float,
+                   double) {
+  // attend_heads_streaming packs whole key blocks (pack_kv_block: min(key_block, S - j0) keys)
+  // while a causal query block visits keys only up to its last row's limit, which may stop
+  // inside a block (rows 0..150: keys 0..150, block 1 is keys 128..256). Until this case was
+  // tested, the product read such a block's panels as if they held only the visited keys: v's
+  // second panel of NR columns and kᵀ's second depth block (d > kc = 256) from the wrong
+  // offsets (errors of 0.2-3 in the output; W4/W5 are not causal). d = 300, d_v = 40 (two
+  // panels with NR = 16 or 32): panels against per-block packing, bit for bit
+  const std::size_t T = 300, S = 300, d = 300, dv = 40;
+  const auto q = random_matrix<F>(T, d, 90, 0.6), k = random_matrix<F>(S, d, 91, 0.6), v = random_matrix<F>(S, dv, 92);
+  const rt::attention_mask mask{true, nullptr};
+  const rt::detail::kv_panel_layout<F> lay(S, d, dv);
+  rt::aligned_vector<F> space(lay.size());
+  for (std::size_t b = 0; b < lay.blocks; ++b) rt::detail::pack_kv_block<F>(k.view(), v.view(), b, lay, space.data());
+  const auto panels = lay.at(space.data());
+  for (const std::size_t i1 : {150u, 200u, 300u}) {
+    CAPTURE(i1);
+    dynamic_matrix<F> got(T, dv), want(T, dv);
+    rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), got.view(), F(0.05), mask, 0, i1, &panels);
+    rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), want.view(), F(0.05), mask, 0, i1);
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE_TEMPLATE("causal streaming attention over two query blocks agrees with a double-precision reference", F, float,
+                   double) {
+  // 600 queries on 600 keys: the streaming path's two query blocks of 300 rows; the first
+  // stops inside key block 2 (keys 256..384), the case the test above pins; d_v = 40 spans
+  // two panels. Both paths against the double reference, within its derived bound
+  check_one_head<F>(600, 600, 24, 40, true, nullptr, 95);
 }
 
 TEST_CASE("attention names both shapes when they do not fit") {

@@ -111,6 +111,9 @@ struct attention_mask {
 inline constexpr std::size_t query_block = 64;
 inline constexpr std::size_t stream_query_block = 512;
 inline constexpr std::size_t key_block = 128;
+/// the streaming path's online-softmax step works on this many rows of the scores tile at a
+/// time (16 x key_block floats, 8 KiB: in L1 from one sweep to the next)
+inline constexpr std::size_t stream_row_group = 16;
 
 /// @brief how the streaming path splits the `rows` queries of each of `heads` heads into tasks
 /// (heads x blocks, block b = rows begin(b) .. end(b)): as few blocks per head as
@@ -602,15 +605,18 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
   T* l = space.l.data();
   T* m_new = space.m_new.data();
   T* row_sum = space.row_sum.data();
-  for (std::size_t i = i0; i < i1; ++i)
-    for (std::size_t j = 0; j < dv; ++j) out(i, j) = T(0);
   // keys past the last query's causal limit are masked for every row here: skip them
   // (their p would be 0 and 0 * v adds nothing, so skipping changes no bit for finite v)
   const std::size_t s_end = key_limit(mask, i1 - 1, s);
   // keys before the first row's window are masked for every row here too: whole key blocks
   // of them are skipped (blocks stay at multiples of key_block, so no bit changes)
   const std::size_t s_begin = key_start(mask, i0, s) / key_block * key_block;
+  // out is not zeroed first: the first key block's product (pass 3) writes it, its chains
+  // starting from 0 as an accumulation onto zeros would (the same bits), and that block's
+  // rescale of out (alpha = 0 or 1 on rows whose output is still 0) is skipped. Rows when no
+  // block is visited get 0 or NaN in pass 4
   for (std::size_t j0 = s_begin; j0 < s_end; j0 += key_block) {
+    const bool first = j0 == s_begin;
     const std::size_t bc = std::min(key_block, s_end - j0);
     const matrix_view<T> st{tile, rows, bc, bc, 1};
     // pass 1: the scaled scores of this tile, st = scale * q(i0..i1) k(j0..j0+bc)ᵀ
@@ -618,78 +624,100 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     e.scale = scale;
     e.scaled = true;
     // (with panels: kᵀ's panels of this key block; the view then only carries the shape)
-    const std::size_t kb = j0 / key_block;
+    // The panels hold the whole key block, bp keys (pack_kv_block), while this query block
+    // may stop inside it (causal: bc < bp): kᵀ's panels are read as the (d, bp) operand they
+    // are, of which the first bc columns are computed
+    const std::size_t kb = j0 / key_block, bp = std::min(key_block, s - j0);
     if (panels)
-      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bc, bc, 1}, st, e, 0, rows, 0,
+      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, 0, rows, 0,
                        bc, false, panels->k + kb * panels->k_stride, true);
     else
       product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc,
                        false, nullptr, true);
-    // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. Three
-    // sweeps over the rows rather than one: each row's max -> exp -> sum is a long dependent
-    // chain, and independent rows side by side let the core overlap them (tiny cases)
-    for (std::size_t r = 0; r < rows; ++r) {
-      T* srow = tile + r * bc;
-      const std::size_t i = i0 + r;
-      if (mask.plain()) {
-        const std::size_t lim = key_limit(mask, i, s);
-        if (mask.allowed) {
-          const unsigned char* allowed = mask.allowed->row(i) + j0;
-          for (std::size_t c = 0; c < bc; ++c)
-            if (!allowed[c]) srow[c] = ninf;
+    // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. In groups
+    // of stream_row_group rows (8 KiB of scores: they stay in L1 between the sweeps), three
+    // sweeps over a group's rows rather than one pass per row: each row's max -> exp -> sum is
+    // a long dependent chain, and independent rows side by side let the core overlap them
+    for (std::size_t g0 = 0; g0 < rows; g0 += stream_row_group) {
+      const std::size_t g1 = std::min(rows, g0 + stream_row_group);
+      for (std::size_t r = g0; r < g1; ++r) {
+        T* srow = tile + r * bc;
+        const std::size_t i = i0 + r;
+        if (mask.plain()) {
+          const std::size_t lim = key_limit(mask, i, s);
+          if (mask.allowed) {
+            const unsigned char* allowed = mask.allowed->row(i) + j0;
+            for (std::size_t c = 0; c < bc; ++c)
+              if (!allowed[c]) srow[c] = ninf;
+          }
+          for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
+        } else {
+          mask_scores(srow, j0, bc, mask, i, s);
         }
-        for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
-      } else {
-        mask_scores(srow, j0, bc, mask, i, s);
-      }
-      // a NaN or +inf score poisons the row for good: m = NaN from then on (std::max alone
-      // would drop a NaN)
-      // (a block maximum of -inf with a NaN score is a poisoned one; a finite one with a NaN
-      // makes the row's sum NaN, which then stays). Finite maxima, the common case, cost two
-      // subtractions and compares here; the first block of a row (m = -inf) takes the branch
-      const T block_max = row_max(srow, bc);
-      if (block_max - block_max == T(0) && m[r] - m[r] == T(0)) [[likely]]
-        m_new[r] = std::max(m[r], block_max);
-      else
-        m_new[r] = poisons_row(m[r]) || poisons_row(block_max) || (block_max == ninf && any_nan(srow, bc))
-                       ? std::numeric_limits<T>::quiet_NaN()
-                       : std::max(m[r], block_max);
-    }
-    for (std::size_t r = 0; r < rows; ++r) {
-      T* srow = tile + r * bc;
-      if (m_new[r] - m_new[r] == T(0)) [[likely]] {
-        row_sum[r] = exp_shifted_sum(srow, bc, m_new[r]);
-      } else {  // every key so far masked (-inf), or poisoned (NaN)
-        for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
-        row_sum[r] = T(0);
-      }
-    }
-    for (std::size_t r = 0; r < rows; ++r) {
-      if (!(m_new[r] - m_new[r] == T(0))) [[unlikely]] {
-        if (m_new[r] != m_new[r]) m[r] = m_new[r];  // poisoned: stays NaN
-        continue;
-      }
-      const std::size_t i = i0 + r;
-      // e^(m_old - m_new): 0 on the first block with a finite score (m_old = -inf), as vexp
-      // gives for -inf; spelled out because one scalar exp costs a whole vector's latency
-      const T alpha = m[r] == ninf ? T(0) : vexp(T(m[r] - m_new[r]));
-      l[r] = alpha == T(1) ? T(l[r] + row_sum[r]) : T(l[r] * alpha + row_sum[r]);
-      if (alpha != T(1)) {
-        if (out.col_stride == 1)
-          multiply_row(out.data + i * out.row_stride, dv, alpha);
+        // a NaN or +inf score poisons the row for good: m = NaN from then on (std::max alone
+        // would drop a NaN)
+        // (a block maximum of -inf with a NaN score is a poisoned one; a finite one with a NaN
+        // makes the row's sum NaN, which then stays). Finite maxima, the common case, cost two
+        // subtractions and compares here; the first block of a row (m = -inf) takes the branch
+        const T block_max = row_max(srow, bc);
+        if (block_max - block_max == T(0) && m[r] - m[r] == T(0)) [[likely]]
+          m_new[r] = std::max(m[r], block_max);
         else
-          for (std::size_t j = 0; j < dv; ++j) out(i, j) = out(i, j) * alpha;
+          m_new[r] = poisons_row(m[r]) || poisons_row(block_max) || (block_max == ninf && any_nan(srow, bc))
+                         ? std::numeric_limits<T>::quiet_NaN()
+                         : std::max(m[r], block_max);
       }
-      m[r] = m_new[r];
+      for (std::size_t r = g0; r < g1; ++r) {
+        T* srow = tile + r * bc;
+        if (m_new[r] - m_new[r] == T(0)) [[likely]] {
+          row_sum[r] = exp_shifted_sum(srow, bc, m_new[r]);
+        } else {  // every key so far masked (-inf), or poisoned (NaN)
+          for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
+          row_sum[r] = T(0);
+        }
+      }
+      // e^(m_old - m_new) for the group's rows in vectors (each lane the bits of a scalar
+      // vexp); 0 where m_old = -inf (the row's first block with a finite score), as vexp
+      // gives for -inf: spelled out, those lanes are given 0 instead
+      T alpha_in[stream_row_group] = {}, alpha[stream_row_group] = {};
+      for (std::size_t r = g0; r < g1; ++r)
+        alpha_in[r - g0] = m[r] != ninf && m_new[r] - m_new[r] == T(0) ? T(m[r] - m_new[r]) : T(0);
+      vexp(alpha_in, alpha, g1 - g0);
+      for (std::size_t r = g0; r < g1; ++r) {
+        if (!(m_new[r] - m_new[r] == T(0))) [[unlikely]] {
+          if (m_new[r] != m_new[r]) m[r] = m_new[r];  // poisoned: stays NaN
+          continue;
+        }
+        const std::size_t i = i0 + r;
+        const T a = m[r] == ninf ? T(0) : alpha[r - g0];
+        l[r] = a == T(1) ? T(l[r] + row_sum[r]) : T(l[r] * a + row_sum[r]);
+        if (a != T(1) && !first) {
+          if (out.col_stride == 1)
+            multiply_row(out.data + i * out.row_stride, dv, a);
+          else
+            for (std::size_t j = 0; j < dv; ++j) out(i, j) = out(i, j) * a;
+        }
+        m[r] = m_new[r];
+      }
     }
-    // pass 3: out += p v(j0..j0+bc), continuing each output element's fma chain
-    if (panels)
-      product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, dv, dv, 1},
-                       row_block(out, i0, rows), epilogue<T>{}, 0, rows, 0, dv, true,
-                       panels->v + kb * panels->v_stride, true);
-    else
+    // pass 3: out += p v(j0..j0+bc), continuing each output element's fma chain (the first
+    // block: out = p v(j0..j0+bc), the chains from 0)
+    // (with panels: v's panels of this key block, bp rows each; when bc < bp only their first
+    // bc rows are read, one panel of NR columns at a time, as the product steps from one
+    // panel to the next by its own depth, bc)
+    if (panels) {
+      constexpr std::size_t NR = gemm_blocking<T>::nr;
+      const std::size_t step = bc == bp ? dv : NR;
+      for (std::size_t c0 = 0; c0 < dv; c0 += step) {
+        const std::size_t w = std::min(step, dv - c0);
+        product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, w, w, 1},
+                         column_block(row_block(out, i0, rows), c0, w), epilogue<T>{}, 0, rows, 0, w, !first,
+                         panels->v + kb * panels->v_stride + c0 * bp, true);
+      }
+    } else {
       product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
-                       epilogue<T>{}, 0, rows, 0, dv, true, nullptr, true);
+                       epilogue<T>{}, 0, rows, 0, dv, !first, nullptr, true);
+    }
   }
   // pass 4: out /= l; a row with every key masked has l = 0 and out = 0; a poisoned row NaN
   for (std::size_t r = 0; r < rows; ++r) {

@@ -5,7 +5,8 @@
 //   x = n ln2 + r, n = round(x log2 e), |r| <= ln2/2  (r by a two-part ln2, Cody & Waite)
 //   e^r ~ 1 + r + r^2 P(r), P of degree 5 (float; Cephes expf.c) or Taylor to r^13 (double)
 //   e^x = e^r 2^n. n and 2^n come from one fma with a "shifter" constant (its bits are n + bias);
-//   when every |x| <= 87 (float) 2^n is one normal number: about 16 instructions per vector.
+//   when every |x| <= 87 (float) 2^n is one normal number: about 16 instructions per vector
+//   (on AVX-512 y 2^n is one vscalefps from n, not a shift and a multiplication: same bits).
 //   Other vectors (|x| > 87, infinities, NaN: rare in attention) take a slower path that builds
 //   2^n in two halves, 2^(n>>1) 2^(n-(n>>1)), so that n = 128 (x close to 88.72) and the
 //   subnormal results below x = -87.34 are right; lanes both paths can do get the same bits.
@@ -111,25 +112,45 @@ template <class T>
   return out;
 }
 
+/// y 2^n on the fast path (2^n a normal number, n in z's low bits as exp_shifted_n leaves them):
+/// one vscalefps / vscalefpd on AVX-512 (y 2^n rounded once, as the multiplication by 2^n
+/// rounds it: the same bits), else 2^n built from z's bits by one shift and a multiplication
+template <class T>
+[[nodiscard, gnu::always_inline]] inline simd<T> exp_scale(const simd<T>& y, const simd<T>& z) {
+  using c = exp_constants<T>;
+  using V = simd<T>;
+  using I = stdx::rebind_simd_t<typename c::int_type, V>;
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64) {
+    constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
+    const V n = z - V(shift);  // exact (exp_mantissa's n; the compiler computes it once)
+    if constexpr (std::is_same_v<T, float>)
+      return V(_mm512_maskz_scalef_ps(__mmask16(0xFFFF), static_cast<__m512>(y), static_cast<__m512>(n)));
+    else
+      return V(_mm512_maskz_scalef_pd(__mmask8(0xFF), static_cast<__m512d>(y), static_cast<__m512d>(n)));
+  }
+#endif
+  // z's low bits are n + bias: shifted into the exponent field they are 2^n (the bits above
+  // drop out of the integer)
+  const V two_n = stdx::__proposed::simd_bit_cast<V>(stdx::__proposed::simd_bit_cast<I>(z) << c::mantissa_bits);
+  return y * two_n;
+}
+
 }  // namespace detail
 
 /// @brief e^x in every lane (see the header comment for the method and the accuracy).
-/// Fast path when every |x| <= fast_limit (2^n is then one normal number, built from z's bits
-/// by one shift); else detail::vexp_wide, with the same bits for the lanes both can do.
+/// Fast path when every |x| <= fast_limit (2^n is then one normal number: y 2^n by
+/// detail::exp_scale); else detail::vexp_wide, with the same bits for the lanes both can do.
 template <class T>
 [[nodiscard, gnu::always_inline]] inline simd<T> vexp(simd<T> x) {
   using c = detail::exp_constants<T>;
   using V = simd<T>;
-  using I = stdx::rebind_simd_t<typename c::int_type, V>;
   // NaN compares false, so it takes the wide path too
   if (!stdx::all_of(stdx::abs(x) <= V(c::fast_limit))) [[unlikely]]
     return detail::vexp_wide(x);
   const V z = detail::exp_shifted_n(x);
   const V y = detail::exp_mantissa(x, z);
-  // z's low bits are n + bias: shifted into the exponent field they are 2^n (the bits above
-  // drop out of the integer)
-  const V two_n = stdx::__proposed::simd_bit_cast<V>(stdx::__proposed::simd_bit_cast<I>(z) << c::mantissa_bits);
-  return y * two_n;
+  return detail::exp_scale(y, z);
 }
 
 /// @brief out[i] = e^in[i] for i < n; in and out may be the same array. The tail (n % lanes)
