@@ -168,9 +168,14 @@ template <class T, std::size_t Rows, class A>
   "vbroadcastss " disp addr ", %%zmm29\n\t"          \
   "vfmadd231ps %%zmm30, %%zmm29, %%zmm" #r "\n\t"    \
   "vfmadd231ps %%zmm31, %%zmm29, %%zmm" #s "\n\t"
-#define QKV_GEMM_B(u)                                    \
-  "vmovaps " QKV_GEMM_STR(u * 128) "(%[b]), %%zmm30\n\t" \
-  "vmovaps " QKV_GEMM_STR(u * 128 + 64) "(%[b]), %%zmm31\n\t"
+// b's row of depth u, and a prefetch of the row 8 depths ahead (1 KiB: the b panel is partly
+// re-read from L2 as a's rows pass through L1; W3 3-4% faster; a prefetch never faults, so
+// reading past the panel's end is harmless)
+#define QKV_GEMM_B(u)                                             \
+  "vmovaps " QKV_GEMM_STR(u * 128) "(%[b]), %%zmm30\n\t"          \
+  "vmovaps " QKV_GEMM_STR(u * 128 + 64) "(%[b]), %%zmm31\n\t"     \
+  "prefetcht0 " QKV_GEMM_STR(u * 128 + 1024) "(%[b])\n\t"         \
+  "prefetcht0 " QKV_GEMM_STR(u * 128 + 64 + 1024) "(%[b])\n\t"
 // packed a: 12 values per depth, row r of depth u at a + 4 (12 u + r)
 #define QKV_GEMM_PACKED_STEP(u)                                 \
   QKV_GEMM_B(u)                                                 \
