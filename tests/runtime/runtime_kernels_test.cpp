@@ -58,10 +58,11 @@ TEST_CASE("a dynamic matrix converts from and back to qkv::matrix unchanged") {
 }
 
 TEST_CASE_TEMPLATE("the packed product equals a plain fma chain bit for bit, any shape and layout", T, float, double) {
-  // shapes around the tile edges (6 rows, 2 registers of columns, 256-deep blocks)
+  // shapes around the tile edges (6 rows, 2 registers of columns, 256-deep blocks); 24 x 64 x 263
+  // is whole 12 x 32 tiles (AVX-512's assembly kernel) with a last block of 7 = 4 + 3 depths
   const std::size_t shapes[][3] = {{1, 1, 1},   {3, 4, 3},     {6, 16, 7},   {7, 17, 5},
                                    {13, 45, 300}, {50, 9, 513}, {64, 64, 64}, {5, 70, 0},
-                                   {20, 33, 70},  {16, 40, 9}};
+                                   {20, 33, 70},  {16, 40, 9},  {24, 64, 263}};
   unsigned seed = 1;
   for (const auto& s : shapes) {
     const std::size_t M = s[0], N = s[1], K = s[2];
@@ -232,7 +233,7 @@ TEST_CASE_TEMPLATE("a prepacked operand gives the plain fma chain's bits, with i
   // few rows (the unpacked-rows case, K <= 256), many rows, depths across the 256-deep blocks,
   // column counts around the panel width; b given as b and as wᵀ
   const std::size_t shapes[][3] = {{1, 1, 1},   {3, 3, 4},    {6, 24, 16}, {6, 28, 16}, {12, 33, 256},
-                                   {5, 70, 257}, {13, 45, 300}, {50, 9, 513}, {128, 96, 64}};
+                                   {5, 70, 257}, {13, 45, 300}, {50, 9, 513}, {128, 96, 64}, {24, 64, 263}};
   unsigned seed = 60;
   for (const auto& s : shapes) {
     const std::size_t M = s[0], N = s[1], K = s[2];
@@ -278,9 +279,10 @@ TEST_CASE_TEMPLATE("a prepacked operand gives the plain fma chain's bits, with i
 
 TEST_CASE_TEMPLATE("a product that reads a in place (attention's tiles) gives the fma chain's bits", T, float, double) {
   // 20 and 16 rows end in a tile of 8 and 4 rows with AVX-512 (MR = 12) and of 2 and 4 with AVX2
-  // (MR = 6): the kernels of fewer rows, on their whole-tile path
+  // (MR = 6): the kernels of fewer rows, on their whole-tile path; 24 x 64 x 263: whole 12 x 32
+  // tiles (the assembly kernel with AVX-512) whose last depth block, 7, is one step of 4 and 3 of 1
   const std::size_t shapes[][3] = {{1, 1, 1},     {7, 17, 5},   {13, 45, 300}, {50, 9, 513},
-                                   {384, 64, 128}, {20, 33, 70}, {16, 40, 9}};
+                                   {384, 64, 128}, {20, 33, 70}, {16, 40, 9},  {24, 64, 263}};
   unsigned seed = 80;
   for (const auto& s : shapes) {
     const std::size_t M = s[0], N = s[1], K = s[2];

@@ -7,7 +7,9 @@
 // b is packed into panels of kc x NR and a into panels of MR x kc, so that a 6 x (2 lanes)
 // micro-kernel streams both from contiguous, aligned memory and keeps 12 accumulators in
 // registers (AVX2: 6 x 16 floats or 6 x 8 doubles). Any strides work: a transposed operand is
-// only a view (dynamic_matrix.hpp), and packing reads it in its own order.
+// only a view (dynamic_matrix.hpp), and packing reads it in its own order. With AVX-512 the tile
+// is 12 x (2 registers), and a whole 12 x 32 float tile runs as one block of assembly
+// (tile_12x32_asm; the same fma chains, the same bits; QKV_NO_ASM_KERNEL turns it off).
 //
 // Summation order, fixed: element (i, j) is the chain acc = fma(a(i,k), b(k,j), acc) for
 // k = 0, 1, ..., K-1, starting from acc = 0. Blocking over k stores acc in c and loads it back
@@ -146,6 +148,239 @@ template <class T, std::size_t Rows, class A>
   }
 }
 
+#if defined(__AVX512F__) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(QKV_NO_ASM_KERNEL)
+#define QKV_GEMM_ASM_KERNEL 1
+// The full 12 x 32 float tile (AVX-512) in assembly, g++ and clang++ alike: c loaded or zeroed,
+// the depth loop, the epilogue, the stores. g++ 12 compiles the C++ kernel's loop over an a
+// read in place with 12 row pointers, register-to-register copies and a zmm spill per 4 steps
+// of depth; and an asm statement cannot take the 24 accumulators as operands (an in-out operand
+// counts twice against the limit of 30), so the whole tile is one statement with the
+// accumulators in fixed registers: row r's two registers are zmm r and zmm (12 + r). Each step
+// is what BLIS's and OpenBLAS's SKX kernels do: two aligned loads of b's row, then per row of
+// a one broadcast and two FMAs. The arithmetic is the C++ kernel's: each element's chain
+// acc = fma(a(r, k), b(k, j), acc) for k in order from c or 0 (vfmadd231ps rounds
+// zmm_b * zmm_a + acc once, and an exact product does not depend on the order of its factors),
+// then acc * scale and + bias[j] (vmulps, vaddps: one rounding each, as in C++): the same bits.
+#define QKV_GEMM_S(x) #x
+#define QKV_GEMM_STR(x) QKV_GEMM_S(x)
+#define QKV_GEMM_ROW(disp, addr, r, s)               \
+  "vbroadcastss " disp addr ", %%zmm29\n\t"          \
+  "vfmadd231ps %%zmm30, %%zmm29, %%zmm" #r "\n\t"    \
+  "vfmadd231ps %%zmm31, %%zmm29, %%zmm" #s "\n\t"
+// b's row of depth u, and a prefetch of the row 8 depths ahead (1 KiB: the b panel is partly
+// re-read from L2 as a's rows pass through L1; W3 3-4% faster; a prefetch never faults, so
+// reading past the panel's end is harmless)
+#define QKV_GEMM_B(u)                                             \
+  "vmovaps " QKV_GEMM_STR(u * 128) "(%[b]), %%zmm30\n\t"          \
+  "vmovaps " QKV_GEMM_STR(u * 128 + 64) "(%[b]), %%zmm31\n\t"     \
+  "prefetcht0 " QKV_GEMM_STR(u * 128 + 1024) "(%[b])\n\t"         \
+  "prefetcht0 " QKV_GEMM_STR(u * 128 + 64 + 1024) "(%[b])\n\t"
+// packed a: 12 values per depth, row r of depth u at a + 4 (12 u + r)
+#define QKV_GEMM_PACKED_STEP(u)                                 \
+  QKV_GEMM_B(u)                                                 \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 0), "(%[a])", 0, 12)       \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 4), "(%[a])", 1, 13)       \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 8), "(%[a])", 2, 14)       \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 12), "(%[a])", 3, 15)      \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 16), "(%[a])", 4, 16)      \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 20), "(%[a])", 5, 17)      \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 24), "(%[a])", 6, 18)      \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 28), "(%[a])", 7, 19)      \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 32), "(%[a])", 8, 20)      \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 36), "(%[a])", 9, 21)      \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 40), "(%[a])", 10, 22)     \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 48 + 44), "(%[a])", 11, 23)
+// a in place: row 3 q + m at base q + m lda (bases a, r8, r9, r10), depth u at + 4 u
+#define QKV_GEMM_DIRECT_STEP(u)                                         \
+  QKV_GEMM_B(u)                                                         \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%[a])", 0, 12)                    \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%[a],%[lda],1)", 1, 13)           \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%[a],%[lda],2)", 2, 14)           \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r8)", 3, 15)                    \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r8,%[lda],1)", 4, 16)           \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r8,%[lda],2)", 5, 17)           \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r9)", 6, 18)                    \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r9,%[lda],1)", 7, 19)           \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r9,%[lda],2)", 8, 20)           \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r10)", 9, 21)                   \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r10,%[lda],1)", 10, 22)         \
+  QKV_GEMM_ROW(QKV_GEMM_STR(u * 4), "(%%r10,%[lda],2)", 11, 23)
+// r8, r9, r10 = p + 3, 6, 9 rows of stride ld (r11 = 3 ld)
+#define QKV_GEMM_BASES(p, ld)              \
+  "lea (" ld "," ld ",2), %%r11\n\t"       \
+  "lea (" p ",%%r11,1), %%r8\n\t"          \
+  "lea (%%r8,%%r11,1), %%r9\n\t"           \
+  "lea (%%r9,%%r11,1), %%r10\n\t"
+// op on c's rows: row 3 q + m at base q + m ldc
+#define QKV_GEMM_C_ROW(op, addr, r, s)        \
+  op " " addr ", %%zmm" #r "\n\t"             \
+  op " 64" addr ", %%zmm" #s "\n\t"
+#define QKV_GEMM_C_ROW_STORE(addr, r, s)      \
+  "vmovups %%zmm" #r ", " addr "\n\t"         \
+  "vmovups %%zmm" #s ", 64" addr "\n\t"
+#define QKV_GEMM_C_ALL(M)                          \
+  M("(%[c])", 0, 12) M("(%[c],%[ldc],1)", 1, 13) M("(%[c],%[ldc],2)", 2, 14) \
+  M("(%%r8)", 3, 15) M("(%%r8,%[ldc],1)", 4, 16) M("(%%r8,%[ldc],2)", 5, 17) \
+  M("(%%r9)", 6, 18) M("(%%r9,%[ldc],1)", 7, 19) M("(%%r9,%[ldc],2)", 8, 20) \
+  M("(%%r10)", 9, 21) M("(%%r10,%[ldc],1)", 10, 22) M("(%%r10,%[ldc],2)", 11, 23)
+#define QKV_GEMM_C_LOAD(addr, r, s) QKV_GEMM_C_ROW("vmovups", addr, r, s)
+#define QKV_GEMM_ZERO24 \
+  "vpxord %%zmm0, %%zmm0, %%zmm0\n\t" \
+  "vpxord %%zmm1, %%zmm1, %%zmm1\n\t" \
+  "vpxord %%zmm2, %%zmm2, %%zmm2\n\t" \
+  "vpxord %%zmm3, %%zmm3, %%zmm3\n\t" \
+  "vpxord %%zmm4, %%zmm4, %%zmm4\n\t" \
+  "vpxord %%zmm5, %%zmm5, %%zmm5\n\t" \
+  "vpxord %%zmm6, %%zmm6, %%zmm6\n\t" \
+  "vpxord %%zmm7, %%zmm7, %%zmm7\n\t" \
+  "vpxord %%zmm8, %%zmm8, %%zmm8\n\t" \
+  "vpxord %%zmm9, %%zmm9, %%zmm9\n\t" \
+  "vpxord %%zmm10, %%zmm10, %%zmm10\n\t" \
+  "vpxord %%zmm11, %%zmm11, %%zmm11\n\t" \
+  "vpxord %%zmm12, %%zmm12, %%zmm12\n\t" \
+  "vpxord %%zmm13, %%zmm13, %%zmm13\n\t" \
+  "vpxord %%zmm14, %%zmm14, %%zmm14\n\t" \
+  "vpxord %%zmm15, %%zmm15, %%zmm15\n\t" \
+  "vpxord %%zmm16, %%zmm16, %%zmm16\n\t" \
+  "vpxord %%zmm17, %%zmm17, %%zmm17\n\t" \
+  "vpxord %%zmm18, %%zmm18, %%zmm18\n\t" \
+  "vpxord %%zmm19, %%zmm19, %%zmm19\n\t" \
+  "vpxord %%zmm20, %%zmm20, %%zmm20\n\t" \
+  "vpxord %%zmm21, %%zmm21, %%zmm21\n\t" \
+  "vpxord %%zmm22, %%zmm22, %%zmm22\n\t" \
+  "vpxord %%zmm23, %%zmm23, %%zmm23\n\t"
+#define QKV_GEMM_BIAS_ALL(op)                                                              \
+  op " %%zmm30, %%zmm0, %%zmm0\n\t" op " %%zmm30, %%zmm1, %%zmm1\n\t"                     \
+  op " %%zmm30, %%zmm2, %%zmm2\n\t" op " %%zmm30, %%zmm3, %%zmm3\n\t"                     \
+  op " %%zmm30, %%zmm4, %%zmm4\n\t" op " %%zmm30, %%zmm5, %%zmm5\n\t"                     \
+  op " %%zmm30, %%zmm6, %%zmm6\n\t" op " %%zmm30, %%zmm7, %%zmm7\n\t"                     \
+  op " %%zmm30, %%zmm8, %%zmm8\n\t" op " %%zmm30, %%zmm9, %%zmm9\n\t"                     \
+  op " %%zmm30, %%zmm10, %%zmm10\n\t" op " %%zmm30, %%zmm11, %%zmm11\n\t"                 \
+  op " %%zmm31, %%zmm12, %%zmm12\n\t" op " %%zmm31, %%zmm13, %%zmm13\n\t"                 \
+  op " %%zmm31, %%zmm14, %%zmm14\n\t" op " %%zmm31, %%zmm15, %%zmm15\n\t"                 \
+  op " %%zmm31, %%zmm16, %%zmm16\n\t" op " %%zmm31, %%zmm17, %%zmm17\n\t"                 \
+  op " %%zmm31, %%zmm18, %%zmm18\n\t" op " %%zmm31, %%zmm19, %%zmm19\n\t"                 \
+  op " %%zmm31, %%zmm20, %%zmm20\n\t" op " %%zmm31, %%zmm21, %%zmm21\n\t"                 \
+  op " %%zmm31, %%zmm22, %%zmm22\n\t" op " %%zmm31, %%zmm23, %%zmm23\n\t"
+// what the tile needs besides its pointers (read by the asm from memory: fewer operands)
+struct tile_params {
+  const float* bias;   // bias + j (32 values) or nullptr
+  const float* scale;  // the scale or nullptr (not scaled)
+  std::size_t load_c;  // 1: chains start from c, 0: from 0
+  std::size_t tail;    // kc % 4 single steps after the kc / 4 steps of 4
+};
+// the part before the depth loop: c's rows loaded (bases r8-r10 from c) or zeroed
+#define QKV_GEMM_PROLOGUE                                    \
+  "cmpq $0, 16(%[p])\n\t"                                    \
+  "je 10f\n\t" QKV_GEMM_BASES("%[c]", "%[ldc]")              \
+  QKV_GEMM_C_ALL(QKV_GEMM_C_LOAD)                            \
+  "jmp 11f\n\t"                                              \
+  "10:\n\t" QKV_GEMM_ZERO24                                   \
+  "11:\n\t"
+// the part after it: * scale, + bias, c's rows stored
+#define QKV_GEMM_EPILOGUE                                    \
+  "mov 8(%[p]), %%r11\n\t"                                   \
+  "test %%r11, %%r11\n\t"                                    \
+  "je 20f\n\t"                                               \
+  "vbroadcastss (%%r11), %%zmm30\n\t"                        \
+  "vmovaps %%zmm30, %%zmm31\n\t" QKV_GEMM_BIAS_ALL("vmulps") \
+  "20:\n\t"                                                  \
+  "mov (%[p]), %%r11\n\t"                                    \
+  "test %%r11, %%r11\n\t"                                    \
+  "je 21f\n\t"                                               \
+  "vmovups (%%r11), %%zmm30\n\t"                             \
+  "vmovups 64(%%r11), %%zmm31\n\t" QKV_GEMM_BIAS_ALL("vaddps") \
+  "21:\n\t" QKV_GEMM_BASES("%[c]", "%[ldc]")                 \
+  QKV_GEMM_C_ALL(QKV_GEMM_C_ROW_STORE)
+#define QKV_GEMM_CLOBBERS                                                                        \
+  "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
+      "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",      \
+      "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm29", "xmm30", "xmm31", "memory", "cc"
+
+/// @brief the full 12 x 32 float tile (mr = 12, nr = 32): c(12 rows ldc apart) = epilogue of
+/// ((load_c ? c : 0) + a_panel b_panel) over kc depths. a packed (12 values per depth) or,
+/// Direct, 12 rows in place lda apart; b: 32 floats per depth, 64-byte aligned
+template <bool Direct>
+inline void tile_12x32_asm(std::size_t kc, const float* a, std::size_t lda, const float* b, float* c,
+                           std::size_t ldc, bool load_c, const epilogue<float>* last, std::size_t j) {
+  const tile_params p{last && last->bias ? last->bias + j : nullptr, last && last->scaled ? &last->scale : nullptr,
+                      load_c ? std::size_t(1) : std::size_t(0), kc % 4};
+  std::size_t n4 = kc / 4;
+  const std::size_t lda_bytes = lda * sizeof(float), ldc_bytes = ldc * sizeof(float);
+  if constexpr (Direct) {
+    asm volatile(QKV_GEMM_PROLOGUE QKV_GEMM_BASES("%[a]", "%[lda]")
+                 "test %[n4], %[n4]\n\t"
+                 "je 2f\n\t"
+                 "1:\n\t" QKV_GEMM_DIRECT_STEP(0) QKV_GEMM_DIRECT_STEP(1) QKV_GEMM_DIRECT_STEP(2)
+                     QKV_GEMM_DIRECT_STEP(3)
+                 "add $16, %[a]\n\t"
+                 "add $16, %%r8\n\t"
+                 "add $16, %%r9\n\t"
+                 "add $16, %%r10\n\t"
+                 "add $512, %[b]\n\t"
+                 "dec %[n4]\n\t"
+                 "jnz 1b\n\t"
+                 "2:\n\t"
+                 "mov 24(%[p]), %[n4]\n\t"
+                 "test %[n4], %[n4]\n\t"
+                 "je 4f\n\t"
+                 "3:\n\t" QKV_GEMM_DIRECT_STEP(0)
+                 "add $4, %[a]\n\t"
+                 "add $4, %%r8\n\t"
+                 "add $4, %%r9\n\t"
+                 "add $4, %%r10\n\t"
+                 "add $128, %[b]\n\t"
+                 "dec %[n4]\n\t"
+                 "jnz 3b\n\t"
+                 "4:\n\t" QKV_GEMM_EPILOGUE
+                 : [a] "+r"(a), [b] "+r"(b), [n4] "+r"(n4)
+                 : [lda] "r"(lda_bytes), [c] "r"(c), [ldc] "r"(ldc_bytes), [p] "r"(&p)
+                 : QKV_GEMM_CLOBBERS);
+  } else {
+    (void)lda_bytes;
+    asm volatile(QKV_GEMM_PROLOGUE
+                 "test %[n4], %[n4]\n\t"
+                 "je 2f\n\t"
+                 "1:\n\t" QKV_GEMM_PACKED_STEP(0) QKV_GEMM_PACKED_STEP(1) QKV_GEMM_PACKED_STEP(2)
+                     QKV_GEMM_PACKED_STEP(3)
+                 "add $192, %[a]\n\t"
+                 "add $512, %[b]\n\t"
+                 "dec %[n4]\n\t"
+                 "jnz 1b\n\t"
+                 "2:\n\t"
+                 "mov 24(%[p]), %[n4]\n\t"
+                 "test %[n4], %[n4]\n\t"
+                 "je 4f\n\t"
+                 "3:\n\t" QKV_GEMM_PACKED_STEP(0)
+                 "add $48, %[a]\n\t"
+                 "add $128, %[b]\n\t"
+                 "dec %[n4]\n\t"
+                 "jnz 3b\n\t"
+                 "4:\n\t" QKV_GEMM_EPILOGUE
+                 : [a] "+r"(a), [b] "+r"(b), [n4] "+r"(n4)
+                 : [c] "r"(c), [ldc] "r"(ldc_bytes), [p] "r"(&p)
+                 : QKV_GEMM_CLOBBERS);
+  }
+}
+#undef QKV_GEMM_CLOBBERS
+#undef QKV_GEMM_EPILOGUE
+#undef QKV_GEMM_PROLOGUE
+#undef QKV_GEMM_BIAS_ALL
+#undef QKV_GEMM_ZERO24
+#undef QKV_GEMM_C_LOAD
+#undef QKV_GEMM_C_ALL
+#undef QKV_GEMM_C_ROW_STORE
+#undef QKV_GEMM_C_ROW
+#undef QKV_GEMM_BASES
+#undef QKV_GEMM_DIRECT_STEP
+#undef QKV_GEMM_PACKED_STEP
+#undef QKV_GEMM_B
+#undef QKV_GEMM_ROW
+#undef QKV_GEMM_STR
+#undef QKV_GEMM_S
+#endif
+
 /// @brief the Rows x NR micro-kernel (Rows = MR, or fewer for the last rows of a block):
 /// acc (= c when load_c, else 0) += a_panel b_panel, then the epilogue when `last`, then
 /// c = acc. mr (<= Rows), nr: how much of the tile is real.
@@ -262,6 +497,11 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
                          std::size_t ldc, std::size_t mr, std::size_t nr, bool load_c,
                          const epilogue<T>* last, std::size_t j, std::size_t lda = 0) {
   constexpr std::size_t MR = gemm_blocking<T>::mr;
+#if defined(QKV_GEMM_ASM_KERNEL)
+  if constexpr (std::is_same_v<T, float> && MR == 12 && gemm_blocking<T>::nr == 32) {
+    if (mr == MR && nr == 32) return tile_12x32_asm<Direct>(kc, ap, lda, bp, c, ldc, load_c, last, j);
+  }
+#endif
   if constexpr (MR % 3 == 0) {
     if (mr <= MR / 3)
       return micro_kernel_rows<T, Direct, MR / 3>(kc, ap, bp, c, ldc, mr, nr, load_c, last, j, lda);
