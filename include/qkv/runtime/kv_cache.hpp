@@ -160,13 +160,15 @@ class kv_cache {
       return S(x);
   }
   /// the vector holds `need` elements; its allocation doubles, never past `most`
-  static void grow(std::vector<S>& x, std::size_t need, std::size_t most) {
+  static void grow(aligned_vector<S>& x, std::size_t need, std::size_t most) {
     if (need > x.capacity()) x.reserve(std::min(most, std::max(need, 2 * x.capacity())));
     x.resize(need);
   }
 
   std::size_t layers_, heads_, dk_, dv_, capacity_;
-  std::vector<std::vector<S>> keys_, values_;  // [layer * kv_heads + g]: (length, d) row-major
+  // [layer * kv_heads + g]: (length, d) row-major, 64-byte aligned (decode_attend's 64-byte row
+  // loads then never straddle two cache lines when d x sizeof(S) is a multiple of 64)
+  std::vector<aligned_vector<S>> keys_, values_;
   std::vector<std::size_t> length_;
   std::optional<rope_options> rope_ = std::nullopt;
   std::vector<float> rotated_;  // append's rotated keys (n, kv_heads * d_key), reused
