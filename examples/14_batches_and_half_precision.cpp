@@ -461,9 +461,12 @@ static_assert(same_bits(qkv::row(mh_output[2], 0), mh_bo) && same_bits(qkv::row(
 // row (padded query rows included), within twice the bound of examples/chapter2_bounds.hpp for H
 // heads (multihead_output_error: each head's bound from the projections' (8 products each), the
 // heads side by side, through concat Woᵀ (8 products) and + bo). Each side is within the bound of
-// the exact value whatever the order of its sums; by hand: |x| < 2.6, |W| < 0.62, so q, k, v within
-// gamma_8 8 x 2.6 x 0.62 = 1.4e-14, scores (4 terms, |q|, |k| < 3) within 2e-13, scaled /2, weights
-// and context ~1e-13, the output (|Wo| < 0.62, 8 terms) below 1e-12: the computed bound is smaller.
+// the exact value whatever the order of its sums. By hand, crudely (every term at its largest):
+// |x| < 2.1, |Wq|, |Wk|, |Wv| < 0.44, so q, k, v within gamma_8 x 8 x 2.1 x 0.44 = 6.6e-15; a
+// score (4 terms, |q| < 2.2, |k| < 1.5) within gamma_4 x 13.2 + 4 (6.6e-15 x 1.5 + 2.2 x 6.6e-15)
+// = 1e-13, halved by the scale; the weights within 2 x 5e-14 relative, the context (|v| < 1.5)
+// within ~2e-13; the output (8 terms, |Wo| < 0.35) within 8 x 0.35 x 2e-13 = 5.6e-13 < 1e-12.
+// The elementwise bound computed here is far smaller (1.7e-14 at most).
 template <std::size_t b>
 constexpr auto mh_bound = [] {
   namespace c2 = qkv::examples::chapter2;
