@@ -42,7 +42,7 @@
 // the same order; the softmax sums e^(s_j - max) left to right (core/softmax.hpp), so the real
 // keys (first) give the same partial sums and each masked key then adds e^-inf = +0 (s + 0 = s
 // exactly, s >= 1), the maximum is over the same real scores (-inf never wins), and the context
-// skips masked keys (examples 14 proves it, one head and H heads, self- and cross-attention).
+// skips masked keys (example 14 proves it, one head and H heads, self- and cross-attention).
 //
 // 16-bit inputs: batch_attend_projected and attend_projected on stacks or matrices of bfloat16 or
 // float16 convert every element to float (exactly, as_float) and compute in float: float32
