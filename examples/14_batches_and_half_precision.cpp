@@ -14,8 +14,10 @@
 // (step 3); padding keys get weight exactly 0, padded query rows and the empty sequence have a
 // stated result (step 4); with q, k, v rounded to bfloat16 or float16 the result stays within a
 // bound derived here of the float32 one (step 6); PyTorch's float64 batch with its
-// key_padding_mask and its own bfloat16 rounding agree (step 7, scripts/torch_chapter2.py). The
-// page is docs/examples/14_batches_and_half_precision.md.
+// key_padding_mask and its own bfloat16 rounding agree (step 7, scripts/torch_chapter2.py); the
+// same for H = 2 heads with an output projection, PyTorch's nn.MultiheadAttention itself (step 8),
+// and for cross-attention over a padded memory (step 9). The page is
+// docs/examples/14_batches_and_half_precision.md.
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -23,6 +25,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <qkv/core/attention.hpp>
@@ -31,6 +34,7 @@
 #include <qkv/core/check.hpp>
 #include <qkv/core/half.hpp>
 #include <qkv/core/matrix.hpp>
+#include <qkv/core/multihead.hpp>
 #include <qkv/core/text.hpp>
 #include <qkv/core/torch.hpp>
 #include <qkv/io/print.hpp>
@@ -104,11 +108,13 @@ constexpr auto batch = qkv::batch_self_attention(x, lengths, weights.W_query, we
 constexpr auto alone0 = qkv::self_attention(embedded_sentence, weights.W_query, weights.W_key, weights.W_value, qkv::out_in);
 constexpr auto alone1 = qkv::self_attention(embedded_short, weights.W_query, weights.W_key, weights.W_value, qkv::out_in);
 
-/// whether two float matrices hold the same bits (== alone would take -0 for +0)
-template <std::size_t R, std::size_t C>
-constexpr bool same_bits(const matrix<float, R, C>& a, const matrix<float, R, C>& b) {
+/// whether two float (or double) matrices hold the same bits (== alone would take -0 for +0)
+template <class F, std::size_t R, std::size_t C>
+  requires(std::is_same_v<F, float> || std::is_same_v<F, double>)
+constexpr bool same_bits(const matrix<F, R, C>& a, const matrix<F, R, C>& b) {
+  using U = std::conditional_t<std::is_same_v<F, float>, std::uint32_t, std::uint64_t>;
   for (std::size_t k = 0; k < R * C; ++k)
-    if (std::bit_cast<std::uint32_t>(a.v[k]) != std::bit_cast<std::uint32_t>(b.v[k])) return false;
+    if (std::bit_cast<U>(a.v[k]) != std::bit_cast<U>(b.v[k])) return false;
   return true;
 }
 
@@ -390,6 +396,166 @@ static_assert(qkv::proven<check::within(bf16.r.sequence[0].context, matrix<doubl
 static_assert(qkv::proven<check::within(bf16.r.sequence[1].context, matrix<double, N, d_v>{torch64::context_bf16_1}, bound_bf16_torch<1>)>);
 
 // =============================================================================================
+// Step 8: H heads. nn.MultiheadAttention(8, 2 heads, batch_first=True) with its own weights
+// (scripts/torch_chapter2.py: PyTorch's initialisation after manual_seed(15), in_proj_bias 0, an
+// output bias bo drawn), in double: a batch of three sequences of 5 tokens of width 8, lengths
+// 5, 3 and 0 (sequence 1's rows 3, 4 are zero rows; sequence 2 has no real token at all). Every
+// sequence is core/multihead.hpp's computation (two heads of width 4, scale 1/sqrt(4) = 1/2, the
+// heads side by side, concat Woᵀ + bo) with its padding keys masked in both heads.
+//   mh_x (3, 5, 8), Wq Wk Wv Wo (8, 8), bo (1, 8);  per sequence: weights (2, 5, 5), output (5, 8)
+namespace mh = qkv_test::torch_chapter2::multihead_batch;
+constexpr std::size_t H = 2, T5 = 5, E = 8;
+constexpr std::array<std::size_t, B> mh_lengths{5, 3, 0};
+constexpr stack<double, B, T5, E> mh_x = [] {
+  stack<double, B, T5, E> s;
+  s[0] = matrix<double, T5, E>{mh::x_0};
+  s[1] = matrix<double, T5, E>{mh::x_1};
+  s[2] = matrix<double, T5, E>{mh::x_2};
+  return s;
+}();
+constexpr matrix<double, E, E> mh_wq{mh::wq}, mh_wk{mh::wk}, mh_wv{mh::wv}, mh_wo{mh::wo};
+constexpr matrix<double, 1, E> mh_bo{mh::bo};
+constexpr auto mh_batch = qkv::batch_multihead_self_attention<H>(mh_x, mh_lengths, mh_wq, mh_wk, mh_wv, qkv::out_in);
+constexpr auto mh_output = qkv::output_projection(mh_batch, mh_wo, mh_bo);  // (3, 5, 8)
+// each sequence alone through core/multihead.hpp: 5 tokens and 3 tokens, no padding
+constexpr auto mh_alone0 = qkv::multihead_self_attention<H>(mh_x[0], mh_wq, mh_wk, mh_wv, qkv::out_in);
+constexpr auto mh_alone1 = qkv::multihead_self_attention<H>(qkv::block<3, E>(mh_x[1], 0, 0), mh_wq, mh_wk, mh_wv, qkv::out_in);
+// THE PROOF, H heads: the real rows are the sequence alone bit for bit, weights of both heads and
+// the output after Wo and bo. Why: step 3's argument in each head (a head is one attend call on
+// its 4 columns of q, k, v; the real keys come first in every row, so the softmax's left-to-right
+// sum meets the same terms in the same order and then adds +0s), and the concat and concat Woᵀ +
+// bo are row-wise: row i sees only row i of the concat.
+static_assert(same_bits(mh_output[0], qkv::output_projection(mh_alone0, mh_wo, mh_bo)));
+static_assert(same_bits(qkv::block<3, E>(mh_output[1], 0, 0), qkv::output_projection(mh_alone1, mh_wo, mh_bo)));
+static_assert(same_bits(qkv::block<3, 3>(mh_batch.sequence[1].weights[0], 0, 0), mh_alone1.weights[0]) &&
+              same_bits(qkv::block<3, 3>(mh_batch.sequence[1].weights[1], 0, 0), mh_alone1.weights[1]));
+// Padding keys weigh exactly +0 in both heads (every row of sequence 1, padded rows included).
+static_assert(same_bits(qkv::block<T5, 2>(mh_batch.sequence[1].weights[0], 0, 3), matrix<double, T5, 2>{}) &&
+              same_bits(qkv::block<T5, 2>(mh_batch.sequence[1].weights[1], 0, 3), matrix<double, T5, 2>{}));
+// Padded query rows by hand: sequence 1's rows 3, 4 are zero rows, so q = 0 Wqᵀ = 0 exactly (no
+// in-projection bias: PyTorch's is 0), both heads' scores are 0 / 2 = 0 against the 3 real keys,
+// and each head's weights are e^0 / (1 + 1 + 1) = 1/3 in double: [1/3, 1/3, 1/3, 0, 0]. The concat
+// row is then (w v_0 + w v_1) + w v_2 over all 8 columns of V (both heads' columns), w = double(1/3),
+// the output that row's concat Woᵀ + bo: rows 3 and 4 are the same bits, and the same row as
+// sequence 1's context averaged by hand: concat = [0.1396, 0.1188, 0.3056, -0.0764, -0.0820,
+// 0.2681, 0.3843, -0.0755], output [-0.3552, 0.5809, -0.1893, 0.4380, 0.3019, -0.1611, 0.1587,
+// 0.6016] (4 decimals, PyTorch's own rows 3, 4 below say the same within the bound).
+static_assert(qkv::row(mh_batch.sequence[1].weights[0], 3) == matrix<double, 1, T5>{{{1.0 / 3, 1.0 / 3, 1.0 / 3, 0, 0}}} &&
+              qkv::row(mh_batch.sequence[1].weights[1], 4) == matrix<double, 1, T5>{{{1.0 / 3, 1.0 / 3, 1.0 / 3, 0, 0}}});
+constexpr auto mh_padded_concat = [] {
+  const auto& v = mh_batch.sequence[1].values;  // (5, 8): both heads' value columns
+  matrix<double, 1, E> c;
+  for (std::size_t j = 0; j < E; ++j) c.v[j] = (1.0 / 3 * v(0, j) + 1.0 / 3 * v(1, j)) + 1.0 / 3 * v(2, j);
+  return c;
+}();
+static_assert(same_bits(qkv::row(mh_batch.sequence[1].concat, 3), mh_padded_concat) &&
+              same_bits(qkv::row(mh_output[1], 3), qkv::row(mh_output[1], 4)));
+static_assert(qkv::proven<check::near(mh_padded_concat, matrix<double, 1, E>{{{0.1396, 0.1188, 0.3056, -0.0764, -0.0820, 0.2681, 0.3843, -0.0755}}}, 5e-5)>);
+static_assert(qkv::proven<check::near(qkv::row(mh_output[1], 3), matrix<double, 1, E>{{{-0.3552, 0.5809, -0.1893, 0.4380, 0.3019, -0.1611, 0.1587, 0.6016}}}, 5e-5)>);
+// Sequence 2 has no real key: both heads' weights 0, concat 0, so every output row is 0 Woᵀ + bo:
+// the products are ±0, their sum ±0, and ±0 + bo = bo exactly (PyTorch 1.13: NaN).
+static_assert(same_bits(mh_batch.sequence[2].weights[0], matrix<double, T5, T5>{}) &&
+              same_bits(mh_batch.sequence[2].concat, matrix<double, T5, E>{}));
+static_assert(same_bits(qkv::row(mh_output[2], 0), mh_bo) && same_bits(qkv::row(mh_output[2], 4), mh_bo));
+// PyTorch: nn.MultiheadAttention's float64 output with key_padding_mask, sequences 0 and 1, every
+// row (padded query rows included), within twice the bound of examples/chapter2_bounds.hpp for H
+// heads (multihead_output_error: each head's bound from the projections' (8 products each), the
+// heads side by side, through concat Woᵀ (8 products) and + bo). Each side is within the bound of
+// the exact value whatever the order of its sums. By hand, crudely (every term at its largest):
+// |x| < 2.1, |Wq|, |Wk|, |Wv| < 0.44, so q, k, v within gamma_8 x 8 x 2.1 x 0.44 = 6.6e-15; a
+// score (4 terms, |q| < 2.2, |k| < 1.5) within gamma_4 x 13.2 + 4 (6.6e-15 x 1.5 + 2.2 x 6.6e-15)
+// = 1e-13, halved by the scale; the weights within 2 x 5e-14 relative, the context (|v| < 1.5)
+// within ~2e-13; the output (8 terms, |Wo| < 0.35) within 8 x 0.35 x 2e-13 = 5.6e-13 < 1e-12.
+// The elementwise bound computed here is far smaller (1.7e-14 at most).
+template <std::size_t b>
+constexpr auto mh_bound = [] {
+  namespace c2 = qkv::examples::chapter2;
+  const auto dq = c2::projection_error(mh_x[b], mh_wq), dk = c2::projection_error(mh_x[b], mh_wk);
+  const auto dv = c2::projection_error(mh_x[b], mh_wv);
+  return c2::multihead_output_error(mh_batch.sequence[b], dq, dk, dv, mh_wo, mh_output[b]);
+}();
+static_assert(qkv::max_abs_difference(mh_bound<0>, matrix<double, T5, E>{}) < 1e-12 &&
+              qkv::max_abs_difference(mh_bound<1>, matrix<double, T5, E>{}) < 1e-12);
+static_assert(qkv::proven<check::within(mh_output[0], matrix<double, T5, E>{mh::output_0}, mh_bound<0> + mh_bound<0>)>);
+static_assert(qkv::proven<check::within(mh_output[1], matrix<double, T5, E>{mh::output_1}, mh_bound<1> + mh_bound<1>)>);
+
+// =============================================================================================
+// Step 9: cross-attention over a padded memory. The queries come from one padded batch and the
+// keys and values from another, with its own lengths: a decoder reading an encoder's output (the
+// memory). nn.MultiheadAttention(8, 2 heads, kdim = vdim = 6) after manual_seed(16): queries
+// (3, 4, 8) with query lengths 4, 2, 3 (padded query rows zero), memory (3, 5, 6) with memory
+// lengths 5, 2, 1 (its padded rows are random numbers: masked, they must change nothing).
+//   Wq (8, 8), Wk Wv (8, 6): q (4, 8) from the queries, k v (5, 8) from the memory; output (4, 8)
+constexpr std::array<std::size_t, B> cross_query_lengths{4, 2, 3}, cross_memory_lengths{5, 2, 1};
+constexpr std::size_t Tc = 4, Sc = 5, Dc = 6;
+constexpr stack<double, B, Tc, E> cross_x = [] {
+  stack<double, B, Tc, E> s;
+  s[0] = matrix<double, Tc, E>{mh::cross_x_0};
+  s[1] = matrix<double, Tc, E>{mh::cross_x_1};
+  s[2] = matrix<double, Tc, E>{mh::cross_x_2};
+  return s;
+}();
+constexpr stack<double, B, Sc, Dc> cross_memory = [] {
+  stack<double, B, Sc, Dc> s;
+  s[0] = matrix<double, Sc, Dc>{mh::cross_memory_0};
+  s[1] = matrix<double, Sc, Dc>{mh::cross_memory_1};
+  s[2] = matrix<double, Sc, Dc>{mh::cross_memory_2};
+  return s;
+}();
+constexpr matrix<double, E, E> cross_wq{mh::cross_wq}, cross_wo{mh::cross_wo};
+constexpr matrix<double, E, Dc> cross_wk{mh::cross_wk}, cross_wv{mh::cross_wv};
+constexpr matrix<double, 1, E> cross_bo{mh::cross_bo};
+constexpr auto cross = qkv::batch_multihead_cross_attention<H>(cross_x, cross_memory, cross_memory_lengths, cross_wq,
+                                                               cross_wk, cross_wv, qkv::out_in);
+constexpr auto cross_output = qkv::output_projection(cross, cross_wo, cross_bo);  // (3, 4, 8)
+// THE PROOF, cross-attention: each sequence's real queries against its real memory rows alone
+// (2 queries and 2 memory rows for sequence 1), through multihead_attend_projected, are its rows
+// of the batch bit for bit, for the same reasons as step 8 (the random padded memory rows are
+// never read: their keys are -inf).
+template <std::size_t b>
+constexpr auto cross_alone = [] {
+  constexpr std::size_t t = cross_query_lengths[b], m = cross_memory_lengths[b];
+  const auto xb = qkv::block<t, E>(cross_x[b], 0, 0);
+  const auto mb = qkv::block<m, Dc>(cross_memory[b], 0, 0);
+  const auto r = qkv::multihead_attend_projected<H>(qkv::project(xb, cross_wq, qkv::out_in), qkv::project(mb, cross_wk),
+                                                    qkv::project(mb, cross_wv));
+  return qkv::output_projection(r, cross_wo, cross_bo);  // (t, 8)
+}();
+static_assert(same_bits(qkv::block<4, E>(cross_output[0], 0, 0), cross_alone<0>) &&
+              same_bits(qkv::block<2, E>(cross_output[1], 0, 0), cross_alone<1>) &&
+              same_bits(qkv::block<3, E>(cross_output[2], 0, 0), cross_alone<2>));
+// Sequence 1's padded query rows 2, 3 are zero rows: q = 0, each head's weights e^0 / (1 + 1) =
+// [1/2, 1/2, 0, 0, 0] exactly, and the concat 0.5 v_0 + 0.5 v_1 (each product exact: a halving).
+static_assert(qkv::row(cross.sequence[1].weights[0], 2) == matrix<double, 1, Sc>{{{0.5, 0.5, 0, 0, 0}}} &&
+              qkv::row(cross.sequence[1].weights[1], 3) == matrix<double, 1, Sc>{{{0.5, 0.5, 0, 0, 0}}});
+static_assert(same_bits(qkv::row(cross.sequence[1].concat, 3),
+                        qkv::scaled(0.5, qkv::row(cross.sequence[1].values, 0)) + qkv::scaled(0.5, qkv::row(cross.sequence[1].values, 1))));
+// Memory 2 has one real row: every query's weight on it is e^0 / 1 = 1 exactly, in both heads, the
+// others +0; so each head's context is 1 x v_0 = v_0, every concat row is the memory's first value
+// row v_0 = m_0 Wvᵀ = [-0.6139, -0.3724, -1.0254, -0.8466, -0.4262, -0.2024, -1.0678, 0.0676] bit
+// for bit, whatever the query, and so every output row is the same.
+static_assert(same_bits(qkv::block<Tc, 1>(cross.sequence[2].weights[0], 0, 0), qkv::filled<double, Tc, 1>(1.0)) &&
+              same_bits(qkv::block<Tc, 4>(cross.sequence[2].weights[1], 0, 1), matrix<double, Tc, 4>{}));
+static_assert(same_bits(qkv::row(cross.sequence[2].concat, 0), qkv::row(cross.sequence[2].values, 0)) &&
+              same_bits(qkv::row(cross.sequence[2].concat, 3), qkv::row(cross.sequence[2].values, 0)));
+static_assert(qkv::proven<check::near(qkv::row(cross.sequence[2].values, 0),
+                                      matrix<double, 1, E>{{{-0.6139, -0.3724, -1.0254, -0.8466, -0.4262, -0.2024, -1.0678, 0.0676}}}, 5e-5)>);
+// PyTorch's float64 cross-attention, every sequence and row, within twice the bound (as step 8;
+// q from the queries with 8 products, k and v from the memory with 6)
+template <std::size_t b>
+constexpr auto cross_bound = [] {
+  namespace c2 = qkv::examples::chapter2;
+  const auto dq = c2::projection_error(cross_x[b], cross_wq);
+  const auto dk = c2::projection_error(cross_memory[b], cross_wk);
+  const auto dv = c2::projection_error(cross_memory[b], cross_wv);
+  return c2::multihead_output_error(cross.sequence[b], dq, dk, dv, cross_wo, cross_output[b]);
+}();
+static_assert(qkv::max_abs_difference(cross_bound<0>, matrix<double, Tc, E>{}) < 1e-12);
+static_assert(qkv::proven<check::within(cross_output[0], matrix<double, Tc, E>{mh::cross_output_0}, cross_bound<0> + cross_bound<0>)>);
+static_assert(qkv::proven<check::within(cross_output[1], matrix<double, Tc, E>{mh::cross_output_1}, cross_bound<1> + cross_bound<1>)>);
+static_assert(qkv::proven<check::within(cross_output[2], matrix<double, Tc, E>{mh::cross_output_2}, cross_bound<2> + cross_bound<2>)>);
+
+// =============================================================================================
 inline void walkthrough() {
   using qkv::io::torch_str;
   auto max_of = [](const stack<double, B, N, d_v>& s) {
@@ -420,12 +586,35 @@ inline void walkthrough() {
             << qkv::max_abs_difference(batch64.sequence[1].context, matrix<double, N, d_v>{torch64::context_1}) << " on sentence 1\n"
             << "(proven bound " << 2 * qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{})
             << "); its .to(torch.bfloat16) and .to(torch.float16) give qkv's bits for every q, k, v (proven);\n"
-            << "it gives NaN for the empty sentence, qkv 0.\n";
+            << "it gives NaN for the empty sentence, qkv 0.\n\n";
+  double mh_diff = 0, mh_b = 0, cross_diff = 0, cross_b = 0;
+  auto track = [](double& m, double x) { m = x > m ? x : m; };
+  track(mh_diff, qkv::max_abs_difference(mh_output[0], matrix<double, T5, E>{mh::output_0}));
+  track(mh_diff, qkv::max_abs_difference(mh_output[1], matrix<double, T5, E>{mh::output_1}));
+  track(mh_b, 2 * qkv::max_abs_difference(mh_bound<0>, matrix<double, T5, E>{}));
+  track(mh_b, 2 * qkv::max_abs_difference(mh_bound<1>, matrix<double, T5, E>{}));
+  track(cross_diff, qkv::max_abs_difference(cross_output[0], matrix<double, Tc, E>{mh::cross_output_0}));
+  track(cross_diff, qkv::max_abs_difference(cross_output[1], matrix<double, Tc, E>{mh::cross_output_1}));
+  track(cross_diff, qkv::max_abs_difference(cross_output[2], matrix<double, Tc, E>{mh::cross_output_2}));
+  track(cross_b, 2 * qkv::max_abs_difference(cross_bound<0>, matrix<double, Tc, E>{}));
+  track(cross_b, 2 * qkv::max_abs_difference(cross_bound<1>, matrix<double, Tc, E>{}));
+  track(cross_b, 2 * qkv::max_abs_difference(cross_bound<2>, matrix<double, Tc, E>{}));
+  std::cout << "H = 2 heads, nn.MultiheadAttention's weights and output projection, lengths 5, 3, 0:\n"
+            << "sequence 1's head 0 weights =\n" << torch_str(mh_batch.sequence[1].weights[0]) << "\n"
+            << "sequence 1's output =\n" << torch_str(mh_output[1]) << "\n"
+            << "Each sequence's rows are the sequence alone through core/multihead.hpp, bit for bit (proven);\n"
+            << "padded query rows weigh the 3 real keys 1/3 each in both heads; no real key: every output row is bo.\n"
+            << "PyTorch's nn.MultiheadAttention (float64, key_padding_mask): max |difference| = " << mh_diff
+            << " (proven bound " << mh_b << ")\n\n"
+            << "Cross-attention: queries (lengths 4, 2, 3) over a padded memory (lengths 5, 2, 1), kdim = vdim = 6:\n"
+            << "memory 2's head 0 weights (one real row: weight 1) =\n" << torch_str(cross.sequence[2].weights[0]) << "\n"
+            << "Each sequence's real rows are it alone, bit for bit (proven); random padded memory rows change nothing.\n"
+            << "PyTorch's cross-attention: max |difference| = " << cross_diff << " (proven bound " << cross_b << ")\n";
 }
 
 
 // ---------------------------------------------------------------------------------------------
-// the learner's page (qkv explain batches --html FILE, io/page.hpp): steps 1 to 7 above, their
+// the learner's page (qkv explain batches --html FILE, io/page.hpp): steps 1 to 9 above, their
 // prose the Step comments; sentence 1's attention inside the batch (hover a cell: its sum), the
 // three sentences' weights side by side, and the proofs
 template <class Page>
@@ -493,6 +682,36 @@ void page(Page& p) {
       .caption("qkv's batch in double")
       .proven(matrix<double, N, d_v>{torch64::context_1}, "PyTorch's float64 batch with key_padding_mask",
               2 * qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{}), "twice the derived bound, at most");
+  p.step(8);
+  const std::vector<std::string> five{"0", "1", "2", "pad", "pad"};
+  p.matrix("mh sequence 1 weights, head 0", mh_batch.sequence[1].weights[0])
+      .rows(five)
+      .cols(five)
+      .caption("sequence 1 (length 3), head 0's weights: padding keys 0, padded query rows 1/3")
+      .derived();
+  p.matrix("mh sequence 1 output", qkv::block<3, E>(mh_output[1], 0, 0))
+      .rows({"0", "1", "2"})
+      .caption("sequence 1's real rows after concat Woᵀ + bo")
+      .derived()
+      .proven(qkv::output_projection(mh_alone1, mh_wo, mh_bo), "the 3 tokens alone through core/multihead.hpp", 0.0,
+              "bit for bit");
+  p.matrix("mh sequence 0 output", mh_output[0])
+      .caption("sequence 0 (no padding)")
+      .derived()
+      .proven(matrix<double, T5, E>{mh::output_0}, "PyTorch's nn.MultiheadAttention, float64",
+              2 * qkv::max_abs_difference(mh_bound<0>, matrix<double, T5, E>{}), "twice the derived bound, at most");
+  p.step(9);
+  p.matrix("cross memory 1 weights, head 0", cross.sequence[1].weights[0])
+      .rows({"q0", "q1", "pad", "pad"})
+      .cols({"m0", "m1", "pad", "pad", "pad"})
+      .caption("queries of sequence 1 over memory 1 (length 2), head 0: padded queries weigh 1/2, 1/2")
+      .derived();
+  p.matrix("cross output 2", cross_output[2])
+      .rows({"q0", "q1", "q2", "pad"})
+      .caption("memory 2 has one real row: every query's weight on it is 1, so every output row is the same")
+      .derived()
+      .proven(matrix<double, Tc, E>{mh::cross_output_2}, "PyTorch's cross-attention, float64",
+              2 * qkv::max_abs_difference(cross_bound<2>, matrix<double, Tc, E>{}), "twice the derived bound, at most");
 }
 
 }  // namespace qkv::examples::batches

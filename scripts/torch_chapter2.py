@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """torch_chapter2.py: PyTorch's numbers for chapter two's examples (10 KV cache, 11 GQA, 12 RoPE, 13 ALiBi,
-14 padded batches and 16-bit inputs).
+14 padded batches (one head, nn.MultiheadAttention self- and cross-attention) and 16-bit inputs).
 
     /usr/bin/python3 scripts/torch_chapter2.py [OUT.hpp]
 
@@ -219,6 +219,59 @@ ctx16 = batch_attention(Q16, K16, V16)
 out.append(cxx('context_bf16_0', ctx16[0], 'float64 attention on the bfloat16 q, k, v, sentence 0'))
 out.append(cxx('context_bf16_1', ctx16[1], 'float64 attention on the bfloat16 q, k, v, sentence 1'))
 out.append('}  // namespace batch\n\n')
+
+# ---------------------------------------------------------------------------------------------
+# example 14, steps 8 and 9 (core4): padded batches through nn.MultiheadAttention itself (float64,
+# batch_first, key_padding_mask): H = 2 heads of width 4 (so the scale 1/sqrt(4) = 1/2 is exact on
+# every side), PyTorch's own initialisation (xavier_uniform_ in_proj weights, in_proj_bias 0) and an
+# output bias drawn so that it counts. Padded query rows are zero rows (an embedding's padding_idx
+# row), padded memory rows are random draws (masked: they must change nothing).
+#   self: x (3, 5, 8), lengths [5, 3, 0]; the empty sequence is NaN in PyTorch 1.13 (qkv: bo)
+#   cross: queries (3, 4, 8) with their padding (lengths [4, 2, 3]), memory (3, 5, 6) (kdim = vdim = 6,
+#          so q_proj_weight (8, 8), k_proj_weight and v_proj_weight (8, 6)), memory lengths [5, 2, 1]
+def mha_case(seed, embed, heads, batch, t_len, s_len, kdim, q_lengths, m_lengths, self_attention):
+    torch.manual_seed(seed)
+    mha = torch.nn.MultiheadAttention(embed, heads, bias=True, batch_first=True, kdim=kdim, vdim=kdim)
+    with torch.no_grad():
+        mha.out_proj.bias.copy_(torch.rand(embed) - 0.5)
+    assert not mha.in_proj_bias.any()  # PyTorch's init: in_proj_bias 0 (qkv's core projections have no bias)
+    x = torch.randn(batch, t_len, embed)
+    for b, n in enumerate(q_lengths):
+        x[b, n:] = 0
+    memory = x if self_attention else torch.randn(batch, s_len, kdim)
+    padding = torch.arange(s_len)[None, :] >= torch.tensor(m_lengths)[:, None]  # (B, S), True = padding
+    if self_attention:
+        wq, wk, wv = mha.in_proj_weight.detach().chunk(3)
+    else:
+        wq, wk, wv = mha.q_proj_weight.detach(), mha.k_proj_weight.detach(), mha.v_proj_weight.detach()
+    wo, bo = mha.out_proj.weight.detach(), mha.out_proj.bias.detach()
+    mha = mha.double().eval()
+    with torch.no_grad():
+        o, w = mha(x.double(), memory.double(), memory.double(), key_padding_mask=padding, need_weights=True,
+                   average_attn_weights=False)
+    return x, memory, (wq, wk, wv, wo, bo), o, w
+
+
+out.append('namespace multihead_batch {\n')
+x, _, (wq, wk, wv, wo, bo), o, w = mha_case(15, 8, 2, 3, 5, 5, None, [5, 3, 5], [5, 3, 0], True)
+assert torch.isnan(o[2]).all()  # no real key: PyTorch 1.13 NaN (qkv: weights 0, output bo)
+assert (w[1, :, :, 3:] == 0).all()  # padding keys weigh 0 in PyTorch too
+for b in range(3):
+    out.append(cxx(f'x_{b}', x[b], f'self-attention batch, sequence {b} (lengths 5, 3, 0; sequence 1\'s rows 3, 4 zero)'))
+for name, t in (('wq', wq), ('wk', wk), ('wv', wv), ('wo', wo), ('bo', bo)):
+    out.append(cxx(name, t, f'nn.MultiheadAttention(8, 2) {name} (float32 init, exact in float64)'))
+for b in range(2):
+    out.append(cxx(f'output_{b}', o[b], f'float64 nn.MultiheadAttention output, sequence {b}; sequence 2 is NaN in PyTorch'))
+x, mem, (wq, wk, wv, wo, bo), o, w = mha_case(16, 8, 2, 3, 4, 5, 6, [4, 2, 3], [5, 2, 1], False)
+assert (w[2, :, :, 1:] == 0).all() and (w[2, :, :, 0] == 1).all()  # one real key: weight exactly 1
+for b in range(3):
+    out.append(cxx(f'cross_x_{b}', x[b], f'cross-attention queries, sequence {b} (query lengths 4, 2, 3; padded rows zero)'))
+    out.append(cxx(f'cross_memory_{b}', mem[b], f'cross-attention memory {b} (lengths 5, 2, 1; padded rows random)'))
+for name, t in (('wq', wq), ('wk', wk), ('wv', wv), ('wo', wo), ('bo', bo)):
+    out.append(cxx(f'cross_{name}', t, f'nn.MultiheadAttention(8, 2, kdim=6, vdim=6) {name} (float32 init, exact in float64)'))
+for b in range(3):
+    out.append(cxx(f'cross_output_{b}', o[b], f'float64 nn.MultiheadAttention cross-attention output, sequence {b}'))
+out.append('}  // namespace multihead_batch\n\n')
 
 out.append('}  // namespace qkv_test::torch_chapter2\n')
 os.makedirs(os.path.dirname(OUT), exist_ok=True)

@@ -52,8 +52,9 @@ template <std::size_t H, class T, std::size_t Tq, std::size_t S, std::size_t Dq,
   r.queries = q;
   r.keys = k;
   r.values = v;
-  const auto qh = split_heads<H>(q), kh = split_heads<H>(k);  // (H, T, d_q/H), (H, S, d_q/H)
-  const auto vh = split_heads<H>(v);                          // (H, S, d_v/H)
+  const auto qh = split_heads<H>(q);  // (H, T, d_q/H)
+  const auto kh = split_heads<H>(k);  // (H, S, d_q/H): one declaration each, T and S may differ
+  const auto vh = split_heads<H>(v);  // (H, S, d_v/H)
   for (std::size_t h = 0; h < H; ++h) {
     const auto a = attend_projected(qh[h], kh[h], vh[h], options);  // scale from d_q/H
     r.scores[h] = a.scores;
