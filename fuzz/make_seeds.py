@@ -146,3 +146,14 @@ put("attend_case", "batch_tensor_key_padding", json.dumps({
     "x": {"dtype": "float32", "shape": [2, 2, 2], "data": [[[1, 0], [0, 1]], [[0.5, 0.5], [1, -1]]]},
     "key_padding": {"dtype": "bool", "shape": [2, 2], "data": [[False, True], [True, True]]},
     "wq": [[1, 0], [0, 1]], "wk": [[1, 0], [0, 1]], "wv": [[1, 0], [0, 1]], "wo": [[2, 0]], "bo": [1]}))
+
+# decode cases with rope (kv_cache::set_rope + rope_queries): both layouts, partial rotary,
+# positions near 2^24, 16-bit storage; and key_position_offset, which decode refuses
+put("decode_case", "rope_interleaved_bfloat16", json.dumps({
+    "q": dmatrix(5, 16), "k": dmatrix(5, 8), "v": dmatrix(5, 8), "heads": 2, "kv_heads": 1, "storage": "bfloat16",
+    "prompt": 2, "rope": {"layout": "interleaved", "rotary_dim": 4, "base": 500000, "position_offset": 16777200}}))
+put("decode_case", "rope_half_split_attend", json.dumps({
+    "q": dmatrix(4, 8), "k": dmatrix(4, 8), "v": dmatrix(4, 8), "kernel": "attend", "window": 2, "alibi": True,
+    "rope": {}}))
+put("decode_case", "rope_key_position_offset", json.dumps({
+    "q": dmatrix(2, 8), "k": dmatrix(2, 8), "v": dmatrix(2, 8), "rope": {"key_position_offset": 1}}))

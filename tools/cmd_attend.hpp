@@ -113,6 +113,20 @@ struct parsed_case {
   std::string half;                                 // "bfloat16" or "float16": the inputs' type (float32 arithmetic), or ""
 };
 
+/// a string as Python's repr() quotes it: in single quotes, or in double quotes when it holds a
+/// single quote and no double quote ("'" for the apostrophe token); a backslash, and the quote
+/// character when it must stay single, escaped
+inline std::string python_repr(const std::string& t) {
+  const bool dq = t.find('\'') != std::string::npos && t.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string s(1, q);
+  for (const char ch : t) {
+    if (ch == '\\' || ch == q) s += '\\';
+    s += ch;
+  }
+  return s + q;
+}
+
 /// ['Life', 'is', ...]: labels as a Python list prints them (over 20: the first and last 8)
 inline std::string label_list(const std::vector<std::string>& l) {
   std::string s = "[";
@@ -121,7 +135,7 @@ inline std::string label_list(const std::vector<std::string>& l) {
       s += ", ...";
       k = l.size() - 8;
     }
-    s += (k == 0 ? "'" : ", '") + l[k] + "'";
+    s += (k == 0 ? "" : ", ") + python_repr(l[k]);
   }
   return s + "]";
 }
@@ -630,7 +644,9 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
                                    : scale.str() + " = 1/sqrt(" + std::to_string(dq / H) + ")";
   std::string mask = "none";
   if (opt.causal && pc.has_allowed) mask = "causal and allowed";
-  else if (opt.causal) mask = "causal (key j <= query i)";
+  else if (opt.causal)
+    mask = opt.alignment == rt::causal_alignment::lower_right && x.rows() != c.rows() ? "causal (key j <= query i + S - T)"
+                                                                                     : "causal (key j <= query i)";
   else if (pc.has_allowed) mask = "allowed (false = -inf)";
   {  // decode's steps (runtime/attention.hpp): alignment, window, ALiBi, bias
     std::vector<std::string> more;
@@ -660,8 +676,21 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n" << axes << torch_str(r.scores[h]) << "\n";
     o << "scaled, masked scores" << head << " = scale * scores, -inf where masked (the softmax's input) =\n" << axes
       << torch_str(scaled[h]) << "\n";
+    std::vector<std::string> nan_rows;  // rows a NaN reached (a NaN or an infinity in the inputs): they do not sum to 1
+    const auto qlabels = query_labels(pc, x.rows());
+    for (std::size_t i = 0; i < r.weights[h].rows(); ++i)
+      for (std::size_t k = 0; k < r.weights[h].cols(); ++k)
+        if (std::isnan(r.weights[h](i, k))) {
+          nan_rows.push_back(qlabels[i]);
+          break;
+        }
     o << "Step 4: weights" << head << " = softmax of each row of scale * scores + mask (scale " << how << ", mask " << mask
-      << "), each row sums to 1 (a row with every key masked is 0) =\n" << axes << torch_str(r.weights[h]) << "\n";
+      << (nan_rows.size() == r.weights[h].rows()
+              ? "), every row NaN (a NaN or an infinity reached the scores)"
+              : "), each row sums to 1 (a row with every key masked is 0)" +
+                    (nan_rows.empty() ? std::string()
+                                      : " except the NaN rows " + label_list(nan_rows) + " (a NaN or an infinity reached their scores)"))
+      << " =\n" << axes << torch_str(r.weights[h]) << "\n";
     o << "Step 5: context" << head << " = weights · values"
       << (HK != H ? " of key/value head " + std::to_string(h / (H / HK)) : H > 1 ? " of head " + std::to_string(h) : "") << ", "
       << r.context[h].shape() << " =\n" << torch_str(r.context[h]) << "\n";
@@ -720,7 +749,7 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
       for (const auto& a : d.added) all_heads = all_heads && a(i, k) == ninf;
       any |= (mask[i * s_len + k] = structural(i, k) != 0 || all_heads);
     }
-  if (any || opt.causal || opt.allowed) d.mask = std::move(mask);
+  if (any) d.mask = std::move(mask);  // nothing masked: no mask, so the figure's legend has no "masked" swatch
   std::vector<std::string> why;
   if (opt.causal)
     why.push_back(opt.alignment == rt::causal_alignment::lower_right && t_len != s_len
