@@ -135,3 +135,25 @@ put("attend_case", "bfloat16_inputs", json.dumps({
 put("attend_case", "float16_overflow", json.dumps({
     "dtype": "float16", "x": [[65519, 65520], [6e-8, -1]], "wq": [[1, 0], [0, 1]], "wk": [[1, 0]], "wv": [[0, 1]],
     "heads": 2, "kv_heads": 1, "alibi": True}))
+
+# attend batch cases (x [B, T, d] with lengths or key_padding [B, S]): float64 with NaN and
+# infinities, a length-0 sequence, in_out weights, a bias shared by the batch; a tensor-object x
+put("attend_case", "batch_float64_nonfinite", json.dumps({
+    "dtype": "float64", "x": [[["NaN", 1], [2, "Infinity"], [0, 0]], [[1, 2], [3, 4], [5, 6]], [[0, 1], [1, 0], [1, 1]]],
+    "lengths": [2, 3, 0], "wq": [[1, 0], [0, 1]], "wk": [[1, 2], [0, 1]], "wv": [[1, 0], [0, 1]], "heads": 2,
+    "weight_layout": "in_out", "bias": [[0, "-Infinity", 1], [0.5, 0, 0], [0, 0, 0]], "causal": True, "window": 2}))
+put("attend_case", "batch_tensor_key_padding", json.dumps({
+    "x": {"dtype": "float32", "shape": [2, 2, 2], "data": [[[1, 0], [0, 1]], [[0.5, 0.5], [1, -1]]]},
+    "key_padding": {"dtype": "bool", "shape": [2, 2], "data": [[False, True], [True, True]]},
+    "wq": [[1, 0], [0, 1]], "wk": [[1, 0], [0, 1]], "wv": [[1, 0], [0, 1]], "wo": [[2, 0]], "bo": [1]}))
+
+# decode cases with rope (kv_cache::set_rope + rope_queries): both layouts, partial rotary,
+# positions near 2^24, 16-bit storage; and key_position_offset, which decode refuses
+put("decode_case", "rope_interleaved_bfloat16", json.dumps({
+    "q": dmatrix(5, 16), "k": dmatrix(5, 8), "v": dmatrix(5, 8), "heads": 2, "kv_heads": 1, "storage": "bfloat16",
+    "prompt": 2, "rope": {"layout": "interleaved", "rotary_dim": 4, "base": 500000, "position_offset": 16777200}}))
+put("decode_case", "rope_half_split_attend", json.dumps({
+    "q": dmatrix(4, 8), "k": dmatrix(4, 8), "v": dmatrix(4, 8), "kernel": "attend", "window": 2, "alibi": True,
+    "rope": {}}))
+put("decode_case", "rope_key_position_offset", json.dumps({
+    "q": dmatrix(2, 8), "k": dmatrix(2, 8), "v": dmatrix(2, 8), "rope": {"key_position_offset": 1}}))

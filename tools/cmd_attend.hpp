@@ -27,6 +27,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,7 @@
 #include <qkv/io/json.hpp>
 #include <qkv/io/limit.hpp>
 #include <qkv/io/print.hpp>
+#include <qkv/runtime/batch.hpp>
 #include <qkv/runtime/half.hpp>
 #include <qkv/runtime/multihead.hpp>
 
@@ -58,7 +60,7 @@ inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq",
                                        "bk",    "bv", "weight_layout", "heads", "wo", "bo", "scale",
                                        "causal", "allowed", "tokens", "context_tokens", "key_padding",
-                                       "rope", "kv_heads", "causal_alignment", "window", "alibi", "bias"};
+                                       "rope", "kv_heads", "causal_alignment", "window", "alibi", "bias", "lengths"};
   return f;
 }
 
@@ -111,6 +113,20 @@ struct parsed_case {
   std::string half;                                 // "bfloat16" or "float16": the inputs' type (float32 arithmetic), or ""
 };
 
+/// a string as Python's repr() quotes it: in single quotes, or in double quotes when it holds a
+/// single quote and no double quote ("'" for the apostrophe token); a backslash, and the quote
+/// character when it must stay single, escaped
+inline std::string python_repr(const std::string& t) {
+  const bool dq = t.find('\'') != std::string::npos && t.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string s(1, q);
+  for (const char ch : t) {
+    if (ch == '\\' || ch == q) s += '\\';
+    s += ch;
+  }
+  return s + q;
+}
+
 /// ['Life', 'is', ...]: labels as a Python list prints them (over 20: the first and last 8)
 inline std::string label_list(const std::vector<std::string>& l) {
   std::string s = "[";
@@ -119,7 +135,7 @@ inline std::string label_list(const std::vector<std::string>& l) {
       s += ", ...";
       k = l.size() - 8;
     }
-    s += (k == 0 ? "'" : ", '") + l[k] + "'";
+    s += (k == 0 ? "" : ", ") + python_repr(l[k]);
   }
   return s + "]";
 }
@@ -296,11 +312,13 @@ inline dtype read_attend_dtype(const qkv::io::json_document& doc, std::string& h
 /// every number of the case (x, context, the weights and biases, bias) rounded to the 16-bit
 /// type S, kept as the float of the same value (exact: every bfloat16 and float16 is a float)
 template <class S>
+void round_values(float* p, std::size_t n) {
+  for (std::size_t e = 0; e < n; ++e) p[e] = static_cast<float>(S(p[e]));
+}
+template <class S>
 void round_inputs(rt::dynamic_matrix<float>& x, rt::dynamic_matrix<float>& context, rt::attention_weights<float>& w,
                   rt::attention_options<float>& opt) {
-  auto round = [](float* p, std::size_t n) {
-    for (std::size_t e = 0; e < n; ++e) p[e] = static_cast<float>(S(p[e]));
-  };
+  auto round = [](float* p, std::size_t n) { round_values<S>(p, n); };
   round(x.data(), x.size());
   round(context.data(), context.size());
   for (auto* l : {&w.q, &w.k, &w.v}) {
@@ -314,21 +332,15 @@ void round_inputs(rt::dynamic_matrix<float>& x, rt::dynamic_matrix<float>& conte
   if (opt.bias) round(opt.bias->data(), opt.bias->size());
 }
 
-/// read everything, check every shape against x and context, with messages naming the field
+/// everything but x and context (already read: in the batch form, x and context are sequence
+/// 0's, whose shapes every sequence shares), each shape checked against x and context, with
+/// messages naming the field. `batch`: the learner's fields are the batch reader's
 template <class T>
-void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_matrix<T>& x,
-               rt::dynamic_matrix<T>& context, bool& has_context, rt::attention_weights<T>& w,
-               rt::attention_options<T>& opt) {
+void read_fields(const qkv::io::json_document& doc, parsed_case& pc, const rt::dynamic_matrix<T>& x,
+                 const rt::dynamic_matrix<T>& context, bool has_context, rt::attention_weights<T>& w,
+                 rt::attention_options<T>& opt, bool batch) {
   const auto& j = doc.json();
   auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
-  x = qkv::io::read_matrix_field<T>(doc, "x", "T x d, one token per row");
-  if (x.rows() == 0 || x.cols() == 0) throw err("x", "expected at least one token and one feature, got " + x.shape());
-  has_context = j.contains("context");
-  if (has_context) {
-    context = qkv::io::read_matrix_field<T>(doc, "context", "S x d_c, one key/value token per row");
-    if (context.rows() == 0 || context.cols() == 0)
-      throw err("context", "expected at least one token and one feature, got " + context.shape());
-  }
   const auto& c = has_context ? context : x;
   const std::string cname = has_context ? "context" : "x";
   if (j.contains("weight_layout")) {
@@ -409,7 +421,8 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
     opt.allowed = std::move(a);
     pc.has_allowed = true;
   }
-  read_learner_fields(doc, pc, x.rows(), has_context, c.rows());
+  if (batch) pc.has_context = has_context;
+  else read_learner_fields(doc, pc, x.rows(), has_context, c.rows());
   read_rope(doc, pc, dq / pc.heads, x.rows(), c.rows());
   opt.rope = pc.rope;
   opt.kv_heads = pc.kv_heads;
@@ -446,6 +459,24 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
   opt.keep_weights = true;
 }
 
+/// read everything of a one-sequence case, check every shape against x and context, with
+/// messages naming the field
+template <class T>
+void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_matrix<T>& x,
+               rt::dynamic_matrix<T>& context, bool& has_context, rt::attention_weights<T>& w,
+               rt::attention_options<T>& opt) {
+  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  x = qkv::io::read_matrix_field<T>(doc, "x", "T x d, one token per row");
+  if (x.rows() == 0 || x.cols() == 0) throw err("x", "expected at least one token and one feature, got " + x.shape());
+  has_context = doc.json().contains("context");
+  if (has_context) {
+    context = qkv::io::read_matrix_field<T>(doc, "context", "S x d_c, one key/value token per row");
+    if (context.rows() == 0 || context.cols() == 0)
+      throw err("context", "expected at least one token and one feature, got " + context.shape());
+  }
+  read_fields(doc, pc, x, context, has_context, w, opt, false);
+}
+
 /// the top level of a case: one object, only known fields, the required ones present
 inline void check_case(const qkv::io::json_document& doc) {
   if (!doc.json().is_object())
@@ -455,37 +486,42 @@ inline void check_case(const qkv::io::json_document& doc) {
     if (!known_fields().count(key))
       throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
                                        "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, "
-                                       "rope, kv_heads, causal_alignment, window, alibi, bias").what());
+                                       "rope, kv_heads, causal_alignment, window, alibi, bias, lengths").what());
   for (const char* f : {"x", "wq", "wk", "wv"})
     if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
 }
 
 /// @brief every buffer the attention will make, and the outputs asked for, against the limits:
 /// limit_error naming the first one too large. Called before anything of that size exists.
+/// `batch`: 0 for a one-sequence case, else B, the sequences of a batch case (all of x's and c's
+/// shape): every buffer is then the sum over the batch (B times one sequence's), "B x " named.
 template <class T>
 void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c, const rt::attention_weights<T>& w,
-                 std::size_t heads, const limits& lim, bool as_json, bool pictures) {
+                 std::size_t heads, const limits& lim, bool as_json, bool pictures, std::uint64_t batch = 0) {
   using qkv::io::checked_product;
   // with kv_heads, keys and values are narrower than the queries and the concatenated heads
   const std::uint64_t hk = w.q.out_features() == 0 ? heads : heads * w.k.out_features() / w.q.out_features();
   const std::uint64_t t = x.rows(), s = c.rows(), dq = w.q.out_features(), dk = w.k.out_features(), dvv = w.v.out_features(),
                       dv = hk == 0 ? dvv : dvv / hk * heads, dout = w.o ? w.o->out_features() : dv;
-  auto dims = [](std::initializer_list<std::uint64_t> d) {
-    std::string r;
+  const std::uint64_t nb = batch ? batch : 1;
+  const std::string bn = batch ? "B x " : "";
+  auto dims = [&](std::initializer_list<std::uint64_t> d) {
+    std::string r = batch ? std::to_string(batch) : "";
     for (auto v : d) r += (r.empty() ? "" : " x ") + std::to_string(v);
     return r;
   };
-  const std::uint64_t q = checked_product({t, dq}), k = checked_product({s, dk}), v = checked_product({s, dvv}),
-                      hts = checked_product({heads, t, s}), ctx = checked_product({t, dv}), out = checked_product({t, dout});
-  lim.check("the queries (T x d_q = " + dims({t, dq}) + ")", q);
-  lim.check("the keys (S x d_k = " + dims({s, dk}) + ")", k);
-  lim.check("the values (S x d_v = " + dims({s, dvv}) + ")", v);
-  lim.check("the scores and the weights kept (each heads x T x S = " + dims({heads, t, s}) + ")", hts);
-  lim.check("the context (T x d_v = " + dims({t, dv}) + ")", ctx);
-  lim.check("the output (T x d_out = " + dims({t, dout}) + ")", out);
+  const std::uint64_t q = checked_product({nb, t, dq}), k = checked_product({nb, s, dk}), v = checked_product({nb, s, dvv}),
+                      hts = checked_product({nb, heads, t, s}), ctx = checked_product({nb, t, dv}),
+                      out = checked_product({nb, t, dout});
+  lim.check("the queries (" + bn + "T x d_q = " + dims({t, dq}) + ")", q);
+  lim.check("the keys (" + bn + "S x d_k = " + dims({s, dk}) + ")", k);
+  lim.check("the values (" + bn + "S x d_v = " + dims({s, dvv}) + ")", v);
+  lim.check("the scores and the weights kept (each " + bn + "heads x T x S = " + dims({heads, t, s}) + ")", hts);
+  lim.check("the context (" + bn + "T x d_v = " + dims({t, dv}) + ")", ctx);
+  lim.check("the output (" + bn + "T x d_out = " + dims({t, dout}) + ")", out);
   if (as_json)
     lim.check("the --json output (every tensor: mask, scaled scores, queries, keys, values, scores, weights, context, concat, output)",
-              qkv::io::checked_sum({checked_product({t, s}), hts, q, k, v, hts, hts, ctx, ctx, out}));
+              qkv::io::checked_sum({checked_product({nb, t, s}), hts, q, k, v, hts, hts, ctx, ctx, out}));
   // the heatmap of --svg and --html: one cell per weight
   if (pictures) lim.check_cells("the heatmap of the weights (heads x T x S = " + dims({heads, t, s}) + ")", hts);
 }
@@ -608,7 +644,9 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
                                    : scale.str() + " = 1/sqrt(" + std::to_string(dq / H) + ")";
   std::string mask = "none";
   if (opt.causal && pc.has_allowed) mask = "causal and allowed";
-  else if (opt.causal) mask = "causal (key j <= query i)";
+  else if (opt.causal)
+    mask = opt.alignment == rt::causal_alignment::lower_right && x.rows() != c.rows() ? "causal (key j <= query i + S - T)"
+                                                                                     : "causal (key j <= query i)";
   else if (pc.has_allowed) mask = "allowed (false = -inf)";
   {  // decode's steps (runtime/attention.hpp): alignment, window, ALiBi, bias
     std::vector<std::string> more;
@@ -638,8 +676,21 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n" << axes << torch_str(r.scores[h]) << "\n";
     o << "scaled, masked scores" << head << " = scale * scores, -inf where masked (the softmax's input) =\n" << axes
       << torch_str(scaled[h]) << "\n";
+    std::vector<std::string> nan_rows;  // rows a NaN reached (a NaN or an infinity in the inputs): they do not sum to 1
+    const auto qlabels = query_labels(pc, x.rows());
+    for (std::size_t i = 0; i < r.weights[h].rows(); ++i)
+      for (std::size_t k = 0; k < r.weights[h].cols(); ++k)
+        if (std::isnan(r.weights[h](i, k))) {
+          nan_rows.push_back(qlabels[i]);
+          break;
+        }
     o << "Step 4: weights" << head << " = softmax of each row of scale * scores + mask (scale " << how << ", mask " << mask
-      << "), each row sums to 1 (a row with every key masked is 0) =\n" << axes << torch_str(r.weights[h]) << "\n";
+      << (nan_rows.size() == r.weights[h].rows()
+              ? "), every row NaN (a NaN or an infinity reached the scores)"
+              : "), each row sums to 1 (a row with every key masked is 0)" +
+                    (nan_rows.empty() ? std::string()
+                                      : " except the NaN rows " + label_list(nan_rows) + " (a NaN or an infinity reached their scores)"))
+      << " =\n" << axes << torch_str(r.weights[h]) << "\n";
     o << "Step 5: context" << head << " = weights · values"
       << (HK != H ? " of key/value head " + std::to_string(h / (H / HK)) : H > 1 ? " of head " + std::to_string(h) : "") << ", "
       << r.context[h].shape() << " =\n" << torch_str(r.context[h]) << "\n";
@@ -698,7 +749,7 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
       for (const auto& a : d.added) all_heads = all_heads && a(i, k) == ninf;
       any |= (mask[i * s_len + k] = structural(i, k) != 0 || all_heads);
     }
-  if (any || opt.causal || opt.allowed) d.mask = std::move(mask);
+  if (any) d.mask = std::move(mask);  // nothing masked: no mask, so the figure's legend has no "masked" swatch
   std::vector<std::string> why;
   if (opt.causal)
     why.push_back(opt.alignment == rt::causal_alignment::lower_right && t_len != s_len
@@ -743,10 +794,209 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
   return d;
 }
 
-/// everything a case makes, in memory: the result, the trace, and the outputs asked for
+// --- the batch form (docs/cli.md, "A batch of sequences") ---------------------------------------
+// x [B, T, d] (and context [B, S, d_c]): B sequences padded to one length, as a PyTorch batch
+// (nn.MultiheadAttention(batch_first=True)); their padding as key_padding [B, S] booleans
+// (key_padding_mask: true = padding, ignored) or lengths [B] (key j of sequence b is padding
+// when j >= lengths[b]). The weights and every other field are read once, for every sequence.
+
+/// the case is a batch: x is 3-d ([B, T, d]), or lengths is given
+inline bool is_batch(const qkv::io::json_document& doc) {
+  const auto& j = doc.json();
+  if (!j.is_object() || !j.contains("x")) return false;
+  if (j.contains("lengths")) return true;
+  const auto& x = j.at("x");
+  if (x.is_object()) return x.contains("shape") && x.at("shape").is_array() && x.at("shape").size() == 3;
+  return x.is_array() && !x.empty() && x[0].is_array() && !x[0].empty() && x[0][0].is_array();
+}
+
+/// a batch case's sequences and their padding (padding: B vectors of S flags, or empty: none given)
+template <class T>
+struct batch_input {
+  std::vector<rt::dynamic_matrix<T>> x, context;
+  std::vector<std::vector<unsigned char>> padding;
+};
+
+/// field `field` as B matrices of one shape [T, d]: a sequence of another shape is refused
+/// naming it, its shape and sequence 0's (a padded batch gives every sequence T rows)
+template <class T>
+std::vector<rt::dynamic_matrix<T>> read_sequences(const qkv::io::json_document& doc, const std::string& field,
+                                                  const std::string& dims, const std::string& what) {
+  auto err = [&](const std::string& f, const std::string& msg) { return input_error(doc.error(f, msg).what()); };
+  const auto& j = doc.json().at(field);
+  if (j.is_array() && !j.empty()) {  // the shape of each sequence, before the flat reader's check
+    auto shape = [](const nlohmann::json& m) -> std::vector<std::size_t> {
+      if (!m.is_array()) return {};
+      return {m.size(), !m.empty() && m[0].is_array() ? m[0].size() : 0};
+    };
+    const auto first = shape(j[0]);
+    for (std::size_t b = 1; b < j.size(); ++b) {
+      const auto sb = shape(j[b]);
+      if (!sb.empty() && !first.empty() && sb != first)
+        throw err(field + "[" + std::to_string(b) + "]",
+                  "sequence " + std::to_string(b) + " is " + qkv::io::detail::shape_text(sb) + " but sequence 0 is " +
+                      qkv::io::detail::shape_text(first) + ": a batch gives every sequence one shape [" + dims +
+                      "] (pad the shorter sequences to one length and mark the padding with lengths or key_padding)");
+    }
+  }
+  const auto t = qkv::io::read_tensor<T>(doc, field, j);
+  if (t.shape.size() != 3)
+    throw err(field, "expected a 3-d tensor [B, " + dims + "] (a batch of B sequences padded to one length, " + what +
+                         (doc.json().contains("lengths") ? ": lengths is given" : "") + "), got shape " +
+                         qkv::io::detail::shape_text(t.shape));
+  if (t.shape[0] == 0) throw err(field, "an empty batch (shape " + qkv::io::detail::shape_text(t.shape) + "): expected at least one sequence");
+  if (t.shape[1] == 0 || t.shape[2] == 0)
+    throw err(field, "expected at least one token and one feature per sequence, got shape " + qkv::io::detail::shape_text(t.shape));
+  std::vector<rt::dynamic_matrix<T>> out;
+  const std::size_t n = t.shape[1] * t.shape[2];
+  for (std::size_t b = 0; b < t.shape[0]; ++b) {
+    auto& m = out.emplace_back(t.shape[1], t.shape[2]);
+    for (std::size_t k = 0; k < n; ++k) m.data()[k] = t.data[b * n + k];
+  }
+  return out;
+}
+
+/// @brief a batch case: the sequences, their padding, and every other field once (read_fields,
+/// against sequence 0's shapes, which every sequence shares); fields that label or mask one
+/// sequence (tokens, context_tokens, allowed) are refused
+template <class T>
+batch_input<T> read_batch_case(const qkv::io::json_document& doc, parsed_case& pc, rt::attention_weights<T>& w,
+                               rt::attention_options<T>& opt) {
+  const auto& j = doc.json();
+  auto err = [&](const std::string& f, const std::string& msg) { return input_error(doc.error(f, msg).what()); };
+  if (j.contains("allowed"))
+    throw err("allowed", "a batch case (x [B, T, d]) takes no T x S mask: give each sequence's padding as key_padding "
+                         "[B, S] or lengths [B], and a mask shared by every sequence as a bias with -Infinity");
+  for (const char* f : {"tokens", "context_tokens"})
+    if (j.contains(f))
+      throw err(f, "labels the rows of one sequence; a batch case (x [B, T, d]) has no labels (run a sequence alone "
+                   "to label it)");
+  batch_input<T> in;
+  in.x = read_sequences<T>(doc, "x", "T, d", "one token per row");
+  const bool has_context = j.contains("context");
+  if (has_context) {
+    in.context = read_sequences<T>(doc, "context", "S, d_c", "one key/value token per row");
+    if (in.context.size() != in.x.size())
+      throw err("context", "has " + std::to_string(in.context.size()) + " sequences but x has " + std::to_string(in.x.size()) +
+                               ": one context per sequence (context " +
+                               qkv::io::detail::shape_text({in.context.size(), in.context[0].rows(), in.context[0].cols()}) + ", x " +
+                               qkv::io::detail::shape_text({in.x.size(), in.x[0].rows(), in.x[0].cols()}) + ")");
+  }
+  const std::size_t B = in.x.size(), S = has_context ? in.context[0].rows() : in.x[0].rows();
+  const std::string keys = has_context ? "context" : "x";
+  read_fields(doc, pc, in.x[0], has_context ? in.context[0] : in.x[0], has_context, w, opt, true);
+  if (j.contains("lengths") && j.contains("key_padding"))
+    throw err("lengths", "give the padding once: lengths [B] or key_padding [B, S], not both");
+  if (j.contains("key_padding")) {
+    const auto t = qkv::io::read_tensor<unsigned char>(doc, "key_padding", j.at("key_padding"));
+    if (t.shape != std::vector<std::size_t>{B, S})
+      throw err("key_padding", "expected [" + std::to_string(B) + ", " + std::to_string(S) +
+                                   "] booleans (a row per sequence, a flag per key of " + keys +
+                                   ": true = padding, ignored; nn.MultiheadAttention's key_padding_mask), got shape " +
+                                   qkv::io::detail::shape_text(t.shape));
+    for (std::size_t b = 0; b < B; ++b) in.padding.emplace_back(t.data.begin() + b * S, t.data.begin() + (b + 1) * S);
+  }
+  if (j.contains("lengths")) {
+    const auto& l = j.at("lengths");
+    if (!l.is_array() || l.size() != B)
+      throw err("lengths", "expected " + std::to_string(B) + " whole numbers, one per sequence of x " +
+                               qkv::io::detail::shape_text({B, in.x[0].rows(), in.x[0].cols()}) + ", got " +
+                               qkv::io::detail::kind_of(l));
+    for (std::size_t b = 0; b < B; ++b) {
+      if (!l[b].is_number_unsigned() || l[b].get<std::uint64_t>() > S)
+        throw err("lengths[" + std::to_string(b) + "]", "expected a whole number from 0 to " + std::to_string(S) +
+                                                         " (sequence " + std::to_string(b) + "'s keys: the " + std::to_string(S) +
+                                                         " rows of " + keys + "[" + std::to_string(b) + "]), got " + l[b].dump());
+      const std::size_t n = l[b].get<std::size_t>();
+      auto& f = in.padding.emplace_back(S, 0);
+      for (std::size_t k = n; k < S; ++k) f[k] = 1;
+    }
+  }
+  return in;
+}
+
+/// "[3, 4]" (indices), "none", or "every key"
+inline std::string padded_list(const std::vector<unsigned char>& flags) {
+  std::string s;
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < flags.size(); ++k)
+    if (flags[k]) s += (n++ ? ", " : "") + std::to_string(k);
+  if (n == 0) return "none";
+  return n == flags.size() ? "every key [" + s + "]" : "[" + s + "]";
+}
+
+/// @brief a batch case's outputs: runtime::batch_attention over the sequences (one set of
+/// weights), then per sequence the trace and --json of that sequence alone (sequence b's result
+/// is attention() of x[b] with its padding as the mask, bit for bit: runtime/batch.hpp), so a
+/// sequence reads as `qkv attend` of x[b] with key_padding[b]
+template <class T>
+void make_batch_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const limits& lim,
+                        std::vector<rt::attention_result<T>>& results, std::string& text, std::string& json) {
+  rt::attention_weights<T> w;
+  rt::attention_options<T> opt;
+  auto in = read_batch_case<T>(doc, pc, w, opt);
+  const bool has_context = !in.context.empty();
+  if constexpr (std::is_same_v<T, float>) {  // 16-bit inputs: rounded as stored, float32 arithmetic
+    rt::dynamic_matrix<float> none;  // no context: x[0] is not rounded twice (it would not change)
+    auto round_all = [&]<class S>() {
+      round_inputs<S>(in.x[0], has_context ? in.context[0] : none, w, opt);
+      for (std::size_t b = 1; b < in.x.size(); ++b) round_values<S>(in.x[b].data(), in.x[b].size());
+      for (std::size_t b = 1; b < in.context.size(); ++b) round_values<S>(in.context[b].data(), in.context[b].size());
+    };
+    if (pc.half == "bfloat16") round_all.template operator()<rt::bfloat16>();
+    else if (pc.half == "float16") round_all.template operator()<rt::float16>();
+  }
+  const std::size_t B = in.x.size(), t_len = in.x[0].rows(), s_len = has_context ? in.context[0].rows() : t_len;
+  try {  // summed over the batch, before the attention allocates anything
+    check_sizes(in.x[0], has_context ? in.context[0] : in.x[0], w, pc.heads, lim, as_json, false, B);
+  } catch (const qkv::io::limit_error& e) {
+    throw input_error(doc.file() + ": " + e.what());
+  }
+  std::vector<rt::batch_sequence<T>> seqs;
+  for (std::size_t b = 0; b < B; ++b) {
+    rt::batch_sequence<T> s{in.x[b].view()};
+    if (has_context) s.context = rt::matrix_view<const T>(in.context[b].view());
+    if (!in.padding.empty()) s.key_padding = in.padding[b];
+    seqs.push_back(std::move(s));
+  }
+  rt::batch_attention<T>(std::span<const rt::batch_sequence<T>>(seqs), w, opt, results);
+  std::ostringstream o;
+  o << "qkv attend " << pc.file << ": a batch of " << B << (B == 1 ? " sequence" : " sequences") << ", x "
+    << qkv::io::detail::shape_text({B, t_len, in.x[0].cols()})
+    << (has_context ? ", context " + qkv::io::detail::shape_text({B, s_len, in.context[0].cols()}) : "")
+    << " (B, T, d): one set of weights, read once, for every sequence; each sequence runs as it would alone "
+       "(runtime/batch.hpp: bit for bit), its padded keys skipped (weight 0); the query rows at padded positions "
+       "are computed too, as nn.MultiheadAttention computes them (PyTorch masks keys, not queries); a sequence "
+       "whose every key is padded gets weights 0, context 0 and output bo (or 0), where PyTorch gives NaN\n";
+  std::string js = "{\"batch\": " + std::to_string(B) + ",\n \"lengths\": [";
+  for (std::size_t b = 0; b < B; ++b) {
+    parsed_case pb = pc;  // sequence b as a case of its own: its padding as key_padding
+    if (!in.padding.empty()) pb.key_padding = in.padding[b];
+    auto ob = opt;
+    apply_key_padding(pb, t_len, s_len, ob);
+    std::size_t real = s_len;
+    for (auto f : pb.key_padding) real -= f != 0;
+    o << "\n=== sequence " << b << " of " << B << " (x[" << b << "]): length " << real << " of " << s_len
+      << " keys, padded keys " << (in.padding.empty() ? std::string("none (no lengths or key_padding given)") : padded_list(pb.key_padding))
+      << (real == 0 ? ": every key padded, so weights 0, context 0, output bo (or 0)" : "") << " ===\n";
+    o << trace(pb, in.x[b], has_context ? in.context[b] : in.x[b], has_context, w, ob, results[b]);
+    js += (b ? ", " : "") + std::to_string(real);
+    if (as_json) {
+      auto one = json_output(results[b], t_len, s_len, ob);
+      one.pop_back();  // its "\n"
+      json += (b ? ",\n  " : "") + one;
+    }
+  }
+  text = o.str();
+  if (as_json) json = js + "],\n \"sequences\": [" + json + "]}\n";
+}
+
+/// everything a case makes, in memory: the result (a batch case: one per sequence, in `batch`;
+/// `result` is then left empty), the trace, and the outputs asked for
 template <class T>
 struct outputs {
   rt::attention_result<T> result;
+  std::vector<rt::attention_result<T>> batch;
   std::string text, json, svg, html;  // json, svg, html: empty unless asked for
 };
 
@@ -755,6 +1005,15 @@ struct outputs {
 template <class T>
 outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg, bool want_html,
                         const limits& lim) {
+  if (is_batch(doc)) {
+    if (want_svg || want_html)
+      throw input_error(doc.file() + ": " + (want_html ? "--html" : "--svg") +
+                        " draws one sequence, and this case is a batch (x [B, T, d]): run a sequence alone to draw it "
+                        "(its x[b] as x, its padding as key_padding)");
+    outputs<T> o;
+    make_batch_outputs<T>(doc, pc, as_json, lim, o.batch, o.text, o.json);
+    return o;
+  }
   rt::dynamic_matrix<T> x, context;
   bool has_context = false;
   rt::attention_weights<T> w;
@@ -861,6 +1120,8 @@ inline int cmd_attend(const args& a) {
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
+    throw input_error(path + ": " + e.what());
+  } catch (const qkv::runtime::size_limit_error& e) {
     throw input_error(path + ": " + e.what());
   }
 }

@@ -18,6 +18,10 @@
 //     exact result; decode_attend sums in another order). The bound is computed here per output
 //     element, as tests/runtime/decoder_torch_test.cpp derives it (Higham 3.1, the softmax bound
 //     of core/bounds.hpp with exp within 2 ulp).
+// With `rope` (attend's field: layout, base, rotary_dim, position_offset) the cache rotates each
+// key at its position on append (kv_cache::set_rope) and rope_queries each query at the same
+// position; the reference rotates q and k whole with apply_rope (the key in float, then stored),
+// and the relation is the same: a row's rotation depends only on that row and its position.
 // If the relation does not hold the tool says so and exits 1 (a runtime bug, never seen).
 //
 // Limits, checked after the case is read and before the cache exists: the cache's bytes
@@ -68,13 +72,14 @@ struct decode_case {
   std::size_t heads = 1, kv_heads = 1, dk = 0, dv = 0, prompt = 1, capacity = 0, window = 0;
   bool alibi = false;
   std::optional<float> scale;
+  std::optional<rt::rope_options> rope;  // the case's `rope` (kv_cache::set_rope), or none
   storage store = storage::float32;
   kernel kern = kernel::decode_attend;
 };
 
 inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"q", "k", "v", "heads", "kv_heads", "prompt", "capacity",
-                                       "storage", "kernel", "window", "alibi", "scale"};
+                                       "storage", "kernel", "window", "alibi", "scale", "rope"};
   return f;
 }
 
@@ -93,7 +98,7 @@ inline decode_case read_case(const qkv::io::json_document& doc, std::uint64_t ma
   for (const auto& [key, value] : j.items())
     if (!known_fields().count(key))
       throw err(key, "unknown field; the fields are q, k, v, heads, kv_heads, prompt, capacity, storage, kernel, window, "
-                     "alibi, scale");
+                     "alibi, scale, rope");
   for (const char* f : {"q", "k", "v"})
     if (!j.contains(f)) throw err(f, "missing (required: q, k, v)");
   decode_case c;
@@ -148,6 +153,15 @@ inline decode_case read_case(const qkv::io::json_document& doc, std::uint64_t ma
     if (!s.is_number() || !std::isfinite(s.get<double>())) throw err("scale", "expected a finite number, got " + s.dump());
     c.scale = s.get<float>();
   }
+  if (j.contains("rope")) {  // attend's field (same members, same checks), minus key_position_offset
+    const auto& r = j.at("rope");
+    if (r.is_object() && r.contains("key_position_offset"))
+      throw err("rope.key_position_offset", "a token's query and key sit at one position here (the cache rotates the key "
+                                            "at append, rope_queries the query at the same position): give position_offset only");
+    attend_detail::parsed_case pc;
+    attend_detail::read_rope(doc, pc, c.dk, T, T);
+    c.rope = pc.rope;
+  }
   if (j.contains("storage")) {
     const auto& s = j.at("storage");
     if (s == "float32") c.store = storage::float32;
@@ -197,8 +211,9 @@ inline double gamma_float(std::size_t n) {
 /// (dot product gamma(d) sum|q||k|, scale rounded twice and multiplied 3u|s|, two additions
 /// 2u(|s| + |a|), softmax within 2 ulp per exp and one rescale per key block, the weighted sum
 /// gamma(S + 2)). Computed in double, once, O(T^2 H (d_k + d_v)).
-inline rt::dynamic_matrix<double> float_bound(const decode_case& c, const rt::dynamic_matrix<float>& kr,
-                                              const rt::dynamic_matrix<float>& vr, float scale) {
+inline rt::dynamic_matrix<double> float_bound(const decode_case& c, const rt::dynamic_matrix<float>& qr,
+                                              const rt::dynamic_matrix<float>& kr, const rt::dynamic_matrix<float>& vr,
+                                              float scale) {
   const std::size_t T = c.q.rows(), H = c.heads, group = c.heads / c.kv_heads, d = c.dk, D = c.dv;
   const double u = std::ldexp(1.0, -24);
   const auto slopes = rt::alibi_slopes(H);
@@ -213,7 +228,7 @@ inline rt::dynamic_matrix<double> float_bound(const decode_case& c, const rt::dy
       for (std::size_t j = first; j <= i; ++j) {
         double acc = 0, mag = 0;
         for (std::size_t x = 0; x < d; ++x) {
-          const double p = double(c.q(i, h * d + x)) * double(kr(j, g * d + x));
+          const double p = double(qr(i, h * d + x)) * double(kr(j, g * d + x));
           acc += p;
           mag += std::abs(p);
         }
@@ -256,6 +271,8 @@ decode_result run_decode(const decode_case& c, std::uint64_t max_cache_bytes) {
   const std::size_t T = c.q.rows(), H = c.heads, HK = c.kv_heads;
   decode_result r;
   rt::kv_cache<S> cache(1, HK, c.dk, c.dv, c.capacity, static_cast<std::size_t>(max_cache_bytes));
+  cache.set_rope(c.rope);  // append rotates each key at its position (none: stored as given)
+  auto q = c.q;  // the queries, rotated by rope_queries block by block as they are attended
   r.cache_bytes = HK * c.capacity * (c.dk + c.dv) * sizeof(S);
   rt::cache_attention_options opt;
   opt.heads = H;
@@ -266,16 +283,25 @@ decode_result run_decode(const decode_case& c, std::uint64_t max_cache_bytes) {
   r.rows = rt::dynamic_matrix<float>(T, H * c.dv);
   // the prompt: appended and attended at once (T = prompt queries, lower_right)
   cache.append(0, rt::row_block(c.k.view(), 0, c.prompt), rt::row_block(c.v.view(), 0, c.prompt));
-  rt::attend(cache, 0, rt::row_block(c.q.view(), 0, c.prompt), rt::row_block(r.rows.view(), 0, c.prompt), opt, slopes);
+  rt::rope_queries(cache, 0, rt::row_block(q.view(), 0, c.prompt));
+  rt::attend(cache, 0, rt::row_block(q.view(), 0, c.prompt), rt::row_block(r.rows.view(), 0, c.prompt), opt, slopes);
   for (std::size_t t = c.prompt; t < T; ++t) {  // then one token at a time
     cache.append(0, rt::row_block(c.k.view(), t, 1), rt::row_block(c.v.view(), t, 1));
-    const auto q = rt::row_block(c.q.view(), t, 1);
+    const auto qt = rt::row_block(q.view(), t, 1);
+    rt::rope_queries(cache, 0, qt);
     const auto out = rt::row_block(r.rows.view(), t, 1);
-    if (c.kern == kernel::attend) rt::attend(cache, 0, q, out, opt, slopes);
-    else rt::decode_attend(cache, 0, q, out, opt, slopes);
+    if (c.kern == kernel::attend) rt::attend(cache, 0, qt, out, opt, slopes);
+    else rt::decode_attend(cache, 0, qt, out, opt, slopes);
   }
-  // the reference: full causal attention of the T tokens on the stored keys and values
-  const auto kr = as_stored<S>(c.k), vr = as_stored<S>(c.v);
+  // the reference: full causal attention of the T tokens on the stored keys and values; with
+  // rope, q and k rotated whole by apply_rope (positions position_offset ..; the key rotated in
+  // float, then stored: rounded once for 16-bit storage, as append does)
+  auto qr = c.q, kf = c.k;
+  if (c.rope) {
+    rt::apply_rope<float>(qr.view(), c.dk, *c.rope, c.rope->position_offset);
+    rt::apply_rope<float>(kf.view(), c.dk, *c.rope, c.rope->position_offset);
+  }
+  const auto kr = as_stored<S>(kf), vr = as_stored<S>(c.v);
   const float scale = c.scale ? *c.scale : rt::default_scale<float>(c.dk);
   r.full = rt::dynamic_matrix<float>(T, H * c.dv);
   const std::size_t group = H / HK;
@@ -286,7 +312,7 @@ decode_result run_decode(const decode_case& c, std::uint64_t max_cache_bytes) {
     m.window = c.window;
     if (c.alibi) m.alibi_slope = slopes[h];
     const std::size_t g = h / group;
-    rt::scaled_dot_product_attention<float>(rt::column_block(rt::matrix_view<const float>(c.q.view()), h * c.dk, c.dk),
+    rt::scaled_dot_product_attention<float>(rt::column_block(rt::matrix_view<const float>(qr.view()), h * c.dk, c.dk),
                                             rt::column_block(rt::matrix_view<const float>(kr.view()), g * c.dk, c.dk),
                                             rt::column_block(rt::matrix_view<const float>(vr.view()), g * c.dv, c.dv),
                                             rt::column_block(r.full.view(), h * c.dv, c.dv), scale, m, nullptr, nullptr,
@@ -305,7 +331,7 @@ decode_result run_decode(const decode_case& c, std::uint64_t max_cache_bytes) {
     r.holds = r.bit_for_bit;
   } else {
     // the prompt's rows come from attend: bit for bit; the steps within twice the bound
-    r.bound = float_bound(c, kr, vr, scale);
+    r.bound = float_bound(c, qr, kr, vr, scale);
     for (std::size_t i = 0; i < T; ++i)
       for (std::size_t x = 0; x < H * c.dv; ++x) {
         const double d = std::abs(double(r.rows(i, x)) - double(r.full(i, x))), b = 2 * r.bound(i, x);
@@ -327,7 +353,16 @@ inline std::string text_output(const decode_case& c, const decode_result& r) {
     << ", d_v = " << c.dv << "), cache storage " << storage_name(c.store) << " (" << c.capacity << " positions, "
     << r.cache_bytes << " bytes), kernel " << (c.kern == kernel::attend ? "attend" : "decode_attend") << ", scale "
     << sc.str() << (c.scale ? "" : " = 1/sqrt(" + std::to_string(c.dk) + ")") << ", window "
-    << (c.window ? std::to_string(c.window) : std::string("none")) << ", ALiBi " << (c.alibi ? "on" : "off") << "\n\n";
+    << (c.window ? std::to_string(c.window) : std::string("none")) << ", ALiBi " << (c.alibi ? "on" : "off") << ", RoPE ";
+  if (c.rope) {
+    const auto& ro = *c.rope;
+    o << (ro.layout == rt::rope_layout::half_split ? "half_split" : "interleaved") << " (base " << ro.base << ", "
+      << (ro.rotary_dim ? ro.rotary_dim : c.dk) << " of " << c.dk << " columns, tokens at positions " << ro.position_offset
+      << ".." << ro.position_offset + T - 1 << ": each key rotated by the cache on append, each query by rope_queries)";
+  } else {
+    o << "off";
+  }
+  o << "\n\n";
   auto row = [&](std::size_t i) {
     rt::dynamic_matrix<float> m(1, r.rows.cols());
     for (std::size_t x = 0; x < m.cols(); ++x) m(0, x) = r.rows(i, x);

@@ -17,12 +17,14 @@ It measures (reports, asserts nothing about time) the weight of each page and th
 a BERT-size case (128 tokens, 12 heads, d_model 768).
 Exit 77 (meson: skipped) only when chromium or its driver is missing.
 """
+import atexit
 import json
 import math
 import os
 import random
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -89,6 +91,24 @@ TUTORIAL_LIMIT, BERT_LIMIT = 200 * 1024, 2 * 1024 * 1024  # the issue's page wei
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal']
 
 user_dir = tempfile.mkdtemp(prefix='qkv-chromium-')
+driver = None
+
+
+def cleanup():
+    """chromium stopped and its profile removed however the test ends: at exit, after an
+    uncaught exception, and on SIGTERM (meson's timeout); the end of the script does it too"""
+    global driver
+    if driver is not None:
+        try:
+            driver.quit()
+        except Exception:  # noqa: BLE001 - a driver that is already gone
+            pass
+        driver = None
+    shutil.rmtree(user_dir, ignore_errors=True)
+
+
+atexit.register(cleanup)
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # SystemExit runs atexit
 opts = webdriver.ChromeOptions()
 opts.binary_location = CHROMIUM
 for a in ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -535,8 +555,7 @@ script_ms = driver.execute_script(
     'const n = performance.getEntriesByType("navigation")[0]; return [n.domInteractive, n.loadEventEnd]')
 screenshot(html, 'page_attend_bert_size.png')
 weights['attend bert-size (128 tokens, 12 heads)'] = os.path.getsize(html)
-driver.quit()
-shutil.rmtree(user_dir, ignore_errors=True)
+cleanup()
 
 print('\npage weights (bytes):')
 for k, b in weights.items():
