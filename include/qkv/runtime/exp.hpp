@@ -107,9 +107,8 @@ template <class T>
   const I h = ni >> 1;
   const V two_h = stdx::__proposed::simd_bit_cast<V>((h + I(c::bias)) << c::mantissa_bits);
   const V two_rest = stdx::__proposed::simd_bit_cast<V>((ni - h + I(c::bias)) << c::mantissa_bits);
-  V out = (y * two_h) * two_rest;
-  stdx::where(is_nan, out) = input;  // the clamp turned NaN into a number: give it back
-  return out;
+  // the clamp turned NaN into a number: give it back
+  return select(is_nan, input, (y * two_h) * two_rest);
 }
 
 /// y 2^n on the fast path (2^n a normal number, n in z's low bits as exp_shifted_n leaves them):

@@ -1,5 +1,5 @@
 // simd.hpp: the runtime path's std::experimental::simd vocabulary: lane counts, an explicit fma,
-// partial loads and stores, horizontal max and sum.
+// partial loads and stores, a lane select, horizontal max and sum.
 //
 // The project builds with -ffp-contract=off (the FMA policy, docs/numerics.md): no a*b+c is
 // fused behind our back. Kernels that want one rounding instead of two call fmadd(), which
@@ -90,6 +90,21 @@ template <class T>
 template <class T>
 inline void store_partial(const simd<T>& v, T* p, std::size_t n) {
   stdx::where(first_lanes<T>(n), v).copy_to(p, stdx::element_aligned);
+}
+
+/// @brief lane k is if_true[k] where m[k], else if_false[k]: the runtime path's only masked
+/// assignment. It is written as a store and a masked load because libstdc++ 12's
+/// `stdx::where(m, v) = x` does nothing when clang++-16 compiles it for AVX-512 (the bitmask
+/// ABI; measured: v keeps every lane), while masked loads and stores work on both compilers.
+/// clang++ turns this form into one masked move; g++ into a store and a masked load.
+template <class T>
+[[nodiscard]] inline simd<T> select(const typename simd<T>::mask_type& m, const simd<T>& if_true,
+                                    const simd<T>& if_false) {
+  alignas(stdx::memory_alignment_v<simd<T>>) T lanes_of_true[lanes<T>];
+  if_true.copy_to(lanes_of_true, stdx::vector_aligned);
+  simd<T> out = if_false;
+  stdx::where(m, out).copy_from(lanes_of_true, stdx::vector_aligned);
+  return out;
 }
 
 /// the largest lane. The order of a max does not change its value, so this is exact.

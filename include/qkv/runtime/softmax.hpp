@@ -72,8 +72,7 @@ inline T exp_shifted_sum(T* x, std::size_t n, T m) {
     // the padded lanes hold m: e^0 = 1 keeps vexp on its fast path (e^(-inf) would not);
     // they are set to 0 before the sum, so they add nothing
     const auto real = first_lanes<T>(n - j);
-    V e = vexp(load_partial(x + j, n - j, m) - vm);
-    stdx::where(!real, e) = T(0);
+    const V e = select(real, vexp(load_partial(x + j, n - j, m) - vm), V(T(0)));
     store_partial(e, x + j, n - j);
     s += e;
   }
