@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <ctime>
 #include <cstddef>
 #include <new>
 #include <stdexcept>
@@ -169,6 +171,73 @@ TEST_CASE("resize from inside a task is refused with std::logic_error and the po
   pool.resize(0);  // 0 means 1
   CHECK(pool.size() == 1);
   CHECK(rt::thread_pool(0).size() == 1);
+}
+
+TEST_CASE("spinning, sleeping at once and a spin changed while jobs run give the same bits") {
+  // The spin decides only how a worker waits for the next job, never who computes what: the
+  // shared pool at spin 0 (sleep at once), at the default and at 50 ms, and with another thread
+  // changing the spin during the calls, gives the single-thread bits (ThreadSanitizer checks
+  // the spinning reads in clang-tsan).
+  const workload w;
+  rt::set_threads(2);
+  const auto default_spin = rt::default_pool().spin();
+  CHECK(default_spin == std::chrono::microseconds(200));
+  std::size_t mismatches = 0;
+  for (const auto t : {std::chrono::microseconds(0), default_spin, std::chrono::microseconds(50000)}) {
+    rt::set_spin(t);
+    for (int r = 0; r < 3; ++r) {
+      if (!(w.attention(false, &rt::default_pool()) == w.attention_streamed)) mismatches++;
+      if (!(rt::linear(w.x, w.lw, &rt::default_pool()) == w.linear_out)) mismatches++;
+    }
+  }
+  std::atomic<bool> done{false};
+  std::thread changer([&] {
+    for (long long r = 0; !done.load(); ++r) {
+      rt::set_spin(std::chrono::microseconds(r % 3 * 100));
+      std::this_thread::yield();
+    }
+  });
+  for (int r = 0; r < 5; ++r)
+    if (!(w.attention(false, &rt::default_pool()) == w.attention_streamed)) mismatches++;
+  done = true;
+  changer.join();
+  rt::set_spin(default_spin);
+  rt::set_threads(1);
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("an idle pool stops using the processor after its spin, and a long spin does not delay its end") {
+  // After a job the two workers spin for spin() = 2 ms, then sleep: over the next 300 ms the
+  // process uses at most the 2 x 2 ms of spinning plus scheduling noise, far below the 600 ms
+  // two spinning workers would use (the bound 150 ms leaves room for a slow sanitizer build).
+  {
+    rt::thread_pool pool(3);
+    pool.set_spin(std::chrono::microseconds(2000));
+    std::atomic<std::size_t> sum{0};
+    pool.parallel_for(64, [&](std::size_t t) { sum += t; });
+    CHECK(sum.load() == 2016);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin
+    const std::clock_t before = std::clock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const double cpu_ms = 1000.0 * double(std::clock() - before) / CLOCKS_PER_SEC;
+    MESSAGE("processor time of the idle pool over 300 ms: " << cpu_ms << " ms");
+    CHECK(cpu_ms < 150.0);
+  }
+  // a spin of 60 s: the destructor's quit ends the spin, so the pool ends at once
+  const auto start = std::chrono::steady_clock::now();
+  {
+    rt::thread_pool pool(3);
+    pool.set_spin(std::chrono::seconds(60));
+    CHECK(pool.spin() == std::chrono::microseconds(60000000));
+    std::atomic<std::size_t> sum{0};
+    pool.parallel_for(10, [&](std::size_t t) { sum += t; });
+    CHECK(sum.load() == 45);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took < std::chrono::seconds(30));
+  rt::thread_pool pool(2);
+  pool.set_spin(std::chrono::microseconds(-5));  // negative means 0
+  CHECK(pool.spin() == std::chrono::microseconds(0));
 }
 
 TEST_CASE("kept weights past the limit are refused before allocating, naming the size; the pool then works on") {

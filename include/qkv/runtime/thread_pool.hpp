@@ -5,9 +5,14 @@
 // in a fixed order. So results are identical bit for bit with 1, 2 or N threads; threads only
 // decide who runs which task.
 //
-// Idle workers sleep on a condition variable; they never spin. A benchmark or a program that
-// also uses another pool (OpenMP, OpenBLAS) does not have two pools fighting over two cores
-// (docs/performance.md).
+// An idle worker spins for a short, bounded time (spin(), default 200 us) watching for the next
+// job, then sleeps on a condition variable; the caller waits for the workers the same way. A
+// sleeping worker takes 30-80 us to start on a virtual machine (measured, docs/performance.md,
+// "The pool's wake-up"), which is a tenth of a decode step or of a BERT layer's product; a
+// layer's calls come closer together than the spin, so the workers of a running model do not
+// sleep between them. After the spin nothing runs: a program that also uses another pool
+// (OpenMP, OpenBLAS) loses at most the spin per call, and set_spin(0) gives the old
+// sleep-at-once pool.
 //
 // Several user threads may use one pool at once: their parallel_for calls take turns (one job
 // at a time per pool), and resize (set_threads) waits for the running job, so changing the
@@ -17,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
@@ -39,6 +45,18 @@ class thread_pool {
 
   /// how many threads run tasks, the caller included (another thread's resize may change it)
   [[nodiscard]] std::size_t size() const { return size_.load(std::memory_order_acquire); }
+
+  /// how long an idle worker (and a caller waiting for its workers) watches for work before it
+  /// sleeps
+  [[nodiscard]] std::chrono::microseconds spin() const {
+    return std::chrono::microseconds(spin_us_.load(std::memory_order_relaxed));
+  }
+
+  /// @brief set spin(); 0 makes idle threads sleep at once. Safe while the pool runs: a worker
+  /// already spinning uses the value it read when it began.
+  void set_spin(std::chrono::microseconds t) {
+    spin_us_.store(t.count() > 0 ? t.count() : 0, std::memory_order_relaxed);
+  }
 
   /// @brief change the number of threads (the caller included; 0 means 1). Waits until a
   /// parallel_for that another thread is running has finished; calls that start meanwhile wait
@@ -68,15 +86,17 @@ class thread_pool {
     j.fn = &f;
     j.call = [](void* fn, std::size_t t) { (*static_cast<std::remove_reference_t<F>*>(fn))(t); };
     j.tasks = tasks;
+    const std::size_t workers = workers_.size();
     {
       std::lock_guard lock(mutex_);
       job_ = &j;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
-    wake_.notify_all();
+    wake_.notify_all();  // no system call when every worker is spinning
     work(j);
+    spin_until([&] { return j.finished_workers.load(std::memory_order_acquire) == workers; });
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return j.finished_workers == workers_.size(); });
+    done_.wait(lock, [&] { return j.finished_workers.load(std::memory_order_acquire) == workers; });
     job_ = nullptr;
     if (j.error) std::rethrow_exception(j.error);
   }
@@ -87,7 +107,7 @@ class thread_pool {
     void (*call)(void*, std::size_t) = nullptr;
     std::size_t tasks = 0;
     std::atomic<std::size_t> next{0};
-    std::size_t finished_workers = 0;  // guarded by mutex_
+    std::atomic<std::size_t> finished_workers{0};  // changed under mutex_, read by a spinning caller
     std::exception_ptr error;          // guarded by mutex_
   };
 
@@ -102,6 +122,21 @@ class thread_pool {
       throw;
     }
     if (outer) inside_task() = false;
+  }
+
+  /// @brief wait until ready() or spin() has passed, whichever comes first; true if ready()
+  template <class Ready>
+  bool spin_until(Ready ready) const {
+    const auto limit = spin();
+    if (limit.count() == 0) return ready();
+    const auto start = std::chrono::steady_clock::now();
+    for (unsigned i = 1;; ++i) {
+      if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();  // frees the core's shared resources for the other hyperthread
+#endif
+      if (i % 64 == 0 && std::chrono::steady_clock::now() - start >= limit) return ready();
+    }
   }
 
   static bool& inside_task() {
@@ -123,27 +158,31 @@ class thread_pool {
   }
 
   void start(std::size_t threads) {
-    quit_ = false;
+    quit_.store(false, std::memory_order_release);
     size_.store(1, std::memory_order_release);
-    const std::size_t now = generation_;  // a new worker waits for the next job, not a past one
+    const std::size_t now = generation_.load(std::memory_order_acquire);  // a new worker waits for the next job
     for (std::size_t w = 1; w < threads; ++w)
       workers_.emplace_back([this, now] {
         std::size_t seen = now;
         for (;;) {
           job* j;
+          const auto news = [&] {
+            return quit_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+          };
+          spin_until(news);  // then the wait below returns at once, or sleeps
           {
             std::unique_lock lock(mutex_);
-            wake_.wait(lock, [&] { return quit_ || generation_ != seen; });
-            if (quit_) return;
-            seen = generation_;
+            wake_.wait(lock, news);
+            if (quit_.load(std::memory_order_relaxed)) return;
+            seen = generation_.load(std::memory_order_relaxed);
             j = job_;
           }
           work(*j);
           {
             std::lock_guard lock(mutex_);
-            ++j->finished_workers;
+            j->finished_workers.fetch_add(1, std::memory_order_release);
           }
-          done_.notify_one();
+          done_.notify_one();  // no system call when the caller is spinning
         }
       });
     size_.store(workers_.size() + 1, std::memory_order_release);
@@ -152,7 +191,7 @@ class thread_pool {
   void stop() {
     {
       std::lock_guard lock(mutex_);
-      quit_ = true;
+      quit_.store(true, std::memory_order_release);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -162,9 +201,10 @@ class thread_pool {
   std::vector<std::thread> workers_;
   std::mutex mutex_, run_mutex_;
   std::condition_variable wake_, done_;
-  job* job_ = nullptr;
-  std::size_t generation_ = 0;
-  bool quit_ = false;
+  job* job_ = nullptr;                       // guarded by mutex_
+  std::atomic<std::size_t> generation_{0};  // changed under mutex_, read by spinning workers
+  std::atomic<bool> quit_{false};           // likewise
+  std::atomic<long long> spin_us_{200};
   std::atomic<std::size_t> size_{1};  // workers_.size() + 1, readable without run_mutex_
 };
 
@@ -181,5 +221,8 @@ inline void set_threads(std::size_t n) {
 }
 
 [[nodiscard]] inline std::size_t threads() { return default_pool().size(); }
+
+/// how long the runtime kernels' idle threads watch for work before they sleep (thread_pool::spin)
+inline void set_spin(std::chrono::microseconds t) { default_pool().set_spin(t); }
 
 }  // namespace qkv::runtime
