@@ -4,11 +4,14 @@
 # -D_GLIBCXX_ASSERTIONS (build-gcc-asan, build-clang-asan); then the runtime path's tests (meson
 # suite 'tsan': every test of include/qkv/runtime/) under ThreadSanitizer with clang++-16 and
 # -D_GLIBCXX_ASSERTIONS (build-clang-tsan), which compiles only those test binaries, not the
-# constexpr proofs, examples or tool. -Werror in all five. Prints how long each part took.
+# constexpr proofs, examples or tool; and the same suite built by clang++-16 for the CPU it runs
+# on (build-clang-native, -Dsimd_arch=native: AVX-512 where the machine has it), because the
+# default builds target AVX2 + FMA and libstdc++'s simd takes other code paths on AVX-512.
+# -Werror in all six. Prints how long each part took.
 # The last line counts all builds: "N passed, M failed". Exits non-zero on any failure.
-#   ./scripts/test.sh                               all five builds
+#   ./scripts/test.sh                               all six builds
 #   QKV_COMPILERS=gcc ./scripts/test.sh             only the builds named (gcc, clang,
-#   QKV_COMPILERS="gcc clang-asan" ./scripts/test.sh   gcc-asan, clang-asan, clang-tsan)
+#   QKV_COMPILERS="gcc clang-asan" ./scripts/test.sh   gcc-asan, clang-asan, clang-tsan, clang-native)
 # In the sanitizer and TSan builds the tests see QKV_TEST_SAMPLE=small: a slow sweep may then check a
 # smaller sample, and says so in its output. Meson's per-test timeouts are tripled there.
 set -uo pipefail
@@ -16,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh || exit 1
 
-builds=${QKV_COMPILERS:-"gcc clang gcc-asan clang-asan clang-tsan"}
+builds=${QKV_COMPILERS:-"gcc clang gcc-asan clang-asan clang-tsan clang-native"}
 passed=0
 failed=0
 status=0
@@ -34,12 +37,15 @@ sanitize_cpp_args="-D_GLIBCXX_ASSERTIONS -fno-sanitize-recover=all"
 # ThreadSanitizer: a data race or a misuse of a mutex ends the test with a report
 # (halt_on_error); only the suite 'tsan' is built and run there
 tsan_options=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false "-Dcpp_args=-D_GLIBCXX_ASSERTIONS")
+# The runtime path for this CPU (-march=native), clang++-16: only the suite 'tsan' (the runtime
+# path's tests). g++ -march=native is what ./scripts/bench.sh builds and measures.
+native_options=(-Dwerror=true -Dsimd_arch=native)
 
 for b in $builds; do
   case $b in
     gcc | gcc-asan) cxx=g++ ;;
-    clang | clang-asan | clang-tsan) cxx=clang++-16 ;;
-    *) echo "test.sh: unknown build '$b' (gcc, clang, gcc-asan, clang-asan or clang-tsan)" >&2; exit 2 ;;
+    clang | clang-asan | clang-tsan | clang-native) cxx=clang++-16 ;;
+    *) echo "test.sh: unknown build '$b' (gcc, clang, gcc-asan, clang-asan, clang-tsan or clang-native)" >&2; exit 2 ;;
   esac
   options=("${plain_options[@]}")
   test_env=()
@@ -48,6 +54,7 @@ for b in $builds; do
     gcc-asan) options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args -Wno-maybe-uninitialized") ;;
     clang-asan) options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args") ;;
     clang-tsan) options=("${tsan_options[@]}") ;;
+    clang-native) options=("${native_options[@]}") ;;
   esac
   targets=()
   test_selection=()
@@ -61,6 +68,9 @@ for b in $builds; do
     *-tsan)
       test_env=(QKV_TEST_SAMPLE=small TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
       test_args=(--timeout-multiplier 3)
+      test_selection=(--no-rebuild --suite tsan)
+      ;;
+    *-native)
       test_selection=(--no-rebuild --suite tsan)
       ;;
   esac
