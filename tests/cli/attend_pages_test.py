@@ -28,15 +28,7 @@ import xml.dom.minidom
 
 QKV, CASES, OUT = sys.argv[1:4]
 os.makedirs(OUT, exist_ok=True)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
-    else:
-        print('ok:', what)
+from checks import check, failures  # noqa: E402 (tests/cli/checks.py)
 
 
 def run(*args):

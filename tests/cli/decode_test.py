@@ -25,22 +25,11 @@ import sys
 QKV, FIXTURE, OUT = sys.argv[1:4]
 os.makedirs(OUT, exist_ok=True)
 fx = json.load(open(FIXTURE))['decode']
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
-    else:
-        print('ok:', what)
+from checks import check, failures, write_case  # noqa: E402 (tests/cli/checks.py)
 
 
 def write(name, case):
-    path = os.path.join(OUT, name + '.json')
-    with open(path, 'w') as f:
-        json.dump(case, f)
-    return path
+    return write_case(OUT, name, case)
 
 
 def run(*args):
