@@ -199,6 +199,19 @@ def export_svg(name, k=0):
     return s
 
 
+def check_legend(name, masked):
+    """each heatmap's legend and note show the masked swatch exactly when a cell is masked"""
+    figs, swatches, notes = driver.execute_script(
+        'const f = [...document.querySelectorAll("figure.heatmap")];'
+        'return [f.length, f.filter(x => [...x.querySelectorAll("svg text")].some(t => t.textContent === "masked")).length,'
+        ' f.filter(x => x.querySelector(".legend-note").textContent.includes("Hatched")).length]')
+    want = figs if masked else 0
+    what = ('%s: %d of %d heatmap legends show the masked swatch and %d say "Hatched" (want %d: %s)'
+            % (name, swatches, figs, notes, want, 'cells are masked' if masked else 'nothing is masked'))
+    if check(figs > 0 and swatches == want and notes == want, what):
+        print('ok:', what)
+
+
 weights = {}
 
 # --- qkv attend pages, checked against qkv attend --json ----------------------------------------
@@ -256,6 +269,7 @@ for case in CASES:
     if case in ('causal', 'cross_multihead'):
         check(driver.execute_script('return document.querySelectorAll("figure.heatmap rect.c[fill^=\'url(#hatch\']").length') > 0,
               name + ': masked entries are drawn hatched')
+    check_legend(name, '-Infinity' in json.dumps(js['scaled_scores']['data']))
     if H > 1:
         Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('0')
     screenshot(html, 'page_attend_%s.png' % case)
@@ -339,6 +353,7 @@ for case in CHAPTER_TWO:
     want = sorted([i, j] for i in range(T) for j in range(S)
                   if mask[i][j] or all(ss[h][i][j] == '-Infinity' for h in range(H)))
     check(sorted(hatched) == want, '%s: the heatmap hatches the masked cells %s, got %s' % (name, want, sorted(hatched)))
+    check_legend(name, bool(want))
     export_svg(name)
     if H > 1:
         Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('0')

@@ -388,14 +388,18 @@ function drawHeatmap(hm, head) {
         fill: t > 0.55 ? '#ffffff' : '#1d2329', 'pointer-events': 'none'}, v === 0 ? '0' : v.toFixed(2)));
     }
   }
-  // the legend: the scale, a hatched swatch for masked, a white one for 0
-  var lx = left + C * cs + 22, ly = gridTop;
+  // the legend: the scale, a hatched swatch for masked (only when something is masked, as
+  // --svg draws it), a white one for 0
+  var lx = left + C * cs + 22, ly = gridTop, sy = ly + lh + 12;
   svg.appendChild(sel('rect', {x: lx, y: ly, width: 14, height: lh, fill: 'url(#grad-' + hm.k + ')', stroke: '#888', 'stroke-width': 0.5}));
   [[hi, 0], [(lo + hi) / 2, 0.5], [lo, 1]].forEach(function (p) { svg.appendChild(sel('text', {x: lx + 19, y: ly + p[1] * lh + 4, 'font-size': 10}, short(Number(p[0].toPrecision(3))))); });
-  svg.appendChild(sel('rect', {x: lx, y: ly + lh + 12, width: 14, height: 14, fill: 'url(#' + hid + ')', stroke: '#888', 'stroke-width': 0.5}));
-  svg.appendChild(sel('text', {x: lx + 19, y: ly + lh + 23, 'font-size': 10}, 'masked'));
-  svg.appendChild(sel('rect', {x: lx, y: ly + lh + 32, width: 14, height: 14, fill: colour(0), stroke: '#888', 'stroke-width': 0.5}));
-  svg.appendChild(sel('text', {x: lx + 19, y: ly + lh + 43, 'font-size': 10}, short(lo)));
+  if (anyMasked(hm)) {
+    svg.appendChild(sel('rect', {x: lx, y: sy, width: 14, height: 14, fill: 'url(#' + hid + ')', stroke: '#888', 'stroke-width': 0.5}));
+    svg.appendChild(sel('text', {x: lx + 19, y: sy + 11, 'font-size': 10}, 'masked'));
+    sy += 20;
+  }
+  svg.appendChild(sel('rect', {x: lx, y: sy, width: 14, height: 14, fill: colour(0), stroke: '#888', 'stroke-width': 0.5}));
+  svg.appendChild(sel('text', {x: lx + 19, y: sy + 11, 'font-size': 10}, short(lo)));
   svg.appendChild(sel('text', {x: left, y: gridTop + R * cs + 20, 'font-size': 10, fill: '#5b6670'}, 'rows: queries, columns: keys' + (blocks ? ' (downsampled)' : '')));
   return svg;
 }
@@ -403,6 +407,8 @@ function svgText(svg) {
   var s = new XMLSerializer().serializeToString(svg);
   return '<?xml version="1.0" encoding="UTF-8"?>\n' + s;
 }
+// true when some cell of the heatmap is masked ('1': masked; '2': a block partly masked)
+function anyMasked(hm) { return !!hm.mask && /[12]/.test(hm.mask); }
 function heatmap(hm, k) {
   hm.k = k;
   var fig = el('figure', {'class': 'heatmap', 'id': 'heatmap-' + k}), ctl = el('div', {'class': 'controls'});
@@ -422,7 +428,8 @@ function heatmap(hm, k) {
     document.body.appendChild(a); a.click(); a.remove();
   });
   ctl.appendChild(btn);
-  ctl.appendChild(el('span', {'class': 'hint legend-note'}, 'Hover, click or tab to a cell for how it was computed. Hatched: masked (no weight); white: weight 0.'));
+  ctl.appendChild(el('span', {'class': 'hint legend-note'}, 'Hover, click or tab to a cell for how it was computed. ' +
+    (anyMasked(hm) ? 'Hatched: masked (no weight); white: weight 0.' : 'White: weight 0.')));
   fig.appendChild(ctl); fig.appendChild(holder);
   if (hm.blocks) fig.appendChild(el('div', {'class': 'summary'}, 'Downsampled: each cell is the mean of a block of ' + hm.block[0] + ' \u00d7 ' + hm.block[1] +
     ' weights (at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head when the page holds more than ' + D.limits.full_numbers + ' numbers).'));
