@@ -63,14 +63,18 @@ struct exp_constants<double> {
 
 namespace detail {
 
+/// the "shifter": 1.5 2^p + bias (p = mantissa bits), so that a sum near it has an ulp of 1 and
+/// its low mantissa bits are an integer n + bias
+template <class T>
+inline constexpr T exp_shift = T(3) * T(typename exp_constants<T>::int_type(1) << (exp_constants<T>::mantissa_bits - 1)) +
+                               T(exp_constants<T>::bias);
+
 /// x log2 e + shift, rounded once: its low mantissa bits are n + bias with n = round(x log2 e)
-/// (the "shifter" trick: shift = 1.5 2^p, p = mantissa bits, so the ulp of the sum is 1), which
-/// gives n without a round and its 2^n without an int conversion
+/// (exp_shift), which gives n without a round and its 2^n without an int conversion
 template <class T>
 [[nodiscard, gnu::always_inline]] inline simd<T> exp_shifted_n(const simd<T>& x) {
   using c = exp_constants<T>;
-  constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
-  return fmadd(x, simd<T>(c::log2e), simd<T>(shift));
+  return fmadd(x, simd<T>(c::log2e), simd<T>(exp_shift<T>));
 }
 
 /// e^r 2^-n for r = x - n ln2: the reduction and the polynomial, shared by both paths so that
@@ -79,8 +83,7 @@ template <class T>
 [[nodiscard, gnu::always_inline]] inline simd<T> exp_mantissa(const simd<T>& x, const simd<T>& z) {
   using c = exp_constants<T>;
   using V = simd<T>;
-  constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
-  const V n = z - V(shift);  // exact: z and shift are integers of the same binade
+  const V n = z - V(exp_shift<T>);  // exact: z and the shift are integers of the same binade
   V r = fmadd(n, V(-c::ln2_hi), x);
   r = fmadd(n, V(-c::ln2_lo), r);
   // e^r = 1 + r + r^2 P(r)
@@ -102,8 +105,7 @@ template <class T>
   x = stdx::min(stdx::max(x, V(c::lo)), V(c::hi));
   const V z = exp_shifted_n(x);
   const V y = exp_mantissa(x, z);
-  constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
-  const I ni = stdx::static_simd_cast<I>(z - V(shift));
+  const I ni = stdx::static_simd_cast<I>(z - V(exp_shift<T>));
   const I h = ni >> 1;
   const V two_h = stdx::__proposed::simd_bit_cast<V>((h + I(c::bias)) << c::mantissa_bits);
   const V two_rest = stdx::__proposed::simd_bit_cast<V>((ni - h + I(c::bias)) << c::mantissa_bits);
@@ -121,8 +123,7 @@ template <class T>
   using I = stdx::rebind_simd_t<typename c::int_type, V>;
 #if defined(__AVX512F__)
   if constexpr (sizeof(V) == 64) {
-    constexpr T shift = T(3) * T(typename c::int_type(1) << (c::mantissa_bits - 1)) + T(c::bias);
-    const V n = z - V(shift);  // exact (exp_mantissa's n; the compiler computes it once)
+    const V n = z - V(exp_shift<T>);  // exact (exp_mantissa's n; the compiler computes it once)
     if constexpr (std::is_same_v<T, float>)
       return V(_mm512_maskz_scalef_ps(__mmask16(0xFFFF), static_cast<__m512>(y), static_cast<__m512>(n)));
     else
