@@ -8,11 +8,10 @@
 // An idle worker spins for a short, bounded time (spin(), default 200 us) watching for the next
 // job, then sleeps on a condition variable; the caller waits for the workers the same way. A
 // sleeping worker takes 30-80 us to start on a virtual machine (measured, docs/performance.md,
-// "The pool's wake-up"), which is a tenth of a decode step or of a BERT layer's product; a
-// layer's calls come closer together than the spin, so the workers of a running model do not
-// sleep between them. After the spin nothing runs: a program that also uses another pool
-// (OpenMP, OpenBLAS) loses at most the spin per call, and set_spin(0) gives the old
-// sleep-at-once pool.
+// "The pool's spin"), about a tenth of a decode step or of a BERT layer's product; calls that
+// come within the spin of each other find the workers awake. After the spin nothing runs: a
+// program that also uses another pool (OpenMP, OpenBLAS) loses at most the spin per call, and
+// set_spin(0) gives the old sleep-at-once pool.
 //
 // Several user threads may use one pool at once: their parallel_for calls take turns (one job
 // at a time per pool), and resize (set_threads) waits for the running job, so changing the
@@ -124,18 +123,18 @@ class thread_pool {
     if (outer) inside_task() = false;
   }
 
-  /// @brief wait until ready() or spin() has passed, whichever comes first; true if ready()
+  /// @brief return when ready() or when spin() has passed, whichever comes first (the caller
+  /// then waits on its condition variable, which returns at once if ready())
   template <class Ready>
-  bool spin_until(Ready ready) const {
+  void spin_until(Ready ready) const {
     const auto limit = spin();
-    if (limit.count() == 0) return ready();
+    if (limit.count() == 0) return;
     const auto start = std::chrono::steady_clock::now();
-    for (unsigned i = 1;; ++i) {
-      if (ready()) return true;
+    for (unsigned i = 1; !ready(); ++i) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();  // frees the core's shared resources for the other hyperthread
 #endif
-      if (i % 64 == 0 && std::chrono::steady_clock::now() - start >= limit) return ready();
+      if (i % 64 == 0 && std::chrono::steady_clock::now() - start >= limit) return;
     }
   }
 
