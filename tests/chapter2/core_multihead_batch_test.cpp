@@ -71,14 +71,6 @@ bool same_bits(const qkv::matrix<double, R, C>& a, const qkv::matrix<double, R, 
   return true;
 }
 
-template <std::size_t R, std::size_t C>
-rt::dynamic_matrix<double> dynamic(const qkv::matrix<double, R, C>& a) {
-  rt::dynamic_matrix<double> out(R, C);
-  for (std::size_t i = 0; i < R; ++i)
-    for (std::size_t j = 0; j < C; ++j) out(i, j) = a(i, j);
-  return out;
-}
-
 template <std::size_t C>
 std::vector<double> as_vector(const qkv::matrix<double, 1, C>& a) {
   return std::vector<double>(a.v, a.v + C);
@@ -144,12 +136,12 @@ TEST_CASE("the core's multi-head and cross-attention batches agree with the runt
   constexpr auto core = qkv::batch_multihead_self_attention<H>(in.x, lengths, in.wq, in.wk, in.wv, qkv::out_in);
   constexpr auto core_out = qkv::output_projection(core, in.wo, in.bo);
   rt::attention_weights<double> w;
-  w.q = {dynamic(in.wq), {}};
-  w.k = {dynamic(in.wk), {}};
-  w.v = {dynamic(in.wv), {}};
-  w.o = rt::linear_weights<double>{dynamic(in.wo), as_vector(in.bo)};
+  w.q = {rt::to_dynamic(in.wq), {}};
+  w.k = {rt::to_dynamic(in.wk), {}};
+  w.v = {rt::to_dynamic(in.wv), {}};
+  w.o = rt::linear_weights<double>{rt::to_dynamic(in.wo), as_vector(in.bo)};
   std::vector<rt::dynamic_matrix<double>> xs;
-  for (std::size_t b = 0; b < B; ++b) xs.push_back(dynamic(in.x[b]));
+  for (std::size_t b = 0; b < B; ++b) xs.push_back(rt::to_dynamic(in.x[b]));
   std::vector<rt::batch_sequence<double>> seqs;
   for (std::size_t b = 0; b < B; ++b) seqs.push_back({xs[b].view(), std::nullopt, padding(lengths[b], N)});
   rt::attention_options<double> opt;
@@ -195,12 +187,12 @@ TEST_CASE("the core's multi-head and cross-attention batches agree with the runt
   constexpr auto cross = qkv::batch_multihead_cross_attention<H>(cin.x, cin.memory, memory_lengths, cin.wq, cin.wk, cin.wv, qkv::out_in);
   constexpr auto cross_out = qkv::output_projection(cross, cin.wo, cin.bo);
   rt::attention_weights<double> cw;
-  cw.q = {dynamic(cin.wq), {}};
-  cw.k = {dynamic(cin.wk), {}};
-  cw.v = {dynamic(cin.wv), {}};
-  cw.o = rt::linear_weights<double>{dynamic(cin.wo), as_vector(cin.bo)};
+  cw.q = {rt::to_dynamic(cin.wq), {}};
+  cw.k = {rt::to_dynamic(cin.wk), {}};
+  cw.v = {rt::to_dynamic(cin.wv), {}};
+  cw.o = rt::linear_weights<double>{rt::to_dynamic(cin.wo), as_vector(cin.bo)};
   std::vector<rt::dynamic_matrix<double>> cx, cm;
-  for (std::size_t b = 0; b < B; ++b) cx.push_back(dynamic(cin.x[b])), cm.push_back(dynamic(cin.memory[b]));
+  for (std::size_t b = 0; b < B; ++b) cx.push_back(rt::to_dynamic(cin.x[b])), cm.push_back(rt::to_dynamic(cin.memory[b]));
   std::vector<rt::batch_sequence<double>> cseqs;
   for (std::size_t b = 0; b < B; ++b) cseqs.push_back({cx[b].view(), cm[b].view(), padding(memory_lengths[b], N)});
   const auto crun = rt::batch_attention<double>(std::span<const rt::batch_sequence<double>>(cseqs), cw, opt);
@@ -258,11 +250,11 @@ TEST_CASE("grouped-query padded batches are multi-head ones with each K/V head r
   // the runtime with kv_heads = 1 and causal: the same numbers within the bound of the test above
   // (multi-head on the repeated K/V is the same arithmetic on each side)
   rt::attention_weights<double> w;
-  w.q = {dynamic(in.wq), {}};
-  w.k = {dynamic(wk1), {}};
-  w.v = {dynamic(wv1), {}};
+  w.q = {rt::to_dynamic(in.wq), {}};
+  w.k = {rt::to_dynamic(wk1), {}};
+  w.v = {rt::to_dynamic(wv1), {}};
   std::vector<rt::dynamic_matrix<double>> xs;
-  for (std::size_t b = 0; b < B; ++b) xs.push_back(dynamic(in.x[b]));
+  for (std::size_t b = 0; b < B; ++b) xs.push_back(rt::to_dynamic(in.x[b]));
   std::vector<rt::batch_sequence<double>> seqs;
   for (std::size_t b = 0; b < B; ++b) seqs.push_back({xs[b].view(), std::nullopt, padding(lengths[b], N)});
   rt::attention_options<double> opt;

@@ -39,14 +39,6 @@ struct inputs {
   }
 };
 
-template <std::size_t R, std::size_t C>
-rt::dynamic_matrix<double> dynamic(const qkv::matrix<double, R, C>& m) {
-  rt::dynamic_matrix<double> out(R, C);
-  for (std::size_t i = 0; i < R; ++i)
-    for (std::size_t j = 0; j < C; ++j) out(i, j) = m(i, j);
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("the core's padded batch and the runtime's batch_attention treat padded positions the same") {
@@ -54,12 +46,12 @@ TEST_CASE("the core's padded batch and the runtime's batch_attention treat padde
   constexpr auto core = qkv::batch_self_attention(in.x, lengths, in.wq, in.wk, in.wv, qkv::out_in);
 
   rt::attention_weights<double> w;
-  w.q = {dynamic(in.wq), {}};
-  w.k = {dynamic(in.wk), {}};
-  w.v = {dynamic(in.wv), {}};
+  w.q = {rt::to_dynamic(in.wq), {}};
+  w.k = {rt::to_dynamic(in.wk), {}};
+  w.v = {rt::to_dynamic(in.wv), {}};
   std::vector<rt::dynamic_matrix<double>> xs;
   std::vector<rt::batch_sequence<double>> seqs;
-  for (std::size_t b = 0; b < B; ++b) xs.push_back(dynamic(in.x[b]));
+  for (std::size_t b = 0; b < B; ++b) xs.push_back(rt::to_dynamic(in.x[b]));
   for (std::size_t b = 0; b < B; ++b) {
     std::vector<unsigned char> pad(N, 0);
     for (std::size_t j = lengths[b]; j < N; ++j) pad[j] = 1;
