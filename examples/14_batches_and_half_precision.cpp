@@ -299,11 +299,7 @@ constexpr auto context_stack(const qkv::batch_result<float, B, N, d_k, d_v>& r) 
   for (std::size_t b = 0; b < B; ++b) s[b] = r.sequence[b].context;
   return s;
 }
-constexpr auto context32 = [] {
-  stack<float, B, N, d_v> s;
-  for (std::size_t b = 0; b < B; ++b) s[b] = batch.sequence[b].context;
-  return s;
-}();
+constexpr auto context32 = context_stack(batch);
 constexpr auto context_bf16 = context_stack(bf16.r), context_fp16 = context_stack(fp16.r);
 template <std::size_t R, std::size_t C>
 constexpr auto plus(const stack<double, B, R, C>& a, const stack<double, B, R, C>& b) {
@@ -406,13 +402,8 @@ static_assert(qkv::proven<check::within(bf16.r.sequence[1].context, matrix<doubl
 namespace mh = qkv_test::torch_chapter2::multihead_batch;
 constexpr std::size_t H = 2, T5 = 5, E = 8;
 constexpr std::array<std::size_t, B> mh_lengths{5, 3, 0};
-constexpr stack<double, B, T5, E> mh_x = [] {
-  stack<double, B, T5, E> s;
-  s[0] = matrix<double, T5, E>{mh::x_0};
-  s[1] = matrix<double, T5, E>{mh::x_1};
-  s[2] = matrix<double, T5, E>{mh::x_2};
-  return s;
-}();
+constexpr stack<double, B, T5, E> mh_x{{matrix<double, T5, E>{mh::x_0}, matrix<double, T5, E>{mh::x_1},
+                                         matrix<double, T5, E>{mh::x_2}}};
 constexpr matrix<double, E, E> mh_wq{mh::wq}, mh_wk{mh::wk}, mh_wv{mh::wv}, mh_wo{mh::wo};
 constexpr matrix<double, 1, E> mh_bo{mh::bo};
 constexpr auto mh_batch = qkv::batch_multihead_self_attention<H>(mh_x, mh_lengths, mh_wq, mh_wk, mh_wv, qkv::out_in);
@@ -488,20 +479,11 @@ static_assert(qkv::proven<check::within(mh_output[1], matrix<double, T5, E>{mh::
 //   Wq (8, 8), Wk Wv (8, 6): q (4, 8) from the queries, k v (5, 8) from the memory; output (4, 8)
 constexpr std::array<std::size_t, B> cross_query_lengths{4, 2, 3}, cross_memory_lengths{5, 2, 1};
 constexpr std::size_t Tc = 4, Sc = 5, Dc = 6;
-constexpr stack<double, B, Tc, E> cross_x = [] {
-  stack<double, B, Tc, E> s;
-  s[0] = matrix<double, Tc, E>{mh::cross_x_0};
-  s[1] = matrix<double, Tc, E>{mh::cross_x_1};
-  s[2] = matrix<double, Tc, E>{mh::cross_x_2};
-  return s;
-}();
-constexpr stack<double, B, Sc, Dc> cross_memory = [] {
-  stack<double, B, Sc, Dc> s;
-  s[0] = matrix<double, Sc, Dc>{mh::cross_memory_0};
-  s[1] = matrix<double, Sc, Dc>{mh::cross_memory_1};
-  s[2] = matrix<double, Sc, Dc>{mh::cross_memory_2};
-  return s;
-}();
+constexpr stack<double, B, Tc, E> cross_x{{matrix<double, Tc, E>{mh::cross_x_0}, matrix<double, Tc, E>{mh::cross_x_1},
+                                           matrix<double, Tc, E>{mh::cross_x_2}}};
+constexpr stack<double, B, Sc, Dc> cross_memory{{matrix<double, Sc, Dc>{mh::cross_memory_0},
+                                                 matrix<double, Sc, Dc>{mh::cross_memory_1},
+                                                 matrix<double, Sc, Dc>{mh::cross_memory_2}}};
 constexpr matrix<double, E, E> cross_wq{mh::cross_wq}, cross_wo{mh::cross_wo};
 constexpr matrix<double, E, Dc> cross_wk{mh::cross_wk}, cross_wv{mh::cross_wv};
 constexpr matrix<double, 1, E> cross_bo{mh::cross_bo};
