@@ -1,10 +1,12 @@
 // bench/profile_attention.cpp: W3, W4 or W5 called N times the way bench/peers/qkv_peer.cpp
-// calls qkv (weights packed once; W4/W5 heads x rt::stream_split blocks of attend_rows_streaming),
-// random inputs, nothing else: a program to profile, not a benchmark. Not built by meson
-// (docs/performance.md, "Where the time goes" has the commands):
-//   g++ -std=c++20 -O3 -march=x86-64-v3 -ffp-contract=off -g -Iinclude -pthread
+// calls qkv (weights packed once; W4/W5 through rt::detail::attend_heads_streaming, each head's
+// k and v packed once per task), or W3att: W3's attention alone (12 heads of 128 x 64 through
+// detail::attend_rows_streaming, as attention() runs them, on one thread); random inputs,
+// nothing else: a program to profile, not a benchmark. Not built by meson (docs/performance.md,
+// "Where the time goes" and "The run of 2026-11-24 16:22 UTC" have the commands):
+//   g++ -std=c++20 -O3 -march=native -ffp-contract=off -g -Iinclude -pthread
 //       bench/profile_attention.cpp -o profile_attention       (one command line)
-//   valgrind --tool=callgrind ./profile_attention W4 1 1     (workload, threads, calls)
+//   perf record -e cpu-clock -F 5000 ./profile_attention W4 1 60     (workload, threads, calls)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +26,7 @@ static rt::linear_weights<float> lin(std::size_t din, std::size_t dout, unsigned
 }
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: profile_attention W3|W4|W5 THREADS CALLS\n");
+    std::fprintf(stderr, "usage: profile_attention W3|W3att|W4|W5 THREADS CALLS\n");
     return 2;
   }
   std::string w = argv[1]; std::size_t T = std::atoi(argv[2]); int iters = std::atoi(argv[3]);
@@ -38,21 +40,24 @@ int main(int argc, char** argv) {
     rt::attention_options<float> opt; opt.heads = 12; opt.scale = 0.125f; opt.keep_weights = false;
     rt::attention_result<float> r;
     for (int it = 0; it < iters; ++it) { rt::attention<float>(x.view(), x.view(), p, opt, r); sum += r.output(3, 5); }
+  } else if (w == "W3att") {
+    auto q = rnd(128, 768, 6), k = rnd(128, 768, 7), v = rnd(128, 768, 8);
+    rt::matrixf o(128, 768);
+    const rt::matrix_view<const float> qc(q.view()), kc(k.view()), vc(v.view());
+    for (int it = 0; it < iters; ++it) {
+      for (std::size_t h = 0; h < 12; ++h)
+        rt::detail::attend_rows_streaming<float>(rt::column_block(qc, h * 64, 64), rt::column_block(kc, h * 64, 64),
+                                                 rt::column_block(vc, h * 64, 64), rt::column_block(o.view(), h * 64, 64),
+                                                 0.125f, {}, 0, 128);
+      sum += o(3, 5);
+    }
   } else {
     const std::size_t n = w == "W4" ? 2048 : 1024, H = w == "W4" ? 1 : 12, dk = 64;
     auto q = rnd(n, H * dk, 6), k = rnd(n, H * dk, 7), v = rnd(n, H * dk, 8);
     rt::matrixf o(n, H * dk);
-    const float scale = 0.125f;
     for (int it = 0; it < iters; ++it) {
-      const rt::stream_split split(n, H, T);
-      const std::size_t blocks = split.blocks;
-      rt::default_pool().parallel_for(H * blocks, [&](std::size_t t) {
-        const std::size_t h = t / blocks, b = t % blocks;
-        const std::size_t i0 = split.begin(b), i1 = split.end(b);
-        rt::detail::attend_rows_streaming<float>(rt::column_block(q.view(), h * dk, dk), rt::column_block(k.view(), h * dk, dk),
-                                                 rt::column_block(v.view(), h * dk, dk), rt::column_block(o.view(), h * dk, dk),
-                                                 scale, {}, i0, i1);
-      });
+      rt::detail::attend_heads_streaming<float>(q.view(), k.view(), v.view(), o.view(), H, 0.125f, {},
+                                                &rt::default_pool(), [](std::size_t, std::size_t, std::size_t) {});
       sum += o(3, 5);
     }
   }

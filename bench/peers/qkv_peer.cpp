@@ -23,7 +23,7 @@
 //    public rt::scaled_dot_product_attention does one head per call, so W5's 12 heads would be
 //    12 parallel_fors).
 //  * Threads: rt::set_threads(threads) on the library's one pool at the start of every call
-//    (a no-op when the size is unchanged; idle workers sleep, never spin).
+//    (a no-op when the size is unchanged; idle workers spin for at most 200 µs, then sleep).
 //
 // Build (run.sh): EXTRA_IMPL_SOURCES=impls_qkv/qkv.cpp
 //   EXTRA_IMPL_CXXFLAGS="-I<qkv>/include -ffp-contract=off"   (this file only), or
