@@ -16,8 +16,8 @@
 // flags, nonzero = padding: the key is masked for every query; O(S), where the equivalent
 // `allowed` would be T x S), causal (key j <= the query's position p; p = i, or i + S - T when
 // aligned lower_right), a sliding window (keys j > p - window), and additive terms on the scaled
-// scores: a float bias (T x S; -inf = masked) and ALiBi's m * (j - p). A masked key is skipped on every path (docs/numerics.md, "Masks,
-// windows and biases").
+// scores: a float bias (T x S; -inf = masked) and ALiBi's m * (j - p). A masked key is skipped
+// on every path (docs/numerics.md, "Masks, windows and biases").
 // A query row with every key masked gets weights 0 and output 0 on both paths.
 // NaN and infinity (docs/numerics.md, "NaN and infinity in attention"), the same on every path,
 // tile size and thread count: a masked key is skipped (its score and value never reach the
@@ -110,7 +110,8 @@ struct attention_mask {
                    : 0;
     return m;
   }
-  /// true when only causal (upper_left), allowed and key_padding are used: the kernels' plain steps
+  /// true when only causal (upper_left), allowed and key_padding are used: the kernels' plain
+  /// steps
   [[nodiscard]] bool plain() const { return window == 0 && alibi_slope == 0 && bias == nullptr && offset == 0; }
 };
 
@@ -321,8 +322,8 @@ template <class T>
 }
 
 /// @brief rows i0..i1 of out, computed on nonfinite_values::clean, get the non-finite values
-/// back: out(i, c) becomes NaN, +inf or -inf where a key i attends to (allowed, not padding, a finite
-/// scaled score) holds a NaN or an infinity in column c: NaN if any of them is NaN or both
+/// back: out(i, c) becomes NaN, +inf or -inf where a key i attends to (allowed, not padding, a
+/// finite scaled score) holds a NaN or an infinity in column c: NaN if any of them is NaN or both
 /// infinities meet, else that infinity. A row already NaN (a NaN or +inf score) stays NaN.
 /// v: the original values (the same columns as out).
 template <class T>
