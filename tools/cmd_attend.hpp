@@ -169,9 +169,9 @@ inline std::vector<std::string> key_labels(const parsed_case& pc, std::size_t s_
 
 /// @brief the learner's fields: `tokens` (one label per row of x), `context_tokens` (one per
 /// row of context) and `key_padding` (one flag per key, nn.MultiheadAttention's
-/// key_padding_mask: true = the key is padding and is ignored). apply_key_padding merges the
-/// padding into the mask, so the runtime skips a padded key (weight 0) and a query whose every
-/// key is padded or masked gets weights 0 and context 0.
+/// key_padding_mask: true = the key is padding and is ignored). apply_key_padding gives the
+/// padding to the runtime, so it skips a padded key (weight 0) and a query whose every key is
+/// padded or masked gets weights 0 and context 0.
 inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len, bool has_context,
                          std::size_t s_len) {
   const auto& j = doc.json();
@@ -219,16 +219,12 @@ inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& 
   }
 }
 
-/// @brief key_padding merged into the mask the runtime applies: allowed(i, j) = allowed(i, j)
-/// and not key_padding[j] (a T x S mask: made after the case's sizes were checked, as the T x S
-/// scores are, since key_padding alone is only S flags)
+/// @brief key_padding as the runtime takes it (attention_options::key_padding, S flags): key k
+/// masked for every query, the same bits as allowed(i, k) = allowed(i, k) and not key_padding[k]
 template <class T>
-void apply_key_padding(const parsed_case& pc, std::size_t t_len, std::size_t s_len, rt::attention_options<T>& opt) {
+void apply_key_padding(const parsed_case& pc, rt::attention_options<T>& opt) {
   if (pc.key_padding.empty()) return;
-  if (!opt.allowed) opt.allowed = rt::mask_matrix(t_len, s_len, 1);
-  for (std::size_t i = 0; i < t_len; ++i)
-    for (std::size_t k = 0; k < s_len; ++k)
-      if (pc.key_padding[k]) (*opt.allowed)(i, k) = 0;
+  opt.key_padding = pc.key_padding;
 }
 
 /// `rope`'s positions stay below 2^24 (position_offset + T - 1, key_position_offset + S - 1).
@@ -527,14 +523,11 @@ void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
 }
 
 /// the runtime's mask for head h (attention()'s steps: causal with its alignment, window,
-/// allowed, and when `scores` is set, ALiBi and the bias rows of head h)
+/// allowed, key_padding, and when `scores` is set, ALiBi and the bias rows of head h)
 template <class T>
 rt::attention_mask head_mask(const rt::attention_options<T>& opt, std::size_t h, std::size_t t_len, std::size_t s_len,
                              bool scores) {
-  rt::attention_mask m{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
-  m.alignment = opt.alignment;
-  m.window = opt.window;
-  m = m.resolved(t_len, s_len);
+  rt::attention_mask m = rt::detail::options_mask(opt, t_len, s_len);
   if (scores && opt.alibi) m.alibi_slope = rt::alibi_slopes(opt.heads)[h];
   if (scores && opt.bias)
     m.set_bias(rt::row_block(rt::matrix_view<const T>(opt.bias->view()), opt.bias->rows() == t_len ? 0 : h * t_len, t_len));
@@ -733,6 +726,7 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
     terms.causal = false;
     terms.window = 0;
     terms.allowed.reset();
+    terms.key_padding.reset();
     for (std::size_t h = 0; h < heads; ++h) {
       const auto m = head_mask(terms, h, t_len, s_len, true);
       auto& a = d.added.emplace_back(t_len, s_len);
@@ -756,7 +750,7 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
                       ? "the key comes after the query's position i + S - T (causal, aligned lower_right)"
                       : "the key comes after the query (causal)");
   if (opt.window) why.push_back("the key is outside the window of " + std::to_string(opt.window) + " positions");
-  if (opt.allowed) why.push_back("the case's allowed or key_padding masks it");
+  if (opt.allowed || opt.key_padding) why.push_back("the case's allowed or key_padding masks it");
   if (opt.bias) why.push_back("the case's bias is -inf here");
   for (std::size_t k = 0; k < why.size(); ++k)
     d.mask_note += (k == 0 ? "" : k + 1 == why.size() ? ", or " : ", ") + why[k];
@@ -973,7 +967,7 @@ void make_batch_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     parsed_case pb = pc;  // sequence b as a case of its own: its padding as key_padding
     if (!in.padding.empty()) pb.key_padding = in.padding[b];
     auto ob = opt;
-    apply_key_padding(pb, t_len, s_len, ob);
+    apply_key_padding(pb, ob);
     std::size_t real = s_len;
     for (auto f : pb.key_padding) real -= f != 0;
     o << "\n=== sequence " << b << " of " << B << " (x[" << b << "]): length " << real << " of " << s_len
@@ -1031,8 +1025,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     throw input_error(doc.file() + ": " + e.what());
   }
   outputs<T> o;
-  // key_padding becomes a T x S mask only now, after the sizes were checked
-  apply_key_padding(pc, x.rows(), has_context ? context.rows() : x.rows(), opt);
+  apply_key_padding(pc, opt);  // S flags (read_learner_fields checked their number)
   o.result = rt::attention(x, has_context ? context : x, w, opt);
   const auto& r = o.result;
   const std::size_t s_len = has_context ? context.rows() : x.rows();

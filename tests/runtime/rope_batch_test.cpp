@@ -524,11 +524,18 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
                        rt::shape_error);
   opt.heads = tb.heads;
   r.clear();
-  // the limit: 4 sequences x (2 x 2 heads x 5 x 5 x 4 bytes + 25 mask bytes) = 4 x 425 = 1700 bytes
-  opt.max_weights_bytes = 1699;
-  CHECK_THROWS_AS(run(), rt::size_limit_error);
+  // the limit: 4 sequences x 2 x 2 heads x 5 x 5 x 4 bytes = 1600 bytes (the padding, 5 flags
+  // per sequence, is not counted)
+  opt.max_weights_bytes = 1599;
+  CHECK_THROWS_WITH_AS(run(),
+                       "batch attention: 4 sequences keep scores and weights of 1600 bytes in all, over the limit of "
+                       "1599 (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))",
+                       rt::size_limit_error);
   CHECK(r.empty());  // nothing was made
-  opt.max_weights_bytes = 1700;
+  opt.key_padding = std::vector<unsigned char>(5, 0);  // one padding cannot serve sequences of different lengths
+  opt.max_weights_bytes = 1600;
+  CHECK_THROWS_AS(run(), rt::shape_error);
+  opt.key_padding.reset();
   run();
   CHECK(r.size() == 4);
   // an empty batch is an empty result; an empty sequence an empty output
@@ -540,6 +547,55 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   run();
   REQUIRE(r.size() == 1);
   CHECK(r[0].output.rows() == 0);
+}
+
+TEST_CASE("batch: long padded sequences stream within a limit far below T x S, each as attention() alone, bit for bit") {
+  // two sequences of 3000 tokens, 2 heads of 4 columns, keep_weights = false and a limit of
+  // 1 MiB: the padding is 3000 flags per sequence, not a 3000 x 3000 mask (9 MB each, which the
+  // limit refused before key_padding); each result is attention() of its sequence alone, with the
+  // padding as key_padding and as the allowed matrix it stands for
+  const std::size_t T = 3000, d = 8;
+  rt::attention_weights<float> w;
+  w.q = {random_matrix<float>(d, d, 1200, 0.4), std::vector<float>(d, 0.1f)};
+  w.k = {random_matrix<float>(d, d, 1201, 0.4), {}};
+  w.v = {random_matrix<float>(d, d, 1202, 0.4), {}};
+  w.o = rt::linear_weights<float>{random_matrix<float>(d, d, 1203, 0.4), std::vector<float>(d, -0.2f)};
+  const auto x0 = random_matrix<float>(T, d, 1210), x1 = random_matrix<float>(T, d, 1211);
+  std::vector<unsigned char> trailing(T, 0), scattered(T, 0);
+  for (std::size_t j = 2400; j < T; ++j) trailing[j] = 1;  // a sequence of 2400 tokens padded to 3000
+  for (std::size_t j = 0; j < T; ++j) scattered[j] = j % 3 == 1;
+  const std::vector<rt::batch_sequence<float>> seqs = {{x0.view(), std::nullopt, trailing},
+                                                       {x1.view(), std::nullopt, scattered}};
+  rt::attention_options<float> opt;
+  opt.heads = 2;
+  opt.causal = true;
+  opt.keep_weights = false;
+  opt.max_weights_bytes = std::size_t(1) << 20;
+  rt::thread_pool two(2);
+  const auto r = rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), w, opt, &two);
+  REQUIRE(r.size() == 2);
+  rt::thread_pool one(1);
+  for (std::size_t b = 0; b < 2; ++b) {
+    CAPTURE(b);
+    CHECK(r[b].weights.empty());
+    const auto by_allowed = alone<float>(seqs[b], w, opt, &one);
+    rt::attention_options<float> o = opt;
+    o.key_padding = seqs[b].key_padding;
+    rt::attention_result<float> by_padding;
+    rt::attention<float>(seqs[b].x, seqs[b].x, w, o, by_padding, &one);
+    CHECK(same_bits(r[b].output, by_allowed.output));
+    CHECK(same_bits(r[b].output, by_padding.output));
+    CHECK(same_bits(r[b].concat, by_allowed.concat));
+    // real values: every row sees key 0 (unpadded in both), so no row is 0
+    for (std::size_t i = 0; i < T; i += 499) CHECK(r[b].concat(i, 0) != 0.0f);
+  }
+  // row 0 sees key 0 alone (causal): its context is v's row 0 exactly (one weight of 1)
+  for (std::size_t c = 0; c < d; ++c) CHECK(r[0].concat(0, c) == r[0].values(0, c));
+  // keeping the weights still counts them: 2 sequences x 2 x 2 heads x 3000 x 3000 x 4 bytes
+  opt.keep_weights = true;
+  CHECK_THROWS_WITH_AS((void)rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), w, opt, &two),
+                       doctest::Contains("2 sequences keep scores and weights of 288000000 bytes in all, over the limit of 1048576"),
+                       rt::size_limit_error);
 }
 
 TEST_CASE("batch: trailing padding against cutting, longer sequences: the bits where the kernels' paths agree") {

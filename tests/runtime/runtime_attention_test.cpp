@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <qkv/io/json.hpp>
@@ -378,6 +380,226 @@ TEST_CASE("attention names both shapes when they do not fit") {
   opt.heads = 1;
   opt.allowed = rt::mask_matrix(3, 2, 1);
   CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt), doctest::Contains("allowed is 3x2 but must be 3x3"), rt::shape_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// key_padding: S flags standing for the (T, S) allowed matrix allowed(i, j) = !key_padding[j]
+
+namespace {
+
+template <class T>
+bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+/// s flags: key j padded when (3 j + seed) % 4 == 0, and the first `lead` keys padded
+std::vector<unsigned char> padding_pattern(std::size_t s, std::size_t lead, unsigned seed) {
+  std::vector<unsigned char> pad(s);
+  for (std::size_t j = 0; j < s; ++j) pad[j] = j < lead || (3 * j + seed) % 4 == 0;
+  return pad;
+}
+
+/// the (t, s) allowed matrix key_padding stands for, and'ed into `base` when given
+rt::mask_matrix allowed_of(const std::vector<unsigned char>& pad, std::size_t t, const rt::mask_matrix* base = nullptr) {
+  rt::mask_matrix m = base ? *base : rt::mask_matrix(t, pad.size(), 1);
+  for (std::size_t i = 0; i < t; ++i)
+    for (std::size_t j = 0; j < pad.size(); ++j)
+      if (pad[j]) m(i, j) = 0;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("key_padding gives the bits of the equivalent allowed matrix on both paths, every mask and 1 and 2 threads",
+                   F, float, double) {
+  // sizes: the few-keys streaming case (S <= 32), just above it, one key block, several key
+  // blocks with two streaming query blocks of 300 rows that end inside key block 2 (keys
+  // 256..383) when causal, and cross-attention. Masks: none, causal, causal with a window,
+  // ALiBi, causal aligned lower_right, and an allowed matrix beside the padding. Paddings: a
+  // pattern whose first two keys are padded (causal rows 0 and 1 then see no key), and every key.
+  // Values: finite, or a NaN in column 0 of the last unpadded key and +inf in column 1 of key 0,
+  // padded (repair_rows).
+  const F nan = std::numeric_limits<F>::quiet_NaN(), inf = std::numeric_limits<F>::infinity();
+  const std::size_t d = 16, dv = 8;
+  rt::thread_pool one(1), two(2);
+  int cases = 0, differ = 0;
+  unsigned seed = 900;
+  const std::pair<std::size_t, std::size_t> sizes[] = {{1, 1}, {5, 7}, {17, 32}, {40, 33}, {130, 128}, {600, 700}, {7, 300}};
+  for (const auto& size : sizes)
+    for (int kind = 0; kind < 6; ++kind)
+      for (bool all_padded : {false, true})
+        for (bool nonfinite : {false, true}) {
+          const std::size_t T = size.first, S = size.second;
+          CAPTURE(T);
+          CAPTURE(S);
+          CAPTURE(kind);
+          CAPTURE(all_padded);
+          CAPTURE(nonfinite);
+          const auto q = random_matrix<F>(T, d, seed, 0.8), k = random_matrix<F>(S, d, seed + 1, 0.8);
+          auto v = random_matrix<F>(S, dv, seed + 2);
+          seed += 3;
+          const auto pad = all_padded ? std::vector<unsigned char>(S, 1) : padding_pattern(S, std::min<std::size_t>(2, S), seed);
+          // the NaN on the last unpadded key (if any), +inf on key 0 (padded)
+          std::size_t unpadded = 0;
+          for (std::size_t j = 0; j < S; ++j) unpadded += !pad[j];
+          REQUIRE(pad[0]);
+          if (nonfinite) {
+            for (std::size_t j = S; j-- > 0;)
+              if (!pad[j]) {
+                v(j, 0) = nan;
+                break;
+              }
+            v(0, 1) = inf;
+          }
+          rt::mask_matrix other(T, S, 1);
+          for (std::size_t i = 0; i < T; ++i)
+            for (std::size_t j = 0; j < S; ++j) other(i, j) = (i + 2 * j) % 7 != 3;
+          const rt::mask_matrix merged = allowed_of(pad, T, kind == 5 ? &other : nullptr);
+          rt::attention_mask with_padding, with_allowed;
+          with_padding.causal = with_allowed.causal = kind == 1 || kind == 2 || kind == 4;
+          with_padding.window = with_allowed.window = kind == 2 ? 5 : 0;
+          with_padding.alibi_slope = with_allowed.alibi_slope = kind == 3 ? 0.3 : 0;
+          with_padding.alignment = with_allowed.alignment =
+              kind == 4 ? rt::causal_alignment::lower_right : rt::causal_alignment::upper_left;
+          with_padding.set_key_padding(pad);
+          if (kind == 5) with_padding.allowed = &other;
+          with_allowed.allowed = &merged;
+          const F scale = rt::default_scale<F>(d);
+          for (rt::thread_pool* pool : {&one, &two}) {
+            dynamic_matrix<F> out_p(T, dv), out_a(T, dv), sc_p(T, S), sc_a(T, S), w_p(T, S), w_a(T, S);
+            auto scp = sc_p.view(), sca = sc_a.view(), wp = w_p.view(), wa = w_a.view();
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_p.view(), scale, with_padding, &scp, &wp, pool);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_a.view(), scale, with_allowed, &sca, &wa, pool);
+            differ += !same_bits(out_p, out_a) + !same_bits(w_p, w_a) + !same_bits(sc_p, sc_a);
+            // a padded key's weight is exactly 0
+            for (std::size_t i = 0; i < T; ++i)
+              for (std::size_t j = 0; j < S; ++j)
+                if (pad[j]) differ += w_p(i, j) != F(0);
+            dynamic_matrix<F> st_p(T, dv), st_a(T, dv);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), st_p.view(), scale, with_padding, nullptr, nullptr, pool);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), st_a.view(), scale, with_allowed, nullptr, nullptr, pool);
+            differ += !same_bits(st_p, st_a);
+            for (const auto* out : {&out_p, &st_p})
+              for (std::size_t i = 0; i < T; ++i) {
+                const bool masked_row = unpadded == 0 || (with_padding.causal && kind != 4 && i < 2);
+                if (masked_row) {  // no key to attend to: 0, whatever the values hold
+                  for (std::size_t c = 0; c < dv; ++c) differ += (*out)(i, c) != F(0);
+                  continue;
+                }
+                // the +inf sits on a padded key: it never reaches an output
+                differ += !std::isfinite((*out)(i, 1));
+                // without causal or window every query sees the NaN's key
+                if (nonfinite && unpadded > 0 && (kind == 0 || kind == 3)) differ += !std::isnan((*out)(i, 0));
+                if (!nonfinite) differ += !std::isfinite((*out)(i, 0));
+              }
+            ++cases;
+          }
+        }
+  CHECK(cases == 7 * 6 * 2 * 2 * 2);
+  CHECK(differ == 0);
+}
+
+TEST_CASE("multi-head attention() with key_padding equals it with the allowed matrix, bit for bit: GQA, cross, rope, ALiBi, bias") {
+  rt::thread_pool one(1), two(2);
+  const std::size_t d_in = 24, dq = 32, dv = 32;
+  for (int config = 0; config < 4; ++config) {
+    // 0: self, causal; 1: cross (45 queries, 70 keys), GQA 4 heads over 2, rope; 2: cross,
+    // ALiBi, a bias per head, window 9, causal lower_right; 3: self, 300 tokens, multi-query,
+    // an allowed matrix beside the padding
+    const std::size_t T = config == 3 ? 300 : 45, S = config == 1 || config == 2 ? 70 : T;
+    const auto x = random_matrix<float>(T, d_in, 1000 + unsigned(config));
+    auto c = config == 1 || config == 2 ? random_matrix<float>(S, d_in, 1010 + unsigned(config)) : x;
+    rt::attention_weights<float> w;
+    const std::size_t kv_heads = config == 1 ? 2 : config == 3 ? 1 : 0, heads = config == 0 ? 2 : 4;
+    const std::size_t dk = kv_heads ? dq / heads * kv_heads : dq, dvk = kv_heads ? dv / heads * kv_heads : dv;
+    w.q = {random_matrix<float>(dq, d_in, 1020, 0.3), std::vector<float>(dq, 0.05f)};
+    w.k = {random_matrix<float>(dk, d_in, 1021, 0.3), {}};
+    w.v = {random_matrix<float>(dvk, d_in, 1022, 0.3), {}};
+    w.o = rt::linear_weights<float>{random_matrix<float>(16, dv / heads * heads, 1023, 0.3), {}};
+    const auto pad = padding_pattern(S, 2, unsigned(config));
+    // a NaN token at a padded key (cross-attention: in the context): its key and value rows are
+    // NaN, and no query may see them
+    const std::size_t nan_row = 1;
+    REQUIRE(pad[nan_row]);
+    if (config == 1 || config == 2) c(nan_row, 3) = std::numeric_limits<float>::quiet_NaN();
+    rt::attention_options<float> opt;
+    opt.heads = heads;
+    opt.kv_heads = kv_heads;
+    opt.causal = config == 0 || config == 2;
+    if (config == 1) opt.rope = rt::rope_options{};
+    if (config == 2) {
+      opt.alibi = true;
+      opt.window = 9;
+      opt.alignment = rt::causal_alignment::lower_right;
+      opt.bias = random_matrix<float>(heads * T, S, 1030, 0.5);
+    }
+    rt::mask_matrix other(T, S, 1);
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = 0; j < S; ++j) other(i, j) = (5 * i + j) % 9 != 2;
+    rt::attention_options<float> by_allowed = opt, by_padding = opt;
+    by_allowed.allowed = allowed_of(pad, T, config == 3 ? &other : nullptr);
+    by_padding.key_padding = pad;
+    if (config == 3) by_padding.allowed = other;
+    for (bool keep : {true, false})
+      for (rt::thread_pool* pool : {&one, &two}) {
+        CAPTURE(config);
+        CAPTURE(keep);
+        CAPTURE(pool->size());
+        by_allowed.keep_weights = by_padding.keep_weights = keep;
+        const auto a = rt::attention(x, c, w, by_allowed, pool);
+        const auto b = rt::attention(x, c, w, by_padding, pool);
+        CHECK(same_bits(a.concat, b.concat));
+        CHECK(same_bits(a.output, b.output));
+        REQUIRE(a.weights.size() == b.weights.size());
+        for (std::size_t h = 0; h < a.weights.size(); ++h) {
+          CHECK(same_bits(a.weights[h], b.weights[h]));
+          for (std::size_t i = 0; i < T; ++i)
+            for (std::size_t j = 0; j < S; ++j)
+              if (pad[j]) CHECK(b.weights[h](i, j) == 0.0f);
+        }
+        // the NaN token is a padded key: no output sees it
+        for (std::size_t i = 0; i < T; ++i)
+          for (std::size_t o = 0; o < b.output.cols(); ++o) CHECK(std::isfinite(b.output(i, o)));
+      }
+    // the core's call shape (self_attention.hpp): its scaled scores are -inf at the padded keys
+    if (config == 0) {
+      by_allowed.keep_weights = by_padding.keep_weights = true;
+      const auto a = rt::cross_attention(x, c, w.q.weight, w.k.weight, w.v.weight, rt::out_in, by_allowed);
+      const auto b = rt::cross_attention(x, c, w.q.weight, w.k.weight, w.v.weight, rt::out_in, by_padding);
+      CHECK(same_bits(a.scaled_scores, b.scaled_scores));
+      CHECK(same_bits(a.context, b.context));
+      for (std::size_t r = 0; r < b.scaled_scores.rows(); ++r)
+        CHECK(b.scaled_scores(r, nan_row) == -std::numeric_limits<float>::infinity());
+    }
+  }
+}
+
+TEST_CASE("key_padding of the wrong length is refused naming both sizes") {
+  const auto q = random_matrix<float>(4, 8, 60), k = random_matrix<float>(6, 8, 61), v = random_matrix<float>(6, 3, 62);
+  dynamic_matrix<float> out(4, 3);
+  const std::vector<unsigned char> five(5, 0);
+  rt::attention_mask mask;
+  mask.set_key_padding(five);
+  CHECK_THROWS_WITH_AS(rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, mask),
+                       "attention: key_padding has 5 flags but there are 6 keys (k is 6x8)", rt::shape_error);
+  mask.key_padding = nullptr;  // a size without its flags
+  CHECK_THROWS_WITH_AS(rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, mask),
+                       "attention: key_padding is null but key_padding_size is 5 (set_key_padding sets both)",
+                       rt::shape_error);
+  const auto x = random_matrix<float>(3, 4, 63), c = random_matrix<float>(6, 4, 64);
+  rt::attention_weights<float> w;
+  w.q.weight = random_matrix<float>(4, 4, 65);
+  w.k.weight = random_matrix<float>(4, 4, 66);
+  w.v.weight = random_matrix<float>(4, 4, 67);
+  rt::attention_options<float> opt;
+  opt.key_padding = five;
+  for (bool keep : {true, false}) {
+    opt.keep_weights = keep;
+    CHECK_THROWS_WITH_AS((void)rt::attention(x, c, w, opt),
+                         "attention: key_padding has 5 flags but there are 6 keys (context is 6x4)", rt::shape_error);
+  }
+  opt.key_padding = std::vector<unsigned char>(6, 0);
+  CHECK(rt::attention(x, c, w, opt).output.rows() == 3);
 }
 
 // ---------------------------------------------------------------------------------------------

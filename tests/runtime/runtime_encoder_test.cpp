@@ -13,8 +13,10 @@
 // the runtime's vexp is measured within 1.01 ulp (runtime/exp.hpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -129,6 +131,61 @@ TEST_CASE("the runtime LayerNorm gives the constexpr LayerNorm's bits") {
   rt::layer_norm<float>(rt::dynamic_matrix<float>(x).view(), std::vector<float>(p.weight.v, p.weight.v + 5),
                         std::vector<float>(p.bias.v, p.bias.v + 5), 1e-5f, out);
   CHECK(out.to_fixed<2, 5>() == core);
+}
+
+TEST_CASE_TEMPLATE("the encoder's key padding gives the bits of attention() with the (T, T) allowed matrix it stands for", T,
+                   float, double) {
+  // the layer passes its T flags as attention_options::key_padding; the attention step must be
+  // what it was when the layer built allowed(i, j) = !key_padding[j]: attention() on the layer's
+  // attention input with that matrix, bit for bit, kept or streamed; the rest of the layer only
+  // reads that output. The fixture with causal masking and padding, then 200 tokens of it
+  // (several query blocks, a key block and a half), padded from token 150 on and every 7th
+  const encoder_fixture fx("pre_norm_gelu_causal_padding");
+  const auto w = rt::to_runtime(fx.layer<T, 8, 4, 16>(0));
+  const auto c = rt::to_runtime_config(fx.layer<T, 8, 4, 16>(0), fx.options<T>());
+  const auto padding = fx.padding<5>();
+  for (const std::size_t n : {std::size_t(5), std::size_t(200)}) {
+    rt::dynamic_matrix<T> x(fx.get<T, 5, 8>(fx.json().at("x"), "x"));
+    std::vector<unsigned char> pad(5);
+    for (std::size_t j = 0; j < 5; ++j) pad[j] = padding.v[j];
+    if (n == 200) {
+      rt::dynamic_matrix<T> big(n, 8);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < 8; ++k) big(i, k) = x(i % 5, k) + T(0.01) * T(i / 5);
+      x = big;
+      pad.assign(n, 0);
+      for (std::size_t j = 0; j < n; ++j) pad[j] = j >= 150 || j % 7 == 3;
+    }
+    REQUIRE(std::find(pad.begin(), pad.end(), 1) != pad.end());
+    for (const bool keep : {true, false}) {
+      CAPTURE(n);
+      CAPTURE(keep);
+      rt::encoder_run_options run;
+      run.key_padding = pad;
+      run.keep_weights = keep;
+      rt::encoder_layer_trace<T> tr;
+      rt::encoder_layer(x, w, c, run, tr);
+      rt::attention_options<T> opt;
+      opt.heads = c.nhead;
+      opt.scale = rt::detail::reciprocal_sqrt_rounded_once<T>(c.d_model / c.nhead);
+      opt.causal = c.causal;
+      opt.keep_weights = keep;
+      opt.allowed = rt::mask_matrix(n, n, 1);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) (*opt.allowed)(i, j) = pad[j] ? 0 : 1;
+      const auto want = rt::attention(tr.attention_input, tr.attention_input, rt::detail::split_in_proj(w, c.d_model), opt);
+      REQUIRE(want.output.rows() == n);
+      CHECK(std::memcmp(want.output.data(), tr.attention.output.data(), want.output.size() * sizeof(T)) == 0);
+      CHECK(std::memcmp(want.concat.data(), tr.attention.concat.data(), want.concat.size() * sizeof(T)) == 0);
+      if (keep)
+        for (std::size_t h = 0; h < c.nhead; ++h) {
+          CHECK(std::memcmp(want.weights[h].data(), tr.attention.weights[h].data(), n * n * sizeof(T)) == 0);
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < n; ++j)
+              if (pad[j]) CHECK(tr.attention.weights[h](i, j) == T(0));
+        }
+    }
+  }
 }
 
 TEST_CASE("the runtime encoder names the field and both shapes of a mismatch") {

@@ -350,6 +350,39 @@ TEST_CASE("the encoder, runtime and core: a padded NaN token changes no other ro
   }
 }
 
+TEST_CASE("key_padding: a padded NaN token gives the allowed mask's bits and changes no other row, every path and size") {
+  // attention_options::key_padding (S flags) against the (T, S) allowed matrix it stands for, at
+  // T = 20 (the few-keys case is not used: S > 32 but for T = 20), 40, 300 and 512; the padded
+  // token's own query row is NaN (its query is NaN), every other row keeps the clean run's bits
+  const std::size_t d = 16;
+  const auto w = random_weights(d, 500);
+  for (std::size_t T : {20, 40, 300, 512}) {
+    const auto clean = random_matrix<float>(T, d, 510 + unsigned(T));
+    auto x = clean;
+    const std::size_t padded = T / 2;
+    for (std::size_t c = 0; c < d; ++c) x(padded, c) = nan_f;
+    for (const run_kind run : all_runs) {
+      CAPTURE(T);
+      CAPTURE(run.name());
+      rt::attention_options<float> opt;
+      opt.heads = 2;
+      opt.keep_weights = run.keep_weights;
+      opt.key_padding = std::vector<unsigned char>(T, 0);
+      (*opt.key_padding)[padded] = 1;
+      rt::thread_pool pool(run.threads);
+      const auto r = rt::attention(x, x, w, opt, &pool).output;
+      const auto r_clean = rt::attention(clean, clean, w, opt, &pool).output;
+      const auto by_allowed = multihead(x, w, masking::padding, padded, run);
+      for (std::size_t i = 0; i < T; ++i) {
+        CAPTURE(i);
+        CHECK(row_equal_bits(r, by_allowed, i));
+        if (i == padded) CHECK(row_all_nan(r, i));
+        else CHECK(row_equal_bits(r, r_clean, i));
+      }
+    }
+  }
+}
+
 TEST_CASE("a NaN weight poisons every row that attends to anything; a fully masked row stays 0") {
   const std::size_t T = 40, d = 16;
   auto w = random_weights(d, 200);

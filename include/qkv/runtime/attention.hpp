@@ -12,11 +12,12 @@
 //   tile and the packing buffers per thread, and each head's k and v in the product's panels
 //   (packed once, shared by the head's query blocks; at most kv_panel_limit elements, else
 //   packed per block), O(T + S) in all, whatever T and S.
-// Masks (attention_mask): `allowed` (T x S flags, nonzero = may attend), causal (key j <= the
-// query's position p; p = i, or i + S - T when aligned lower_right), a sliding window (keys
-// j > p - window), and additive terms on the scaled scores: a float bias (T x S; -inf = masked)
-// and ALiBi's m * (j - p). A masked key is skipped on every path (docs/numerics.md, "Masks,
-// windows and biases").
+// Masks (attention_mask): `allowed` (T x S flags, nonzero = may attend), `key_padding` (S
+// flags, nonzero = padding: the key is masked for every query; O(S), where the equivalent
+// `allowed` would be T x S), causal (key j <= the query's position p; p = i, or i + S - T when
+// aligned lower_right), a sliding window (keys j > p - window), and additive terms on the scaled
+// scores: a float bias (T x S; -inf = masked) and ALiBi's m * (j - p). A masked key is skipped
+// on every path (docs/numerics.md, "Masks, windows and biases").
 // A query row with every key masked gets weights 0 and output 0 on both paths.
 // NaN and infinity (docs/numerics.md, "NaN and infinity in attention"), the same on every path,
 // tile size and thread count: a masked key is skipped (its score and value never reach the
@@ -35,6 +36,7 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -62,11 +64,17 @@ using qkv::causal_alignment;
 /// Query row i sits at position p = i + offset (offset: 0, or S - T for lower_right; resolved()
 /// sets it from the alignment). The scaled score of query i and key j becomes
 ///   scale * q_i . k_j + bias(i, j) + alibi_slope * (j - p)      (left to right)
-/// and key j is masked (skipped, as if absent) when allowed(i, j) == 0, or causal and j > p, or
-/// window > 0 and j <= p - window, or bias(i, j) == -inf.
+/// and key j is masked (skipped, as if absent) when allowed(i, j) == 0, or key_padding[j] != 0,
+/// or causal and j > p, or window > 0 and j <= p - window, or bias(i, j) == -inf.
+/// key_padding (PyTorch's key_padding_mask) gives exactly the bits of the `allowed` matrix
+/// allowed(i, j) = !key_padding[j] on every path, without the (T, S) bytes.
 struct attention_mask {
   bool causal = false;                   // key j allowed for query i only when j <= p
   const mask_matrix* allowed = nullptr;  // (T, S) flags, nonzero = allowed; nullptr = all
+  // (S) flags, nonzero = padding: key j masked for every query; nullptr = none. Set with
+  // set_key_padding (it records the size, which must be S)
+  const unsigned char* key_padding = nullptr;
+  std::size_t key_padding_size = 0;
   causal_alignment alignment = causal_alignment::upper_left;
   std::size_t window = 0;   // 0 = none; else only keys j with p - window < j (sliding window)
   double alibi_slope = 0;   // 0 = none; else m * (j - p) is added (ALiBi, Press et al. 2022)
@@ -86,6 +94,10 @@ struct attention_mask {
     bias_cols = b.cols;
     bias_element = sizeof(T);
   }
+  void set_key_padding(std::span<const unsigned char> padding) {
+    key_padding = padding.data();
+    key_padding_size = padding.size();
+  }
   template <class T>
   [[nodiscard]] const T* bias_row(std::size_t i) const {
     return static_cast<const T*>(bias) + i * bias_stride;
@@ -98,7 +110,8 @@ struct attention_mask {
                    : 0;
     return m;
   }
-  /// true when only causal (upper_left) and allowed are used: the kernels' plain steps
+  /// true when only causal (upper_left), allowed and key_padding are used: the kernels' plain
+  /// steps
   [[nodiscard]] bool plain() const { return window == 0 && alibi_slope == 0 && bias == nullptr && offset == 0; }
 };
 
@@ -166,6 +179,13 @@ inline void check_attention_shapes(std::size_t q_rows, std::size_t q_cols, std::
   if (mask.allowed && (mask.allowed->rows() != q_rows || mask.allowed->cols() != k_rows))
     throw shape_error("attention: allowed is " + mask.allowed->shape() + " but must be " +
                       shape_string(q_rows, k_rows) + " (queries by keys)");
+  if (mask.key_padding_size != 0 && mask.key_padding == nullptr)
+    throw shape_error("attention: key_padding is null but key_padding_size is " +
+                      std::to_string(mask.key_padding_size) + " (set_key_padding sets both)");
+  if (mask.key_padding && mask.key_padding_size != k_rows)
+    throw shape_error("attention: key_padding has " + std::to_string(mask.key_padding_size) +
+                      " flags but there are " + std::to_string(k_rows) + " keys (k is " +
+                      shape_string(k_rows, k_cols) + ")");
   if (mask.bias && (mask.bias_rows != q_rows || mask.bias_cols != k_rows))
     throw shape_error("attention: the bias is " + shape_string(mask.bias_rows, mask.bias_cols) +
                       " but must be " + shape_string(q_rows, k_rows) + " (queries by keys)");
@@ -186,9 +206,17 @@ inline std::size_t key_start(const attention_mask& mask, std::size_t i, std::siz
   return first <= 0 ? 0 : std::min(s, static_cast<std::size_t>(first));
 }
 
+/// srow[c] = -inf where padding[c] != 0, c < n (key_padding's step: the key masked for the row)
+template <class T>
+void mask_padded(T* srow, const unsigned char* padding, std::size_t n) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  for (std::size_t c = 0; c < n; ++c)
+    if (padding[c]) srow[c] = ninf;
+}
+
 /// the mask and bias step on scaled scores srow[0..n) of query i, keys j0..j0+n (s keys in
 /// all): the bias and ALiBi terms added, masked keys set to -inf (attention_mask's comment).
-/// The plain case (causal upper_left and allowed only) is the loops it always was.
+/// The plain case (causal upper_left, allowed and key_padding only) is the loops it always was.
 template <class T>
 void mask_scores(T* srow, std::size_t j0, std::size_t n, const attention_mask& mask, std::size_t i,
                  std::size_t s) {
@@ -209,6 +237,7 @@ void mask_scores(T* srow, std::size_t j0, std::size_t n, const attention_mask& m
     for (std::size_t c = 0; c < n; ++c)
       if (!allowed[c]) srow[c] = ninf;
   }
+  if (mask.key_padding) mask_padded(srow, mask.key_padding + j0, n);
   const std::size_t lim = key_limit(mask, i, s), first = key_start(mask, i, s);
   for (std::size_t c = 0; c < n && j0 + c < first; ++c) srow[c] = ninf;
   for (std::size_t c = lim > j0 ? lim - j0 : 0; c < n; ++c) srow[c] = ninf;
@@ -293,8 +322,8 @@ template <class T>
 }
 
 /// @brief rows i0..i1 of out, computed on nonfinite_values::clean, get the non-finite values
-/// back: out(i, c) becomes NaN, +inf or -inf where a key i attends to (allowed, and a finite
-/// scaled score) holds a NaN or an infinity in column c: NaN if any of them is NaN or both
+/// back: out(i, c) becomes NaN, +inf or -inf where a key i attends to (allowed, not padding, a
+/// finite scaled score) holds a NaN or an infinity in column c: NaN if any of them is NaN or both
 /// infinities meet, else that infinity. A row already NaN (a NaN or +inf score) stays NaN.
 /// v: the original values (the same columns as out).
 template <class T>
@@ -311,6 +340,7 @@ void repair_rows(const matrix_view<const T>& q, const matrix_view<const T>& k, c
     for (const std::size_t j : keys) {
       if (j >= lim) break;
       if (mask.allowed && !mask.allowed->row(i)[j]) continue;
+      if (mask.key_padding && mask.key_padding[j]) continue;
       bool in_these_columns = false;  // a head sees only its own columns of v
       for (std::size_t c = 0; c < dv && !in_these_columns; ++c) in_these_columns = v(j, c) - v(j, c) != T(0);
       if (!in_these_columns) continue;
@@ -346,7 +376,7 @@ void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<c
     T* w = weights.data + i * weights.row_stride;
     if (mask.plain()) {
       masked_softmax_row(scores.data + i * scores.row_stride, w, s, scale,
-                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s));
+                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s), mask.key_padding);
     } else {  // the same products, then the bias, ALiBi and window steps (mask_scores)
       const T* raw = scores.data + i * scores.row_stride;
       for (std::size_t j = 0; j < s; ++j) w[j] = T(raw[j] * scale);
@@ -513,6 +543,7 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
           for (std::size_t j = 0; j < s_end; ++j)
             if (!allowed[j]) pr[j] = ninf;
         }
+        if (mask.key_padding) mask_padded(pr, mask.key_padding, s_end);
       } else {
         mask_scores(pr, 0, s_end, mask, i, s);
       }
@@ -650,6 +681,7 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
             for (std::size_t c = 0; c < bc; ++c)
               if (!allowed[c]) srow[c] = ninf;
           }
+          if (mask.key_padding) mask_padded(srow, mask.key_padding + j0, bc);
           for (std::size_t c = lim > j0 ? lim - j0 : 0; c < bc; ++c) srow[c] = ninf;
         } else {
           mask_scores(srow, j0, bc, mask, i, s);

@@ -2,13 +2,13 @@
 // call, each with its own key padding (nn.MultiheadAttention's key_padding_mask).
 //
 //   sequence b: x_b (T_b, d), context_b (S_b, d_c) or x_b, key_padding_b (S_b flags or none)
-//   result b = attention(x_b, context_b, w, opt with allowed_b)        (multihead.hpp)
-//   allowed_b(i, j) = not key_padding_b[j]                             (T_b, S_b)
+//   result b = attention(x_b, context_b, w, opt with key_padding_b)    (multihead.hpp)
+//   the same bits as allowed_b(i, j) = not key_padding_b[j]           (T_b, S_b; never built)
 //
 // Every sequence gets the same options (heads, scale, causal, rope, ...): positions, causal
-// masks and rotary angles count from each sequence's own row 0. A (T, S) `allowed` mask cannot
-// be shared by sequences of different lengths: opt.allowed must be unset (key_padding is the
-// per-sequence mask).
+// masks and rotary angles count from each sequence's own row 0. A (T, S) `allowed` mask or an
+// (S) key_padding cannot be shared by sequences of different lengths: opt.allowed and
+// opt.key_padding must be unset (batch_sequence::key_padding is the per-sequence mask).
 //
 // Padding (docs/numerics.md, "Padded batches"): a padded key is skipped by every query of its
 // sequence (weight 0, its value never read). A query row is computed whatever the padding of its
@@ -16,7 +16,8 @@
 // whose every key is padded (or masked) gets weights 0, context 0 and so output bo (or 0), qkv's
 // policy for fully masked rows, where PyTorch 1.13 gives NaN.
 //
-// Bits: result b is exactly what attention() gives for that sequence alone with allowed_b, on
+// Bits: result b is exactly what attention() gives for that sequence alone with its key_padding
+// (or allowed_b), on
 // any thread count (each sequence is one attention() call; attention() is thread-count
 // independent). Threads: with at least two sequences per thread, the sequences are spread over
 // the pool, each computed on one thread; otherwise they run one after another, each over the
@@ -24,8 +25,9 @@
 //
 // Limits, checked for the whole batch before anything is allocated: the scores and weights kept
 // (keep_weights: 2 x heads x T_b x S_b x sizeof(T), summed over the batch, since every result
-// is kept) and the padding masks (T_b x S_b bytes, one per padded sequence) together at most
-// opt.max_weights_bytes, else size_limit_error; every shape (x's and context's widths, the
+// is kept) at most opt.max_weights_bytes, else size_limit_error; the padding is S_b flags per
+// sequence, passed as attention_options::key_padding, and does not count (with keep_weights =
+// false the batch streams in O(T_b + S_b) per sequence whatever the limit); every shape (x's and context's widths, the
 // padding's length) before any arithmetic, else shape_error naming the sequence and both shapes;
 // the weights' widths (wq against wk and wo, heads dividing them) as attention() checks them, in
 // the first call it makes (after that sequence's projections, before its scores).
@@ -59,6 +61,9 @@ void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const att
   if (opt.allowed)
     throw shape_error("batch attention: attention_options::allowed is " + opt.allowed->shape() +
                       " but sequences of different lengths cannot share one mask; give each sequence its key_padding");
+  if (opt.key_padding)
+    throw shape_error("batch attention: attention_options::key_padding has " + std::to_string(opt.key_padding->size()) +
+                      " flags but sequences of different lengths cannot share one padding; give each sequence its key_padding");
   const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("batch attention: heads must be at least 1");
   // the weights' own widths (wq against wk, heads, wo; kv_heads when there are several) are
@@ -82,13 +87,12 @@ void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const att
                         shape_string(c.rows, c.cols) + ")");
     const long double ts = static_cast<long double>(s.x.rows) * static_cast<long double>(c.rows);
     if (opt.keep_weights) bytes += 2.0L * static_cast<long double>(opt.heads) * ts * sizeof(T);
-    if (!s.key_padding.empty()) bytes += ts;
   }
   if (bytes > static_cast<long double>(opt.max_weights_bytes))
     throw size_limit_error("batch attention: " + std::to_string(batch.size()) +
-                           " sequences keep scores and weights and padding masks of " + bytes_string(bytes) +
+                           " sequences keep scores and weights of " + bytes_string(bytes) +
                            " bytes in all, over the limit of " + std::to_string(opt.max_weights_bytes) +
-                           " (attention_options::max_weights_bytes)");
+                           " (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))");
 }
 
 }  // namespace detail
@@ -108,11 +112,8 @@ void batch_attention(std::span<const batch_sequence<T>> batch, const Weights<T>&
     const auto& s = batch[b];
     const auto c = s.context ? *s.context : s.x;
     if (s.key_padding.empty()) return attention<T>(s.x, c, w, opt, results[b], inner);
-    attention_options<T> o = opt;  // the padding as a (T_b, S_b) mask, alive for this call only
-    o.allowed = mask_matrix(s.x.rows, c.rows, 1);
-    for (std::size_t i = 0; i < s.x.rows; ++i)
-      for (std::size_t j = 0; j < c.rows; ++j)
-        if (s.key_padding[j]) (*o.allowed)(i, j) = 0;
+    attention_options<T> o = opt;  // the padding as key_padding: S_b flags, no (T_b, S_b) mask
+    o.key_padding = s.key_padding;
     attention<T>(s.x, c, w, o, results[b], inner);
   };
   const std::size_t threads = pool ? pool->size() : 1;

@@ -204,8 +204,9 @@ void activate(const dynamic_matrix<T>& x, qkv::activation a, dynamic_matrix<T>& 
     out.data()[k] = a == qkv::activation::relu ? qkv::relu(x.data()[k]) : qkv::gelu(x.data()[k]);
 }
 
-/// @brief how to run a layer: the key-padding mask (one flag per token, nonzero = padding) and
-/// whether to keep every head's scores and weights (false: attention streams, memory O(T))
+/// @brief how to run a layer: the key-padding mask (one flag per token, nonzero = padding; passed
+/// to attention as attention_options::key_padding, T flags, never a (T, T) matrix) and whether to
+/// keep every head's scores and weights (false: attention streams, memory O(T))
 struct encoder_run_options {
   std::optional<std::vector<unsigned char>> key_padding;
   bool keep_weights = true;
@@ -222,18 +223,6 @@ template <class T>
   static_assert(std::numeric_limits<wide>::digits >= std::numeric_limits<T>::digits + 11,
                 "1/sqrt(head dim) needs a wider type to be rounded once");
   return static_cast<T>(wide(1) / std::sqrt(static_cast<wide>(n)));
-}
-
-/// the (T, T) allowed matrix of a key-padding vector, or nothing
-inline std::optional<mask_matrix> padding_mask(const encoder_run_options& run, std::size_t t) {
-  if (!run.key_padding) return std::nullopt;
-  if (run.key_padding->size() != t)
-    throw shape_error("key_padding has " + std::to_string(run.key_padding->size()) + " flags but x has " +
-                      std::to_string(t) + " tokens");
-  mask_matrix m(t, t);
-  for (std::size_t i = 0; i < t; ++i)
-    for (std::size_t j = 0; j < t; ++j) m(i, j) = (*run.key_padding)[j] ? 0 : 1;
-  return m;
 }
 
 /// the self-attention weights of a layer: in_proj split into W_q, W_k, W_v (rows 0..d-1, d..2d-1,
@@ -267,7 +256,10 @@ void encoder_layer(const dynamic_matrix<T>& x, const encoder_layer_weights<T>& w
   opt.heads = c.nhead;
   opt.scale = detail::reciprocal_sqrt_rounded_once<T>(c.d_model / c.nhead);
   opt.causal = c.causal;
-  opt.allowed = detail::padding_mask(run, x.rows());
+  if (run.key_padding && run.key_padding->size() != x.rows())
+    throw shape_error("key_padding has " + std::to_string(run.key_padding->size()) + " flags but x has " +
+                      std::to_string(x.rows()) + " tokens");
+  opt.key_padding = run.key_padding;  // T flags: masks the keys, never a (T, T) matrix
   opt.keep_weights = run.keep_weights;
   opt.max_weights_bytes = run.max_weights_bytes;
   const auto attn = detail::split_in_proj(w, c.d_model);

@@ -199,6 +199,9 @@ struct attention_options {
   std::optional<T> scale = std::nullopt;  // default 1/sqrt(d_q / heads); 1 = unscaled
   bool causal = false;
   std::optional<mask_matrix> allowed = std::nullopt;  // (T, S), nonzero = may attend
+  // (S) flags, nonzero = padding: key j masked for every query (nn.MultiheadAttention's
+  // key_padding_mask). The same bits as allowed(i, j) = !key_padding[j], in O(S) memory
+  std::optional<std::vector<unsigned char>> key_padding = std::nullopt;
   bool keep_weights = true;            // false: streaming, no scores/weights/context kept
   // the most memory kept scores and weights may take (2 x heads x T x S x sizeof(T)), checked
   // before allocating: past it, size_limit_error names the size and this limit
@@ -219,6 +222,22 @@ struct attention_options {
   std::optional<dynamic_matrix<T>> bias = std::nullopt;
   std::optional<rope_options> rope = std::nullopt;  // rotary embeddings of q and k after the projections (rope.hpp)
 };
+
+namespace detail {
+
+/// the mask every head of attention() shares (causal with its alignment, allowed, key_padding,
+/// window), resolved for t_len queries and s_len keys; it points into opt. Each head adds its
+/// ALiBi slope and bias rows
+template <class T>
+[[nodiscard]] attention_mask options_mask(const attention_options<T>& opt, std::size_t t_len, std::size_t s_len) {
+  attention_mask m{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
+  if (opt.key_padding) m.set_key_padding(*opt.key_padding);
+  m.alignment = opt.alignment;
+  m.window = opt.window;
+  return m.resolved(t_len, s_len);
+}
+
+}  // namespace detail
 
 /// everything one call computes
 template <class T>
@@ -269,6 +288,10 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != s_len))
     throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
                       shape_string(t_len, s_len) + " (x's rows by context's rows)");
+  if (opt.key_padding && opt.key_padding->size() != s_len)
+    throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) +
+                      " flags but there are " + std::to_string(s_len) + " keys (context is " +
+                      shape_string(s_len, context.cols) + ")");
   if (opt.bias && !((opt.bias->rows() == t_len || opt.bias->rows() == H * t_len) && opt.bias->cols() == s_len))
     throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, s_len) +
                       " or " + shape_string(H * t_len, s_len) + " (heads x queries by keys)");
@@ -298,10 +321,7 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
     r.scores[h].resize(t_len, s_len);
     r.weights[h].resize(t_len, s_len);
   }
-  attention_mask mask{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
-  mask.alignment = opt.alignment;
-  mask.window = opt.window;
-  mask = mask.resolved(t_len, s_len);
+  const attention_mask mask = detail::options_mask(opt, t_len, s_len);
   const std::vector<double> slopes = opt.alibi ? alibi_slopes(H) : std::vector<double>{};
   // head h's mask: its ALiBi slope and its rows of the bias
   const auto head_mask = [&](std::size_t h) {

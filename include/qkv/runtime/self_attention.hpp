@@ -27,8 +27,8 @@
 // core's proven numbers rest on the division.
 // scaled_scores is rebuilt from the raw scores as the kernels compute them: scale * score
 // rounded once, then attention.hpp's mask_scores step (bias, ALiBi, -inf where causal, allowed,
-// the window or a -inf bias masks the key), with each head's mask built as attention() builds
-// it; so the weights are exactly the row softmax of the scaled scores (tested).
+// key_padding, the window or a -inf bias masks the key), with each head's mask built as
+// attention() builds it; so the weights are exactly the row softmax of the scaled scores (tested).
 // g++ -Wextra warns (-Wmissing-field-initializers) on {.causal = true} for the runtime's
 // options while their std::optional fields have no `= std::nullopt` (runtime/multihead.hpp).
 // @throws shape_error naming both shapes, as attention() does
@@ -96,15 +96,12 @@ template <class T>
   return out;
 }
 
-/// head h's mask as attention() (multihead.hpp) builds it: causal, allowed, alignment and window
-/// for every head, head h's ALiBi slope and its rows of the bias
+/// head h's mask as attention() (multihead.hpp) builds it: causal, allowed, key_padding,
+/// alignment and window for every head (options_mask), head h's ALiBi slope and its rows of the bias
 template <class T>
 [[nodiscard]] attention_mask head_mask(const attention_options<T>& o, std::size_t h, std::size_t heads,
                                        std::size_t t_len, std::size_t s_len) {
-  attention_mask m{o.causal, o.allowed ? &*o.allowed : nullptr};
-  m.alignment = o.alignment;
-  m.window = o.window;
-  m = m.resolved(t_len, s_len);
+  attention_mask m = options_mask(o, t_len, s_len);
   if (o.alibi) m.alibi_slope = alibi_slopes(heads)[h];
   if (o.bias) m.set_bias(row_block(matrix_view<const T>(o.bias->view()), o.bias->rows() == t_len ? 0 : h * t_len, t_len));
   return m;

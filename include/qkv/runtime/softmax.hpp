@@ -123,14 +123,16 @@ inline void softmax_row(T* x, std::size_t n) {
 }
 
 /// @brief out[j] = softmax(scale * raw + mask)_j for one row of attention scores.
-/// allowed: n flags (nonzero = may attend) or nullptr; keys j >= key_limit are masked too
-/// (causal: key_limit = query index + 1). raw and out may be the same array.
+/// allowed: n flags (nonzero = may attend) or nullptr; padding: n flags (nonzero = padding,
+/// masked: a key_padding row, shared by every query) or nullptr; keys j >= key_limit are masked
+/// too (causal: key_limit = query index + 1). raw and out may be the same array.
 template <class T>
 inline void masked_softmax_row(const T* raw, T* out, std::size_t n, T scale,
-                               const unsigned char* allowed, std::size_t key_limit) {
+                               const unsigned char* allowed, std::size_t key_limit,
+                               const unsigned char* padding = nullptr) {
   const T ninf = -std::numeric_limits<T>::infinity();
   for (std::size_t j = 0; j < n; ++j) {
-    const bool ok = j < key_limit && (!allowed || allowed[j]);
+    const bool ok = j < key_limit && (!allowed || allowed[j]) && (!padding || !padding[j]);
     out[j] = ok ? T(raw[j] * scale) : ninf;
   }
   softmax_row(out, n);
