@@ -519,6 +519,22 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   opt.allowed = rt::mask_matrix(5, 5, 1);
   CHECK_THROWS_AS(run(), rt::shape_error);
   opt.allowed.reset();
+  // one bias for sequences of different lengths: sequence 1 cut to 3 tokens (x 3 x 8) does not fit
+  // the (5, 5) bias the others take; refused before any sequence is computed, naming both shapes
+  opt.bias = dynamic_matrix<float>(5, 5, 0.0f);
+  const dynamic_matrix<float> three = tb.x[1];
+  seqs[1].x = rt::row_block(rt::matrix_view<const float>(three.view()), 0, 3);
+  seqs[1].key_padding.resize(3);
+  r.clear();
+  CHECK_THROWS_WITH_AS(run(),
+                       "batch attention: sequence 1: the bias is 5x5 but this sequence needs 3x3 or 6x3 (heads x "
+                       "queries by keys); one bias serves a batch only when every sequence has that shape",
+                       rt::shape_error);
+  CHECK(r.empty());  // nothing was made
+  seqs = tb.sequences();
+  run();  // the same bias fits every sequence of 5 tokens: it runs
+  CHECK(r.size() == 4);
+  opt.bias.reset();
   opt.heads = 3;  // 3 heads do not divide d_q = 8: attention() refuses it on the first sequence
   CHECK_THROWS_WITH_AS(run(), "attention: 3 heads do not divide d_q = 8 or 3 key/value heads do not divide d_v = 8 evenly",
                        rt::shape_error);

@@ -28,7 +28,7 @@
 // is kept) at most opt.max_weights_bytes, else size_limit_error; the padding is S_b flags per
 // sequence, passed as attention_options::key_padding, and does not count (with keep_weights =
 // false the batch streams in O(T_b + S_b) per sequence whatever the limit); every shape (x's and context's widths, the
-// padding's length) before any arithmetic, else shape_error naming the sequence and both shapes;
+// padding's length, a shared bias's shape) before any arithmetic, else shape_error naming the sequence and both shapes;
 // the weights' widths (wq against wk and wo, heads dividing them) as attention() checks them, in
 // the first call it makes (after that sequence's projections, before its scores).
 #pragma once
@@ -85,6 +85,13 @@ void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const att
       throw shape_error(seq + "key_padding has " + std::to_string(s.key_padding.size()) + " flags but there are " +
                         std::to_string(c.rows) + " keys (" + (s.context ? "context" : "x") + " is " +
                         shape_string(c.rows, c.cols) + ")");
+    // one (T, S) or (heads T, S) bias serves the batch only when every sequence has that shape:
+    // refused here, before any sequence is computed (attention() would refuse it only when it
+    // reached the first sequence it does not fit, after the ones before it)
+    if (opt.bias && !((opt.bias->rows() == s.x.rows || opt.bias->rows() == H * s.x.rows) && opt.bias->cols() == c.rows))
+      throw shape_error(seq + "the bias is " + opt.bias->shape() + " but this sequence needs " +
+                        shape_string(s.x.rows, c.rows) + " or " + shape_string(H * s.x.rows, c.rows) +
+                        " (heads x queries by keys); one bias serves a batch only when every sequence has that shape");
     const long double ts = static_cast<long double>(s.x.rows) * static_cast<long double>(c.rows);
     if (opt.keep_weights) bytes += 2.0L * static_cast<long double>(opt.heads) * ts * sizeof(T);
   }
