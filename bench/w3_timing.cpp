@@ -72,11 +72,11 @@ int main(int argc, char** argv) {
     rt::set_threads(T);
     for (int i = 0; i < 5; ++i) rt::attention<float>(x.view(), x.view(), p, opt, r);
     double ms = med_ms([&] { rt::attention<float>(x.view(), x.view(), p, opt, r); }, reps, 20);
-    std::printf("W3 %dthr %.3f ms  %.1f GFLOP/s  %.1f%% of peak(1thr)\n", T, ms, flops / ms / 1e6, 100 * flops / ms / 1e6 / pk / T);
+    std::printf("W3 %dthr %.3f ms  %.1f GFLOP/s  %.1f%% of %d x peak(1thr)\n", T, ms, flops / ms / 1e6, 100 * flops / ms / 1e6 / pk / T, T);
     // GEMM only: 128x768 by packed 768x768 (one projection)
     rt::matrixf y;
     double g = med_ms([&] { rt::linear<float>(x.view(), p.q, y); }, reps, 60);
-    std::printf("  gemm 128x768x768 %dthr %.3f ms %.1f GFLOP/s %.1f%%\n", T, g, 2.0*128*768*768/g/1e6, 100*2.0*128*768*768/g/1e6/pk/T);
+    std::printf("  gemm 128x768x768 %dthr %.3f ms %.1f GFLOP/s %.1f%% of %d x peak(1thr)\n", T, g, 2.0*128*768*768/g/1e6, 100*2.0*128*768*768/g/1e6/pk/T, T);
   }
   std::printf("check %.9g %.9g\n", r.output(3, 5), r.output(100, 700));
 }

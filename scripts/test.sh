@@ -2,7 +2,7 @@
 # test.sh: set up, build and pass every test: with g++ and clang++-16 (build-gcc, build-clang),
 # and again with both under AddressSanitizer + UndefinedBehaviorSanitizer and
 # -D_GLIBCXX_ASSERTIONS (build-gcc-asan, build-clang-asan); then the runtime path's tests (meson
-# suite 'tsan': every test of include/qkv/runtime/) under ThreadSanitizer with clang++-16 and
+# suite 'runtime_path': every test of include/qkv/runtime/) under ThreadSanitizer with clang++-16 and
 # -D_GLIBCXX_ASSERTIONS (build-clang-tsan), which compiles only those test binaries, not the
 # constexpr proofs, examples or tool; and the same suite built by clang++-16 for the CPU it runs
 # on (build-clang-native, -Dsimd_arch=native: AVX-512 where the machine has it), because the
@@ -35,10 +35,10 @@ plain_options=(-Dwerror=true)
 sanitize_options=(-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false)
 sanitize_cpp_args="-D_GLIBCXX_ASSERTIONS -fno-sanitize-recover=all"
 # ThreadSanitizer: a data race or a misuse of a mutex ends the test with a report
-# (halt_on_error); only the suite 'tsan' is built and run there
+# (halt_on_error); only the suite 'runtime_path' is built and run there
 tsan_options=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false "-Dcpp_args=-D_GLIBCXX_ASSERTIONS")
-# The runtime path for this CPU (-march=native), clang++-16: only the suite 'tsan' (the runtime
-# path's tests). g++ -march=native is what ./scripts/bench.sh builds and measures.
+# The runtime path for this CPU (-march=native), clang++-16: only the suite 'runtime_path' (the
+# runtime path's tests). g++ -march=native is what ./scripts/bench.sh builds and measures.
 native_options=(-Dwerror=true -Dsimd_arch=native)
 
 for b in $builds; do
@@ -68,10 +68,10 @@ for b in $builds; do
     *-tsan)
       test_env=(QKV_TEST_SAMPLE=small TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
       test_args=(--timeout-multiplier 3)
-      test_selection=(--no-rebuild --suite tsan)
+      test_selection=(--no-rebuild --suite runtime_path)
       ;;
     *-native)
-      test_selection=(--no-rebuild --suite tsan)
+      test_selection=(--no-rebuild --suite runtime_path)
       ;;
   esac
   dir=build-$b
@@ -102,9 +102,9 @@ for b in $builds; do
     mapfile -t targets < <(meson introspect "$dir" --tests | python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin):
-    if any(s.split(":")[-1] == "tsan" for s in t["suite"]):
+    if any(s.split(":")[-1] == "runtime_path" for s in t["suite"]):
         print(os.path.basename(t["cmd"][0]))')
-    echo "== $b: building the ${#targets[@]} test binaries of suite tsan: ${targets[*]}"
+    echo "== $b: building the ${#targets[@]} test binaries of suite runtime_path: ${targets[*]}"
   fi
   if ! meson compile -C "$dir" -j 2 "${targets[@]}"; then
     echo "test.sh: build failed ($b)"
