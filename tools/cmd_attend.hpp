@@ -527,11 +527,7 @@ void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
 template <class T>
 rt::attention_mask head_mask(const rt::attention_options<T>& opt, std::size_t h, std::size_t t_len, std::size_t s_len,
                              bool scores) {
-  rt::attention_mask m = rt::detail::options_mask(opt, t_len, s_len);
-  if (scores && opt.alibi) m.alibi_slope = rt::alibi_slopes(opt.heads)[h];
-  if (scores && opt.bias)
-    m.set_bias(rt::row_block(rt::matrix_view<const T>(opt.bias->view()), opt.bias->rows() == t_len ? 0 : h * t_len, t_len));
-  return m;
+  return scores ? rt::detail::head_mask(opt, h, opt.heads, t_len, s_len) : rt::detail::options_mask(opt, t_len, s_len);
 }
 
 /// the mask as the attention applied it, (T, S): 1 where key j is masked for query i (causal,

@@ -88,7 +88,7 @@ void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const att
     // one (T, S) or (heads T, S) bias serves the batch only when every sequence has that shape:
     // refused here, before any sequence is computed (attention() would refuse it only when it
     // reached the first sequence it does not fit, after the ones before it)
-    if (opt.bias && !((opt.bias->rows() == s.x.rows || opt.bias->rows() == H * s.x.rows) && opt.bias->cols() == c.rows))
+    if (!detail::bias_fits(opt, H, s.x.rows, c.rows))
       throw shape_error(seq + "the bias is " + opt.bias->shape() + " but this sequence needs " +
                         shape_string(s.x.rows, c.rows) + " or " + shape_string(H * s.x.rows, c.rows) +
                         " (heads x queries by keys); one bias serves a batch only when every sequence has that shape");

@@ -237,6 +237,31 @@ template <class T>
   return m.resolved(t_len, s_len);
 }
 
+/// whether opt.bias, if there is one, fits t_len queries by s_len keys for `heads` heads: (T, S),
+/// one bias for every head, or (heads T, S), head h's in rows h T .. h T + T - 1
+template <class T>
+[[nodiscard]] bool bias_fits(const attention_options<T>& opt, std::size_t heads, std::size_t t_len, std::size_t s_len) {
+  return !opt.bias || ((opt.bias->rows() == t_len || opt.bias->rows() == heads * t_len) && opt.bias->cols() == s_len);
+}
+
+/// head h's t_len rows of opt.bias (which must be set and fit, bias_fits)
+template <class T>
+[[nodiscard]] matrix_view<const T> head_bias(const attention_options<T>& opt, std::size_t h, std::size_t t_len) {
+  return row_block(matrix_view<const T>(opt.bias->view()), opt.bias->rows() == t_len ? 0 : h * t_len, t_len);
+}
+
+/// head h's mask as attention() builds it: causal, allowed, key_padding, alignment and window for
+/// every head (options_mask), head h's ALiBi slope and its rows of the bias (attention() itself
+/// builds the shared part once and adds the last two per head)
+template <class T>
+[[nodiscard]] attention_mask head_mask(const attention_options<T>& o, std::size_t h, std::size_t heads,
+                                       std::size_t t_len, std::size_t s_len) {
+  attention_mask m = options_mask(o, t_len, s_len);
+  if (o.alibi) m.alibi_slope = alibi_slopes(heads)[h];
+  if (o.bias) m.set_bias(head_bias(o, h, t_len));
+  return m;
+}
+
 }  // namespace detail
 
 /// everything one call computes
@@ -292,7 +317,7 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
     throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) +
                       " flags but there are " + std::to_string(s_len) + " keys (context is " +
                       shape_string(s_len, context.cols) + ")");
-  if (opt.bias && !((opt.bias->rows() == t_len || opt.bias->rows() == H * t_len) && opt.bias->cols() == s_len))
+  if (!detail::bias_fits(opt, H, t_len, s_len))
     throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, s_len) +
                       " or " + shape_string(H * t_len, s_len) + " (heads x queries by keys)");
   if (w.o && w.o->in_features() != dv)
@@ -327,10 +352,7 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   const auto head_mask = [&](std::size_t h) {
     attention_mask m = mask;
     if (opt.alibi) m.alibi_slope = slopes[h];
-    if (opt.bias) {
-      const std::size_t r0 = opt.bias->rows() == t_len ? 0 : h * t_len;
-      m.set_bias(row_block(matrix_view<const T>(opt.bias->view()), r0, t_len));
-    }
+    if (opt.bias) m.set_bias(detail::head_bias(opt, h, t_len));
     return m;
   };
   const std::size_t group = H / HK;  // query heads per key/value head

@@ -96,17 +96,6 @@ template <class T>
   return out;
 }
 
-/// head h's mask as attention() (multihead.hpp) builds it: causal, allowed, key_padding,
-/// alignment and window for every head (options_mask), head h's ALiBi slope and its rows of the bias
-template <class T>
-[[nodiscard]] attention_mask head_mask(const attention_options<T>& o, std::size_t h, std::size_t heads,
-                                       std::size_t t_len, std::size_t s_len) {
-  attention_mask m = options_mask(o, t_len, s_len);
-  if (o.alibi) m.alibi_slope = alibi_slopes(heads)[h];
-  if (o.bias) m.set_bias(row_block(matrix_view<const T>(o.bias->view()), o.bias->rows() == t_len ? 0 : h * t_len, t_len));
-  return m;
-}
-
 }  // namespace detail
 
 /// @brief cross-attention in the core's call shape: queries from x, keys and values from c
