@@ -521,11 +521,8 @@ void page(Page& p) {
   p.matrix("output", r.output).rows(tokens).how(how::dot("att_concat", "W_o", hidden_size, 0, 0, "b_o"));
 }
 
-}  // namespace qkv::examples::bert
-
-#ifndef QKV_EXAMPLE_NO_MAIN
-int main(int argc, char** argv) {
-  using namespace qkv::examples::bert;
+/// the program: its arguments (--model, --svg, --html, --check) and exit status
+inline int program(int argc, char** argv) {
   options o;
   if (const char* env = std::getenv("QKV_BERT_MODEL")) o.model_dir = env;
   try {
@@ -548,4 +545,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 }
+
+}  // namespace qkv::examples::bert
+
+#ifndef QKV_EXAMPLE_NO_MAIN
+int main(int argc, char** argv) { return qkv::examples::bert::program(argc, argv); }
 #endif

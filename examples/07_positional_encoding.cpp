@@ -283,6 +283,14 @@ void page(Page& p) {
 
 }  // namespace qkv::examples::positional_encoding
 
+namespace qkv::examples::positional_encoding {
+/// the program: its one argument, a file for the figure, is optional
+inline int program(int argc, char** argv) {
+  walkthrough(argc > 1 ? argv[1] : nullptr);
+  return 0;
+}
+}  // namespace qkv::examples::positional_encoding
+
 #ifndef QKV_EXAMPLE_NO_MAIN
-int main(int argc, char** argv) { qkv::examples::positional_encoding::walkthrough(argc > 1 ? argv[1] : nullptr); }
+int main(int argc, char** argv) { return qkv::examples::positional_encoding::program(argc, argv); }
 #endif

@@ -13,7 +13,7 @@
 // is proven against PyTorch's float64 result, within a bound derived from float32 rounding
 // (core/encoder_bounds.hpp). The walkthrough then runs the same constexpr functions at a
 // realistic size at run time: d_model 512, 8 heads, dim_feedforward 2048, 64 tokens. PyTorch's numbers come from
-// tests/data/make_encoder_fixtures.py (tests/data/encoder/example_08.json).
+// scripts/fixtures/encoder_fixtures.py (tests/data/encoder/example_08.json).
 #include <cmath>
 #include <cstddef>
 #include <cstdio>

@@ -13,7 +13,7 @@
 // decoding two tokens at once needs the causal mask aligned at the bottom right (PyTorch's
 // causal_lower_right), and the top-left alignment (causal_upper_left, is_causal=True on a
 // non-square mask) gives a different, wrong answer; PyTorch's float64 decoding loop
-// (scripts/torch_chapter2.py) agrees with qkv's double one within a bound derived here. The page
+// (scripts/fixtures/torch_chapter2.py) agrees with qkv's double one within a bound derived here. The page
 // is docs/examples/10_kv_cache_decoding.md.
 #include <array>
 #include <cstddef>
@@ -196,7 +196,7 @@ static_assert(qkv::row(chunk.upper_left.context, 0) == qkv::row(causal.values, 0
 static_assert(qkv::row(chunk.upper_left.context, 0) != qkv::row(causal.context, 4));
 
 // =============================================================================================
-// Step 6: PyTorch. scripts/torch_chapter2.py runs the same decoding loop in float64 (the float32
+// Step 6: PyTorch. scripts/fixtures/torch_chapter2.py runs the same decoding loop in float64 (the float32
 // embedding and weights converted exactly; a growing cache; masks built as PyTorch 2 builds
 // causal_lower_right, tril(ones(Tq, S), diagonal = S - Tq)) -> tests/data/chapter2/. qkv's
 // decoding in double from the same inputs agrees with it within twice the bound of
@@ -264,7 +264,7 @@ inline void walkthrough() {
             << torch_str(qkv::block<1, 4>(chunk.lower_right.context, 0, 0), true) << "  (causal attention's row 4)\n"
             << "  causal_upper_left  (query i sees j <= i):         output of 'dessert' (first 4) = "
             << torch_str(qkv::block<1, 4>(chunk.upper_left.context, 0, 0), true) << "  (v_Life: wrong)\n\n"
-            << "PyTorch's float64 decoding loop (scripts/torch_chapter2.py) and qkv's double one differ by at most "
+            << "PyTorch's float64 decoding loop (scripts/fixtures/torch_chapter2.py) and qkv's double one differ by at most "
             << qkv::max_abs_difference(decoding64.context, matrix<double, 6, 28>{torch64::context})
             << " (proven bound: " << 2 * qkv::max_abs_difference(bound64, matrix<double, 6, 28>{}) << ")\n";
 }

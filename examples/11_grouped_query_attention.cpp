@@ -11,7 +11,7 @@
 // torch.manual_seed(11); torch.rand(4, 8), torch.rand(4, 4), torch.rand(4, 6) (qkv's generator
 // draws the same bits). Proven below: query heads 0 and 1 use key/value head 0, heads 2 and 3
 // head 1; GQA is multi-head attention with each K/V head repeated G times (LLaMA's repeat_kv)
-// BIT FOR BIT, and so is MQA; PyTorch's float64 GQA (scripts/torch_chapter2.py) agrees within a
+// BIT FOR BIT, and so is MQA; PyTorch's float64 GQA (scripts/fixtures/torch_chapter2.py) agrees within a
 // derived bound. The page is docs/examples/11_grouped_query_attention.md.
 #include <cstddef>
 #include <iostream>
@@ -119,7 +119,7 @@ static_assert(qkv::grouped_query_attend_projected<H, H>(in.q, k_repeated, v_repe
 static_assert(2 * 32 * 128 == 8192 && 2 * 8 * 128 == 2048 && 2 * 1 * 128 == 256);
 
 // =============================================================================================
-// Step 4: PyTorch. scripts/torch_chapter2.py computes GQA as LLaMA's code does (repeat_kv, i.e.
+// Step 4: PyTorch. scripts/fixtures/torch_chapter2.py computes GQA as LLaMA's code does (repeat_kv, i.e.
 // repeat_interleave on the head axis, then each head's softmax(q kᵀ / sqrt(d_k)) v with the
 // causal mask) in float64 on the same float32 draws. qkv's GQA in double agrees within twice the
 // bound of examples/chapter2_bounds.hpp (the inputs are exact: no projection error).

@@ -11,7 +11,7 @@
 // Which dimensions form a pair is the layout: interleaved (2i, 2i + 1) as RoFormer and GPT-J, or
 // half_split (i, i + d/2) as GPT-NeoX and LLaMA. They are the same rotation on permuted columns
 // (proven bit for bit). The worked case: 8 positions, head width d = 8, q and k drawn by
-// torch.manual_seed(12); torch.rand(8, 8) twice; PyTorch's formulas (scripts/torch_chapter2.py:
+// torch.manual_seed(12); torch.rand(8, 8) twice; PyTorch's formulas (scripts/fixtures/torch_chapter2.py:
 // RoFormer's rotate_every_two, LLaMA's rotate_half) agree with qkv's within a derived bound. The
 // page is docs/examples/12_rope.md.
 #include <cstddef>
@@ -196,7 +196,7 @@ static_assert(qkv::proven<depends_on_offset_only(rel_inter) && depends_on_offset
 static_assert(rel_inter.scores(0, 1) - rel_inter.scores(0, 0) > 1e-3 || rel_inter.scores(0, 0) - rel_inter.scores(0, 1) > 1e-3);
 
 // =============================================================================================
-// Step 6: PyTorch. scripts/torch_chapter2.py applies RoFormer's rotate_every_two and LLaMA's
+// Step 6: PyTorch. scripts/fixtures/torch_chapter2.py applies RoFormer's rotate_every_two and LLaMA's
 // rotate_half in float64 with inv_freq = 1 / 10000^(arange(0, d, 2) / d). Per element of pair i at
 // position m, each side is within its own rounding of the exact rotation by m theta_i:
 //   qkv:     theta 30 u (step 1), the angle 31 m u radians; cos, sin u; arithmetic 2.01 u

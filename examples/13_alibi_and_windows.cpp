@@ -9,7 +9,7 @@
 //   - a sliding window (Longformer's local attention; Mistral): query i sees only the w most
 //     recent keys, i - w < j <= i, so a decoder's cache never needs more than w keys
 //     (core/masks.hpp's sliding_window_mask, and attend_cache's window).
-// The slopes are compared with the paper's own get_slopes (scripts/torch_chapter2.py) within a
+// The slopes are compared with the paper's own get_slopes (scripts/fixtures/torch_chapter2.py) within a
 // derived bound. The page is docs/examples/13_alibi_and_windows.md.
 #include <array>
 #include <cstddef>
@@ -69,7 +69,7 @@ static_assert(qkv::alibi_slopes<8>() == std::array<double, 8>{0.5, 0.25, 0.125, 
 static_assert(qkv::alibi_slopes<4>() == std::array<double, 4>{0.25, 0.0625, 0.015625, 0.00390625});
 static_assert(qkv::alibi_slopes<6>() == std::array<double, 6>{0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125});
 
-// the paper's get_slopes (its Python, scripts/torch_chapter2.py) computes start * ratio^i with
+// the paper's get_slopes (its Python, scripts/fixtures/torch_chapter2.py) computes start * ratio^i with
 // start = ratio = 2^(-8/H) from pow: for H = 16 its second slope prints 0.5000000000000001, where
 // qkv's is 2^-1 exactly. The bound: qkv's slope exp(-(8k/H) ln 2) is within (3.01 x 5.55 + 2) u
 // = 19 u of itself (ln 2 rounded, the quotient and the product: an argument up to 8 ln 2 = 5.55

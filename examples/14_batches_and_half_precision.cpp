@@ -14,7 +14,7 @@
 // (step 3); padding keys get weight exactly 0, padded query rows and the empty sequence have a
 // stated result (step 4); with q, k, v rounded to bfloat16 or float16 the result stays within a
 // bound derived here of the float32 one (step 6); PyTorch's float64 batch with its
-// key_padding_mask and its own bfloat16 rounding agree (step 7, scripts/torch_chapter2.py); the
+// key_padding_mask and its own bfloat16 rounding agree (step 7, scripts/fixtures/torch_chapter2.py); the
 // same for H = 2 heads with an output projection, PyTorch's nn.MultiheadAttention itself (step 8),
 // and for cross-attention over a padded memory (step 9). The page is
 // docs/examples/14_batches_and_half_precision.md.
@@ -312,7 +312,7 @@ static_assert(qkv::proven<check::within(context_fp16, context32, plus(bound_fp16
 
 
 // =============================================================================================
-// Step 7: PyTorch. scripts/torch_chapter2.py builds the same padded batch, x (3, 6, 16), and
+// Step 7: PyTorch. scripts/fixtures/torch_chapter2.py builds the same padded batch, x (3, 6, 16), and
 // applies key_padding_mask as nn.MultiheadAttention does (the scores masked_fill'ed with -inf
 // before the softmax), in float64 from the same float32 inputs. Sentence 2 is NaN there (0/0),
 // 0 here: the stated difference. Sentences 0 and 1, every row (padded query rows included):
@@ -393,7 +393,7 @@ static_assert(qkv::proven<check::within(bf16.r.sequence[1].context, matrix<doubl
 
 // =============================================================================================
 // Step 8: H heads. nn.MultiheadAttention(8, 2 heads, batch_first=True) with its own weights
-// (scripts/torch_chapter2.py: PyTorch's initialisation after manual_seed(15), in_proj_bias 0, an
+// (scripts/fixtures/torch_chapter2.py: PyTorch's initialisation after manual_seed(15), in_proj_bias 0, an
 // output bias bo drawn), in double: a batch of three sequences of 5 tokens of width 8, lengths
 // 5, 3 and 0 (sequence 1's rows 3, 4 are zero rows; sequence 2 has no real token at all). Every
 // sequence is core/multihead.hpp's computation (two heads of width 4, scale 1/sqrt(4) = 1/2, the
@@ -564,7 +564,7 @@ inline void walkthrough() {
             << " (proven bound " << max_of(plus(bound_bf16, bound_32)) << ")\n"
             << "q, k, v in float16,  float32 accumulation: max |context - float32 context| = " << max_diff(context_fp16, context32)
             << " (proven bound " << max_of(plus(bound_fp16, bound_32)) << ")\n\n"
-            << "PyTorch (scripts/torch_chapter2.py): its float64 batch with key_padding_mask and qkv's double one differ by at most "
+            << "PyTorch (scripts/fixtures/torch_chapter2.py): its float64 batch with key_padding_mask and qkv's double one differ by at most "
             << qkv::max_abs_difference(batch64.sequence[1].context, matrix<double, N, d_v>{torch64::context_1}) << " on sentence 1\n"
             << "(proven bound " << 2 * qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{})
             << "); its .to(torch.bfloat16) and .to(torch.float16) give qkv's bits for every q, k, v (proven);\n"

@@ -1,5 +1,5 @@
 // chapter2_bounds.hpp: the rounding bound of one attention head computed in F (float or double),
-// for examples 10 and 11's comparisons with PyTorch's float64 results (scripts/torch_chapter2.py).
+// for examples 10 and 11's comparisons with PyTorch's float64 results (scripts/fixtures/torch_chapter2.py).
 //
 // Both sides compute softmax(q kᵀ / sqrt(d_k), masked) v from the same float32 inputs
 // (converted exactly), u = 2^-24 (float) or 2^-53 (double). The standard model (core/bounds.hpp, Higham §3.1) bounds each computed

@@ -281,33 +281,15 @@ inline qkv::io::json_document load(const std::string& path, const limits& lim) {
 
 inline constexpr std::string_view usage = "qkv encode CASE.json [--json] [--max-elements N]";
 
+// The layers themselves, for float and double, are compiled once, in tools/cmd_encode.cpp (the
+// library qkv_commands, which the tool and fuzz/encode_case_fuzz.cpp's replay link).
+extern template outputs<float> make_outputs<float>(const qkv::io::json_document&, bool, const limits&);
+extern template outputs<double> make_outputs<double>(const qkv::io::json_document&, bool, const limits&);
+
 }  // namespace encode_detail
 
 /// `qkv encode CASE.json [--json] [--max-elements N]`
-inline int cmd_encode(const args& a) {
-  std::string path;
-  bool as_json = false;
-  limits lim;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    const auto arg = a[k];
-    if (parse_limit_option(a, k, lim)) continue;
-    if (arg == "--json") as_json = true;
-    else if (!arg.empty() && arg[0] == '-')
-      throw input_error("unknown option '" + std::string(arg) + "' (usage: " + std::string(encode_detail::usage) + ")");
-    else if (path.empty()) path = std::string(arg);
-    else throw input_error("one case file expected, got '" + path + "' and '" + std::string(arg) + "'");
-  }
-  if (path.empty()) throw input_error("usage: " + std::string(encode_detail::usage));
-  try {
-    const auto doc = encode_detail::load(path, lim);
-    encode_detail::check_case(doc);
-    return read_dtype(doc) == dtype::float64 ? encode_detail::run<double>(doc, as_json, lim)
-                                             : encode_detail::run<float>(doc, as_json, lim);
-  } catch (const qkv::io::json_error& e) {
-    throw input_error(e.what());
-  } catch (const qkv::runtime::shape_error& e) {
-    throw input_error(path + ": " + e.what());
-  }
-}
+int cmd_encode(const args& a);  // tools/cmd_encode.cpp
+
 
 }  // namespace qkv::cli

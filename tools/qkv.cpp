@@ -12,12 +12,8 @@
 #include <string_view>
 
 #include "cli.hpp"
-#include "cmd_attend.hpp"
-#include "cmd_decode.hpp"
-#include "cmd_encode.hpp"
-#include "cmd_explain.hpp"
-#include "cmd_tokenize.hpp"
-#include "cmd_torch.hpp"
+#include "commands.hpp"
+#include "examples_list.hpp"  // the examples' names, for `qkv explain --help` (scripts/examples.py)
 
 namespace {
 
@@ -33,8 +29,8 @@ constexpr command commands[] = {
      "usage: qkv explain EXAMPLE [--html FILE]\n\n"
      "Runs a worked example (examples/) and prints its walkthrough; writes no file unless\n"
      "--html FILE asks for the example's learner's page (docs/pages.md).\n"
-     "EXAMPLE: illustrated, illustrated_exact, from_scratch, the_math, the_math_exact, bert,\n"
-     "statquest, masking, positional_encoding, encoder_layer, flash (qkv explain nope lists them).\n",
+     "EXAMPLE, one of the examples this qkv was built with (examples/examples.json lists them):\n"
+     QKV_EXAMPLE_NAMES_WRAPPED,
      qkv::cli::cmd_explain},
     {"tokenize", "tokenize [--json] [--pair TEXT] TEXT | --input FILE\n"
                  "                            BERT uncased WordPiece as Hugging Face gives it (tokenize --help)",

@@ -1,17 +1,19 @@
-// walkthrough.cpp: one worked example's walkthrough, compiled into the tool in a file of its own.
+// example.cpp: one worked example, compiled once: its proofs, its walkthrough, its learner's page
+// and its program's entry, for both the example program (examples/program/main.cpp) and
+// `qkv explain` (tools/), which link the same object.
 //
-// tools/meson.build compiles this file once per example, with
+// examples/meson.build compiles this file once per example of examples/examples.json, with
 //   QKV_EXAMPLE_SOURCE  the example's file, e.g. "examples/01_illustrated_self_attention.cpp"
 //   QKV_EXAMPLE_NAME    its namespace under qkv::examples, e.g. illustrated
 //   QKV_EXAMPLE_NOTES   the header scripts/page_notes.py wrote from the example's source: its
 //                       Step comments and static_asserts (the page's prose and proofs)
 // so that the examples' compile-time proofs build in parallel and a change to one example
-// rebuilds only its own object. cmd_explain.hpp declares the functions defined here.
+// rebuilds only its own object.
 #define QKV_EXAMPLE_NO_MAIN
 #include QKV_EXAMPLE_SOURCE
 #include QKV_EXAMPLE_NOTES
 
-#include "walkthroughs.hpp"
+#include "example.hpp"
 
 void qkv::cli::walkthroughs::QKV_EXAMPLE_NAME() { qkv::examples::QKV_EXAMPLE_NAME::walkthrough(); }
 
@@ -26,4 +28,19 @@ bool qkv::cli::pages::QKV_EXAMPLE_NAME([[maybe_unused]] qkv::io::page& p) {
 #else
   return false;
 #endif
+}
+
+// the program: an example whose main() takes arguments defines program(argc, argv) in its
+// namespace (examples 04 and 07), which this non-template overload-resolution prefers; the others
+// run their walkthrough, as their main() does
+namespace qkv::examples::QKV_EXAMPLE_NAME {
+template <class = void>
+int program(int, char**) {
+  walkthrough();
+  return 0;
+}
+}  // namespace qkv::examples::QKV_EXAMPLE_NAME
+
+int qkv::cli::programs::QKV_EXAMPLE_NAME(int argc, char** argv) {
+  return qkv::examples::QKV_EXAMPLE_NAME::program(argc, argv);
 }

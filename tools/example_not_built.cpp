@@ -1,13 +1,13 @@
-// not_built.cpp: a worked example's walkthrough in a qkv built with -Dexamples=false (the light
+// example_not_built.cpp: a worked example's walkthrough in a qkv built with -Dexamples=false (the light
 // install, docs/design.md "Install"): the function cmd_explain.hpp calls exists, and says why
 // there is nothing to show instead of compiling the example and its proofs.
 //
-// tools/meson.build compiles this file once per example, with QKV_EXAMPLE_NAME its name, e.g.
-// illustrated, exactly as it compiles walkthrough.cpp in a full build.
+// tools/meson.build compiles this file once per example of examples/examples.json, with
+// QKV_EXAMPLE_NAME its name, e.g. illustrated, in place of examples/program/example.cpp.
 #include <string>
 
-#include "../cli.hpp"
-#include "walkthroughs.hpp"
+#include "../examples/program/example.hpp"
+#include "cli.hpp"
 
 #define QKV_STRINGIFY_(x) #x
 #define QKV_STRINGIFY(x) QKV_STRINGIFY_(x)

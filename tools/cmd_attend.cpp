@@ -1,0 +1,58 @@
+// cmd_attend.cpp: `qkv attend`'s heavy part, compiled once (tools/meson.build: the library
+// qkv_commands, which the tool and fuzz/attend_case_fuzz.cpp's replay link): the attention and
+// every output for float and double, declared `extern template` in cmd_attend.hpp.
+#include "cmd_attend.hpp"
+
+namespace qkv::cli::attend_detail {
+
+template outputs<float> make_outputs<float>(const qkv::io::json_document&, parsed_case&, bool, bool, bool,
+                                            const limits&);
+template outputs<double> make_outputs<double>(const qkv::io::json_document&, parsed_case&, bool, bool, bool,
+                                              const limits&);
+
+}  // namespace qkv::cli::attend_detail
+
+namespace qkv::cli {
+
+/// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]`
+int cmd_attend(const args& a) {
+  std::string path, svg, html;
+  bool as_json = false;
+  limits lim;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    if (parse_limit_option(a, k, lim)) {
+      continue;
+    } else if (a[k] == "--json") {
+      as_json = true;
+    } else if (a[k] == "--svg" || a[k] == "--html") {
+      if (k + 1 >= a.size()) throw input_error(std::string(a[k]) + " needs a file name");
+      (a[k] == "--svg" ? svg : html) = std::string(a[k + 1]);
+      ++k;
+    } else if (!a[k].empty() && a[k][0] == '-') {
+      throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(attend_detail::usage) + ")");
+    } else if (path.empty()) {
+      path = std::string(a[k]);
+    } else {
+      throw input_error("one case file expected, got '" + path + "' and '" + std::string(a[k]) + "'");
+    }
+  }
+  if (path.empty()) throw input_error("usage: " + std::string(attend_detail::usage));
+  attend_detail::check_outputs(path, svg, html);
+  try {
+    const auto doc = attend_detail::load(path, lim);
+    attend_detail::check_case(doc);
+    attend_detail::parsed_case pc;
+    pc.file = path;
+    return attend_detail::read_attend_dtype(doc, pc.half) == dtype::float64
+               ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
+               : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
+  } catch (const qkv::io::json_error& e) {
+    throw input_error(e.what());
+  } catch (const qkv::runtime::shape_error& e) {
+    throw input_error(path + ": " + e.what());
+  } catch (const qkv::runtime::size_limit_error& e) {
+    throw input_error(path + ": " + e.what());
+  }
+}
+
+}  // namespace qkv::cli
