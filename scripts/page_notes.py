@@ -12,7 +12,7 @@ reads EXAMPLE.cpp and writes OUT.hpp (a C++ header, namespace qkv::page_notes::N
             numbered 1, 2, ... in order,
   - proofs: every static_assert (file, line, its text as written, the comment lines right above
             it: the hand arithmetic),
-  - QKV_EXAMPLE_HAS_PAGE: 1 when the example defines a page() function (tools/explain/).
+  - QKV_EXAMPLE_HAS_PAGE: 1 when the example defines a page() function (examples/program/example.cpp).
 meson runs it at build time (tools/meson.build), so a changed comment or proof shows on the page
 at the next build. It reads C++ loosely: a static_assert ends at the ';' after its balanced
 parentheses (strings and character literals are skipped).

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# test.sh: set up, build and pass every test: with g++ and clang++-16 (build-gcc, build-clang),
-# and again with both under AddressSanitizer + UndefinedBehaviorSanitizer and
-# -D_GLIBCXX_ASSERTIONS (build-gcc-asan, build-clang-asan); then the runtime path's tests (meson
-# suite 'runtime_path': every test of include/qkv/runtime/) under ThreadSanitizer with clang++-16 and
-# -D_GLIBCXX_ASSERTIONS (build-clang-tsan), which compiles only those test binaries, not the
-# constexpr proofs, examples or tool; and the same suite built by clang++-16 for the CPU it runs
-# on (build-clang-native, -Dsimd_arch=native: AVX-512 where the machine has it), because the
-# default builds target AVX2 + FMA and libstdc++'s simd takes other code paths on AVX-512.
-# -Werror in all six. Prints how long each part took.
-# The last line counts all builds: "N passed, M failed". Exits non-zero on any failure.
+# test.sh: set up, build and pass every test. Six builds, each running the suites (tests/meson.build:
+# a suite is a folder of tests/) whose result can differ in it; docs/testing.md says why:
+#
+#   gcc           g++ 12                                   every suite
+#   clang         clang++-16                               every suite but browser, docs, consumers, house
+#   gcc-asan      g++ 12, ASan + UBSan, _GLIBCXX_ASSERTIONS    the suites that run code: core, exact,
+#   clang-asan    clang++-16, the same                      reference, io, runtime, examples, cli, fuzz
+#   clang-tsan    clang++-16, ThreadSanitizer               runtime
+#   clang-native  clang++-16, -march=native (AVX-512 here)  runtime
+#
+# What cannot differ between builds runs once: a static_assert or a compiler's message does not
+# change under a sanitizer (static, compile_fail: the plain builds); the docs, the pages in the
+# browser and the installed packages are checked in build-gcc. Each build compiles only the
+# targets its suites need. -Werror in all six. Prints how long each part took, per build and
+# per suite, and ends with one line: "N passed, M failed". Exits non-zero on any failure.
 #   ./scripts/test.sh                               all six builds
 #   QKV_COMPILERS=gcc ./scripts/test.sh             only the builds named (gcc, clang,
 #   QKV_COMPILERS="gcc clang-asan" ./scripts/test.sh   gcc-asan, clang-asan, clang-tsan, clang-native)
+#   QKV_SUITES="core runtime" ./scripts/test.sh     only these suites, in every build that runs them
 # In the sanitizer and TSan builds the tests see QKV_TEST_SAMPLE=small: a slow sweep may then check a
 # smaller sample, and says so in its output. Meson's per-test timeouts are tripled there.
 set -uo pipefail
@@ -26,6 +32,9 @@ status=0
 timings=()
 total_start=$SECONDS
 
+all_suites="house static compile_fail core exact reference io runtime examples cli fuzz browser docs consumers"
+run_suites="core exact reference io runtime examples cli fuzz"  # the suites whose code runs
+
 # Every build: -Werror on top of the project's warning_level=3 (-Wall -Wextra -Wpedantic).
 # The sanitizer builds add ASan + UBSan, which stops at its first report (without
 # -fno-sanitize-recover it prints and the test passes), and libstdc++'s checked operator[] and
@@ -34,11 +43,10 @@ total_start=$SECONDS
 plain_options=(-Dwerror=true)
 sanitize_options=(-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false)
 sanitize_cpp_args="-D_GLIBCXX_ASSERTIONS -fno-sanitize-recover=all"
-# ThreadSanitizer: a data race or a misuse of a mutex ends the test with a report
-# (halt_on_error); only the suite 'runtime_path' is built and run there
+# ThreadSanitizer: a data race or a misuse of a mutex ends the test with a report (halt_on_error)
 tsan_options=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false "-Dcpp_args=-D_GLIBCXX_ASSERTIONS")
-# The runtime path for this CPU (-march=native), clang++-16: only the suite 'runtime_path' (the
-# runtime path's tests). g++ -march=native is what ./scripts/bench.sh builds and measures.
+# the runtime path for this CPU (-march=native): the builds above target AVX2 + FMA, and
+# libstdc++'s simd takes other code paths (and clang other bugs) on AVX-512
 native_options=(-Dwerror=true -Dsimd_arch=native)
 
 for b in $builds; do
@@ -51,32 +59,38 @@ for b in $builds; do
   test_env=()
   test_args=()
   case $b in
-    gcc-asan) options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args -Wno-maybe-uninitialized") ;;
-    clang-asan) options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args") ;;
-    clang-tsan) options=("${tsan_options[@]}") ;;
-    clang-native) options=("${native_options[@]}") ;;
+    gcc) suites=$all_suites ;;
+    clang) suites="static compile_fail $run_suites" ;;
+    gcc-asan)
+      options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args -Wno-maybe-uninitialized")
+      suites=$run_suites ;;
+    clang-asan)
+      options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args")
+      suites=$run_suites ;;
+    clang-tsan) options=("${tsan_options[@]}"); suites=runtime ;;
+    clang-native) options=("${native_options[@]}"); suites=runtime ;;
   esac
-  targets=()
-  test_selection=()
+  if [ -n "${QKV_SUITES:-}" ]; then  # only the suites asked for, of those this build runs
+    wanted_suites=""
+    for s in $suites; do
+      case " $QKV_SUITES " in *" $s "*) wanted_suites="$wanted_suites $s" ;; esac
+    done
+    suites=${wanted_suites# }
+    [ -z "$suites" ] && continue
+  fi
   case $b in
     *-asan)
       test_env=(QKV_TEST_SAMPLE=small
                 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1
                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
-      test_args=(--timeout-multiplier 3)
-      ;;
+      test_args=(--timeout-multiplier 3) ;;
     *-tsan)
       test_env=(QKV_TEST_SAMPLE=small TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
-      test_args=(--timeout-multiplier 3)
-      test_selection=(--no-rebuild --suite runtime_path)
-      ;;
-    *-native)
-      test_selection=(--no-rebuild --suite runtime_path)
-      ;;
+      test_args=(--timeout-multiplier 3) ;;
   esac
   dir=build-$b
   start=$SECONDS
-  echo "== $b ($cxx${options:+, ${options[*]}}): configure, build and test in $dir"
+  echo "== $b ($cxx${options:+, ${options[*]}}): configure, build and test in $dir; suites: $suites"
   [ ${#test_env[@]} -gt 0 ] && echo "== $b: the tests run with ${test_env[*]} (slow sweeps that honour QKV_TEST_SAMPLE check a smaller sample and say so)"
   # a folder set up by test.sh with other options is set up again; one set up by hand (or by an
   # older test.sh) is reconfigured with these options
@@ -97,37 +111,54 @@ for b in $builds; do
   fi
   echo "$wanted" >"$dir/qkv-test-options"
   t_setup=$((SECONDS - start))
-  if [ ${#test_selection[@]} -gt 0 ]; then
-    # the executables of the suite's tests, by target name
-    mapfile -t targets < <(meson introspect "$dir" --tests | python3 -c '
+  # the files of the targets the selected suites' tests run or name (meson introspect: a test's
+  # executable and the build targets among its arguments), so that a build compiles nothing else
+  mapfile -t outputs < <(meson introspect "$dir" --tests --targets | python3 -c '
 import json, os, sys
-for t in json.load(sys.stdin):
-    if any(s.split(":")[-1] == "runtime_path" for s in t["suite"]):
-        print(os.path.basename(t["cmd"][0]))')
-    echo "== $b: building the ${#targets[@]} test binaries of suite runtime_path: ${targets[*]}"
-  fi
-  if ! meson compile -C "$dir" -j 2 "${targets[@]}"; then
+info = json.load(sys.stdin)
+suites = set(sys.argv[1].split())
+ids = set()
+for t in info["tests"]:
+    if any(s.split(":")[-1] in suites for s in t["suite"]):
+        ids.update(t.get("depends", []))
+for t in info["targets"]:
+    if t["id"] in ids:
+        for f in t["filename"]:
+            print(os.path.relpath(f, sys.argv[2]))' "$suites" "$(cd "$dir" && pwd)")
+  echo "== $b: building the ${#outputs[@]} targets the suites need"
+  if ! ninja -C "$dir" -j 2 "${outputs[@]}"; then
     echo "test.sh: build failed ($b)"
     failed=$((failed + 1)); status=1
-    timings+=("$(printf '%-11s build FAILED after %4d s' "$b" $((SECONDS - start)))")
+    timings+=("$(printf '%-12s build FAILED after %4d s' "$b" $((SECONDS - start)))")
     continue
   fi
   t_build=$((SECONDS - start - t_setup))
-  env "${test_env[@]}" meson test -C "$dir" --print-errorlogs --num-processes 2 "${test_args[@]}" "${test_selection[@]}" |
-    tee "$dir/test-summary.txt"
+  suite_args=()
+  for s in $suites; do suite_args+=(--suite "$s"); done
+  env "${test_env[@]}" meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 "${test_args[@]}" \
+    "${suite_args[@]}" | tee "$dir/test-summary.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   t_test=$((SECONDS - start - t_setup - t_build))
   ok=$(awk '/^Ok:/ {print $2}' "$dir/test-summary.txt")
   bad=$(awk '/^(Fail|Unexpected Pass|Timeout):/ {n += $NF} END {print n + 0}' "$dir/test-summary.txt")
   passed=$((passed + ${ok:-0}))
   failed=$((failed + ${bad:-0}))
+  # each suite's share of the test time: the sum of its tests' durations (two run at once)
+  per_suite=$(python3 -c '
+import collections, json, sys
+d = collections.Counter()
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    d[t["suite"][0].split(":")[-1]] += t["duration"]
+print(", ".join("%s %.0f" % kv for kv in sorted(d.items(), key=lambda kv: -kv[1])))' "$dir/meson-logs/testlog.json" 2>/dev/null)
   echo "== $b: ${ok:-0} passed, ${bad:-0} failed in $((SECONDS - start)) s"
-  timings+=("$(printf '%-11s %4d s  (configure %3d s, build %4d s, test %4d s): %s passed, %s failed' \
+  timings+=("$(printf '%-12s %4d s  (configure %3d s, build %4d s, test %4d s): %s passed, %s failed' \
     "$b" $((SECONDS - start)) "$t_setup" "$t_build" "$t_test" "${ok:-0}" "${bad:-0}")")
+  timings+=("$(printf '%-12s test seconds per suite: %s' '' "$per_suite")")
 done
 
 echo "== time per build:"
 for t in "${timings[@]}"; do echo "   $t"; done
-echo "   total       $((SECONDS - total_start)) s"
+echo "   total        $((SECONDS - total_start)) s"
 echo "$passed passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]

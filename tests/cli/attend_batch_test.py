@@ -2,7 +2,7 @@
 """attend_batch_test.py QKV FIXTURE ATTEND_DIR OUT_DIR: `qkv attend`'s batch form (x [B, T, d] with
 lengths or key_padding [B, S]) against PyTorch and against each sequence run alone.
 
-FIXTURE is tests/data/rope_batch/batch.json (scripts/torch_rope_batch_fixtures.py, PyTorch 1.13):
+FIXTURE is tests/data/rope_batch/batch.json (scripts/fixtures/torch_rope_batch_fixtures.py, PyTorch 1.13):
 nn.MultiheadAttention(8, 2 heads, batch_first=True) over x [4, 5, 8] with key_padding_mask for the
 lengths [5, 3, 1, 0], in float64 from float32-drawn inputs (so the case's numbers are exact in
 float32), with the output [4, 5, 8] and the per-head weights [4, 2, 5, 5]. No torch needed here.
@@ -95,7 +95,7 @@ def linear(x, w, b):
 
 
 def head_attention(q, dq, k, dk, v, dv, scale, ok):
-    """reference_attention::compute of tests/runtime/runtime_test_support.hpp, ported"""
+    """reference_attention::compute of tests/support/runtime.hpp, ported"""
     T, S, d, D = len(q), len(k), len(q[0]), len(v[0])
     W = [[0.0] * S for _ in range(T)]
     dW = [[0.0] * S for _ in range(T)]

@@ -3,7 +3,7 @@
 "float16" (the inputs are that type, the arithmetic float32). No torch needed.
 
 1. The rounding is PyTorch's: FIXTURE is tests/data/decoder/decoder_torch.json
-   (scripts/torch_decoder_fixtures.py), whose "conversions" are 214 float32 values (ties, 65504,
+   (scripts/fixtures/torch_decoder_fixtures.py), whose "conversions" are 214 float32 values (ties, 65504,
    65519, 65520, subnormals, 3.39e38, -0.0) and the bits torch's .to(torch.bfloat16) and
    .to(torch.float16) give them. A case whose x is those values (one column) and whose wq, wk, wv
    are [[1]] has queries = x as the tool rounded it (0 + 1 * x: exact, but for a zero's sign);

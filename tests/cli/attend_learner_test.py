@@ -2,7 +2,7 @@
 """attend_learner_test.py QKV FIXTURE OUTDIR: `qkv attend`'s learner fields (tokens,
 context_tokens, key_padding) and its --json extras (scale, mask, scaled_scores), against
 PyTorch's nn.MultiheadAttention with key_padding_mask (FIXTURE, made by
-tests/data/make_key_padding_fixture.py; PyTorch is not needed here).
+scripts/fixtures/key_padding_fixture.py; PyTorch is not needed here).
 
 qkv's float32 and float64 outputs are compared with PyTorch's float64 ones within a bound
 derived below in the standard model (Higham; core/bounds.hpp uses the same rules), never a

@@ -2,7 +2,7 @@
 """decode_rope_test.py QKV FIXTURE OUT_DIR: `qkv decode` with `rope` against PyTorch and against
 its own claims.
 
-FIXTURE is tests/data/decode_rope/decode_rope.json (scripts/torch_decode_rope_fixture.py, PyTorch
+FIXTURE is tests/data/decode_rope/decode_rope.json (scripts/fixtures/torch_decode_rope_fixture.py, PyTorch
 1.13): 24 tokens' q, k, v (4 query heads on 2 key/value heads of 8) and two rotations (half_split
 at positions 0..23; interleaved, rotary_dim 4, base 500000, at positions 4090..4113), each with
 PyTorch's float32 rotation of q and k and its float64 causal GQA attention on them, the keys and

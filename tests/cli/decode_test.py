@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """decode_test.py QKV FIXTURE OUT_DIR: `qkv decode` against PyTorch and against its own claims.
 
-FIXTURE is tests/data/decoder/decoder_torch.json (scripts/torch_decoder_fixtures.py, PyTorch 1.13):
+FIXTURE is tests/data/decoder/decoder_torch.json (scripts/fixtures/torch_decoder_fixtures.py, PyTorch 1.13):
 its "decode" case is 130 tokens' q, k, v (2 query heads on 1 key/value head of 8), with PyTorch's
 float64 causal attention on the keys and values as stored in float32, bfloat16 and float16
 (rounded by torch's .to()). For each storage and both kernels, with a prompt of 1 and of 37 tokens:

@@ -5,7 +5,7 @@
 1. every fixture of tests/data/encoder/ with --json, float32 and float64: the output of every
    layer is there with the right shape, and agrees with PyTorch's float64 output within the
    largest difference the doctest suite proves within its derived bounds for the same path
-   (tests/runtime/runtime_encoder_test.cpp; here only as a smoke check of the plumbing: 1e-5 for
+   (tests/runtime/encoder_test.cpp; here only as a smoke check of the plumbing: 1e-5 for
    float32 and 1e-12 for float64, both far above those bounds' actual values of 4e-7 and 1e-15,
    far below any plumbing mistake such as a transposed or swapped tensor);
 2. malformed cases made from a fixture: exit status 2, nothing on stdout, and a message on

@@ -81,7 +81,7 @@ bad("no text", ["--vocab", vocab], "missing TEXT")
 bad("two texts", ["--vocab", vocab, "a", "b"], "expected one TEXT")
 bad("an unknown option", ["--vocab", vocab, "--xml", "a"], "unknown option '--xml'")
 # --- the fast tokenizer's fields, pairs, truncation and padding (values from Hugging Face's
-# Rust library through npm `tokenizers`: scripts/hf/make_fixtures.js, tests/data/hf_encodings.json)
+# Rust library through npm `tokenizers`: scripts/fixtures/hf/make_fixtures.js, tests/data/hf_encodings.json)
 fixtures = json.load(open(sys.argv[3], encoding="utf-8"))
 picked = [c for c in fixtures["cases"] if "expected" in c and c["pair"] is not None and c.get("padding")][:3]
 picked += [c for c in fixtures["cases"] if "expected" in c and c.get("truncation") == "only_second" and c["max_length"] >= 3][:2]

@@ -6,7 +6,7 @@
 Every fixture case that is one `qkv torch` call is run; every tensor must carry PyTorch's bits
 (float32 values parsed as double and rounded to float; float64 values parsed as double), except
 on the C library's path (float64 normal values): there qkv's own log/sin/cos (core/math.hpp) may
-differ from glibc's by a few ulps (the derivation is in tests/runtime/torch_test.cpp: <= 3 ulp).
+differ from glibc's by a few ulps (the derivation is in tests/core/torch_test.cpp: <= 3 ulp).
 Then the bad inputs: exit status 2, a message on stderr, nothing on stdout.
 """
 import json

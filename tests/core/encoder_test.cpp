@@ -1,6 +1,6 @@
 // The constexpr encoder (core/encoder.hpp) run at run time against PyTorch 1.13's
 // nn.TransformerEncoderLayer / nn.TransformerEncoder (tests/data/encoder/, made by
-// tests/data/make_encoder_fixtures.py), float32 and float64, every layer's steps.
+// scripts/fixtures/encoder_fixtures.py), float32 and float64, every layer's steps.
 //
 // Tolerances: |ours - PyTorch float64| <= B_ours + B_torch, where B_ours bounds our rounding
 // error (core/encoder_bounds.hpp, derived step by step from the standard model, evaluated on
@@ -18,7 +18,7 @@
 #include <qkv/core/encoder_bounds.hpp>
 #include <qkv/core/masks.hpp>
 
-#include "encoder_fixture.hpp"
+#include "../support/encoder_fixture.hpp"
 
 namespace {
 

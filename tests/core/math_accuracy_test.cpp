@@ -13,7 +13,7 @@
 // on two threads and takes about 30-60 s; see docs/numerics.md.
 #include <qkv/core/math.hpp>
 
-#include "math_samples.hpp"
+#include "../support/math_samples.hpp"
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
 #include <doctest/doctest.h>

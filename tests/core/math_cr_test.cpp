@@ -26,8 +26,8 @@
 
 #include <qkv/core/math.hpp>
 
-#include "math_hard_cases.hpp"
-#include "math_samples.hpp"
+#include "../support/math_hard_cases.hpp"
+#include "../support/math_samples.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 //      with (2) to 2^-40 ulp.
 #include <qkv/core/math.hpp>
 
-#include "math_samples.hpp"
+#include "../support/math_samples.hpp"
 
 #include <boost/math/special_functions/erf.hpp>
 #include <boost/multiprecision/cpp_bin_float.hpp>

@@ -3,8 +3,8 @@
 // The accuracy proof against Boost.Multiprecision is math_accuracy_test.cpp.
 #include <qkv/core/math.hpp>
 
-#include "math_hard_cases.hpp"
-#include "math_samples.hpp"
+#include "../support/math_hard_cases.hpp"
+#include "../support/math_samples.hpp"
 
 #include <doctest/doctest.h>
 

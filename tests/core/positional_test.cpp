@@ -1,6 +1,6 @@
 // The sinusoidal positional encoding (core/positional.hpp) against the PyTorch tutorial's
 // formula evaluated by PyTorch 1.13 in float64 (tests/data/encoder/positional.json, made by
-// tests/data/make_encoder_fixtures.py: div_term = exp(arange(0, d, 2) * -(log(10000) / d))).
+// scripts/fixtures/encoder_fixtures.py: div_term = exp(arange(0, d, 2) * -(log(10000) / d))).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // float64 normal draws against PyTorch, bit for bit, on 1.4 million values (issue 18).
 //
-// tests/data/make_torch_f64_fixtures.py ran Debian's PyTorch 1.13.1 and stored, per block of 4096
+// scripts/fixtures/torch_f64_fixtures.py ran Debian's PyTorch 1.13.1 and stored, per block of 4096
 // values, the FNV-1a hash of PyTorch's bits and the hash of the same Box-Muller arithmetic with
 // correctly rounded log, sin and cos, plus every value where the two differ: there glibc's log,
 // sin or cos (which PyTorch's float64 kernels call) is not correctly rounded, and the fixture
@@ -10,7 +10,7 @@
 // So this test proves, for every value: qkv's bits == PyTorch's bits, except at the listed
 // values, where qkv's bits are the correctly rounded arithmetic's and PyTorch's differ only
 // because glibc rounded a log, sin or cos the other way (docs/numerics.md, "glibc is not
-// correctly rounded"). tests/runtime/math_cr_test.cpp checks each listed glibc result against
+// correctly rounded"). tests/core/math_cr_test.cpp checks each listed glibc result against
 // Boost.Multiprecision.
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // runtime tests of core/torch.hpp: PyTorch's own numbers, bit for bit.
 //
-// Two sources, both copied into tests/data/ by tests/data/make_torch_fixtures.py:
+// Two sources, both copied into tests/data/ by scripts/fixtures/torch_fixtures.py:
 //  - torch_reference.hpp: the generator tensors of tests/data/reference (tutorials 001, 003, 004);
 //  - torch_cases.json: op sequences run by PyTorch 1.13.1 (Debian python3-torch, AVX2), each op
 //    with its tensors, the engine's draw count and the cached normal sample read back from

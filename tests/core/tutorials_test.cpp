@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "reference_data.hpp"
+#include "../support/reference_data.hpp"
 
 #define QKV_EXAMPLE_NO_MAIN
 #include "../../examples/01_illustrated_self_attention.cpp"

@@ -1,6 +1,6 @@
 // runtime tests of io/svg.hpp and io/html.hpp: golden files (tests/data/*.svg, *.html; rewrite
 // them with QKV_UPDATE_GOLDEN=1 after a deliberate change, and look at them), escaping, colours,
-// tooltips and shape errors. tests/xml/check_xml.py checks that the golden files are well-formed.
+// tooltips and shape errors. tests/io/check_xml.py checks that the golden files are well-formed.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // runtime tests of the fast flavor of io/wordpiece.hpp (Hugging Face's Rust tokenizer, as
 // AutoTokenizer('bert-base-uncased') runs it) and of io/bert_encoding.hpp (pairs, truncation,
 // padding, offsets), against what the library itself gave: tests/data/hf_codepoints.json and
-// tests/data/hf_encodings.json, made by scripts/hf/make_fixtures.js with npm `tokenizers`.
+// tests/data/hf_encodings.json, made by scripts/fixtures/hf/make_fixtures.js with npm `tokenizers`.
 #include <doctest/doctest.h>
 
 #include <cstdint>

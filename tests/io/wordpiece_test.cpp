@@ -144,7 +144,7 @@ TEST_CASE("the Unicode classes follow BERT's definitions") {
 
 TEST_CASE("every fixture case tokenizes as the reference algorithm does") {
   // tests/data/wordpiece_cases.json: 327 texts and the tokens that the Python transcription of
-  // BertTokenizer (tests/data/make_wordpiece_fixtures.py) gives with Python's own unicodedata
+  // BertTokenizer (scripts/fixtures/wordpiece_fixtures.py) gives with Python's own unicodedata
   std::ifstream in(std::string(QKV_TEST_DATA) + "/wordpiece_cases.json");
   REQUIRE(in);
   const auto fixture = nlohmann::json::parse(in);

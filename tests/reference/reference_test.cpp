@@ -24,7 +24,7 @@
 #include <qkv/reference/multiprecision.hpp>
 
 #include "../data/reference_001.hpp"
-#include "reference_data.hpp"
+#include "../support/reference_data.hpp"
 
 namespace {
 

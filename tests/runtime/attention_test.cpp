@@ -1,6 +1,6 @@
 // Runtime attention: masks, cross-attention, multi-head, the streaming path against the
 // materialised one, threads bit for bit, and PyTorch's numbers for tutorials 001 and 003.
-// Tolerances are derived from the standard model of rounding (runtime_test_support.hpp):
+// Tolerances are derived from the standard model of rounding (tests/support/runtime.hpp):
 // a float run must be within the bound of a double computation of the same formula.
 #include <doctest/doctest.h>
 
@@ -16,7 +16,7 @@
 #include <qkv/io/json.hpp>
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::expect_within;

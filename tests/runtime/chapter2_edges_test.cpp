@@ -16,7 +16,7 @@
 #include <qkv/core/kv_cache.hpp>
 #include <qkv/runtime/multihead.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 

@@ -4,7 +4,7 @@
 // runtime's names (runtime/half.hpp); and core/batch.hpp's edges: lengths over N, a fully
 // padded sequence, padded query rows, a NaN in a padded value, causal with padding, and the 16-bit
 // path against the float path on the converted values; PyTorch's .to(torch.bfloat16) and
-// .to(torch.float16) bits for example 14's q, k, v (scripts/torch_chapter2.py). Example 14
+// .to(torch.float16) bits for example 14's q, k, v (scripts/fixtures/torch_chapter2.py). Example 14
 // proves the main results.
 #include <array>
 #include <bit>

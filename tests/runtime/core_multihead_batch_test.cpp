@@ -1,6 +1,6 @@
 // core_multihead_batch_test.cpp: core/batch.hpp's multi-head, grouped-query and cross-attention
 // padded batches against PyTorch's float64 nn.MultiheadAttention (batch_first, key_padding_mask;
-// tests/data/chapter2/torch_chapter2.hpp, made by scripts/torch_chapter2.py) and against the
+// tests/data/chapter2/torch_chapter2.hpp, made by scripts/fixtures/torch_chapter2.py) and against the
 // runtime's batch_attention (runtime/batch.hpp) on the same inputs, each within a derived bound;
 // and the edges: lengths over the memory's rows, a NaN in a padded memory row never read, causal
 // with padding in H heads, GQA equal to multi-head with the K/V heads repeated, bit for bit.
@@ -25,9 +25,11 @@
 #include <qkv/runtime/batch.hpp>
 
 #include "../../examples/chapter2_bounds.hpp"
+#include "../support/runtime.hpp"
 #include "../data/chapter2/torch_chapter2.hpp"
 
 namespace rt = qkv::runtime;
+using qkv::testing::same_bits;
 namespace mh = qkv_test::torch_chapter2::multihead_batch;
 namespace c2 = qkv::examples::chapter2;
 
@@ -63,13 +65,6 @@ struct cross_batch {
     memory[0] = m(mh::cross_memory_0), memory[1] = m(mh::cross_memory_1), memory[2] = m(mh::cross_memory_2);
   }
 };
-
-template <std::size_t R, std::size_t C>
-bool same_bits(const qkv::matrix<double, R, C>& a, const qkv::matrix<double, R, C>& b) {
-  for (std::size_t k = 0; k < R * C; ++k)
-    if (std::bit_cast<std::uint64_t>(a.v[k]) != std::bit_cast<std::uint64_t>(b.v[k])) return false;
-  return true;
-}
 
 template <std::size_t C>
 std::vector<double> as_vector(const qkv::matrix<double, 1, C>& a) {

@@ -13,18 +13,14 @@
 
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
+using qkv::testing::same_bits;
 using qkv::testing::random_matrix;
 using rt::dynamic_matrix;
 
 namespace {
-
-template <class T>
-bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 /// one head through both paths; the streaming output, and the materialised one in `mat`
 template <class T>

@@ -1,10 +1,10 @@
 // The decoder pieces of the runtime path against PyTorch (tests/data/decoder/decoder_torch.json,
-// made by scripts/torch_decoder_fixtures.py with PyTorch 1.13 in float64 from float32 inputs):
+// made by scripts/fixtures/torch_decoder_fixtures.py with PyTorch 1.13 in float64 from float32 inputs):
 // lower-right and upper-left causal masks, sliding windows, ALiBi, additive per-head biases and
 // grouped-query attention through attention(), and token-by-token decoding through the KV cache
 // with float32, bfloat16 and float16 storage; PyTorch's bfloat16/float16 rounding bit for bit.
 //
-// Tolerance, derived (the standard model, as runtime_test_support.hpp's reference_attention,
+// Tolerance, derived (the standard model, as tests/support/runtime.hpp's reference_attention,
 // with the additive terms): for one row, z_j = scale q.k_j + bias + m (j - p); the float run's
 // error in z_j is |scale| gamma(d) sum|q||k| (the dot product), 3u|s_j| (the scale 1/sqrt(d)
 // rounded twice, then the multiply), and 2u(|s_j| + |b| + |a|) (two additions; ALiBi's product
@@ -25,7 +25,7 @@
 #include <qkv/io/json.hpp>
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::gamma_n;

@@ -26,7 +26,7 @@
 #include <qkv/core/encoder_bounds.hpp>
 #include <qkv/runtime/encoder.hpp>
 
-#include "encoder_fixture.hpp"
+#include "../support/encoder_fixture.hpp"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <qkv/core/matrix.hpp>
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::random_matrix;

@@ -20,7 +20,7 @@
 #include <qkv/runtime/encoder.hpp>
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::random_matrix;

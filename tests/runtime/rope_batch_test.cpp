@@ -1,6 +1,6 @@
 // Rotary position embeddings (runtime/rope.hpp) and batches with key padding
 // (runtime/batch.hpp): PyTorch's numbers (tests/data/rope_batch/, made by
-// scripts/torch_rope_batch_fixtures.py), the two properties of a rotation (norms kept, scores that
+// scripts/fixtures/torch_rope_batch_fixtures.py), the two properties of a rotation (norms kept, scores that
 // depend only on m - n) within derived bounds, and bits across thread counts.
 //
 // Bounds (standard model, Higham 3.1; u = 2^-24 for float). One rotated pair:
@@ -27,9 +27,10 @@
 #include <qkv/runtime/rope.hpp>
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
+using qkv::testing::same_bits;
 using qkv::testing::expect_within;
 using qkv::testing::random_matrix;
 using qkv::testing::reference_attention;
@@ -59,11 +60,6 @@ std::vector<T> vector_at(const qkv::io::json_document& doc, const nlohmann::json
 
 rt::rope_layout layout_of(const std::string& s) {
   return s == "interleaved" ? rt::rope_layout::interleaved : rt::rope_layout::half_split;
-}
-
-template <class T>
-bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 double norm(const std::vector<double>& v) {

@@ -1,7 +1,7 @@
 // RoPE applied by the runtime KV cache (kv_cache::set_rope, rope_queries): decoding through the
 // cache against attention() with the same `rope` option, bit for bit (float32 storage) or
 // against full attention of the rounded rotated keys (16-bit storage); the API's edges.
-// PyTorch: the fixture case of rope_attention.json (scripts/torch_rope_batch_fixtures.py),
+// PyTorch: the fixture case of rope_attention.json (scripts/fixtures/torch_rope_batch_fixtures.py),
 // decoded through the cache, gives attention()'s concat bit for bit, which rope_batch_test.cpp
 // checks against PyTorch float64 within its chain of bounds.
 #include <doctest/doctest.h>
@@ -18,18 +18,14 @@
 #include <qkv/io/json.hpp>
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
+using qkv::testing::same_bits;
 using qkv::testing::random_matrix;
 using rt::dynamic_matrix;
 
 namespace {
-
-template <class T>
-bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 /// decode x's tokens through a rope cache: first `prefill` tokens in one call, then one by one.
 /// Projections are attention()'s own (a run without rope: the same GEMMs, rope comes after);
@@ -164,7 +160,7 @@ TEST_CASE("a 16-bit RoPE cache rotates in float and rounds once: full attention 
 
 TEST_CASE("decoding the PyTorch RoPE layer (rope_attention.json) through the cache: attention()'s bits, PyTorch's output within the bound") {
   // the fixture's layer: 6 tokens, 2 heads of 4, LLaMA's order (project, rotate, attend) from
-  // position 3, PyTorch float64 (scripts/torch_rope_batch_fixtures.py). Decoding through the
+  // position 3, PyTorch float64 (scripts/fixtures/torch_rope_batch_fixtures.py). Decoding through the
   // cache == streaming attention() to the bit; its output (concat Woᵀ + bo) vs PyTorch within
   // the chain of bounds rope_batch_test.cpp derives for attention(): projections
   // (reference_linear), the rotation (kappa, plus p 2^-51 for the double angle, |c|, |s| <= 1),
@@ -304,7 +300,7 @@ void core_rope_head(const dynamic_matrix<float>& m, std::size_t h, qkv::rope_lay
 }  // namespace
 
 TEST_CASE("core rope with rotary_dim equals the runtime's and PyTorch's rotation within the derived bound") {
-  // rope.json (scripts/torch_rope_batch_fixtures.py): PyTorch's formula with float64 angles, c
+  // rope.json (scripts/fixtures/torch_rope_batch_fixtures.py): PyTorch's formula with float64 angles, c
   // and s rounded to float, q c + rotate(q) s in float32; partial rotary 4 of 8 and 8 of 16
   // among the five cases. The runtime's apply_rope gives these bits exactly (rope_batch_test.cpp);
   // the core's angles take another road (theta = exp(-(2i ln base)/r) with qkv's exp and log,

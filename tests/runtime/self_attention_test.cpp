@@ -4,7 +4,7 @@
 // The tolerance. The core rounds every multiply and add in order (-ffp-contract=off) and, with
 // no .scale, divides each score by sqrt(d_k); the runtime sums with fused multiply-adds in its
 // own order, multiplies by 1/sqrt(d_k) (rounded twice) and has its own exp (within 2 ulp). Each
-// is within the standard-model bound B of the exact result (runtime_test_support.hpp's
+// is within the standard-model bound B of the exact result (tests/support/runtime.hpp's
 // reference_attention: gamma(K) sum |a||b| per product, 3u for the scaling by either route,
 // core/bounds.hpp's softmax bound with exp within 2 ulp), so |core - runtime| <= 2 B.
 // With exact inputs (small integers) the projections and scores are exact on both paths, so
@@ -20,7 +20,7 @@
 #include <qkv/core/attention.hpp>
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::expect_within;

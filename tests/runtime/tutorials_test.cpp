@@ -6,7 +6,7 @@
 // the runtime path asks for fused multiply-adds and sums in its own order, and its exp is a
 // different polynomial. So the two are not bit-identical, and no fixed order makes them so.
 // Both are computations of the same formula in float, each within the standard-model bound B
-// of the exact result (runtime_test_support.hpp: gamma(K) sum |a||b| per product, the softmax
+// of the exact result (tests/support/runtime.hpp: gamma(K) sum |a||b| per product, the softmax
 // bound of core/bounds.hpp with exp within 2 ulp), so |constexpr - runtime| <= 2 B. Exact
 // steps (tutorial 000's integer products) must agree bit for bit.
 // Tutorial 001's PyTorch numbers (three heads, cross-attention) are checked in
@@ -24,7 +24,7 @@
 
 #include <qkv/runtime/runtime.hpp>
 
-#include "runtime_test_support.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::expect_within;

@@ -1,6 +1,6 @@
 // static proofs of core/math.hpp: special values and known values, at compile time, on both
 // compilers. If this file compiles, they hold. The accuracy sweep (10^6 points per function and
-// type against Boost cpp_bin_float_50) is tests/runtime/math_accuracy_test.cpp.
+// type against Boost cpp_bin_float_50) is tests/core/math_accuracy_test.cpp.
 #include <qkv/core/check.hpp>
 #include <qkv/core/math.hpp>
 

@@ -2,7 +2,7 @@
 // in attention"): if this file compiles, they hold, on g++ and clang++-16. Only what both
 // compilers evaluate is here: clang refuses arithmetic that yields or reads a NaN, g++ a float
 // overflow, so NaN and inf enter as given scores or values, never through a product.
-// tests/runtime/runtime_nonfinite_test.cpp runs the same functions on NaN tokens at run time.
+// tests/runtime/nonfinite_test.cpp runs the same functions on NaN tokens at run time.
 #include <cstddef>
 #include <limits>
 

@@ -1,4 +1,4 @@
-// encoder_fixture.hpp: reads tests/data/encoder/*.json (made by tests/data/make_encoder_fixtures.py
+// encoder_fixture.hpp: reads tests/data/encoder/*.json (made by scripts/fixtures/encoder_fixtures.py
 // with PyTorch 1.13) into the constexpr path's fixed-size types, checking every shape.
 #pragma once
 

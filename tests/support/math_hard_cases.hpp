@@ -1,7 +1,7 @@
 // math_hard_cases.hpp: arguments whose log, sin or cos lie extremely close to a rounding
 // boundary (a midpoint between two doubles), the literature's hard-to-round cases. A function
 // that is correctly rounded only "most of the time" gets these wrong; qkv's must take its
-// accurate path on them and still round correctly (tests/runtime/math_cr_test.cpp checks them
+// accurate path on them and still round correctly (tests/core/math_cr_test.cpp checks them
 // against Boost.Multiprecision, tests/static/math_test.cpp in constant evaluation).
 //
 // Sources:

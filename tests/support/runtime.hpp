@@ -1,4 +1,4 @@
-// runtime_test_support.hpp: what the runtime tests share: random matrices, a plain reference
+// runtime.hpp (tests/support/): what the runtime tests share: random matrices, a plain reference
 // attention in double with its error bounds, and element-wise checks that report the worst.
 #pragma once
 
@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <qkv/core/matrix.hpp>
 #include <qkv/runtime/runtime.hpp>
 
 namespace qkv::testing {
@@ -25,6 +27,20 @@ dynamic_matrix<T> random_matrix(std::size_t rows, std::size_t cols, unsigned see
   dynamic_matrix<T> m(rows, cols);
   for (std::size_t k = 0; k < m.size(); ++k) m.data()[k] = static_cast<T>(dist(gen));
   return m;
+}
+
+/// the same shape and the same bits, element by element: what "bit for bit" means in these tests
+/// (a NaN equals only a NaN with its payload; +0 and -0 differ)
+template <class T>
+bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+/// the same for two constexpr matrices of one shape
+template <class T, std::size_t R, std::size_t C>
+bool same_bits(const qkv::matrix<T, R, C>& a, const qkv::matrix<T, R, C>& b) {
+  return std::memcmp(a.v, b.v, sizeof(a.v)) == 0;
 }
 
 /// u, the unit roundoff of F: 2^-24 for float, 2^-53 for double

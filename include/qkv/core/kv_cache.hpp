@@ -25,7 +25,7 @@
 // alignment). The caller rotates the queries (attend_cache takes them as given). Row p of a rope()
 // of the whole sequence is rope() of that row alone at first_position p, the same operations on
 // the same numbers: decoding with RoPE through the cache gives the rows of full causal attention
-// of rope(Q), rope(K) bit for bit, as without RoPE (tests/chapter2/core_rope_cache_test.cpp).
+// of rope(Q), rope(K) bit for bit, as without RoPE (tests/core/rope_cache_test.cpp).
 #pragma once
 
 #include <cstddef>

@@ -5,7 +5,7 @@
 // time, so both give the same bits (the project builds with -ffp-contract=off: no silent fma).
 // Nothing here switches on std::is_constant_evaluated().
 //
-// Accuracy (measured against Boost.Multiprecision by tests/runtime/math_accuracy_test.cpp and
+// Accuracy (measured against Boost.Multiprecision by tests/core/math_accuracy_test.cpp and
 // math_tanh_erf_accuracy_test.cpp, numbers in docs/numerics.md): exp, tanh, erf < 1 ulp; sqrt
 // and fma correctly rounded; log, and sin and cos below 2^20 pi/2, correctly rounded in double
 // (math_cr_test.cpp; fdlibm's versions, < 1 ulp, remain as float's base and above 2^20 pi/2).

@@ -277,7 +277,7 @@ constexpr void normal_block(float* d, float mean, float std) {
 
 /// one 16-element block in place, float64 (normal_fill_16<double>): the C library's log, cos and
 /// sin there; qkv::log, qkv::cos, qkv::sin here, correctly rounded, so the bits are PyTorch's
-/// except where glibc misrounds (0.16 % of values; docs/numerics.md, tests/runtime/torch_f64_test.cpp).
+/// except where glibc misrounds (0.16 % of values; docs/numerics.md, tests/core/torch_f64_test.cpp).
 constexpr void normal_block(double* d, double mean, double std) {
   for (std::size_t j = 0; j < 8; ++j) {
     const double u1 = 1.0 - d[j];

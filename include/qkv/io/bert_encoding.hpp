@@ -5,7 +5,7 @@
 // special_tokens_mask, offsets, and key_padding (true where attention_mask is 0: the field that
 // `qkv attend` and masked attention take). The rules are the Rust library's
 // (tokenizers/src/utils/truncation.rs and padding.rs), checked against it through
-// tests/data/hf_encodings.json (scripts/hf/make_fixtures.js).
+// tests/data/hf_encodings.json (scripts/fixtures/hf/make_fixtures.js).
 #pragma once
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "unicode_tables.hpp"
+#include "generated/unicode_tables.hpp"
 
 namespace qkv::io::unicode {
 
@@ -18,7 +18,7 @@ struct invalid_utf8 : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// a code point's class for BERT's basic tokenizer (scripts/gen_unicode_tables.py defines them)
+/// a code point's class for BERT's basic tokenizer (scripts/fixtures/unicode_tables.py defines them)
 enum class char_class : std::uint8_t { control, whitespace, punctuation, mark, other };
 
 [[nodiscard]] inline char_class classify(char32_t c) noexcept {

@@ -1,6 +1,6 @@
 // unicode_hf.hpp: the per-code-point behaviour of Hugging Face's fast (Rust) BERT normalizer and
 // pre-tokenizer, looked up in tables derived from the library itself (unicode_hf_tables.hpp,
-// scripts/gen_unicode_hf_tables.py).
+// scripts/fixtures/unicode_hf_tables.py).
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <iterator>
 
-#include "unicode_hf_tables.hpp"
+#include "generated/unicode_hf_tables.hpp"
 
 namespace qkv::io::unicode_hf {
 

@@ -3,7 +3,7 @@
 // tokenizer_flavor::fast (the default) is what AutoTokenizer.from_pretrained('bert-base-uncased')
 // runs: Hugging Face's Rust `tokenizers` library (BertNormalizer, BertPreTokenizer, WordPiece),
 // for every code point as the library itself answers (unicode_hf.hpp, whose tables
-// scripts/gen_unicode_hf_tables.py derives by asking the library about each code point).
+// scripts/fixtures/unicode_hf_tables.py derives by asking the library about each code point).
 // tokenizer_flavor::slow is the Python BertTokenizer(do_lower_case=True) with Python 3.11's
 // Unicode 14 (unicode.hpp). Both do:
 //   0. the special tokens [CLS] [SEP] [UNK] [PAD] [MASK], written as such in the text, are kept

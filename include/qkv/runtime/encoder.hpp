@@ -7,7 +7,7 @@
 //   norm_first = false:  h = norm1(x + sa(x));   out = norm2(h + ff(h))
 //   norm_first = true:   h = x + sa(norm1(x));   out = h + ff(norm2(h))
 // Differences from the constexpr path, all within the same rounding bounds
-// (core/encoder_bounds.hpp, tests/runtime/runtime_encoder_test.cpp): the GEMM sums with fused
+// (core/encoder_bounds.hpp, tests/runtime/encoder_test.cpp): the GEMM sums with fused
 // multiply-adds in its own order, and attention multiplies the raw scores by 1/sqrt(head dim)
 // where the core (and PyTorch) divide the queries by fl(sqrt(head dim)). Both are two roundings
 // per scaled score on top of the dot product's, as the bound counts them, because the factor

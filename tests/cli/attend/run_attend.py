@@ -1,77 +1,112 @@
 #!/usr/bin/env python3
-"""run_attend.py STATUS STREAM TEXT -- QKV ARGS...: run `qkv ARGS`, check its exit status, that
-TEXT appears in STREAM (stdout or stderr), and the stream contract: on an error (status 2)
-nothing on stdout; with --json and status 0, stdout is one JSON object with scale, mask and
-scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md, each a {"dtype", "shape", "data"} tensor whose data matches its shape
-(a batch case: {"batch", "lengths", "sequences"}, each sequence such an object); with
---svg FILE / --html FILE and status 0, FILE exists and is well-formed XML (SVG / XHTML)."""
+"""run_attend.py CASES BUILD -- QKV attend: `qkv attend` on the small cases of tests/cli/attend/.
+
+Each case NAME.json has its expectations beside it, in NAME.expect (usage.expect: the runs with
+no case file), a JSON list of
+    {"test": what it checks, "why": the derivation (optional), "status": the exit status,
+     "stream": "stdout" or "stderr", "contains": text the stream must contain,
+     "args": the arguments after `qkv attend`; @CASES@ is this folder, @BUILD@ the test's folder}
+Every run also checks the stream contract: on an error (status 2) nothing on stdout and a
+message on stderr; with --json and status 0, stdout is one JSON object with scale, mask and
+scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md, each a {"dtype", "shape",
+"data"} tensor whose data matches its shape (a batch case: {"batch", "lengths", "sequences"},
+each sequence such an object); with --svg FILE / --html FILE and status 0, FILE exists and is
+well-formed XML (SVG / XHTML). Prints one line per expectation; exits 1 if any failed."""
 import json
 import os
 import xml.dom.minidom
 import subprocess
 import sys
 
-sep = sys.argv.index("--")
-status, stream, text = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-cmd = sys.argv[sep + 1:]
-p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-out = {"stdout": p.stdout, "stderr": p.stderr}
-problems = []
-if p.returncode != status:
-    problems.append(f"exit status {p.returncode}, expected {status}")
-if text not in out[stream]:
-    problems.append(f"{stream} does not contain {text!r}")
-if p.returncode == 2 and p.stdout:
-    problems.append("an error, but something on stdout")
-if p.returncode == 2 and not p.stderr.strip():
-    problems.append("an error, but no message on stderr")
-if p.returncode < 0:
-    problems.append(f"killed by signal {-p.returncode}")
-if p.returncode == 0 and "--json" in cmd:
-    try:
-        top = json.loads(p.stdout)
-        # a batch case (docs/cli.md, "A batch of sequences"): {"batch", "lengths", "sequences"},
-        # each sequence the object of a one-sequence case
-        if isinstance(top, dict) and "batch" in top:
-            if list(top.keys()) != ["batch", "lengths", "sequences"] or len(top["sequences"]) != top["batch"] or \
-                    len(top["lengths"]) != top["batch"]:
-                problems.append(f"a batch: keys {list(top.keys())}, expected batch, lengths and one result per sequence")
-            objects = top["sequences"]
-        else:
-            objects = [top]
-        for j in objects:
-            keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
-            extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
-            if list(j.keys()) != extras + keys:
-                problems.append(f"keys {list(j.keys())}, expected {extras + keys}")
-            if not isinstance(j.get("scale"), (int, float)):
-                problems.append("scale is not a number")
-            for k in ["mask", "scaled_scores"] + keys:
-                t = j[k]
-                def check(d, shape):
-                    if not shape:  # a number, or NaN and the infinities as strings; never null
-                        return isinstance(d, (int, float)) or d in ("NaN", "Infinity", "-Infinity")
-                    return isinstance(d, list) and len(d) == shape[0] and all(check(e, shape[1:]) for e in d)
-                if set(t) != {"dtype", "shape", "data"} or not check(t["data"], t["shape"]):
-                    problems.append(f"{k} is not a well-formed tensor")
-            if len(j["scores"]["shape"]) != 3 or len(j["context"]["shape"]) != 3:
-                problems.append("scores and context must be heads x T x ...")
-    except (ValueError, KeyError, TypeError) as e:
-        problems.append(f"stdout is not the expected JSON: {e}")
-if p.returncode == 0:
-    for flag, root in (("--svg", "svg"), ("--html", "html")):
-        if flag in cmd:
-            path = cmd[cmd.index(flag) + 1]
-            try:
-                doc = xml.dom.minidom.parse(path)
-                if doc.documentElement.tagName != root:
-                    problems.append(f"{path}: root element {doc.documentElement.tagName}, expected {root}")
-            except Exception as e:  # noqa: BLE001 - any failure to read is a problem to report
-                problems.append(f"{path} is not well-formed XML: {e}")
-if problems:
-    print("command:", " ".join(cmd))
-    print("stdout:", p.stdout[:3000])
-    print("stderr:", p.stderr[:3000])
-    print("\n".join(problems))
-    sys.exit(1)
-print("ok:", " ".join(cmd[1:]))
+
+def check_run(cmd, status, stream, text):
+    """the problems of one run of cmd (empty: it did what was expected)"""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    out = {"stdout": p.stdout, "stderr": p.stderr}
+    problems = []
+    if p.returncode != status:
+        problems.append(f"exit status {p.returncode}, expected {status}")
+    if text not in out[stream]:
+        problems.append(f"{stream} does not contain {text!r}")
+    if p.returncode == 2 and p.stdout:
+        problems.append("an error, but something on stdout")
+    if p.returncode == 2 and not p.stderr.strip():
+        problems.append("an error, but no message on stderr")
+    if p.returncode < 0:
+        problems.append(f"killed by signal {-p.returncode}")
+    if p.returncode == 0 and "--json" in cmd:
+        try:
+            top = json.loads(p.stdout)
+            # a batch case (docs/cli.md, "A batch of sequences"): {"batch", "lengths", "sequences"},
+            # each sequence the object of a one-sequence case
+            if isinstance(top, dict) and "batch" in top:
+                if list(top.keys()) != ["batch", "lengths", "sequences"] or len(top["sequences"]) != top["batch"] or \
+                        len(top["lengths"]) != top["batch"]:
+                    problems.append(f"a batch: keys {list(top.keys())}, expected batch, lengths and one result per sequence")
+                objects = top["sequences"]
+            else:
+                objects = [top]
+            for j in objects:
+                keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
+                extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
+                if list(j.keys()) != extras + keys:
+                    problems.append(f"keys {list(j.keys())}, expected {extras + keys}")
+                if not isinstance(j.get("scale"), (int, float)):
+                    problems.append("scale is not a number")
+                for k in ["mask", "scaled_scores"] + keys:
+                    t = j[k]
+                    def check(d, shape):
+                        if not shape:  # a number, or NaN and the infinities as strings; never null
+                            return isinstance(d, (int, float)) or d in ("NaN", "Infinity", "-Infinity")
+                        return isinstance(d, list) and len(d) == shape[0] and all(check(e, shape[1:]) for e in d)
+                    if set(t) != {"dtype", "shape", "data"} or not check(t["data"], t["shape"]):
+                        problems.append(f"{k} is not a well-formed tensor")
+                if len(j["scores"]["shape"]) != 3 or len(j["context"]["shape"]) != 3:
+                    problems.append("scores and context must be heads x T x ...")
+        except (ValueError, KeyError, TypeError) as e:
+            problems.append(f"stdout is not the expected JSON: {e}")
+    if p.returncode == 0:
+        for flag, root in (("--svg", "svg"), ("--html", "html")):
+            if flag in cmd:
+                path = cmd[cmd.index(flag) + 1]
+                try:
+                    doc = xml.dom.minidom.parse(path)
+                    if doc.documentElement.tagName != root:
+                        problems.append(f"{path}: root element {doc.documentElement.tagName}, expected {root}")
+                except Exception as e:  # noqa: BLE001 - any failure to read is a problem to report
+                    problems.append(f"{path} is not well-formed XML: {e}")
+    return p, problems
+
+
+def main():
+    sep = sys.argv.index("--")
+    cases, build = sys.argv[1], sys.argv[2]
+    qkv = sys.argv[sep + 1:]
+    os.makedirs(build, exist_ok=True)
+    failed = total = 0
+    for name in sorted(os.listdir(cases)):
+        if not name.endswith(".expect"):
+            continue
+        for e in json.load(open(os.path.join(cases, name), encoding="utf-8")):
+            args = [a.replace("@CASES@", cases).replace("@BUILD@", build) for a in e["args"]]
+            cmd = qkv + args
+            p, problems = check_run(cmd, e["status"], e["stream"], e["contains"])
+            total += 1
+            if problems:
+                failed += 1
+                print("FAIL: %s (%s)" % (e["test"], name))
+                print("  command:", " ".join(cmd))
+                print("  stdout:", p.stdout[:3000])
+                print("  stderr:", p.stderr[:3000])
+                print("  " + "\n  ".join(problems))
+            else:
+                print("ok: %s" % e["test"])
+    print("%d expectations in %s: %d passed, %d failed" % (total, cases, total - failed, failed))
+    if total == 0:
+        print("no expectation found")
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
