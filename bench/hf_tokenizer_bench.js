@@ -1,5 +1,5 @@
 // hf_tokenizer_bench.js: the same measurement as tokenizer_bench.cpp for Hugging Face's Rust
-// tokenizer through its Node binding (npm `tokenizers`, scripts/hf/bert_tokenizer.js), on one
+// tokenizer through its Node binding (npm `tokenizers`, scripts/fixtures/hf/bert_tokenizer.js), on one
 // thread (run with TOKENIZERS_PARALLELISM=false RAYON_NUM_THREADS=1): every line encoded by
 // one encodeBatch call (the Rust library loops over the lines; no per-line call from
 // JavaScript). The tokens are counted after the clock stops.
