@@ -2,8 +2,8 @@
 // calls qkv (weights packed once; W4/W5 through rt::detail::attend_heads_streaming, each head's
 // k and v packed once per task), or W3att: W3's attention alone (12 heads of 128 x 64 through
 // detail::attend_rows_streaming, as attention() runs them, on one thread); random inputs,
-// nothing else: a program to profile, not a benchmark. Not built by meson (docs/performance.md,
-// "Where the time goes" and "The run of 2026-11-24 16:22 UTC" have the commands):
+// nothing else: a program to profile, not a benchmark. Built by meson with -Dbench=true as
+// qkv_profile_attention (docs/performance-log.md, "Where the time goes", has the commands):
 //   g++ -std=c++20 -O3 -march=native -ffp-contract=off -g -Iinclude -pthread
 //       bench/profile_attention.cpp -o profile_attention       (one command line)
 //   perf record -e cpu-clock -F 5000 ./profile_attention W4 1 60     (workload, threads, calls)

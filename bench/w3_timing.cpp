@@ -1,8 +1,9 @@
 // bench/w3_timing.cpp: W3 (BERT layer: 128 tokens, hidden 768, 12 heads) timed the way
 // bench/peers/qkv_peer.cpp calls qkv (rt::attention, weights packed once), one 128 x 768 x 768
 // projection (rt::linear with a packed_linear), and, in the same process, the zmm FMA peak
-// (12 independent vfmadd231ps chains in assembly; AVX-512 builds only). Not built by meson
-// (docs/performance.md, "W3: the GEMM micro-kernel, measured again"):
+// (12 independent vfmadd231ps chains in assembly; AVX-512 builds only). Built by meson with
+// -Dbench=true as qkv_w3_timing (the project's -O2; docs/performance-log.md, "W3: the GEMM
+// micro-kernel, measured again", used -O3 -march=native):
 //   g++ -std=c++20 -O3 -march=native -ffp-contract=off -pthread -Iinclude bench/w3_timing.cpp -o w3_timing
 //   ./w3_timing [repetitions of 20 calls] [1|2|all threads]
 #include <chrono>

@@ -23,13 +23,8 @@ import sys
 
 QKV, OUT = sys.argv[1:3]
 os.makedirs(OUT, exist_ok=True)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, failures  # noqa: E402 (tests/cli/checks.py)
 
 
 def run(*args):

@@ -25,6 +25,7 @@
 namespace rt = qkv::runtime;
 using qkv::testing::expect_within;
 using qkv::testing::to_double;
+using qkv::testing::twice;
 using rt::dynamic_matrix;
 
 namespace learner {
@@ -50,16 +51,6 @@ constexpr qkv::matrix<float, 3, 3> wv{{{1.0f, 0.0f, -0.5f}, {0.25f, 0.75f, 0.5f}
 
 constexpr auto core = learner::causal_attention(x, wq, wk, wv);  // at compile time
 
-template <std::size_t R, std::size_t C>
-dynamic_matrix<double> d(const qkv::matrix<float, R, C>& m) {
-  return to_double(rt::to_dynamic(m));
-}
-
-dynamic_matrix<double> twice(dynamic_matrix<double> b) {
-  for (std::size_t k = 0; k < b.size(); ++k) b.data()[k] *= 2;
-  return b;
-}
-
 }  // namespace
 
 TEST_CASE("the same learner code through the core and the runtime agrees within twice the derived bound") {
@@ -77,17 +68,17 @@ TEST_CASE("the same learner code through the core and the runtime agrees within 
   // the bounds, from exact (double) inputs; the reference wants W as (out, in)
   const double u = qkv::testing::unit<float>, g = qkv::testing::gamma_n<float>(3);
   dynamic_matrix<double> q, dq, k, dk, v, dv;
-  qkv::testing::reference_linear(d(x), d(qkv::transposed(wq)), {}, g, u, q, dq);
-  qkv::testing::reference_linear(d(x), d(qkv::transposed(wk)), {}, g, u, k, dk);
-  qkv::testing::reference_linear(d(x), d(qkv::transposed(wv)), {}, g, u, v, dv);
+  qkv::testing::reference_linear(to_double(x), to_double(qkv::transposed(wq)), {}, g, u, q, dq);
+  qkv::testing::reference_linear(to_double(x), to_double(qkv::transposed(wk)), {}, g, u, k, dk);
+  qkv::testing::reference_linear(to_double(x), to_double(qkv::transposed(wv)), {}, g, u, v, dv);
   const double scale = 1 / std::sqrt(3.0);
   const auto a = qkv::testing::reference_attention::compute<float>(q, dq, k, dk, v, dv, scale, true, nullptr);
-  expect_within(r.queries, d(core.queries), twice(dq), "queries: runtime vs core");
-  expect_within(r.keys, d(core.keys), twice(dk), "keys: runtime vs core");
-  expect_within(r.values, d(core.values), twice(dv), "values: runtime vs core");
-  expect_within(r.scores, d(core.scores), twice(a.scores_bound), "scores: runtime vs core");
-  expect_within(r.weights, d(core.weights), twice(a.weights_bound), "weights: runtime vs core");
-  expect_within(r.context, d(core.context), twice(a.out_bound), "context: runtime vs core");
+  expect_within(r.queries, to_double(core.queries), twice(dq), "queries: runtime vs core");
+  expect_within(r.keys, to_double(core.keys), twice(dk), "keys: runtime vs core");
+  expect_within(r.values, to_double(core.values), twice(dv), "values: runtime vs core");
+  expect_within(r.scores, to_double(core.scores), twice(a.scores_bound), "scores: runtime vs core");
+  expect_within(r.weights, to_double(core.weights), twice(a.weights_bound), "weights: runtime vs core");
+  expect_within(r.context, to_double(core.context), twice(a.out_bound), "context: runtime vs core");
   // scaled scores: each within scale B_score + 3u |scaled| of the exact (the reference's own
   // bound of the scaling step), so within twice that of each other; masked: -inf in both
   dynamic_matrix<double> scaled_bound(3, 3);
@@ -101,7 +92,7 @@ TEST_CASE("the same learner code through the core and the runtime agrees within 
       }
     }
   dynamic_matrix<float> visible = r.scaled_scores;
-  dynamic_matrix<double> core_visible = d(core.scaled_scores);
+  dynamic_matrix<double> core_visible = to_double(core.scaled_scores);
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t j = i + 1; j < 3; ++j) visible(i, j) = 0, core_visible(i, j) = 0;
   expect_within(visible, core_visible, scaled_bound, "scaled scores: runtime vs core");

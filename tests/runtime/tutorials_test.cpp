@@ -30,19 +30,10 @@ namespace rt = qkv::runtime;
 using qkv::testing::expect_within;
 using qkv::testing::reference_attention;
 using qkv::testing::to_double;
+using qkv::testing::twice;
 using rt::dynamic_matrix;
 
 namespace {
-
-template <std::size_t R, std::size_t C>
-dynamic_matrix<double> d(const qkv::matrix<float, R, C>& m) {
-  return to_double(rt::to_dynamic(m));
-}
-
-dynamic_matrix<double> twice(dynamic_matrix<double> b) {
-  for (std::size_t k = 0; k < b.size(); ++k) b.data()[k] *= 2;
-  return b;
-}
 
 /// the runtime result against the constexpr one (within 2 B) and against double (within B)
 template <class Core>
@@ -55,12 +46,12 @@ void agree(const rt::attention_result<float>& r, const Core& core, const dynamic
   qkv::testing::reference_linear(x, wk, {}, g, u, k, dk);
   qkv::testing::reference_linear(x, wv, {}, g, u, v, dv);
   const auto a = reference_attention::compute<float>(q, dq, k, dk, v, dv, scale, false, nullptr, 1);
-  expect_within(r.queries, d(core.queries), twice(dq), "queries: runtime vs constexpr");
-  expect_within(r.keys, d(core.keys), twice(dk), "keys: runtime vs constexpr");
-  expect_within(r.values, d(core.values), twice(dv), "values: runtime vs constexpr");
-  expect_within(r.scores[0], d(core.scores), twice(a.scores_bound), "scores: runtime vs constexpr");
-  expect_within(r.weights[0], d(core.weights), twice(a.weights_bound), "weights: runtime vs constexpr");
-  expect_within(r.output, d(core.context), twice(a.out_bound), "context: runtime vs constexpr");
+  expect_within(r.queries, to_double(core.queries), twice(dq), "queries: runtime vs constexpr");
+  expect_within(r.keys, to_double(core.keys), twice(dk), "keys: runtime vs constexpr");
+  expect_within(r.values, to_double(core.values), twice(dv), "values: runtime vs constexpr");
+  expect_within(r.scores[0], to_double(core.scores), twice(a.scores_bound), "scores: runtime vs constexpr");
+  expect_within(r.weights[0], to_double(core.weights), twice(a.weights_bound), "weights: runtime vs constexpr");
+  expect_within(r.output, to_double(core.context), twice(a.out_bound), "context: runtime vs constexpr");
   expect_within(r.weights[0], a.weights, a.weights_bound, "weights: runtime vs double");
   expect_within(r.output, a.out, a.out_bound, "context: runtime vs double");
 }
@@ -82,8 +73,8 @@ TEST_CASE("tutorial 000 (illustrated) through the runtime path agrees with its c
   CHECK((r.values.to_fixed<3, 3>() == ex::result.values));
   CHECK((r.scores[0].to_fixed<3, 3>() == ex::result.scores));
   // in_out weights (in, out): the reference wants (out, in)
-  agree(r, ex::result, d(ex::x), d(qkv::transposed(ex::w_query)), d(qkv::transposed(ex::w_key)),
-        d(qkv::transposed(ex::w_value)), 1.0);
+  agree(r, ex::result, to_double(ex::x), to_double(qkv::transposed(ex::w_query)), to_double(qkv::transposed(ex::w_key)),
+        to_double(qkv::transposed(ex::w_value)), 1.0);
   // and the tutorial's printed outputs (float64 values, example 01): [1.9366, 6.6831, 1.5951] ...
   CHECK(r.output(0, 1) == doctest::Approx(6.683105308334811).epsilon(1e-6));
 }
@@ -99,7 +90,7 @@ TEST_CASE("tutorial 002 (the math, tokens as columns) through the runtime path a
   opt.scale = 1.0f;
   const auto x = rt::to_dynamic(qkv::transposed(ex::X));
   const auto r = rt::self_attention(x, w, opt);
-  agree(r, ex::result, to_double(x), d(ex::W_q), d(ex::W_k), d(ex::W_v), 1.0);
+  agree(r, ex::result, to_double(x), to_double(ex::W_q), to_double(ex::W_k), to_double(ex::W_v), 1.0);
 }
 
 TEST_CASE("tutorial 004 (StatQuest) through the runtime path agrees with its constexpr result") {
@@ -110,8 +101,8 @@ TEST_CASE("tutorial 004 (StatQuest) through the runtime path agrees with its con
   w.v.weight = rt::to_dynamic(ex::selfAttention.W_v);
   const auto r = rt::self_attention(rt::to_dynamic(ex::encodings_matrix), w);  // default scale 1/sqrt(2)
   CHECK(r.scale == 1.0f / std::sqrt(2.0f));
-  agree(r, ex::same, d(ex::encodings_matrix), d(ex::selfAttention.W_q), d(ex::selfAttention.W_k),
-        d(ex::selfAttention.W_v), 1 / std::sqrt(2.0));
+  agree(r, ex::same, to_double(ex::encodings_matrix), to_double(ex::selfAttention.W_q), to_double(ex::selfAttention.W_k),
+        to_double(ex::selfAttention.W_v), 1 / std::sqrt(2.0));
   // the tutorial prints [[1.0100, 1.0641], [0.2040, 0.7057], [3.4989, 2.2427]]
   CHECK(r.output(2, 0) == doctest::Approx(3.4989).epsilon(2e-5));
 }
@@ -125,6 +116,6 @@ TEST_CASE("tutorial 001 (from scratch, 6 tokens of 16, d_q = 24, d_v = 28) throu
   w.v.weight = rt::to_dynamic(ex::weights.W_value);
   const auto x = rt::to_dynamic(ex::embedded_sentence);
   const auto r = rt::self_attention(x, w);  // default scale 1/sqrt(24); the core divides by sqrt(24)
-  agree(r, ex::attn, to_double(x), d(ex::weights.W_query), d(ex::weights.W_key), d(ex::weights.W_value),
+  agree(r, ex::attn, to_double(x), to_double(ex::weights.W_query), to_double(ex::weights.W_key), to_double(ex::weights.W_value),
         1 / std::sqrt(24.0));
 }

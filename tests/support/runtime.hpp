@@ -189,4 +189,17 @@ dynamic_matrix<double> to_double(const dynamic_matrix<T>& m) {
   return out;
 }
 
+/// a constexpr matrix (computed by the compiler) as a run-time double matrix: exact, every float
+/// is a double
+template <class T, std::size_t R, std::size_t C>
+dynamic_matrix<double> to_double(const qkv::matrix<T, R, C>& m) {
+  return to_double(runtime::to_dynamic(m));
+}
+
+/// 2 b: two results each within b of the exact value are within 2 b of each other
+inline dynamic_matrix<double> twice(dynamic_matrix<double> b) {
+  for (std::size_t k = 0; k < b.size(); ++k) b.data()[k] *= 2;
+  return b;
+}
+
 }  // namespace qkv::testing
