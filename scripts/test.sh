@@ -149,7 +149,7 @@ import collections, json, sys
 d = collections.Counter()
 for line in open(sys.argv[1]):
     t = json.loads(line)
-    d[t["suite"][0].split(":")[-1]] += t["duration"]
+    d[t["name"].split(" / ")[0].split(":")[-1]] += t["duration"]  # "qkv:SUITE / test name"
 print(", ".join("%s %.0f" % kv for kv in sorted(d.items(), key=lambda kv: -kv[1])))' "$dir/meson-logs/testlog.json" 2>/dev/null)
   echo "== $b: ${ok:-0} passed, ${bad:-0} failed in $((SECONDS - start)) s"
   timings+=("$(printf '%-12s %4d s  (configure %3d s, build %4d s, test %4d s): %s passed, %s failed' \
