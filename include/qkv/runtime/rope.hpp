@@ -29,16 +29,15 @@
 #include <string>
 #include <vector>
 
+#include "../core/rope.hpp"
 #include "dynamic_matrix.hpp"
 #include "thread_pool.hpp"
 
 namespace qkv::runtime {
 
-/// which columns of a head form a rotated pair
-enum class rope_layout {
-  half_split,   // (i, i + r/2): LLaMA, GPT-NeoX, Hugging Face's rotate_half
-  interleaved,  // (2i, 2i + 1): RoFormer, GPT-J's rotate_every_two
-};
+/// which columns of a head form a rotated pair: core/rope.hpp's enum, the same type
+/// (half_split (i, i + r/2): LLaMA, GPT-NeoX; interleaved (2i, 2i + 1): RoFormer, GPT-J)
+using qkv::rope_layout;
 
 /// how to rotate
 struct rope_options {
