@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/attention.hpp"
 #include "attention.hpp"
 #include "dynamic_matrix.hpp"
 #include "gemm.hpp"
@@ -28,11 +29,9 @@
 
 namespace qkv::runtime {
 
-/// how a weight matrix is stored
-enum class weight_layout {
-  out_in,  // (out, in), nn.Linear: y = x Wᵀ + b (the default)
-  in_out,  // (in, out): y = x W + b (tutorial 000)
-};
+/// how a weight matrix is stored: core/attention.hpp's enum, the same type (out_in: (out, in),
+/// nn.Linear, y = x Wᵀ + b, the default; in_out: (in, out), y = x W + b, tutorial 000)
+using qkv::weight_layout;
 
 /// @brief a linear layer's parameters: y = x Wᵀ + b (out_in) or x W + b (in_out)
 template <class T>
