@@ -150,7 +150,7 @@ template <class T, std::size_t D, std::size_t H, std::size_t F>
 template <class T>
 struct encoder_layer_trace {
   dynamic_matrix<T> attention_input;     // x, or norm1(x) when norm_first
-  attention_result<T> attention;         // q, k, v, per head scores (raw q·k) and weights (if kept), concat;
+  multihead_result<T> attention;         // q, k, v, per head scores (raw q·k) and weights (if kept), concat;
                                          // attention.output = sa(...) = concat W_outᵀ + b_out
   dynamic_matrix<T> first_sum;           // x + sa(...)
   dynamic_matrix<T> hidden;              // h: first_sum, or norm1(first_sum) (post-norm)

@@ -18,7 +18,7 @@
 // In attention() (multihead.hpp), `attention_options::rope` rotates every head of the projected
 // queries and keys: query row i at position position_offset + i, key row j at
 // key_position_offset + j (unset: position_offset + j). The scores then depend only on the
-// positions' differences (q_m . k_n is a function of m - n); the attention_result's queries and
+// positions' differences (q_m . k_n is a function of m - n); the multihead_result's queries and
 // keys are the rotated ones, as the kernels used them.
 #pragma once
 

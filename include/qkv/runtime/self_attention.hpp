@@ -108,7 +108,7 @@ template <qkv::weight_layout_tag L, class T>
                                                  thread_pool* pool = &default_pool()) {
   const attention_weights<T> w{detail::as_linear(wq, layout), detail::as_linear(wk, layout),
                                detail::as_linear(wv, layout), std::nullopt};
-  attention_result<T> r;
+  multihead_result<T> r;
   const auto xr = detail::tokens_as_rows(x, layout);
   if (&x == &c) {
     attention<T>(xr.view(), xr.view(), w, options, r, pool);
