@@ -169,7 +169,7 @@ const char* workload_name(int id) {
 struct qkv_impl {
   const workload& w;
   rt::packed_attention_weights<float> packed;  // weights packed once, as the peers lay theirs out up front
-  rt::attention_result<float> r;
+  rt::multihead_result<float> r;
   rt::attention_options<float> opt;
   matrixf out;
   explicit qkv_impl(const workload& wl) : w(wl), packed(wl.w), out(wl.T, wl.dv) {
@@ -195,7 +195,7 @@ struct qkv_impl {
 /// as a one-off call would: W1-W3 only, what packing the weights once saves
 struct qkv_unpacked_impl {
   const workload& w;
-  rt::attention_result<float> r;
+  rt::multihead_result<float> r;
   rt::attention_options<float> opt;
   explicit qkv_unpacked_impl(const workload& wl) : w(wl) {
     opt.heads = w.heads;

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     p.q = rt::packed_linear<float>(lin(768, 768, 2)); p.k = rt::packed_linear<float>(lin(768, 768, 3));
     p.v = rt::packed_linear<float>(lin(768, 768, 4)); p.o.emplace(lin(768, 768, 5));
     rt::attention_options<float> opt; opt.heads = 12; opt.scale = 0.125f; opt.keep_weights = false;
-    rt::attention_result<float> r;
+    rt::multihead_result<float> r;
     for (int it = 0; it < iters; ++it) { rt::attention<float>(x.view(), x.view(), p, opt, r); sum += r.output(3, 5); }
   } else if (w == "W3att") {
     auto q = rnd(128, 768, 6), k = rnd(128, 768, 7), v = rnd(128, 768, 8);

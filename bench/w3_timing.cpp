@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   p.q = rt::packed_linear<float>(lin(768, 768, 2)); p.k = rt::packed_linear<float>(lin(768, 768, 3));
   p.v = rt::packed_linear<float>(lin(768, 768, 4)); p.o.emplace(lin(768, 768, 5));
   rt::attention_options<float> opt; opt.heads = 12; opt.scale = 0.125f; opt.keep_weights = false;
-  rt::attention_result<float> r;
+  rt::multihead_result<float> r;
   const double flops = 4.0 * 2 * 128 * 768 * 768 + 12.0 * 2 * 2 * 128 * 128 * 64;
   double pk = peak();
   std::printf("%s peak %.1f GFLOP/s\n", rt::instruction_set, pk);

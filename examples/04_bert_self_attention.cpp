@@ -219,7 +219,7 @@ bool within(std::string_view name, const std::vector<double>& computed, const st
 //            division u: rel_i = exp(2 D_i) (1 + 2u)^2 (1 + gamma(T)) (1 + u) - 1
 //   output: |dO_ij| <= sum_k (|dP_ik| |V_kj| + |P_ik| |dV_kj| + |dP_ik| |dV_kj|)
 //                      + gamma(T) sum_k (|P_ik| + |dP_ik|)(|V_kj| + |dV_kj|)
-bool check(const bert_layer& L, const qkv::runtime::attention_result<float>& r, const std::string& path) {
+bool check(const bert_layer& L, const qkv::runtime::multihead_result<float>& r, const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open the reference '" + path + "'");
   const auto ref = nlohmann::json::parse(in);

@@ -48,7 +48,7 @@ inline void check_size(const std::string& file, const std::string& option, std::
                       "summarised above 65536 numbers, see docs/pages.md");
 }
 
-/// @brief what the runtime applied and computed beyond attention_result, for the page and the
+/// @brief what the runtime applied and computed beyond multihead_result, for the page and the
 /// figure (cmd_attend.hpp fills it from the runtime's own mask step, detail::mask_scores):
 /// - mask: (T x S, row-major; empty: no mask) true where key j is masked for query i in every
 ///   head (causal with its alignment, window, allowed, key_padding, a -inf of a bias every head shares);
@@ -82,7 +82,7 @@ inline std::vector<std::string> labels_or(const std::vector<std::string>& tokens
 template <class T>
 std::string page(const std::string& file, const std::string& trace, const rt::dynamic_matrix<T>& x,
                  const rt::dynamic_matrix<T>& context, bool has_context, const rt::attention_weights<T>& w,
-                 const rt::attention_options<T>& opt, const rt::attention_result<T>& r, const std::string& scale_text,
+                 const rt::attention_options<T>& opt, const rt::multihead_result<T>& r, const std::string& scale_text,
                  const page_data<T>& d, const std::vector<std::string>& tokens = {},
                  const std::vector<std::string>& context_tokens = {}) {
   using how = qkv::io::page_how;
@@ -216,7 +216,7 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
 /// cells in all, each head downsampled to at most svg_side x svg_side blocks (their mean), and
 /// the title says so
 template <class T>
-std::string svg(const std::string& file, const rt::attention_result<T>& r, std::vector<bool> mask, std::size_t t_len,
+std::string svg(const std::string& file, const rt::multihead_result<T>& r, std::vector<bool> mask, std::size_t t_len,
                 std::size_t s_len, const std::vector<std::string>& tokens = {},
                 const std::vector<std::string>& context_tokens = {}, bool has_context = false) {
   const std::size_t H = r.weights.size();

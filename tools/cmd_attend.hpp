@@ -547,7 +547,7 @@ rt::mask_matrix effective_mask(const rt::attention_options<T>& opt, std::size_t 
 /// per head, the scores the softmax saw: scale * (q · k) as the runtime rounds it (one
 /// multiplication in T), then the bias and ALiBi terms as the runtime adds them, -inf where masked
 template <class T>
-std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::attention_result<T>& r, const rt::attention_options<T>& opt) {
+std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::multihead_result<T>& r, const rt::attention_options<T>& opt) {
   std::vector<rt::dynamic_matrix<T>> out;
   for (std::size_t h = 0; h < r.scores.size(); ++h) {
     const auto& raw = r.scores[h];
@@ -561,7 +561,7 @@ std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::attention_resu
 }
 
 template <class T>
-std::string json_output(const rt::attention_result<T>& r, std::size_t t_len, std::size_t s_len,
+std::string json_output(const rt::multihead_result<T>& r, std::size_t t_len, std::size_t s_len,
                         const rt::attention_options<T>& opt) {
   const auto mask = effective_mask(opt, t_len, s_len);
   std::string s = "{\"scale\": ";
@@ -592,7 +592,7 @@ std::string json_output(const rt::attention_result<T>& r, std::size_t t_len, std
 template <class T>
 std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& context,
                   bool has_context, const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
-                  const rt::attention_result<T>& r) {
+                  const rt::multihead_result<T>& r) {
   const bool out_in = pc.layout == rt::weight_layout::out_in;
   const auto& c = has_context ? context : x;
   const std::size_t H = pc.heads, HK = pc.kv_heads ? pc.kv_heads : H, dq = r.queries.cols(), dv = r.values.cols();
@@ -711,7 +711,7 @@ inline std::string scale_text(const parsed_case& pc, double scale, std::size_t d
 template <class T>
 attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
                                          const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
-                                         const rt::attention_result<T>& r, std::size_t heads) {
+                                         const rt::multihead_result<T>& r, std::size_t heads) {
   attend_page::page_data<T> d;
   const std::size_t t_len = x.rows(), s_len = c.rows();
   d.scaled = scaled_masked_scores(r, opt);
@@ -921,7 +921,7 @@ inline std::string padded_list(const std::vector<unsigned char>& flags) {
 /// sequence reads as `qkv attend` of x[b] with key_padding[b]
 template <class T>
 void make_batch_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const limits& lim,
-                        std::vector<rt::attention_result<T>>& results, std::string& text, std::string& json) {
+                        std::vector<rt::multihead_result<T>>& results, std::string& text, std::string& json) {
   rt::attention_weights<T> w;
   rt::attention_options<T> opt;
   auto in = read_batch_case<T>(doc, pc, w, opt);
@@ -985,8 +985,8 @@ void make_batch_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
 /// `result` is then left empty), the trace, and the outputs asked for
 template <class T>
 struct outputs {
-  rt::attention_result<T> result;
-  std::vector<rt::attention_result<T>> batch;
+  rt::multihead_result<T> result;
+  std::vector<rt::multihead_result<T>> batch;
   std::string text, json, svg, html;  // json, svg, html: empty unless asked for
 };
 

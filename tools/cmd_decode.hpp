@@ -47,7 +47,7 @@
 
 #include <qkv/io/json.hpp>
 #include <qkv/io/limit.hpp>
-#include <qkv/runtime/kv_cache.hpp>
+#include <qkv/runtime/decode.hpp>  // decode_attend, and kv_cache.hpp
 #include <qkv/runtime/multihead.hpp>
 
 #include "cli.hpp"

@@ -59,7 +59,7 @@ inline std::string joined(const std::vector<std::string>& v) {
 }
 
 /// the config object, every field checked
-inline rt::encoder_config read_config(const qkv::io::json_document& doc, std::size_t tokens,
+inline rt::encoder_options read_config(const qkv::io::json_document& doc, std::size_t tokens,
                                       std::optional<std::vector<unsigned char>>& key_padding) {
   const auto& j = doc.json().at("config");
   auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
@@ -70,7 +70,7 @@ inline rt::encoder_config read_config(const qkv::io::json_document& doc, std::si
     if (!known.count(key))
       throw err("config." + key, "unknown field; the fields are d_model, nhead, dim_feedforward, activation, norm_first, "
                                  "layer_norm_eps, causal, key_padding");
-  rt::encoder_config c;
+  rt::encoder_options c;
   auto positive = [&](const char* name) {
     if (!j.contains(name)) throw err(std::string("config.") + name, "missing (required: d_model, nhead, dim_feedforward)");
     const auto& v = j.at(name);
@@ -119,8 +119,8 @@ inline rt::encoder_config read_config(const qkv::io::json_document& doc, std::si
 
 /// layers[l]: exactly the 12 state_dict names, each of the shape the config implies
 template <class T>
-rt::encoder_layer_weights<T> read_layer(const qkv::io::json_document& doc, const nlohmann::json& j, std::size_t l,
-                                        const rt::encoder_config& c) {
+rt::encoder_layer_parameters<T> read_layer(const qkv::io::json_document& doc, const nlohmann::json& j, std::size_t l,
+                                           const rt::encoder_options& c) {
   const std::string at = "layers[" + std::to_string(l) + "]";
   if (!j.is_object()) throw input_error(doc.error(at, "expected an object of state_dict tensors, got " + qkv::io::detail::kind_of(j)).what());
   for (const auto& [key, value] : j.items())
@@ -137,7 +137,7 @@ rt::encoder_layer_weights<T> read_layer(const qkv::io::json_document& doc, const
     return m;
   };
   auto vector = [&](const std::string& key, std::size_t n) { return qkv::io::read_vector<T>(doc, at + "." + key, j.at(key), n); };
-  rt::encoder_layer_weights<T> w;
+  rt::encoder_layer_parameters<T> w;
   w.in_proj_weight = matrix("self_attn.in_proj_weight", 3 * d, d, "3 d_model x d_model");
   w.in_proj_bias = vector("self_attn.in_proj_bias", 3 * d);
   w.out_proj_weight = matrix("self_attn.out_proj.weight", d, d, "d_model x d_model");
@@ -154,8 +154,8 @@ rt::encoder_layer_weights<T> read_layer(const qkv::io::json_document& doc, const
 }
 
 template <class T>
-std::string trace(const std::string& file, const rt::encoder_config& c, const std::optional<std::vector<unsigned char>>& padding,
-                  const rt::dynamic_matrix<T>& x, const std::vector<rt::encoder_layer_trace<T>>& traces) {
+std::string trace(const std::string& file, const rt::encoder_options& c, const std::optional<std::vector<unsigned char>>& padding,
+                  const rt::dynamic_matrix<T>& x, const std::vector<rt::encoder_layer_result<T>>& traces) {
   using attend_detail::torch_str;
   std::ostringstream s;
   s << "qkv encode " << file << ": " << traces.size() << " x nn.TransformerEncoderLayer(d_model=" << c.d_model
@@ -200,7 +200,7 @@ inline void check_case(const qkv::io::json_document& doc) {
 
 /// @brief the buffers each layer keeps and the --json output against the limit (limit_error
 /// naming the first too large); before any layer runs
-inline void check_sizes(std::uint64_t tokens, const rt::encoder_config& c, std::uint64_t layers, const limits& lim,
+inline void check_sizes(std::uint64_t tokens, const rt::encoder_options& c, std::uint64_t layers, const limits& lim,
                         bool as_json) {
   using qkv::io::checked_product;
   const std::uint64_t t = tokens, d = c.d_model, f = c.dim_feedforward, h = c.nhead;
@@ -243,11 +243,11 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, bool as_json, const l
   } catch (const qkv::io::limit_error& e) {
     throw input_error(doc.file() + ": " + e.what());
   }
-  std::vector<rt::encoder_layer_weights<T>> layers;
+  std::vector<rt::encoder_layer_parameters<T>> layers;
   for (std::size_t l = 0; l < lj.size(); ++l) layers.push_back(read_layer<T>(doc, lj[l], l, c));
   rt::encoder_run_options run;
   run.key_padding = padding;
-  std::vector<rt::encoder_layer_trace<T>> traces;
+  std::vector<rt::encoder_layer_result<T>> traces;
   outputs<T> o;
   o.output = rt::encoder(x, layers, c, run, traces);
   if (!as_json) {

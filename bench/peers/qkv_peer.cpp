@@ -15,7 +15,7 @@
 //    Q/K/V projections with bias in one parallel_for, the streaming (flash-style) attention
 //    over heads x query blocks, the output projection with bias (W3); then result.output is
 //    copied into the harness's buffer (n x out_cols floats; qkv writes into its own
-//    attention_result, reused across calls).
+//    multihead_result, reused across calls).
 //  * W4/W5 (attention only): the streaming path on views of the harness's Q/K/V, written
 //    straight into the harness's output: rt::detail::attend_heads_streaming (exactly
 //    bench/attention_bench.cpp's qkv_impl): tasks of heads x parts, each packing its head's k
@@ -59,7 +59,7 @@ rt::linear_weights<float> in_out(const float* W, const float* b, int d_in, int d
 struct Projected {  // W1-W3: everything one call needs, made once per (workload, threads)
     rt::packed_attention_weights<float> packed;
     rt::attention_options<float> opt;
-    rt::attention_result<float> result;
+    rt::multihead_result<float> result;
 };
 
 Runner qkv_factory(const Workload& w, const Inputs& in, int threads) {

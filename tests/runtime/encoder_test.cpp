@@ -19,6 +19,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
 
@@ -33,6 +34,23 @@ namespace {
 using qkv::matrix;
 using qkv::testing::encoder_fixture;
 namespace rt = qkv::runtime;
+
+// One vocabulary (issue 27): the runtime's encoder types carry the core's names, and the names
+// core and runtime share are one type each. The old names stay for one release as deprecated
+// aliases of the new types (g++ warns where they are used, hence the pragma; clang 16 does not
+// warn on deprecated alias templates).
+static_assert(std::is_same_v<rt::rope_layout, qkv::rope_layout>);
+static_assert(std::is_same_v<rt::weight_layout, qkv::weight_layout>);
+static_assert(qkv::rope_layout{} == qkv::rope_layout::half_split && rt::rope_options{}.layout == qkv::rope_layout{});
+static_assert(qkv::out_in_t::layout == rt::weight_layout::out_in && qkv::in_out_t::layout == rt::weight_layout::in_out &&
+              qkv::columns_t::layout == rt::weight_layout::out_in);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static_assert(std::is_same_v<rt::attention_result<float>, rt::multihead_result<float>>);
+static_assert(std::is_same_v<rt::encoder_config, rt::encoder_options>);
+static_assert(std::is_same_v<rt::encoder_layer_weights<double>, rt::encoder_layer_parameters<double>>);
+static_assert(std::is_same_v<rt::encoder_layer_trace<float>, rt::encoder_layer_result<float>>);
+#pragma GCC diagnostic pop
 
 template <class T, std::size_t R, std::size_t C>
 void expect_within(const rt::dynamic_matrix<T>& actual, const matrix<double, R, C>& expected,
@@ -49,7 +67,7 @@ void check_case(const std::string& name) {
   const encoder_fixture fx(name);
   qkv::encoder_parameters<T, D, H, F, L> p;
   qkv::encoder_parameters<double, D, H, F, L> p64;
-  std::vector<rt::encoder_layer_weights<T>> layers;
+  std::vector<rt::encoder_layer_parameters<T>> layers;
   for (std::size_t l = 0; l < L; ++l) {
     p.layers[l] = fx.layer<T, D, H, F>(l);
     p64.layers[l] = fx.layer<double, D, H, F>(l);
@@ -66,8 +84,8 @@ void check_case(const std::string& name) {
     run.key_padding = std::vector<unsigned char>(N);
     for (std::size_t j = 0; j < N; ++j) (*run.key_padding)[j] = padding.v[j];
   }
-  std::vector<rt::encoder_layer_trace<T>> traces;
-  rt::encoder(rt::dynamic_matrix<T>(x), layers, rt::to_runtime_config(p.layers[0], o), run, traces);
+  std::vector<rt::encoder_layer_result<T>> traces;
+  rt::encoder(rt::dynamic_matrix<T>(x), layers, rt::to_runtime_options(p.layers[0], o), run, traces);
   REQUIRE(traces.size() == L);
 
   matrix<double, N, D> e_in{}, e64_in{};
@@ -142,7 +160,7 @@ TEST_CASE_TEMPLATE("the encoder's key padding gives the bits of attention() with
   // (several query blocks, a key block and a half), padded from token 150 on and every 7th
   const encoder_fixture fx("pre_norm_gelu_causal_padding");
   const auto w = rt::to_runtime(fx.layer<T, 8, 4, 16>(0));
-  const auto c = rt::to_runtime_config(fx.layer<T, 8, 4, 16>(0), fx.options<T>());
+  const auto c = rt::to_runtime_options(fx.layer<T, 8, 4, 16>(0), fx.options<T>());
   const auto padding = fx.padding<5>();
   for (const std::size_t n : {std::size_t(5), std::size_t(200)}) {
     rt::dynamic_matrix<T> x(fx.get<T, 5, 8>(fx.json().at("x"), "x"));
@@ -163,7 +181,7 @@ TEST_CASE_TEMPLATE("the encoder's key padding gives the bits of attention() with
       rt::encoder_run_options run;
       run.key_padding = pad;
       run.keep_weights = keep;
-      rt::encoder_layer_trace<T> tr;
+      rt::encoder_layer_result<T> tr;
       rt::encoder_layer(x, w, c, run, tr);
       rt::attention_options<T> opt;
       opt.heads = c.nhead;
@@ -191,8 +209,8 @@ TEST_CASE_TEMPLATE("the encoder's key padding gives the bits of attention() with
 TEST_CASE("the runtime encoder names the field and both shapes of a mismatch") {
   const encoder_fixture fx("post_norm_relu");
   auto w = rt::to_runtime(fx.layer<float, 8, 2, 16>(0));
-  const auto c = rt::to_runtime_config(fx.layer<float, 8, 2, 16>(0), fx.options<float>());
-  rt::encoder_layer_trace<float> tr;
+  const auto c = rt::to_runtime_options(fx.layer<float, 8, 2, 16>(0), fx.options<float>());
+  rt::encoder_layer_result<float> tr;
   const rt::dynamic_matrix<float> x(fx.get<float, 5, 8>(fx.json().at("x"), "x"));
   SUBCASE("a linear1 weight of the wrong shape") {
     w.linear1_weight = rt::dynamic_matrix<float>(16, 7);
@@ -212,4 +230,25 @@ TEST_CASE("the runtime encoder names the field and both shapes of a mismatch") {
     c3.nhead = 3;
     CHECK_THROWS_WITH(rt::encoder_layer(x, w, c3, {}, tr), "nhead 3 does not divide d_model 8");
   }
+}
+
+TEST_CASE("the deprecated to_runtime_config gives what to_runtime_options gives, for one release") {
+  // the fixture's pre-norm GELU causal layer: every setting differs from the defaults
+  const encoder_fixture fx("pre_norm_gelu_causal_padding");
+  const auto p = fx.layer<float, 8, 4, 16>(0);
+  const rt::encoder_options c = rt::to_runtime_options(p, fx.options<float>());
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const rt::encoder_options old = rt::to_runtime_config(p, fx.options<float>());
+#pragma GCC diagnostic pop
+  CHECK(c.d_model == 8);
+  CHECK(c.nhead == 4);
+  CHECK(c.dim_feedforward == 16);
+  CHECK(c.act == qkv::activation::gelu);
+  CHECK(c.norm_first);
+  CHECK(c.causal);
+  CHECK(c.layer_norm_eps == double(fx.options<float>().layer_norm_eps));
+  CHECK((old.d_model == c.d_model && old.nhead == c.nhead && old.dim_feedforward == c.dim_feedforward &&
+         old.act == c.act && old.norm_first == c.norm_first && old.causal == c.causal &&
+         old.layer_norm_eps == c.layer_norm_eps));
 }

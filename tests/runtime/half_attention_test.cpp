@@ -43,7 +43,7 @@ rt::linear_weights<float> widened(const rt::linear_weights<S>& w) {
   return out;
 }
 
-bool same_result(const rt::attention_result<float>& a, const rt::attention_result<float>& b) {
+bool same_result(const rt::multihead_result<float>& a, const rt::multihead_result<float>& b) {
   bool same = same_bits(a.queries, b.queries) && same_bits(a.keys, b.keys) && same_bits(a.values, b.values) &&
               same_bits(a.concat, b.concat) && same_bits(a.output, b.output) && a.scale == b.scale &&
               a.weights.size() == b.weights.size();
@@ -91,7 +91,7 @@ TEST_CASE_TEMPLATE("attention() of bfloat16 / float16 inputs is the float attent
   // without options: the 16-bit overload (one head), not the float template with T = S
   const rt::attention_weights<S> one{w.q, w.q, w.q, std::nullopt};
   const rt::attention_weights<float> one_f{wf.q, wf.q, wf.q, std::nullopt};
-  const rt::attention_result<float> r = rt::self_attention(x, one);
+  const rt::multihead_result<float> r = rt::self_attention(x, one);
   CHECK(same_result(r, rt::self_attention(widened(x), one_f)));
   CHECK(same_result(rt::attention(x, c, one), rt::attention(widened(x), widened(c), one_f)));
 }

@@ -324,7 +324,7 @@ TEST_CASE("the encoder, runtime and core: a padded NaN token changes no other ro
     qkv::encoder_options<float> o;
     o.norm_first = norm_first;
     const auto core_clean = qkv::encoder_layer(x, p, o, padding), core = qkv::encoder_layer(xb, p, o, padding);
-    const auto c = rt::to_runtime_config(p, o);
+    const auto c = rt::to_runtime_options(p, o);
     for (const run_kind run : all_runs) {
       CAPTURE(norm_first);
       CAPTURE(run.name());
@@ -333,7 +333,7 @@ TEST_CASE("the encoder, runtime and core: a padded NaN token changes no other ro
       (*ro.key_padding)[t] = 1;
       ro.keep_weights = run.keep_weights;
       rt::thread_pool pool(run.threads);
-      rt::encoder_layer_trace<float> tr, tr_clean;
+      rt::encoder_layer_result<float> tr, tr_clean;
       rt::encoder_layer(rt::to_dynamic(xb), w, c, ro, tr, &pool);
       rt::encoder_layer(rt::to_dynamic(x), w, c, ro, tr_clean, &pool);
       for (std::size_t i = 0; i < N; ++i) {

@@ -335,7 +335,7 @@ struct torch_batch {
 
 /// one sequence's attention alone, the padding as `allowed`
 template <class T>
-rt::attention_result<T> alone(const rt::batch_sequence<T>& s, const rt::attention_weights<T>& w, rt::attention_options<T> opt,
+rt::multihead_result<T> alone(const rt::batch_sequence<T>& s, const rt::attention_weights<T>& w, rt::attention_options<T> opt,
                               rt::thread_pool* pool) {
   const auto c = s.context ? *s.context : s.x;
   if (!s.key_padding.empty()) {
@@ -344,7 +344,7 @@ rt::attention_result<T> alone(const rt::batch_sequence<T>& s, const rt::attentio
       for (std::size_t j = 0; j < c.rows; ++j)
         if (s.key_padding[j]) (*opt.allowed)(i, j) = 0;
   }
-  rt::attention_result<T> r;
+  rt::multihead_result<T> r;
   rt::attention<T>(s.x, c, w, opt, r, pool);
   return r;
 }
@@ -454,7 +454,7 @@ TEST_CASE("batch: each result is attention() of its sequence alone, bit for bit,
       opt.causal = causal;
       opt.rope = rt::rope_options{};
       rt::thread_pool one(1);
-      std::vector<rt::attention_result<float>> want;
+      std::vector<rt::multihead_result<float>> want;
       for (const auto& s : seqs) want.push_back(alone<float>(s, w, opt, &one));
       for (std::size_t threads : {1, 2, 3}) {
         rt::thread_pool pool(threads);
@@ -503,7 +503,7 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   rt::attention_options<float> opt;
   opt.heads = tb.heads;
   auto seqs = tb.sequences();
-  std::vector<rt::attention_result<float>> r;
+  std::vector<rt::multihead_result<float>> r;
   auto run = [&] { rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), tb.w, opt, r); };
   seqs[2].key_padding.push_back(0);
   CHECK_THROWS_WITH_AS(run(), "batch attention: sequence 2: key_padding has 6 flags but there are 5 keys (x is 5x8)", rt::shape_error);
@@ -593,7 +593,7 @@ TEST_CASE("batch: long padded sequences stream within a limit far below T x S, e
     const auto by_allowed = alone<float>(seqs[b], w, opt, &one);
     rt::attention_options<float> o = opt;
     o.key_padding = seqs[b].key_padding;
-    rt::attention_result<float> by_padding;
+    rt::multihead_result<float> by_padding;
     rt::attention<float>(seqs[b].x, seqs[b].x, w, o, by_padding, &one);
     CHECK(same_bits(r[b].output, by_allowed.output));
     CHECK(same_bits(r[b].output, by_padding.output));

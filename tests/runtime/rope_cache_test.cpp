@@ -31,7 +31,7 @@ namespace {
 /// Projections are attention()'s own (a run without rope: the same GEMMs, rope comes after);
 /// returns the concatenated heads (T, H * dvh) and the cache's keys of head g in `keys`
 template <rt::storage_type S>
-dynamic_matrix<float> decode(const rt::attention_result<float>& plain, std::size_t H, std::size_t HK,
+dynamic_matrix<float> decode(const rt::multihead_result<float>& plain, std::size_t H, std::size_t HK,
                              const rt::rope_options& o, std::size_t prefill, rt::kv_cache<S>& cache) {
   const std::size_t T = plain.queries.rows(), dh = plain.queries.cols() / H, dvh = plain.values.cols() / HK;
   cache.set_rope(o);

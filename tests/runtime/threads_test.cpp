@@ -31,8 +31,8 @@ struct workload {
   dynamic_matrix<float> x = random_matrix<float>(200, 32, 1);
   rt::attention_weights<float> aw;
   rt::linear_weights<float> lw{random_matrix<float>(48, 32, 2, 0.2), std::vector<float>(48, 0.5f)};
-  rt::encoder_layer_weights<float> ew;
-  rt::encoder_config ec{32, 4, 64, qkv::activation::gelu, false, 1e-5, false};
+  rt::encoder_layer_parameters<float> ew;
+  rt::encoder_options ec{32, 4, 64, qkv::activation::gelu, false, 1e-5, false};
   // single-thread results
   dynamic_matrix<float> attention_kept, attention_streamed, encoded, linear_out;
 
@@ -70,7 +70,7 @@ struct workload {
   [[nodiscard]] dynamic_matrix<float> encode(rt::thread_pool* pool) const {
     rt::encoder_run_options run;
     run.keep_weights = false;
-    rt::encoder_layer_trace<float> tr;
+    rt::encoder_layer_result<float> tr;
     rt::encoder_layer(x, ew, ec, run, tr, pool);
     return tr.output;
   }
@@ -271,7 +271,7 @@ TEST_CASE("kept weights past the limit are refused before allocating, naming the
   const auto r = rt::attention(few, x, w, opt, &pool);
   CHECK(r.output.rows() == 30);
   // and the encoder passes its own limit on
-  rt::encoder_layer_weights<float> ew;
+  rt::encoder_layer_parameters<float> ew;
   ew.in_proj_weight = dynamic_matrix<float>(12, 4);
   ew.in_proj_bias.assign(12, 0);
   ew.out_proj_weight = dynamic_matrix<float>(4, 4);
@@ -286,7 +286,7 @@ TEST_CASE("kept weights past the limit are refused before allocating, naming the
   ew.norm2_bias.assign(4, 0);
   rt::encoder_run_options run;
   run.max_weights_bytes = 1000;  // 1 head x 20 x 20 x 2 x 4 = 3200 bytes
-  rt::encoder_layer_trace<float> tr;
+  rt::encoder_layer_result<float> tr;
   CHECK_THROWS_AS(rt::encoder_layer(random_matrix<float>(20, 4, 7), ew, {4, 1, 8}, run, tr, &pool),
                   rt::size_limit_error);
 }

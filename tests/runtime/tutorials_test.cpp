@@ -37,7 +37,7 @@ namespace {
 
 /// the runtime result against the constexpr one (within 2 B) and against double (within B)
 template <class Core>
-void agree(const rt::attention_result<float>& r, const Core& core, const dynamic_matrix<double>& x,
+void agree(const rt::multihead_result<float>& r, const Core& core, const dynamic_matrix<double>& x,
            const dynamic_matrix<double>& wq, const dynamic_matrix<double>& wk,
            const dynamic_matrix<double>& wv, double scale) {
   dynamic_matrix<double> q, dq, k, dk, v, dv;

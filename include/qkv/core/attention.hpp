@@ -32,15 +32,33 @@ namespace qkv {
 // ---------------------------------------------------------------------------------------------
 // conventions
 
-struct out_in_t {};
-struct in_out_t {};
-struct columns_t {};
+/// @brief how a weight matrix W is stored, as a run-time value: out_in is nn.Linear's
+/// (d_out, d_in), y = x Wᵀ (the default); in_out is (d_in, d_out), y = x W (tutorial 000).
+/// The one definition: qkv::runtime::weight_layout (runtime/multihead.hpp's linear_weights) is
+/// this type. The tags below choose a layout at compile time; each names its W's layout.
+enum class weight_layout {
+  out_in,  // (d_out, d_in), nn.Linear: y = x Wᵀ + b
+  in_out,  // (d_in, d_out): y = x W + b (tutorial 000)
+};
+
+/// the layouts as tag types, for overloads chosen at compile time: qkv::out_in, qkv::in_out and
+/// qkv::columns (tokens as the columns of x, W out_in); L::layout is W's weight_layout
+struct out_in_t {
+  static constexpr weight_layout layout = weight_layout::out_in;
+};
+struct in_out_t {
+  static constexpr weight_layout layout = weight_layout::in_out;
+};
+struct columns_t {
+  static constexpr weight_layout layout = weight_layout::out_in;  // W (d_out, d_in); x is (d_in, T)
+};
 inline constexpr out_in_t out_in{};
 inline constexpr in_out_t in_out{};
 inline constexpr columns_t columns{};
 
+/// one of the three tag types (it was named weight_layout, which now names the run-time enum)
 template <class L>
-concept weight_layout =
+concept weight_layout_tag =
     std::is_same_v<L, out_in_t> || std::is_same_v<L, in_out_t> || std::is_same_v<L, columns_t>;
 
 /// @brief how the scores are scaled before the softmax.
@@ -305,7 +323,7 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
 }
 
 /// @brief cross-attention: queries from x, keys and values from c (their lengths may differ)
-template <weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t CR,
+template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t CR,
           std::size_t CC, std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC,
           std::size_t VR, std::size_t VC>
 [[nodiscard]] constexpr auto cross_attention(const matrix<T, XR, XC>& x, const matrix<T, CR, CC>& c,
@@ -320,7 +338,7 @@ template <weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t 
 }
 
 /// @brief self-attention: queries, keys and values all from x
-template <weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
+template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
           std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
 [[nodiscard]] constexpr auto self_attention(const matrix<T, XR, XC>& x, const matrix<T, QR, QC>& wq,
                                             const matrix<T, KR, KC>& wk,

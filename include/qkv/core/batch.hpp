@@ -154,7 +154,7 @@ template <class T, std::size_t B, std::size_t N, std::size_t Dq, std::size_t BK,
 
 /// @brief self-attention of a padded batch x (B, N, D): each sequence projected (its padded rows
 /// too, as a model projects its padding tokens), then batch_attend_projected
-template <weight_layout L, class T, std::size_t B, std::size_t N, std::size_t D, std::size_t QR, std::size_t QC,
+template <weight_layout_tag L, class T, std::size_t B, std::size_t N, std::size_t D, std::size_t QR, std::size_t QC,
           std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
 [[nodiscard]] constexpr auto batch_self_attention(const stack<T, B, N, D>& x, const std::array<std::size_t, B>& lengths,
                                                   const matrix<T, QR, QC>& wq, const matrix<T, KR, KC>& wk,
@@ -285,7 +285,7 @@ template <std::size_t H, std::size_t Hkv, class T, std::size_t B, std::size_t Tq
 /// @brief multi-head cross-attention of a padded batch: the queries of x (B, T, D) over the keys and
 /// values of memory (B, S, Dc), memory b's keys j >= memory_lengths[b] masked; each sequence
 /// projected in the layout L (its padding rows too), then batch_multihead_attend_projected
-template <std::size_t H, weight_layout L, class T, std::size_t B, std::size_t Tq, std::size_t D, std::size_t BM,
+template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_t Tq, std::size_t D, std::size_t BM,
           std::size_t S, std::size_t Dc, std::size_t BL, std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC,
           std::size_t VR, std::size_t VC>
   requires(one_memory_per_query_sequence<B, BM> && one_memory_per_query_sequence<B, BL>)
@@ -310,7 +310,7 @@ template <std::size_t H, weight_layout L, class T, std::size_t B, std::size_t Tq
 
 /// @brief multi-head self-attention of a padded batch x (B, N, D): batch_multihead_cross_attention
 /// of x with itself (x's lengths mask its keys)
-template <std::size_t H, weight_layout L, class T, std::size_t B, std::size_t N, std::size_t D, std::size_t BL,
+template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_t N, std::size_t D, std::size_t BL,
           std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
   requires one_memory_per_query_sequence<B, BL>
 [[nodiscard]] constexpr auto batch_multihead_self_attention(const stack<T, B, N, D>& x,

@@ -67,7 +67,7 @@ template <std::size_t H, class T, std::size_t Tq, std::size_t S, std::size_t Dq,
 }
 
 /// @brief multi-head self-attention with projections in the layout L (see attention.hpp)
-template <std::size_t H, weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
+template <std::size_t H, weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
           std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
 [[nodiscard]] constexpr auto multihead_self_attention(const matrix<T, XR, XC>& x,
                                                       const matrix<T, QR, QC>& wq,

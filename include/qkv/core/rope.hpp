@@ -29,10 +29,12 @@
 
 namespace qkv {
 
-/// which dimensions RoPE rotates together
+/// which dimensions RoPE rotates together; the one definition, runtime/rope.hpp's too
+/// (qkv::runtime::rope_layout is this type). half_split comes first: rope_layout{} is the
+/// default of rope_options, LLaMA's.
 enum class rope_layout {
-  interleaved,  // (2i, 2i + 1): RoFormer, GPT-J
-  half_split    // (i, i + d/2): GPT-NeoX, LLaMA
+  half_split,  // (i, i + d/2): GPT-NeoX, LLaMA, Hugging Face's rotate_half
+  interleaved  // (2i, 2i + 1): RoFormer, GPT-J's rotate_every_two
 };
 
 /// RoPE rotates pairs of dimensions: the head width must be even

@@ -112,7 +112,7 @@ template <class T, template <class> class Weights>
   requires std::is_same_v<Weights<T>, attention_weights<T>> ||
            std::is_same_v<Weights<T>, packed_attention_weights<T>>
 void batch_attention(std::span<const batch_sequence<T>> batch, const Weights<T>& w, const attention_options<T>& opt,
-                     std::vector<attention_result<T>>& results, thread_pool* pool = &default_pool()) {
+                     std::vector<multihead_result<T>>& results, thread_pool* pool = &default_pool()) {
   detail::check_batch(batch, w, opt);
   results.resize(batch.size());
   auto one = [&](std::size_t b, thread_pool* inner) {
@@ -134,10 +134,10 @@ void batch_attention(std::span<const batch_sequence<T>> batch, const Weights<T>&
 template <class T, template <class> class Weights>
   requires std::is_same_v<Weights<T>, attention_weights<T>> ||
            std::is_same_v<Weights<T>, packed_attention_weights<T>>
-[[nodiscard]] std::vector<attention_result<T>> batch_attention(std::span<const batch_sequence<T>> batch,
+[[nodiscard]] std::vector<multihead_result<T>> batch_attention(std::span<const batch_sequence<T>> batch,
                                                                const Weights<T>& w, const attention_options<T>& opt = {},
                                                                thread_pool* pool = &default_pool()) {
-  std::vector<attention_result<T>> r;
+  std::vector<multihead_result<T>> r;
   batch_attention<T>(batch, w, opt, r, pool);
   return r;
 }

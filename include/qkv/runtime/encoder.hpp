@@ -36,8 +36,16 @@
 
 namespace qkv::runtime {
 
-/// @brief nn.TransformerEncoderLayer's sizes and settings (the same for every layer of a stack)
-struct encoder_config {
+// The names are the core's (core/encoder.hpp): encoder_layer_parameters (PyTorch's word, its
+// state_dict), encoder_options (nn.TransformerEncoderLayer's keyword arguments; here also the
+// sizes, which the core's parameter type carries as template arguments) and encoder_layer_result
+// (every step kept). encoder_run_options holds what one call needs beyond them: the key-padding
+// flags (the core's `padding` argument) and the streaming and memory settings, which the core
+// does not have.
+
+/// @brief nn.TransformerEncoderLayer's sizes and settings (the same for every layer of a stack):
+/// qkv::encoder_options' fields (act, norm_first, layer_norm_eps, causal) and the sizes
+struct encoder_options {
   std::size_t d_model = 0;
   std::size_t nhead = 1;
   std::size_t dim_feedforward = 0;
@@ -49,7 +57,7 @@ struct encoder_config {
 
 /// @brief one layer's parameters, named as PyTorch's state_dict names them
 template <class T>
-struct encoder_layer_weights {
+struct encoder_layer_parameters {
   dynamic_matrix<T> in_proj_weight;   // self_attn.in_proj_weight (3d, d): W_q, W_k, W_v stacked
   std::vector<T> in_proj_bias;        // self_attn.in_proj_bias (3d)
   dynamic_matrix<T> out_proj_weight;  // self_attn.out_proj.weight (d, d)
@@ -84,7 +92,7 @@ void check_vector(const std::vector<T>& v, std::size_t n, const std::string& whe
 /// @brief every shape of one layer against the config; throws shape_error naming the field and
 /// both shapes. `where` prefixes the message (e.g. "layers[1] ").
 template <class T>
-void check_shapes(const encoder_layer_weights<T>& w, const encoder_config& c, const std::string& where = "") {
+void check_shapes(const encoder_layer_parameters<T>& w, const encoder_options& c, const std::string& where = "") {
   if (c.d_model == 0 || c.dim_feedforward == 0) throw shape_error(where + "d_model and dim_feedforward must be positive");
   if (c.nhead == 0 || c.d_model % c.nhead != 0)
     throw shape_error(where + "nhead " + std::to_string(c.nhead) + " does not divide d_model " + std::to_string(c.d_model));
@@ -106,7 +114,7 @@ void check_shapes(const encoder_layer_weights<T>& w, const encoder_config& c, co
 /// @brief the constexpr path's parameters as run-time ones in U (PyTorch's layer.to(dtype)),
 /// converted element by element
 template <class U, class T, std::size_t D, std::size_t H, std::size_t F>
-[[nodiscard]] encoder_layer_weights<U> to_runtime_as(const qkv::encoder_layer_parameters<T, D, H, F>& p) {
+[[nodiscard]] encoder_layer_parameters<U> to_runtime_as(const qkv::encoder_layer_parameters<T, D, H, F>& p) {
   const auto m = [](const auto& a) {
     dynamic_matrix<U> out(a.rows(), a.cols());
     for (std::size_t k = 0; k < a.size(); ++k) out.data()[k] = static_cast<U>(a.v[k]);
@@ -117,7 +125,7 @@ template <class U, class T, std::size_t D, std::size_t H, std::size_t F>
     for (std::size_t k = 0; k < a.size(); ++k) out[k] = static_cast<U>(a.v[k]);
     return out;
   };
-  encoder_layer_weights<U> w;
+  encoder_layer_parameters<U> w;
   w.in_proj_weight = m(p.in_proj_weight);
   w.in_proj_bias = v(p.in_proj_bias);
   w.out_proj_weight = m(p.out_proj_weight);
@@ -135,22 +143,22 @@ template <class U, class T, std::size_t D, std::size_t H, std::size_t F>
 
 /// @brief the constexpr path's parameters as run-time ones (same type, same values)
 template <class T, std::size_t D, std::size_t H, std::size_t F>
-[[nodiscard]] encoder_layer_weights<T> to_runtime(const qkv::encoder_layer_parameters<T, D, H, F>& p) {
+[[nodiscard]] encoder_layer_parameters<T> to_runtime(const qkv::encoder_layer_parameters<T, D, H, F>& p) {
   return to_runtime_as<T>(p);
 }
 
 /// the config of a constexpr layer type and its options
 template <class T, std::size_t D, std::size_t H, std::size_t F>
-[[nodiscard]] encoder_config to_runtime_config(const qkv::encoder_layer_parameters<T, D, H, F>&,
-                                               const qkv::encoder_options<T>& o) {
+[[nodiscard]] encoder_options to_runtime_options(const qkv::encoder_layer_parameters<T, D, H, F>&,
+                                                const qkv::encoder_options<T>& o) {
   return {D, H, F, o.act, o.norm_first, double(o.layer_norm_eps), o.causal};
 }
 
 /// @brief every step of one layer (PyTorch's names where it has them)
 template <class T>
-struct encoder_layer_trace {
+struct encoder_layer_result {
   dynamic_matrix<T> attention_input;     // x, or norm1(x) when norm_first
-  attention_result<T> attention;         // q, k, v, per head scores (raw q·k) and weights (if kept), concat;
+  multihead_result<T> attention;         // q, k, v, per head scores (raw q·k) and weights (if kept), concat;
                                          // attention.output = sa(...) = concat W_outᵀ + b_out
   dynamic_matrix<T> first_sum;           // x + sa(...)
   dynamic_matrix<T> hidden;              // h: first_sum, or norm1(first_sum) (post-norm)
@@ -228,7 +236,7 @@ template <class T>
 /// the self-attention weights of a layer: in_proj split into W_q, W_k, W_v (rows 0..d-1, d..2d-1,
 /// 2d..3d-1, as PyTorch's chunk(3)), out_proj as the output projection
 template <class T>
-attention_weights<T> split_in_proj(const encoder_layer_weights<T>& w, std::size_t d) {
+attention_weights<T> split_in_proj(const encoder_layer_parameters<T>& w, std::size_t d) {
   attention_weights<T> a;
   linear_weights<T>* parts[3] = {&a.q, &a.k, &a.v};
   for (std::size_t p = 0; p < 3; ++p) {
@@ -246,8 +254,8 @@ attention_weights<T> split_in_proj(const encoder_layer_weights<T>& w, std::size_
 /// @brief one nn.TransformerEncoderLayer forward pass on x (T, d_model), every step into tr.
 /// @throws shape_error naming the field and both shapes when x, a weight or the mask does not fit
 template <class T>
-void encoder_layer(const dynamic_matrix<T>& x, const encoder_layer_weights<T>& w, const encoder_config& c,
-                   const encoder_run_options& run, encoder_layer_trace<T>& tr, thread_pool* pool = &default_pool()) {
+void encoder_layer(const dynamic_matrix<T>& x, const encoder_layer_parameters<T>& w, const encoder_options& c,
+                   const encoder_run_options& run, encoder_layer_result<T>& tr, thread_pool* pool = &default_pool()) {
   check_shapes(w, c);
   if (x.cols() != c.d_model)
     throw shape_error("x is " + x.shape() + " but d_model is " + std::to_string(c.d_model) + " (x must be T x d_model)");
@@ -294,15 +302,29 @@ void encoder_layer(const dynamic_matrix<T>& x, const encoder_layer_weights<T>& w
 /// @brief nn.TransformerEncoder(layer, N, norm=None): the layers in turn with the same masks;
 /// traces[l] holds layer l's steps, the output is traces.back().output
 template <class T>
-const dynamic_matrix<T>& encoder(const dynamic_matrix<T>& x, const std::vector<encoder_layer_weights<T>>& layers,
-                                 const encoder_config& c, const encoder_run_options& run,
-                                 std::vector<encoder_layer_trace<T>>& traces, thread_pool* pool = &default_pool()) {
+const dynamic_matrix<T>& encoder(const dynamic_matrix<T>& x, const std::vector<encoder_layer_parameters<T>>& layers,
+                                 const encoder_options& c, const encoder_run_options& run,
+                                 std::vector<encoder_layer_result<T>>& traces, thread_pool* pool = &default_pool()) {
   if (layers.empty()) throw shape_error("encoder: no layers");
   for (std::size_t l = 0; l < layers.size(); ++l) check_shapes(layers[l], c, "layers[" + std::to_string(l) + "] ");
   traces.resize(layers.size());
   for (std::size_t l = 0; l < layers.size(); ++l)
     encoder_layer(l == 0 ? x : traces[l - 1].output, layers[l], c, run, traces[l], pool);
   return traces.back().output;
+}
+
+// --- the old names, for one release -----------------------------------------------------------
+// (g++ warns where they are used; clang 16 ignores [[deprecated]] on an alias template, so the
+// two template aliases are silent there)
+using encoder_config [[deprecated("use qkv::runtime::encoder_options")]] = encoder_options;
+template <class T>
+using encoder_layer_weights [[deprecated("use qkv::runtime::encoder_layer_parameters")]] = encoder_layer_parameters<T>;
+template <class T>
+using encoder_layer_trace [[deprecated("use qkv::runtime::encoder_layer_result")]] = encoder_layer_result<T>;
+template <class T, std::size_t D, std::size_t H, std::size_t F>
+[[deprecated("use qkv::runtime::to_runtime_options")]] [[nodiscard]] encoder_options to_runtime_config(
+    const qkv::encoder_layer_parameters<T, D, H, F>& p, const qkv::encoder_options<T>& o) {
+  return to_runtime_options(p, o);
 }
 
 }  // namespace qkv::runtime

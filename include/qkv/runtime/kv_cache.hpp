@@ -28,6 +28,8 @@
 // cache's last T positions (first + length - T ..), after their keys were appended and before
 // attend/decode_attend, which take q as given. Decoding so gives the rows of attention() with the
 // same `rope` (position_offset = key_position_offset = first), bit for bit in float storage.
+// decode_attend, the one-token fast path, is in decode.hpp, which includes this header (this one
+// does not include it: decode.hpp builds on kv_cache and attend, not the other way round).
 #pragma once
 
 #include <algorithm>
@@ -287,6 +289,3 @@ void scaled_dot_product_attention(const matrix_view<const S>& q, const matrix_vi
 }
 
 }  // namespace qkv::runtime
-
-// decode_attend, the one-token fast path (after attend, which it falls back to)
-#include "decode.hpp"

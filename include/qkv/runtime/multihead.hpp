@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../core/attention.hpp"
 #include "attention.hpp"
 #include "dynamic_matrix.hpp"
 #include "gemm.hpp"
@@ -28,11 +29,9 @@
 
 namespace qkv::runtime {
 
-/// how a weight matrix is stored
-enum class weight_layout {
-  out_in,  // (out, in), nn.Linear: y = x Wᵀ + b (the default)
-  in_out,  // (in, out): y = x W + b (tutorial 000)
-};
+/// how a weight matrix is stored: core/attention.hpp's enum, the same type (out_in: (out, in),
+/// nn.Linear, y = x Wᵀ + b, the default; in_out: (in, out), y = x W + b, tutorial 000)
+using qkv::weight_layout;
 
 /// @brief a linear layer's parameters: y = x Wᵀ + b (out_in) or x W + b (in_out)
 template <class T>
@@ -264,15 +263,22 @@ template <class T>
 
 }  // namespace detail
 
-/// everything one call computes
+/// everything one multi-head call computes (core/multihead.hpp's multihead_result at run time,
+/// plus the output projection and the scale used; qkv::attention_result is one head's steps)
 template <class T>
-struct attention_result {
+struct multihead_result {
   dynamic_matrix<T> queries, keys, values;             // (T, d_q) (S, d_q) (S, d_v)
   std::vector<dynamic_matrix<T>> scores, weights;      // heads x (T, S): raw q·k, softmax
   std::vector<dynamic_matrix<T>> context;              // heads x (T, d_v / heads)
   dynamic_matrix<T> concat, output;                    // (T, d_v) (T, d_out)
   T scale = T(1);                                      // the scale used
 };
+
+/// the old name of multihead_result, for one release. (g++ warns where it is used; clang 16
+/// ignores [[deprecated]] on an alias template, so there it is silent.)
+template <class T>
+using attention_result [[deprecated("use qkv::runtime::multihead_result (qkv::attention_result is one head's steps)")]] =
+    multihead_result<T>;
 
 /// @brief multi-head attention of x (queries) over context (keys, values), into `r` (its
 /// buffers are reused when the shapes repeat, so a loop does not allocate).
@@ -282,7 +288,7 @@ template <class T, template <class> class Weights>
   requires std::is_same_v<Weights<T>, attention_weights<T>> ||
            std::is_same_v<Weights<T>, packed_attention_weights<T>>
 void attention(matrix_view<const T> x, matrix_view<const T> context, const Weights<T>& w,
-               const attention_options<T>& opt, attention_result<T>& r,
+               const attention_options<T>& opt, multihead_result<T>& r,
                thread_pool* pool = &default_pool()) {
   auto wshape = [](const auto& l) {
     if constexpr (requires { l.weight_shape; }) return l.weight_shape;
@@ -406,29 +412,29 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
 
 /// @brief attention as a new result; self-attention when context is x
 template <class T>
-[[nodiscard]] attention_result<T> attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& context,
+[[nodiscard]] multihead_result<T> attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& context,
                                             const attention_weights<T>& w,
                                             const attention_options<T>& opt = {},
                                             thread_pool* pool = &default_pool()) {
-  attention_result<T> r;
+  multihead_result<T> r;
   attention<T>(x.view(), context.view(), w, opt, r, pool);
   return r;
 }
 
 /// @brief the same with weights packed once (packed_attention_weights): the same bits
 template <class T>
-[[nodiscard]] attention_result<T> attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& context,
+[[nodiscard]] multihead_result<T> attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& context,
                                             const packed_attention_weights<T>& w,
                                             const attention_options<T>& opt = {},
                                             thread_pool* pool = &default_pool()) {
-  attention_result<T> r;
+  multihead_result<T> r;
   attention<T>(x.view(), context.view(), w, opt, r, pool);
   return r;
 }
 
 /// @brief self-attention: queries, keys and values all from x
 template <class T>
-[[nodiscard]] attention_result<T> self_attention(const dynamic_matrix<T>& x, const attention_weights<T>& w,
+[[nodiscard]] multihead_result<T> self_attention(const dynamic_matrix<T>& x, const attention_weights<T>& w,
                                                  const attention_options<T>& opt = {},
                                                  thread_pool* pool = &default_pool()) {
   return attention(x, x, w, opt, pool);
@@ -439,7 +445,7 @@ template <class T>
 // io/safetensors.hpp's BF16/F16), float32 accumulation: each is widened to float, exactly (every
 // bfloat16 and float16 value is a float: 8 and 11 significant bits within float's 24, their
 // exponent ranges inside float's), then the float attention() above runs. So the result is
-// the float overload's on the widened inputs, bit for bit, and float (attention_result<float>;
+// the float overload's on the widened inputs, bit for bit, and float (multihead_result<float>;
 // the options are float's: scale, bias). The widened copies take 2x (bfloat16, float16) the
 // memory of the inputs. Non-template overloads, so a call without options never picks the
 // float template with T = bfloat16.
@@ -461,7 +467,7 @@ template <storage_type S>
 }
 
 template <storage_type S>
-[[nodiscard]] attention_result<float> attention_16(const dynamic_matrix<S>& x, const dynamic_matrix<S>& context,
+[[nodiscard]] multihead_result<float> attention_16(const dynamic_matrix<S>& x, const dynamic_matrix<S>& context,
                                                    const attention_weights<S>& w, const attention_options<float>& opt,
                                                    thread_pool* pool) {
   attention_weights<float> wf{widened(w.q), widened(w.k), widened(w.v), std::nullopt};
@@ -475,7 +481,7 @@ template <storage_type S>
 
 /// @brief multi-head attention of bfloat16 inputs, float32 accumulation: the float attention()
 /// of the (exactly) widened x, context and weights, bit for bit
-[[nodiscard]] inline attention_result<float> attention(const dynamic_matrix<bfloat16>& x,
+[[nodiscard]] inline multihead_result<float> attention(const dynamic_matrix<bfloat16>& x,
                                                        const dynamic_matrix<bfloat16>& context,
                                                        const attention_weights<bfloat16>& w,
                                                        const attention_options<float>& opt = {},
@@ -483,7 +489,7 @@ template <storage_type S>
   return detail::attention_16(x, context, w, opt, pool);
 }
 /// @brief the same for float16 inputs
-[[nodiscard]] inline attention_result<float> attention(const dynamic_matrix<float16>& x,
+[[nodiscard]] inline multihead_result<float> attention(const dynamic_matrix<float16>& x,
                                                        const dynamic_matrix<float16>& context,
                                                        const attention_weights<float16>& w,
                                                        const attention_options<float>& opt = {},
@@ -491,13 +497,13 @@ template <storage_type S>
   return detail::attention_16(x, context, w, opt, pool);
 }
 /// @brief self-attention of bfloat16 / float16 inputs (queries, keys and values all from x)
-[[nodiscard]] inline attention_result<float> self_attention(const dynamic_matrix<bfloat16>& x,
+[[nodiscard]] inline multihead_result<float> self_attention(const dynamic_matrix<bfloat16>& x,
                                                             const attention_weights<bfloat16>& w,
                                                             const attention_options<float>& opt = {},
                                                             thread_pool* pool = &default_pool()) {
   return detail::attention_16(x, x, w, opt, pool);
 }
-[[nodiscard]] inline attention_result<float> self_attention(const dynamic_matrix<float16>& x,
+[[nodiscard]] inline multihead_result<float> self_attention(const dynamic_matrix<float16>& x,
                                                             const attention_weights<float16>& w,
                                                             const attention_options<float>& opt = {},
                                                             thread_pool* pool = &default_pool()) {

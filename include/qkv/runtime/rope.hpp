@@ -18,7 +18,7 @@
 // In attention() (multihead.hpp), `attention_options::rope` rotates every head of the projected
 // queries and keys: query row i at position position_offset + i, key row j at
 // key_position_offset + j (unset: position_offset + j). The scores then depend only on the
-// positions' differences (q_m . k_n is a function of m - n); the attention_result's queries and
+// positions' differences (q_m . k_n is a function of m - n); the multihead_result's queries and
 // keys are the rotated ones, as the kernels used them.
 #pragma once
 
@@ -29,16 +29,15 @@
 #include <string>
 #include <vector>
 
+#include "../core/rope.hpp"
 #include "dynamic_matrix.hpp"
 #include "thread_pool.hpp"
 
 namespace qkv::runtime {
 
-/// which columns of a head form a rotated pair
-enum class rope_layout {
-  half_split,   // (i, i + r/2): LLaMA, GPT-NeoX, Hugging Face's rotate_half
-  interleaved,  // (2i, 2i + 1): RoFormer, GPT-J's rotate_every_two
-};
+/// which columns of a head form a rotated pair: core/rope.hpp's enum, the same type
+/// (half_split (i, i + r/2): LLaMA, GPT-NeoX; interleaved (2i, 2i + 1): RoFormer, GPT-J)
+using qkv::rope_layout;
 
 /// how to rotate
 struct rope_options {

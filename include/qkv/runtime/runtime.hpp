@@ -1,11 +1,15 @@
-// runtime.hpp: the runtime path, umbrella (includes only).
+// runtime.hpp: the runtime path, umbrella (includes only): every header of include/qkv/runtime/.
 #pragma once
 
 #include "attention.hpp"
 #include "batch.hpp"
+#include "decode.hpp"
 #include "dynamic_matrix.hpp"
+#include "encoder.hpp"
 #include "exp.hpp"
 #include "gemm.hpp"
+#include "half.hpp"
+#include "kv_cache.hpp"
 #include "multihead.hpp"
 #include "rope.hpp"
 #include "self_attention.hpp"
@@ -13,5 +17,3 @@
 #include "softmax.hpp"
 #include "target.hpp"
 #include "thread_pool.hpp"
-#include "half.hpp"
-#include "kv_cache.hpp"

@@ -71,9 +71,9 @@ namespace detail {
 
 /// a weight matrix as multihead.hpp's linear layer: in_out reads W as (d_in, d_out), out_in
 /// and columns as nn.Linear's (d_out, d_in)
-template <class T, class L>
+template <class T, qkv::weight_layout_tag L>
 [[nodiscard]] linear_weights<T> as_linear(const dynamic_matrix<T>& w, L) {
-  return {w, {}, std::is_same_v<L, in_out_t> ? weight_layout::in_out : weight_layout::out_in};
+  return {w, {}, L::layout};
 }
 
 /// tokens as rows: x itself, or (qkv::columns) x's transpose, (d_in, T) -> (T, d_in)
@@ -100,7 +100,7 @@ template <class T>
 
 /// @brief cross-attention in the core's call shape: queries from x, keys and values from c
 /// (their lengths may differ); every step kept under the core's names (attention_steps)
-template <qkv::weight_layout L, class T>
+template <qkv::weight_layout_tag L, class T>
 [[nodiscard]] attention_steps<T> cross_attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& c,
                                                  const dynamic_matrix<T>& wq, const dynamic_matrix<T>& wk,
                                                  const dynamic_matrix<T>& wv, L layout,
@@ -108,7 +108,7 @@ template <qkv::weight_layout L, class T>
                                                  thread_pool* pool = &default_pool()) {
   const attention_weights<T> w{detail::as_linear(wq, layout), detail::as_linear(wk, layout),
                                detail::as_linear(wv, layout), std::nullopt};
-  attention_result<T> r;
+  multihead_result<T> r;
   const auto xr = detail::tokens_as_rows(x, layout);
   if (&x == &c) {
     attention<T>(xr.view(), xr.view(), w, options, r, pool);
@@ -144,7 +144,7 @@ template <qkv::weight_layout L, class T>
 
 /// @brief self-attention in the core's call shape: queries, keys and values all from x
 /// (T, d) (tokens as rows; (d, T) with qkv::columns), weights in the layout L
-template <qkv::weight_layout L, class T>
+template <qkv::weight_layout_tag L, class T>
 [[nodiscard]] attention_steps<T> self_attention(const dynamic_matrix<T>& x, const dynamic_matrix<T>& wq,
                                                 const dynamic_matrix<T>& wk, const dynamic_matrix<T>& wv,
                                                 L layout, const attention_options<T>& options = {},
