@@ -326,8 +326,8 @@ static_assert(proven<check::equal(qkv::matrix_cast<double>(d_context_drawn), mat
 template <class F>
 constexpr auto forward = qkv::self_attention(qkv::matrix_cast<F>(encodings_matrix), qkv::matrix_cast<F>(w.W_q),
                                              qkv::matrix_cast<F>(w.W_k), qkv::matrix_cast<F>(w.W_v), qkv::out_in);
-template <class F>
-constexpr auto backward(const matrix<float, 3, 2>& d_context) {
+template <class F, class Up>
+constexpr auto backward(const Up& d_context) {
   return qkv::self_attention_backward(qkv::matrix_cast<F>(encodings_matrix), qkv::matrix_cast<F>(w.W_q),
                                       qkv::matrix_cast<F>(w.W_k), qkv::matrix_cast<F>(w.W_v), qkv::out_in, forward<F>,
                                       qkv::matrix_cast<F>(d_context));
@@ -348,8 +348,8 @@ struct gradient_bounds {
   matrix<double, 2, 2> d_w_query, d_w_key, d_w_value;
   matrix<double, 3, 2> d_x;
 };
-template <class F>
-constexpr gradient_bounds<F> bounds_for(const matrix<float, 3, 2>& d_context) {
+template <class F, class Up>
+constexpr gradient_bounds<F> bounds_for(const Up& d_context, const matrix<double, 3, 2>& e_d_context = {}) {
   using qkv::bounds::product_error;
   using qkv::matrix_cast;
   using qkv::transposed;
@@ -366,7 +366,7 @@ constexpr gradient_bounds<F> bounds_for(const matrix<float, 3, 2>& d_context) {
   const auto dO = matrix_cast<double>(d_context);
   gradient_bounds<F> b;
   b.attention = qkv::bounds::attention_backward_error<F>(r.weights, e_p, r.values, e_v, r.keys, e_k, r.queries, e_q, dO,
-                                                         matrix<double, 3, 2>{}, 1.0 / 1.41421356, 2.0);
+                                                         e_d_context, 1.0 / 1.41421356, 2.0);
   const auto g = backward<double>(d_context).attention;
   const matrix<double, 3, 2> zero{};
   b.d_w_query = qkv::bounds::transposed_product_error<F>(g.d_queries, b.attention.d_queries, xd, zero);
@@ -420,6 +420,123 @@ static_assert(proven<check::near(qkv::row_dots(module::drawn64.attention.d_weigh
                                  1e-15)>);
 
 // ---------------------------------------------------------------------------------------------
+// Step 11: one training step. The module learns to map the encodings to a stated target,
+// [[1, 0], [0, 1], [1, 1]], by mean squared error: loss = mean((output - target)^2) over the 6
+// numbers, so d_output = 2 (output - target) / 6 (MseLossBackward0: (output - target) times
+// float(2/6), as PyTorch computes it). Then torch.optim.SGD(lr=0.1).step(): W <- W - 0.1 dW.
+namespace step {
+constexpr matrix<float, 3, 2> target{{{1, 0}, {0, 1}, {1, 1}}};
+static_assert(proven<check::equal(qkv::matrix_cast<double>(target), m(torch64::t004::target))>);
+template <class F>
+constexpr auto d_output = qkv::map(module::forward<F>.context - qkv::matrix_cast<F>(target),
+                                   [](F e) { return F(e * F(2.0 / 6)); });
+template <class F>
+constexpr auto grads = module::backward<F>(d_output<F>);
+/// SGD without momentum: param.add_(grad, alpha=-lr), which PyTorch 1.13 computes as one fused
+/// multiply-add W + (-lr) g (Vectorized<float>::fmadd): qkv::fma, exactly rounded
+template <class F, std::size_t R, std::size_t C>
+constexpr matrix<F, R, C> sgd(const matrix<F, R, C>& w, const matrix<F, R, C>& g, F lr) {
+  matrix<F, R, C> out;
+  for (std::size_t k = 0; k < R * C; ++k) out.v[k] = qkv::fma(F(-lr), g.v[k], w.v[k]);
+  return out;
+}
+template <class F>
+constexpr auto W_q = sgd(qkv::matrix_cast<F>(module::w.W_q), grads<F>.d_w_query, F(0.1));
+template <class F>
+constexpr auto W_k = sgd(qkv::matrix_cast<F>(module::w.W_k), grads<F>.d_w_key, F(0.1));
+template <class F>
+constexpr auto W_v = sgd(qkv::matrix_cast<F>(module::w.W_v), grads<F>.d_w_value, F(0.1));
+
+// The bounds. The output's forward error e_O = product_error(P, e_P, V, e_V) (example 05), then
+// d_output = fl(fl(O - t) float(1/3)): (e_O + u |O - t|) / 3 and two more roundings (float(2/6)
+// and the product), e_dO = (e_O + 3.01 u |O - t|) / 3. The gradients as in step 10 with that e_dO.
+// The step: fl(W - lr g) rounds once (fma), and float32's lr is 0.1f, 1.49e-9 above 0.1 (the
+// float64 run's lr): e_W' = 0.1 e_g + |0.1f - 0.1| |g| + u (|W'| + 0.1 e_g), with 0.101 for 0.1.
+template <class F>
+constexpr auto e_d_output = [] {
+  using qkv::bounds::product_error;
+  const double u = qkv::bounds::unit_roundoff<F>();
+  const auto& r = module::forward<double>;
+  const auto xd = qkv::matrix_cast<double>(module::encodings_matrix);
+  const auto e_v = product_error<F>(xd, qkv::transposed(qkv::matrix_cast<double>(module::w.W_v)));
+  const auto e_q = product_error<F>(xd, qkv::transposed(qkv::matrix_cast<double>(module::w.W_q)));
+  const auto e_k = product_error<F>(xd, qkv::transposed(qkv::matrix_cast<double>(module::w.W_k)));
+  const auto e_scores = product_error<F>(r.queries, e_q, qkv::transposed(r.keys), qkv::transposed(e_k));
+  const auto e_scaled = qkv::divided(e_scores, 1.41421356) + qkv::scaled(2 * u, qkv::bounds::abs(r.scaled_scores));
+  const auto e_p = qkv::bounds::softmax_rows_error<F>(r.scaled_scores, r.weights, e_scaled);
+  const auto e_o = product_error<F>(r.weights, e_p, r.values, e_v);
+  const auto diff = qkv::bounds::abs(r.context - qkv::matrix_cast<double>(target));
+  return qkv::divided(e_o + qkv::scaled(3.01 * u, diff), 3.0);
+}();
+template <class F>
+constexpr auto b = module::bounds_for<F>(d_output<double>, e_d_output<F>);
+template <class F, std::size_t R, std::size_t C>
+constexpr matrix<double, R, C> e_step(const matrix<double, R, C>& w_new, const matrix<double, R, C>& g,
+                                      const matrix<double, R, C>& e_g) {
+  const double u = qkv::bounds::unit_roundoff<F>();
+  const double lr_error = double(F(0.1)) - 0.1 < 0 ? 0.1 - double(F(0.1)) : double(F(0.1)) - 0.1;
+  return qkv::scaled(0.101, e_g) + qkv::scaled(lr_error, qkv::bounds::abs(g)) +
+         qkv::scaled(u, qkv::bounds::abs(w_new) + qkv::scaled(0.101, e_g));
+}
+template <class F>
+constexpr auto e_W_q = e_step<F>(W_q<double>, grads<double>.d_w_query, b<F>.d_w_query);
+template <class F>
+constexpr auto e_W_k = e_step<F>(W_k<double>, grads<double>.d_w_key, b<F>.d_w_key);
+template <class F>
+constexpr auto e_W_v = e_step<F>(W_v<double>, grads<double>.d_w_value, b<F>.d_w_value);
+}  // namespace step
+
+// d_output against PyTorch's (float64): within e_dO (float32) + its own (double)
+static_assert(proven<check::within(step::d_output<float>, m(torch64::t004::step_d_context_f64),
+                                   bound::both(step::e_d_output<float>, step::e_d_output<double>))>);
+// the gradients of the loss, float32, within their bounds of PyTorch's float64 autograd
+static_assert(proven<check::within(step::grads<float>.d_w_query, m(torch64::t004::step_d_W_q_f64),
+                                   bound::both(step::b<float>.d_w_query, step::b<double>.d_w_query))>);
+static_assert(proven<check::within(step::grads<float>.d_w_key, m(torch64::t004::step_d_W_k_f64),
+                                   bound::both(step::b<float>.d_w_key, step::b<double>.d_w_key))>);
+static_assert(proven<check::within(step::grads<float>.d_w_value, m(torch64::t004::step_d_W_v_f64),
+                                   bound::both(step::b<float>.d_w_value, step::b<double>.d_w_value))>);
+
+// Step 12: the updated weights, proven. float32 and double, each within its derived bound of
+// PyTorch's float64 SGD step (the fixture's W after opt.step()).
+static_assert(proven<check::within(step::W_q<float>, m(torch64::t004::step_W_q_f64),
+                                   bound::both(step::e_W_q<float>, step::e_W_q<double>))>);
+static_assert(proven<check::within(step::W_k<float>, m(torch64::t004::step_W_k_f64),
+                                   bound::both(step::e_W_k<float>, step::e_W_k<double>))>);
+static_assert(proven<check::within(step::W_v<float>, m(torch64::t004::step_W_v_f64),
+                                   bound::both(step::e_W_v<float>, step::e_W_v<double>))>);
+static_assert(proven<check::within(step::W_q<double>, m(torch64::t004::step_W_q_f64),
+                                   bound::both(step::e_W_q<double>, step::e_W_q<double>))>);
+static_assert(proven<check::within(step::W_v<double>, m(torch64::t004::step_W_v_f64),
+                                   bound::both(step::e_W_v<double>, step::e_W_v<double>))>);
+// Bit for bit? Not the whole step: PyTorch's float32 forward already differs from ours in the
+// last bits (its BLAS sums in another order with fused multiply-adds; d_output(1, 1) is
+// 0x1.b6ad56p-9 there, 0x1.b6acp-9 here), so the float32 gradients differ by a few ulps (both
+// within the bound above). The step itself is matched bit for bit: qkv's sgd (one exactly rounded
+// fma) applied to PyTorch's own float32 gradients gives PyTorch's float32 updated weights, all 12.
+// A multiply then an add (two roundings) does not: it differs at W_q(2, 1).
+constexpr auto pytorch_grad_q = qkv::matrix_cast<float>(m(torch64::t004::step_d_W_q_f32));
+static_assert(proven<check::equal(step::sgd(module::w.W_q, pytorch_grad_q, 0.1f),
+                                  qkv::matrix_cast<float>(m(torch64::t004::step_W_q_f32)))>);
+static_assert(proven<check::equal(step::sgd(module::w.W_k, qkv::matrix_cast<float>(m(torch64::t004::step_d_W_k_f32)), 0.1f),
+                                  qkv::matrix_cast<float>(m(torch64::t004::step_W_k_f32)))>);
+static_assert(proven<check::equal(step::sgd(module::w.W_v, qkv::matrix_cast<float>(m(torch64::t004::step_d_W_v_f32)), 0.1f),
+                                  qkv::matrix_cast<float>(m(torch64::t004::step_W_v_f32)))>);
+static_assert(module::w.W_q(1, 0) + -0.1f * pytorch_grad_q(1, 0) != float(torch64::t004::step_W_q_f32[1][0]));
+// and the loss went down: mean((output - target)^2) before, PyTorch's float64 value, and after
+// the step (the forward again with the new weights, in double)
+constexpr double mse(const matrix<double, 3, 2>& o) {
+  double s = 0;
+  for (std::size_t k = 0; k < 6; ++k) s += (o.v[k] - double(step::target.v[k])) * (o.v[k] - double(step::target.v[k]));
+  return s / 6;
+}
+constexpr double loss_before = mse(module::forward<double>.context);
+constexpr double loss_after = mse(qkv::self_attention(qkv::matrix_cast<double>(module::encodings_matrix), step::W_q<double>,
+                                                      step::W_k<double>, step::W_v<double>, qkv::out_in).context);
+static_assert(proven<check::near(loss_before, torch64::t004::loss_f64, 1e-15)>);
+static_assert(loss_after < loss_before);
+
+// ---------------------------------------------------------------------------------------------
 // the trace
 
 template <class T, std::size_t R, std::size_t C>
@@ -458,7 +575,12 @@ inline void walkthrough() {
             << "Tutorial 004's module, loss = output.sum():\n"
             << "W_q.weight.grad =\n" << torch_str(module::sum32.d_w_query) << "\n"
             << "W_k.weight.grad =\n" << torch_str(module::sum32.d_w_key) << "\n"
-            << "W_v.weight.grad =\n" << torch_str(module::sum32.d_w_value) << "\n";
+            << "W_v.weight.grad =\n" << torch_str(module::sum32.d_w_value) << "\n\n"
+            << "One training step: MSE against [[1, 0], [0, 1], [1, 1]], SGD(lr=0.1)\n"
+            << "loss before " << loss_before << ", after " << loss_after << " (double)\n"
+            << "W_q.weight after the step (float32) =\n" << torch_str(step::W_q<float>) << "\n"
+            << "W_k.weight after the step (float32) =\n" << torch_str(step::W_k<float>) << "\n"
+            << "W_v.weight after the step (float32) =\n" << torch_str(step::W_v<float>) << "\n";
 }
 
 }  // namespace qkv::examples::how_attention_learns
