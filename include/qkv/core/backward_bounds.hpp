@@ -47,12 +47,14 @@ struct attention_backward_errors {
 /// (1 / sqrt(d_k), or 1); scale_roundings: r above (0, 1 for a multiplication by an exact
 /// factor, 2 for a division by a rounded divisor). A weight that is 0 with e_P = 0 (masked)
 /// gets bound 0, as its gradient is exactly 0.
+namespace detail {
 template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
-[[nodiscard]] constexpr attention_backward_errors<Tq, S, Dk, Dv> attention_backward_error(
+constexpr attention_backward_errors<Tq, S, Dk, Dv> backward_error(
     const matrix<double, Tq, S>& p, const matrix<double, Tq, S>& e_p, const matrix<double, S, Dv>& v,
     const matrix<double, S, Dv>& e_v, const matrix<double, S, Dk>& k, const matrix<double, S, Dk>& e_k,
     const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q, const matrix<double, Tq, Dv>& d_context,
-    const matrix<double, Tq, Dv>& e_d_context, double scale, double scale_roundings) {
+    const matrix<double, Tq, Dv>& e_d_context, double scale, double scale_roundings,
+    const matrix<double, Tq, 1>* e_d_row_given) {
   const double u = unit_roundoff<F>();
   attention_backward_errors<Tq, S, Dk, Dv> e;
   const auto dp = matrix_product(d_context, transposed(v));
@@ -67,7 +69,7 @@ template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
       big += (adP + edP) * (P + eP);
       first += edP * P + adP * eP + edP * eP;
     }
-    e.d_row(i, 0) = gamma<F>(S) * big + first;
+    e.d_row(i, 0) = e_d_row_given ? (*e_d_row_given)(i, 0) : gamma<F>(S) * big + first;
     for (std::size_t j = 0; j < S; ++j) {
       const double P = p(i, j), eP = e_p(i, j), edP = e.d_weights(i, j), eD = e.d_row(i, 0);
       const double t = dp(i, j) - d, at = t < 0 ? -t : t;
@@ -83,6 +85,43 @@ template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
   e.d_keys = product_error<F>(transposed(d_scores), transposed(e.d_scores), q, e_q);
   e.d_values = product_error<F>(transposed(p), transposed(e_p), d_context, e_d_context);
   return e;
+}
+}  // namespace detail
+
+template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
+[[nodiscard]] constexpr attention_backward_errors<Tq, S, Dk, Dv> attention_backward_error(
+    const matrix<double, Tq, S>& p, const matrix<double, Tq, S>& e_p, const matrix<double, S, Dv>& v,
+    const matrix<double, S, Dv>& e_v, const matrix<double, S, Dk>& k, const matrix<double, S, Dk>& e_k,
+    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q, const matrix<double, Tq, Dv>& d_context,
+    const matrix<double, Tq, Dv>& e_d_context, double scale, double scale_roundings) {
+  return detail::backward_error<F>(p, e_p, v, e_v, k, e_k, q, e_q, d_context, e_d_context, scale, scale_roundings,
+                                   static_cast<const matrix<double, Tq, 1>*>(nullptr));
+}
+
+/// @brief the same for flash attention's backward (flash_backward.hpp), whose D is
+/// rowsum(dO ∘ O) from its output O (true value o, error e_o) instead of rowsum(dP ∘ P):
+///   e_D_i = gamma_dv sum_c (|dO| + e_dO)(|O| + e_O) + sum_c (e_dO |O| + |dO| e_O + e_dO e_O)
+/// and e_p bounds its recomputed weights e^(s - m) / l. Its other steps are the same products.
+template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
+[[nodiscard]] constexpr attention_backward_errors<Tq, S, Dk, Dv> flash_backward_error(
+    const matrix<double, Tq, S>& p, const matrix<double, Tq, S>& e_p, const matrix<double, S, Dv>& v,
+    const matrix<double, S, Dv>& e_v, const matrix<double, S, Dk>& k, const matrix<double, S, Dk>& e_k,
+    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q, const matrix<double, Tq, Dv>& d_context,
+    const matrix<double, Tq, Dv>& e_d_context, const matrix<double, Tq, Dv>& o, const matrix<double, Tq, Dv>& e_o,
+    double scale, double scale_roundings) {
+  matrix<double, Tq, 1> e_d_row{};
+  for (std::size_t i = 0; i < Tq; ++i) {
+    double big = 0, first = 0;
+    for (std::size_t c = 0; c < Dv; ++c) {
+      const double a = d_context(i, c) < 0 ? -d_context(i, c) : d_context(i, c);
+      const double b = o(i, c) < 0 ? -o(i, c) : o(i, c);
+      big += (a + e_d_context(i, c)) * (b + e_o(i, c));
+      first += e_d_context(i, c) * b + a * e_o(i, c) + e_d_context(i, c) * e_o(i, c);
+    }
+    e_d_row(i, 0) = gamma<F>(Dv) * big + first;
+  }
+  return detail::backward_error<F>(p, e_p, v, e_v, k, e_k, q, e_q, d_context, e_d_context, scale, scale_roundings,
+                                   &e_d_row);
 }
 
 /// @brief a bound on a projection's d_w = aᵀ b, a (T, n) with error e_a and b (T, m) with e_b:
