@@ -2,6 +2,8 @@
 """torch_backward.py: PyTorch autograd's gradients for chapter three (examples 15 to 17).
 
     /usr/bin/python3 scripts/torch_backward.py [OUT.hpp]
+    /usr/bin/python3 scripts/torch_backward.py --fractions
+
 
 writes tests/data/backward/torch_backward.hpp (committed; CI never runs this): constexpr arrays
 of the gradients that PyTorch 1.13's autograd computes, in float64 (the tutorials' float32
@@ -10,12 +12,55 @@ double value of each float). The examples compare with them at compile time; tes
 need torch. Every upstream gradient dO is either all ones (what out.sum().backward() sends)
 or torch.randn after torch.manual_seed(S), which core/torch.hpp's generator draws bit for bit.
 Intermediate gradients (dP, dS, dQ, ...) are read with retain_grad().
+With --fractions it writes nothing and prints tutorial 000's gradients with its rounded
+softmax, exactly (fractions.Fraction), for dO = ones and for the drawn dO: the numbers example
+15 proves with ==, computed independently of qkv.
 """
+import fractions
 import math
 import os
 import sys
 
 import torch
+
+
+
+def fractions_000():
+    F = fractions.Fraction
+    x = [[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]
+    wk = [[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]
+    wq = [[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    wv = [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]
+
+    def mm(a, b):
+        return [[sum(F(a[i][k]) * F(b[k][j]) for k in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
+
+    def tr(a):
+        return [list(r) for r in zip(*a)]
+
+    Q, K, V = mm(x, wq), mm(x, wk), mm(x, wv)
+    P = [[0, F(1, 2), F(1, 2)], [0, 1, 0], [0, F(9, 10), F(1, 10)]]
+    O = mm(P, V)
+    torch.manual_seed(3)
+    drawn = [[F(float(e)) for e in row] for row in torch.randn(3, 3).tolist()]
+    for name, dO in (('ones', [[1] * 3] * 3), ('drawn', drawn)):
+        dP = mm(dO, tr(V))
+        D = [sum(P[i][j] * dP[i][j] for j in range(3)) for i in range(3)]
+        assert D == [sum(dO[i][c] * O[i][c] for c in range(3)) for i in range(3)]  # the identity
+        dS = [[P[i][j] * (dP[i][j] - D[i]) for j in range(3)] for i in range(3)]
+        dQ, dK, dV = mm(dS, K), mm(tr(dS), Q), mm(tr(P), dO)
+        dx = [[a + b + c for a, b, c in zip(r1, r2, r3)]
+              for r1, r2, r3 in zip(mm(dQ, tr(wq)), mm(dK, tr(wk)), mm(dV, tr(wv)))]
+        print(f'dO = {name}')
+        for label, m in (('D', [[d] for d in D]), ('d_scaled_scores', dS), ('d_queries', dQ), ('d_keys', dK),
+                         ('d_values', dV), ('d_w_query', mm(tr(x), dQ)), ('d_w_key', mm(tr(x), dK)),
+                         ('d_w_value', mm(tr(x), dV)), ('d_x', dx)):
+            print(f'  {label}:', [[str(e) for e in row] for row in m])
+
+
+if len(sys.argv) > 1 and sys.argv[1] == '--fractions':
+    fractions_000()
+    sys.exit(0)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, '..', 'tests', 'data', 'backward', 'torch_backward.hpp')

@@ -43,6 +43,8 @@ inline constexpr worked_example worked_examples[] = {
     {"rope", "examples/12_rope.cpp", walkthroughs::rope},
     {"alibi", "examples/13_alibi_and_windows.cpp", walkthroughs::alibi},
     {"batches", "examples/14_batches_and_half_precision.cpp", walkthroughs::batches},
+    {"how_attention_learns", "examples/15_how_attention_learns.cpp", walkthroughs::how_attention_learns},
+    {"flash_backward", "examples/16_flash_attention_backward.cpp", walkthroughs::flash_backward},
 };
 
 // the examples' learner's pages (each returns false when the example has no page() yet)
@@ -69,6 +71,8 @@ inline constexpr example_page example_pages[] = {
     {"rope", pages::rope},
     {"alibi", pages::alibi},
     {"batches", pages::batches},
+    {"how_attention_learns", pages::how_attention_learns},
+    {"flash_backward", pages::flash_backward},
 };
 
 /// the page of the example `name` as HTML; throws input_error when it has none

@@ -19,6 +19,8 @@ void grouped_query();        // examples/11_grouped_query_attention.cpp
 void rope();                 // examples/12_rope.cpp
 void alibi();                // examples/13_alibi_and_windows.cpp
 void batches();              // examples/14_batches_and_half_precision.cpp
+void how_attention_learns(); // examples/15_how_attention_learns.cpp
+void flash_backward();       // examples/16_flash_attention_backward.cpp
 }  // namespace qkv::cli::walkthroughs
 
 namespace qkv::io {
@@ -44,4 +46,6 @@ bool grouped_query(qkv::io::page& p);
 bool rope(qkv::io::page& p);
 bool alibi(qkv::io::page& p);
 bool batches(qkv::io::page& p);
+bool how_attention_learns(qkv::io::page& p);
+bool flash_backward(qkv::io::page& p);
 }  // namespace qkv::cli::pages
