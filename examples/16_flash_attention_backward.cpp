@@ -120,7 +120,7 @@ struct all {
   matrix<double, 6, 28> e_o;  // the flash output's
 };
 template <class F>
-constexpr all<F> derive() {
+constexpr all<F> derive(const matrix<double, 6, 28>& dO) {
   const double u = qkv::bounds::unit_roundoff<F>();
   const auto e_q = product_error<F>(e64, transposed(Wq));
   const auto e_k = product_error<F>(e64, transposed(Wk));
@@ -162,8 +162,8 @@ constexpr all<F> derive() {
   a.e_o = e_o;
   return a;
 }
-constexpr auto f32 = derive<float>();
-constexpr auto f64 = derive<double>();  // PyTorch's float64 autograd (materialised)
+constexpr auto f32 = derive<float>(dO);
+constexpr auto f64 = derive<double>(dO);  // PyTorch's float64 autograd (materialised)
 template <std::size_t R, std::size_t C>
 constexpr matrix<double, R, C> plus(const matrix<double, R, C>& a, const matrix<double, R, C>& b) {
   return qkv::map(a + b, [](double e) { return e * (1 + 1e-6); });
@@ -189,6 +189,23 @@ static_assert(proven<check::within(materialised.attention.d_queries, matrix<doub
                                    bound::plus(bound::f32.materialised.d_queries, bound::f64.materialised.d_queries))>);
 static_assert(proven<check::within(materialised.attention.d_scores, matrix<double, 6, 6>(torch64::drawn_f64_d_scores),
                                    bound::plus(bound::f32.materialised.d_scores, bound::f64.materialised.d_scores))>);
+
+// and for loss = output.sum() (dO all ones), the materialised and the flash backward alike
+namespace sum {
+constexpr auto ones = qkv::filled<float, 6, 28>(1.0f);
+constexpr auto materialised = qkv::self_attention_backward(x, w.W_query, w.W_key, w.W_value, qkv::columns, attn, ones);
+constexpr auto flash_grads = qkv::flash_attention_backward<B>(attn.queries, attn.keys, attn.values, flash, ones);
+constexpr auto f32 = bound::derive<float>(qkv::filled<double, 6, 28>(1.0));
+constexpr auto f64 = bound::derive<double>(qkv::filled<double, 6, 28>(1.0));
+}  // namespace sum
+static_assert(proven<check::within(sum::flash_grads.d_queries, matrix<double, 6, 24>(torch64::sum_f64_d_queries),
+                                   bound::plus(sum::f32.flash.d_queries, sum::f64.materialised.d_queries))>);
+static_assert(proven<check::within(sum::flash_grads.d_keys, matrix<double, 6, 24>(torch64::sum_f64_d_keys),
+                                   bound::plus(sum::f32.flash.d_keys, sum::f64.materialised.d_keys))>);
+static_assert(proven<check::within(sum::materialised.attention.d_values, matrix<double, 6, 28>(torch64::sum_f64_d_values),
+                                   bound::plus(sum::f32.materialised.d_values, sum::f64.materialised.d_values))>);
+static_assert(proven<check::within(sum::materialised.attention.d_queries, matrix<double, 6, 24>(torch64::sum_f64_d_queries),
+                                   bound::plus(sum::f32.materialised.d_queries, sum::f64.materialised.d_queries))>);
 
 // Step 7: the weights learn from flash's gradients exactly as from the materialised ones: the
 // projections' backward (core/linear_backward.hpp, tokens as columns) takes dQ, dK, dV from

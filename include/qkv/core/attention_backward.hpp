@@ -32,6 +32,11 @@
 
 namespace qkv {
 
+/// the upstream gradient d_context (DR, DC) must have the context's shape (T, d_v): a mismatch
+/// names both, e.g. "[with Tq = 3; Dv = 2; DR = 2; DC = 3]"
+template <std::size_t Tq, std::size_t Dv, std::size_t DR, std::size_t DC>
+concept d_context_has_the_shape_of_the_context = (Tq == DR && Dv == DC);
+
 /// @brief every gradient of one head's attention_result for an upstream d_context; T queries, S keys
 template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
 struct attention_gradients {
@@ -129,7 +134,7 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t Dk>
 /// @brief every gradient of a forward result r for the upstream gradient d_context (T, d_v).
 /// options must be the forward's (its scaling is undone; its masks are read from r).
 template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv, std::size_t DR, std::size_t DC>
-  requires same_shapes<Tq, Dv, DR, DC>
+  requires d_context_has_the_shape_of_the_context<Tq, Dv, DR, DC>
 [[nodiscard]] constexpr attention_gradients<T, Tq, S, Dk, Dv> attention_backward(
     const attention_result<T, Tq, S, Dk, Dv>& r, const matrix<T, DR, DC>& d_context,
     const attention_options<T>& options = {}) {
@@ -164,7 +169,7 @@ struct self_attention_gradients {
 template <weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC,
           std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC, std::size_t Tq, std::size_t S,
           std::size_t Dk, std::size_t Dv, std::size_t DR, std::size_t DC>
-  requires same_shapes<Tq, Dv, DR, DC>
+  requires d_context_has_the_shape_of_the_context<Tq, Dv, DR, DC>
 [[nodiscard]] constexpr self_attention_gradients<T, XR, XC, QR, QC, KR, KC, VR, VC, Tq, S, Dk, Dv>
 self_attention_backward(const matrix<T, XR, XC>& x, const matrix<T, QR, QC>& wq, const matrix<T, KR, KC>& wk,
                         const matrix<T, VR, VC>& wv, L layout, const attention_result<T, Tq, S, Dk, Dv>& r,
