@@ -192,6 +192,33 @@ emit(out, 'sum_f64', attention_grads(*args, 'columns', scale, torch.ones(6, 28, 
 emit(out, 'drawn_f64', attention_grads(*args, 'columns', scale, d_out_001.double()),
      'output.backward(dO), torch.float64')
 out.append('}  // namespace t001\n\n')
+# ---------------------------------------------------------------------------------------------
+# nn.MultiheadAttention(4, 2) with biases on 3 tokens: every gradient of the layer in one call
+torch.manual_seed(11)
+mha = torch.nn.MultiheadAttention(4, 2)
+with torch.no_grad():  # nonzero biases (PyTorch starts them at 0), float32 draws
+    mha.in_proj_bias.uniform_(-0.5, 0.5)
+    mha.out_proj.bias.uniform_(-0.5, 0.5)
+xm = torch.randn(3, 4)
+d_out_mha = torch.randn(3, 4)
+out.append('namespace mha {\n')
+out.append(cxx('x', xm, 'the input, torch.randn(3, 4) after the layer (float32)'))
+out.append(cxx('in_proj_weight', mha.in_proj_weight, 'W_q; W_k; W_v stacked (12, 4), xavier_uniform_ (float32)'))
+out.append(cxx('in_proj_bias', mha.in_proj_bias, 'b_q; b_k; b_v, uniform_(-0.5, 0.5) (float32)'))
+out.append(cxx('out_proj_weight', mha.out_proj.weight, 'W_o (4, 4) (float32)'))
+out.append(cxx('out_proj_bias', mha.out_proj.bias, 'b_o, uniform_(-0.5, 0.5) (float32)'))
+out.append(cxx('d_output', d_out_mha, 'dO: torch.randn(3, 4) after x (float32)'))
+mha64 = mha.double()
+x64 = xm.double().requires_grad_(True)
+o, _ = mha64(x64, x64, x64, need_weights=False)
+o.backward(d_out_mha.double())
+out.append(cxx('output', o, 'the layer\'s output, float64'))
+out.append(cxx('d_x', x64.grad, 'd_x, float64'))
+out.append(cxx('d_in_proj_weight', mha64.in_proj_weight.grad, 'd_w_query; d_w_key; d_w_value, float64'))
+out.append(cxx('d_in_proj_bias', mha64.in_proj_bias.grad, 'd_b_query; d_b_key; d_b_value, float64'))
+out.append(cxx('d_out_proj_weight', mha64.out_proj.weight.grad, 'd_w_output, float64'))
+out.append(cxx('d_out_proj_bias', mha64.out_proj.bias.grad, 'd_b_output, float64'))
+out.append('}  // namespace mha\n\n')
 out.append('}  // namespace qkv_test::torch_backward\n')
 
 with open(OUT, 'w') as f:

@@ -112,4 +112,48 @@ template <class T, std::size_t Tq, std::size_t Dv, std::size_t Dout, std::size_t
   return {g.d_x, g.d_w, column_sums(d_output)};
 }
 
+/// @brief every gradient of a multi-head self-attention layer with biases, nn.MultiheadAttention's
+/// arithmetic: q = x W_qᵀ + b_q (and k, v), the heads, output = concat W_oᵀ + b_o
+template <class T, std::size_t H, std::size_t N, std::size_t Din, std::size_t D, std::size_t Dout>
+struct multihead_layer_gradients {
+  grouped_gradients<T, H, N, N, D, D, D, H> attention;  // per head, and d_queries, d_keys, d_values
+  matrix<T, N, D> d_concat;
+  matrix<T, N, Din> d_x;
+  matrix<T, D, Din> d_w_query, d_w_key, d_w_value;
+  matrix<T, 1, D> d_b_query, d_b_key, d_b_value;
+  matrix<T, Dout, D> d_w_output;
+  matrix<T, 1, Dout> d_b_output;
+};
+
+/// @brief the backward of output_projection(r, wo, bo) over multihead_attend_projected<H>(
+/// project(x, wq, bq, out_in), project(x, wk, bk, out_in), project(x, wv, bv, out_in), options) = r
+/// for d_output (T, d_out): one call for every gradient of the layer. d_x adds the query's, the
+/// key's and the value's d_x in that order (PyTorch accumulates the three in its own order).
+template <std::size_t H, class T, std::size_t N, std::size_t Din, std::size_t D, std::size_t Dout, std::size_t DR,
+          std::size_t DC>
+  requires(same_shapes<N, Dout, DR, DC> && divisible_into_heads<D, H>)
+[[nodiscard]] constexpr multihead_layer_gradients<T, H, N, Din, D, Dout> multihead_self_attention_backward(
+    const matrix<T, N, Din>& x, const matrix<T, D, Din>& wq, const matrix<T, 1, D>& bq, const matrix<T, D, Din>& wk,
+    const matrix<T, 1, D>& bk, const matrix<T, D, Din>& wv, const matrix<T, 1, D>& bv, const matrix<T, Dout, D>& wo,
+    const multihead_result<T, H, N, N, D, D>& r, const matrix<T, DR, DC>& d_output,
+    const attention_options<T>& options = {}) {
+  multihead_layer_gradients<T, H, N, Din, D, Dout> g;
+  const auto out = output_projection_backward(r.concat, wo, d_output);
+  g.d_concat = out.d_x;
+  g.d_w_output = out.d_w;
+  g.d_b_output = out.d_b;
+  g.attention = multihead_backward<H>(r, g.d_concat, options);
+  const auto pq = project_backward(x, wq, bq, g.attention.d_queries, out_in);
+  const auto pk = project_backward(x, wk, bk, g.attention.d_keys, out_in);
+  const auto pv = project_backward(x, wv, bv, g.attention.d_values, out_in);
+  g.d_w_query = pq.d_w;
+  g.d_w_key = pk.d_w;
+  g.d_w_value = pv.d_w;
+  g.d_b_query = pq.d_b;
+  g.d_b_key = pk.d_b;
+  g.d_b_value = pv.d_b;
+  g.d_x = pq.d_x + pk.d_x + pv.d_x;
+  return g;
+}
+
 }  // namespace qkv
