@@ -15,7 +15,8 @@
 // drawn by PyTorch's generator. Then the true softmax in float32 and double against PyTorch's
 // float64 autograd (tests/data/backward/torch_backward.hpp, made by scripts/torch_backward.py),
 // within derived bounds (core/backward_bounds.hpp), and why PyTorch's own float32 dQ is ~500 ulp
-// from the truth: cancellation in dP - D. Then tutorial 004's module, both upstream gradients.
+// from the truth: cancellation in dP - D. Then tutorial 004's module, both upstream gradients,
+// and one training step of it (MSE, SGD); last, tutorial 002's single query.
 #include <cstdint>
 #include <iostream>
 #include <sstream>
@@ -535,6 +536,96 @@ constexpr double loss_after = mse(qkv::self_attention(qkv::matrix_cast<double>(m
                                                       step::W_k<double>, step::W_v<double>, qkv::out_in).context);
 static_assert(proven<check::near(loss_before, torch64::t004::loss_f64, 1e-15)>);
 static_assert(loss_after < loss_before);
+
+// ---------------------------------------------------------------------------------------------
+// Step 13: tutorial 002, the math walk-through: query 2 alone against the four inputs, q_2 =
+// W_q x_2, k_i = W_k x_i, v_i = W_v x_i (column vectors: qkv::out_in on rows, the same sums), no
+// scaling, y_2 = sum_i softmax(q_2 . k_i) v_i: cross-attention of the one row x_2 over X. The
+// weights' gradients for y_2.sum() and for a drawn dO (torch.manual_seed(6); torch.randn(1, 4)),
+// the inputs the tutorial's printed values as float32.
+namespace math002 {
+namespace t = torch64::t002;
+constexpr auto X = qkv::matrix_cast<float>(m(t::X));
+constexpr auto W_q = qkv::matrix_cast<float>(m(t::W_q));
+constexpr auto W_k = qkv::matrix_cast<float>(m(t::W_k));
+constexpr auto W_v = qkv::matrix_cast<float>(m(t::W_v));
+constexpr auto x_2 = qkv::row(X, 1);
+constexpr auto d_context_drawn = [] {
+  qkv::torch::generator gen{6};
+  return gen.randn<float, 1, 4>();
+}();
+static_assert(proven<check::equal(qkv::matrix_cast<double>(d_context_drawn), m(t::d_context_drawn))>);
+constexpr qkv::attention_options<float> unscaled{qkv::scaling<float>::none()};
+constexpr auto forward = qkv::cross_attention(x_2, X, W_q, W_k, W_v, qkv::out_in, unscaled);
+// its scores are the tutorial's w_T_21 .. w_T_24 = -6.29, -1.53, -13.57, -1.72 (example 03 proves
+// them): weights 0.0047, 0.546, 3.2e-6, 0.449, so x_1 and x_3 barely learn through the keys
+struct gradients {
+  matrix<float, 4, 4> d_W_q, d_W_k, d_W_v;
+};
+constexpr gradients backward(const matrix<float, 1, 4>& dO) {
+  const auto a = qkv::attention_backward(forward, dO, unscaled);
+  const auto pq = qkv::project_backward(x_2, W_q, a.d_queries, qkv::out_in);
+  const auto pk = qkv::project_backward(X, W_k, a.d_keys, qkv::out_in);
+  const auto pv = qkv::project_backward(X, W_v, a.d_values, qkv::out_in);
+  return gradients{pq.d_w, pk.d_w, pv.d_w};
+}
+constexpr auto sum32 = backward(qkv::filled<float, 1, 4>(1.0f));
+constexpr auto drawn32 = backward(d_context_drawn);
+
+// The bounds, as for 004 without the scale: q_2, k, v: gamma_4 |x| |W|ᵀ; the scores with q and
+// k off; bounds::softmax_rows_error; attention_backward_error (s = 1, r = 0); d_W_q = dQᵀ x_2
+// (one product each, dQ off), d_W_k = dKᵀ X and d_W_v = dVᵀ X over the 4 inputs.
+template <class F>
+struct weight_bounds {
+  matrix<double, 4, 4> d_W_q, d_W_k, d_W_v;
+};
+template <class F>
+constexpr weight_bounds<F> bounds_for(const matrix<double, 1, 4>& dO) {
+  using qkv::bounds::product_error;
+  using qkv::transposed;
+  const auto Xd = m(t::X);
+  const auto x2 = qkv::row(Xd, 1);
+  const auto Wq = m(t::W_q), Wk = m(t::W_k), Wv = m(t::W_v);
+  const auto r = qkv::cross_attention(x2, Xd, Wq, Wk, Wv, qkv::out_in, {qkv::scaling<double>::none()});
+  const auto e_q = product_error<F>(x2, transposed(Wq));
+  const auto e_k = product_error<F>(Xd, transposed(Wk));
+  const auto e_v = product_error<F>(Xd, transposed(Wv));
+  const auto e_s = product_error<F>(r.queries, e_q, transposed(r.keys), transposed(e_k));
+  const auto e_p = qkv::bounds::softmax_rows_error<F>(r.scores, r.weights, e_s);
+  const auto b = qkv::bounds::attention_backward_error<F>(r.weights, e_p, r.values, e_v, r.keys, e_k, r.queries, e_q,
+                                                          dO, matrix<double, 1, 4>{}, 1.0, 0.0);
+  const auto g = qkv::attention_backward(r, dO, {qkv::scaling<double>::none()});
+  return {product_error<F>(transposed(g.d_queries), transposed(b.d_queries), x2, matrix<double, 1, 4>{}),
+          product_error<F>(transposed(g.d_keys), transposed(b.d_keys), Xd, matrix<double, 4, 4>{}),
+          product_error<F>(transposed(g.d_values), transposed(b.d_values), Xd, matrix<double, 4, 4>{})};
+}
+constexpr auto sum_b32 = bounds_for<float>(qkv::filled<double, 1, 4>(1.0));
+constexpr auto sum_b64 = bounds_for<double>(qkv::filled<double, 1, 4>(1.0));
+constexpr auto drawn_b32 = bounds_for<float>(qkv::matrix_cast<double>(d_context_drawn));
+constexpr auto drawn_b64 = bounds_for<double>(qkv::matrix_cast<double>(d_context_drawn));
+}  // namespace math002
+
+static_assert(proven<check::within(math002::sum32.d_W_q, m(torch64::t002::sum_f64_d_W_q),
+                                   bound::both(math002::sum_b32.d_W_q, math002::sum_b64.d_W_q))>);
+static_assert(proven<check::within(math002::sum32.d_W_k, m(torch64::t002::sum_f64_d_W_k),
+                                   bound::both(math002::sum_b32.d_W_k, math002::sum_b64.d_W_k))>);
+static_assert(proven<check::within(math002::sum32.d_W_v, m(torch64::t002::sum_f64_d_W_v),
+                                   bound::both(math002::sum_b32.d_W_v, math002::sum_b64.d_W_v))>);
+static_assert(proven<check::within(math002::drawn32.d_W_q, m(torch64::t002::drawn_f64_d_W_q),
+                                   bound::both(math002::drawn_b32.d_W_q, math002::drawn_b64.d_W_q))>);
+static_assert(proven<check::within(math002::drawn32.d_W_k, m(torch64::t002::drawn_f64_d_W_k),
+                                   bound::both(math002::drawn_b32.d_W_k, math002::drawn_b64.d_W_k))>);
+static_assert(proven<check::within(math002::drawn32.d_W_v, m(torch64::t002::drawn_f64_d_W_v),
+                                   bound::both(math002::drawn_b32.d_W_v, math002::drawn_b64.d_W_v))>);
+// d_W_q = dQᵀ x_2 is an outer product (one query): each element is one product, rounded once,
+// d_W_q(i, c) = dQ_i x_2(c): by hand, row i of W_q's gradient is x_2 scaled by dQ_i
+static_assert([] {
+  const auto dq = qkv::attention_backward(math002::forward, qkv::filled<float, 1, 4>(1.0f), math002::unscaled).d_queries;
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t c = 0; c < 4; ++c)
+      if (math002::sum32.d_W_q(i, c) != dq(0, i) * math002::x_2(0, c)) return false;
+  return true;
+}());
 
 // ---------------------------------------------------------------------------------------------
 // the trace

@@ -17,6 +17,7 @@ softmax, exactly (fractions.Fraction), for dO = ones and for the drawn dO: the n
 15 proves with ==, computed independently of qkv.
 """
 import fractions
+import json
 import math
 import os
 import sys
@@ -192,6 +193,36 @@ emit(out, 'sum_f64', attention_grads(*args, 'columns', scale, torch.ones(6, 28, 
 emit(out, 'drawn_f64', attention_grads(*args, 'columns', scale, d_out_001.double()),
      'output.backward(dO), torch.float64')
 out.append('}  // namespace t001\n\n')
+# ---------------------------------------------------------------------------------------------
+# tutorial 002: query 2 over the four inputs, column vectors (q_2 = W_q x_2, k_i = W_k x_i), no
+# scaling; y_2 = sum_i softmax(q_2 . k_i) v_i. The inputs are the tutorial's printed values as
+# float32 (tests/data/reference/002's float32 section); x_2 is row 2 of X, so its gradient gets
+# the query's share and the key's and value's.
+with open(os.path.join(HERE, '..', 'tests', 'data', 'reference', '002_self_attention_math_tf_values.json')) as f:
+    ref002 = json.load(f)['float32']
+X002 = torch.tensor([[r[0] for r in ref002[f'x_{i}']['data']] for i in range(1, 5)], dtype=torch.float32)
+W002 = {n: torch.tensor(ref002[n]['data'], dtype=torch.float32) for n in ('W_q', 'W_k', 'W_v')}
+torch.manual_seed(6)
+d_out_002 = torch.randn(1, 4)
+out.append('namespace t002 {\n')
+out.append(cxx('X', X002, 'x_1 .. x_4 as rows (float32)'))
+for n in ('W_q', 'W_k', 'W_v'):
+    out.append(cxx(n, W002[n], f'{n} (4, 4), q = {n} x (float32)'))
+out.append(cxx('d_context_drawn', d_out_002, 'dO: torch.manual_seed(6); torch.randn(1, 4) (float32)'))
+for tag, dO in (('sum', torch.ones(1, 4, dtype=torch.float64)), ('drawn', d_out_002.double())):
+    Xl = X002.double().requires_grad_(True)
+    Wl = {n: W002[n].double().requires_grad_(True) for n in W002}
+    q2 = Wl['W_q'] @ Xl[1]
+    ks = Xl @ Wl['W_k'].T
+    vs = Xl @ Wl['W_v'].T
+    w = torch.softmax(ks @ q2, dim=0)
+    y2 = (w[:, None] * vs).sum(0)
+    y2.unsqueeze(0).backward(dO)
+    out.append(cxx(f'{tag}_f64_d_x', Xl.grad, f'dX, y_2.backward(dO = {tag}), float64'))
+    for n in Wl:
+        out.append(cxx(f'{tag}_f64_d_{n}', Wl[n].grad, f'd{n}, y_2.backward(dO = {tag}), float64'))
+out.append('}  // namespace t002\n\n')
+
 # ---------------------------------------------------------------------------------------------
 # nn.MultiheadAttention(4, 2) with biases on 3 tokens: every gradient of the layer in one call
 torch.manual_seed(11)
