@@ -146,7 +146,7 @@ static_assert(proven<check::equal(qkv::row_dots(gd.attention.d_weights, forward.
                                   qkv::row_dots(dO, outputs))>);
 static_assert(qkv::row_dots(dO, outputs)(0, 0) == q(397801613, 1 << 27));
 // dS row 1 = [0, 1/2 (dP_12 - D_1), 1/2 (dP_13 - D_1)] with dP_12 = 12604803 / 2^22, dP_13 =
-// 196124765 / 2^26: 1/2 (403392696 - 397801613) / 2^27 = 5552083 / 2^28 and its opposite
+// 196124765 / 2^26: 1/2 (403353696 - 397801613) / 2^27 = 5552083 / 2^28 and its opposite
 // (two weights, so dS_13 = -dS_12); row 2 has one weight 1: dS = 1 (dP - dP) = 0
 static_assert(proven<check::equal(gd.attention.d_scaled_scores,
                                   matrix<q, 3, 3>{{{0, q(5552083, 268435456), q(-5552083, 268435456)},
@@ -220,11 +220,11 @@ constexpr auto sum_f32 = attention<float>(qkv::filled<double, 3, 3>(1.0));
 constexpr auto sum_f64 = attention<double>(qkv::filled<double, 3, 3>(1.0));
 constexpr auto drawn_f32 = attention<float>(qkv::matrix_cast<double>(d_context_drawn));
 constexpr auto drawn_f64 = attention<double>(qkv::matrix_cast<double>(d_context_drawn));
-// the weights' gradients: d_w = xᵀ d_(projection), x exact: gamma_3 |x|ᵀ (|d| + e) + |x|ᵀ e
-template <std::size_t R, std::size_t C>
+// the weights' gradients: d_w = xᵀ d_(projection) in F, x exact: gamma_3 |x|ᵀ (|d| + e) + |x|ᵀ e
+template <class F, std::size_t R, std::size_t C>
 constexpr auto weight(const matrix<double, R, C>& d, const matrix<double, R, C>& e) {
   const auto xd = qkv::matrix_cast<double>(x);
-  return qkv::bounds::transposed_product_error<double>(xd, matrix<double, 3, 4>{}, d, e);
+  return qkv::bounds::transposed_product_error<F>(xd, matrix<double, 3, 4>{}, d, e);
 }
 }  // namespace bound
 
@@ -254,11 +254,11 @@ static_assert(proven<check::within(drawn64.attention.d_queries, m33(torch64::t00
                                    bound::both(bound::drawn_f64.d_queries, bound::drawn_f64.d_queries))>);
 // the weights' gradients: d_w_query = xᵀ dQ with dQ off by its bound
 static_assert(proven<check::within(sum32.d_w_query, matrix<double, 4, 3>(torch64::t000::sum_f64_d_w_query),
-                                   bound::both(bound::weight(sum64.attention.d_queries, bound::sum_f32.d_queries),
-                                               bound::weight(sum64.attention.d_queries, bound::sum_f64.d_queries)))>);
+                                   bound::both(bound::weight<float>(sum64.attention.d_queries, bound::sum_f32.d_queries),
+                                               bound::weight<double>(sum64.attention.d_queries, bound::sum_f64.d_queries)))>);
 static_assert(proven<check::within(drawn32.d_w_key, matrix<double, 4, 3>(torch64::t000::drawn_f64_d_w_key),
-                                   bound::both(bound::weight(drawn64.attention.d_keys, bound::drawn_f32.d_keys),
-                                               bound::weight(drawn64.attention.d_keys, bound::drawn_f64.d_keys)))>);
+                                   bound::both(bound::weight<float>(drawn64.attention.d_keys, bound::drawn_f32.d_keys),
+                                               bound::weight<double>(drawn64.attention.d_keys, bound::drawn_f64.d_keys)))>);
 
 // Step 9: the measured fact, and why. PyTorch's own float32 dQ (the fixture) is far from its
 // float64 dQ for tutorial 000 with output.sum(): at (2, 2), -0.017588455 against -0.017590307,
