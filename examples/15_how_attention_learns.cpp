@@ -14,8 +14,8 @@
 // fraction, proven with ==, for dO = all ones (what output.sum().backward() sends) and for a dO
 // drawn by PyTorch's generator. Then the true softmax in float32 and double against PyTorch's
 // float64 autograd (tests/data/backward/torch_backward.hpp, made by scripts/torch_backward.py),
-// within derived bounds (core/backward_bounds.hpp), and why PyTorch's own float32 dQ is ~500 ulp
-// from the truth: cancellation in dP - D. Then tutorial 004's module, both upstream gradients,
+// within derived bounds (core/backward_bounds.hpp), and why PyTorch's own float32 dQ is up to 994
+// ulps from the truth: cancellation in dP - D. Then tutorial 004's module, both upstream gradients,
 // and one training step of it (MSE, SGD); last, tutorial 002's single query.
 #include <cstdint>
 #include <iostream>
@@ -672,6 +672,46 @@ inline void walkthrough() {
             << "W_q.weight after the step (float32) =\n" << torch_str(step::W_q<float>) << "\n"
             << "W_k.weight after the step (float32) =\n" << torch_str(step::W_k<float>) << "\n"
             << "W_v.weight after the step (float32) =\n" << torch_str(step::W_v<float>) << "\n";
+}
+
+}  // namespace qkv::examples::how_attention_learns
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain how_attention_learns --html FILE): tutorial 000's exact
+// gradients, each cell explained by the product it is (the transposes shown as matrices of
+// their own); the softmax's backward and d_x are computed, not a single product. The proofs are
+// this file's static_asserts (scripts/page_notes.py).
+namespace qkv::examples::how_attention_learns {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const auto q3 = Page::labels("q", 3), k3 = Page::labels("k", 3), in3 = Page::labels("input ", 3);
+  p.step(1);
+  p.matrix("x", x).rows(in3);
+  p.matrix("keys", keys).rows(k3);
+  p.matrix("querys", querys).rows(q3);
+  p.matrix("values", values).rows(Page::labels("v", 3));
+  p.matrix("weights", softmax_rounded).rows(q3).cols(k3);
+  p.step(2);
+  p.matrix("d_context", ones).rows(q3);
+  p.step(3);
+  p.matrix("d_weights", g.d_weights).rows(q3).cols(k3).how(how::dot("d_context", "values", 3));
+  p.matrix("weights.T", qkv::transposed(softmax_rounded)).rows(k3).cols(q3).how(how::transposed("weights"));
+  p.matrix("d_values", g.d_values).rows(Page::labels("v", 3)).how(how::matmul("weights.T", "d_context", 3));
+  p.step(4);
+  p.matrix("D", D).rows(q3).derived();
+  p.matrix("d_scores", g.d_scores).rows(q3).cols(k3).derived();
+  p.step(5);
+  p.matrix("d_querys", g.d_queries).rows(q3).how(how::matmul("d_scores", "keys", 3));
+  p.matrix("d_scores.T", qkv::transposed(g.d_scores)).rows(k3).cols(q3).how(how::transposed("d_scores"));
+  p.matrix("d_keys", g.d_keys).rows(k3).how(how::matmul("d_scores.T", "querys", 3));
+  p.step(6);
+  p.matrix("x.T", qkv::transposed(x)).how(how::transposed("x"));
+  p.matrix("d_w_query", gw.d_w_query).how(how::matmul("x.T", "d_querys", 3));
+  p.matrix("d_w_key", gw.d_w_key).how(how::matmul("x.T", "d_keys", 3));
+  p.matrix("d_w_value", gw.d_w_value).how(how::matmul("x.T", "d_values", 3));
+  p.matrix("d_x", gw.d_x).rows(in3).derived();
 }
 
 }  // namespace qkv::examples::how_attention_learns
