@@ -228,6 +228,67 @@ static_assert(proven<check::within(bound::g64.d_w_query, matrix<double, 24, 16>(
                                    bound::plus(bound::e_w_query<double>(bound::f64.materialised.d_queries),
                                                bound::e_w_query<double>(bound::f64.materialised.d_queries)))>);
 
+// Step 8: FlashAttention-2 keeps one number per query instead of two, the logsumexp
+// L_i = m_i + log l_i = log(sum_j e^(s_ij)), and recomputes P_ij = e^(s_ij - L_i): one exp, no
+// division. For query 1 ("Life") L = m + log l by hand from the kept m and l.
+constexpr auto L = qkv::row_logsumexp(flash);
+static_assert(L(0, 0) == flash.row_max(0, 0) + qkv::log(flash.row_sum(0, 0)));
+constexpr auto lse_grads = qkv::flash_attention_backward<B>(attn.queries, attn.keys, attn.values, flash.context, L, d_context);
+// The bound of its weights: the exponent s - L carries the scores' error (2 max e_scaled, as
+// before), l's (eta, through the log: eta / (1 - eta)), the log's rounding (1 ulp: 2u |log l|),
+// the addition m + log l (u |L|), the subtraction (u |s - L|), then the exp (2u); 1% on top
+// for e^x - 1 against x and second order. D, and so the rest of the bound, as for m and l.
+namespace bound {
+template <class F>
+constexpr auto e_p_lse = [] {
+  const double u = qkv::bounds::unit_roundoff<F>();
+  const double K = qkv::online_softmax_error_units(6, B, 2);
+  const double gamma = K * u / (1 - K * u);
+  const auto e_ss = [] {
+    const auto e_q = product_error<F>(e64, transposed(Wq));
+    const auto e_k = product_error<F>(e64, transposed(Wk));
+    const auto e_scores = product_error<F>(r.queries, e_q, transposed(r.keys), transposed(e_k));
+    return qkv::divided(e_scores, 4.898979) + qkv::scaled(2 * qkv::bounds::unit_roundoff<F>(), qkv::bounds::abs(r.scaled_scores));
+  }();
+  matrix<double, 6, 6> e{};
+  for (std::size_t i = 0; i < 6; ++i) {
+    double m = r.scaled_scores(i, 0), lo = m, worst = 0;
+    for (std::size_t j = 0; j < 6; ++j) {
+      m = r.scaled_scores(i, j) > m ? r.scaled_scores(i, j) : m;
+      lo = r.scaled_scores(i, j) < lo ? r.scaled_scores(i, j) : lo;
+      worst = e_ss(i, j) > worst ? e_ss(i, j) : worst;
+    }
+    double l = 0;
+    for (std::size_t j = 0; j < 6; ++j) l += qkv::exp(r.scaled_scores(i, j) - m);
+    const double log_l = qkv::log(l), Li = m + log_l;
+    const double rho = (m - lo) * u / (1 - (m - lo) * u);
+    const double eta = (1 + gamma) * (1 + rho) - 1;
+    for (std::size_t j = 0; j < 6; ++j) {
+      const double d = r.scaled_scores(i, j) - Li;
+      const double eps = 2 * worst + eta / (1 - eta) + 2 * u * log_l + u * (Li < 0 ? -Li : Li) + u * (d < 0 ? -d : d) + 2 * u;
+      e(i, j) = 1.01 * r.weights(i, j) * eps;
+    }
+  }
+  return e;
+}();
+constexpr auto lse32 = qkv::bounds::flash_backward_error<float>(
+    r.weights, e_p_lse<float>, r.values, product_error<float>(e64, transposed(Wv)), r.keys,
+    product_error<float>(e64, transposed(Wk)), r.queries, product_error<float>(e64, transposed(Wq)), dO,
+    matrix<double, 6, 28>{}, r.context, f32.e_o, 1 / 4.898979, 2.0);
+}  // namespace bound
+// the logsumexp backward against the m-and-l backward: within the sum of their bounds
+static_assert(proven<check::within(lse_grads.d_queries, flash_grads.d_queries,
+                                   bound::plus(bound::lse32.d_queries, bound::f32.flash.d_queries))>);
+static_assert(proven<check::within(lse_grads.d_keys, flash_grads.d_keys,
+                                   bound::plus(bound::lse32.d_keys, bound::f32.flash.d_keys))>);
+static_assert(proven<check::within(lse_grads.d_values, flash_grads.d_values,
+                                   bound::plus(bound::lse32.d_values, bound::f32.flash.d_values))>);
+// and against PyTorch's float64
+static_assert(proven<check::within(lse_grads.d_queries, matrix<double, 6, 24>(torch64::drawn_f64_d_queries),
+                                   bound::plus(bound::lse32.d_queries, bound::f64.materialised.d_queries))>);
+// the same D: both take rowsum(dO ∘ O) of the same output
+static_assert(lse_grads.d_row == flash_grads.d_row);
+
 // ---------------------------------------------------------------------------------------------
 inline void walkthrough() {
   using qkv::io::torch_str;
@@ -239,7 +300,10 @@ inline void walkthrough() {
             << "the materialised rowsum(dP * P):\n" << torch_str(D_materialised) << "\n\n"
             << "d_queries (flash):\n" << torch_str(flash_grads.d_queries) << "\n"
             << "largest |flash - materialised| in d_queries: "
-            << qkv::max_abs_difference(flash_grads.d_queries, materialised.attention.d_queries) << "\n";
+            << qkv::max_abs_difference(flash_grads.d_queries, materialised.attention.d_queries) << "\n\n"
+            << "FlashAttention-2 keeps one number per query, L = m + log l:\n" << torch_str(L) << "\n"
+            << "largest |logsumexp backward - m, l backward| in d_queries: "
+            << qkv::max_abs_difference(lse_grads.d_queries, flash_grads.d_queries) << "\n";
 }
 
 }  // namespace qkv::examples::flash_backward

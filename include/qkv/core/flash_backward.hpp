@@ -7,7 +7,8 @@
 // one, the logsumexp L_i = m_i + log l_i). The backward then visits the keys block by block and,
 // for each query, recomputes what it needs:
 //   s_ij  = scale(q_i · k_j)               the forward's scaled score, the same bits
-//   P_ij  = e^(s_ij - m_i) / l_i           the weight, recomputed (0 for a masked key)
+//   P_ij  = e^(s_ij - m_i) / l_i           the weight, recomputed (0 for a masked key); or
+//           e^(s_ij - L_i) from the logsumexp L_i = m_i + log l_i (row_logsumexp), FA-2's form
 //   dV_j += P_ij dO_i                      dP_ij = dO_i · v_j
 //   dS_ij = P_ij (dP_ij - D_i)             with D_i = rowsum(dO ∘ O)_i, computed once before
 //                                          the loop: the identity rowsum(dP ∘ P) = rowsum(dO ∘ O)
@@ -90,26 +91,27 @@ struct flash_gradients {
   matrix<T, S, Dv> d_values;
 };
 
-/// @brief flash attention's backward over key blocks of B: from q, k, v, the forward's output,
-/// m and l, and the upstream d_context (T, d_v), without any T x S matrix. options must be the
-/// forward's. A masked key gets no gradient from its query; a fully masked row (l = 0) none.
-template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
-[[nodiscard]] constexpr flash_gradients<T, Tq, S, Dk, Dv> flash_attention_backward(
-    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v,
-    const flash_result<T, Tq, Dv>& forward, const matrix<T, Tq, Dv>& d_context,
-    const attention_options<T>& options = {}) {
+namespace detail {
+/// the loop of flash attention's backward; weight(i, s) recomputes P_ij from the saved statistics
+/// and live(i) says whether query i attends to anything
+template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv, class Weight, class Live>
+constexpr flash_gradients<T, Tq, S, Dk, Dv> flash_backward_loop(const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k,
+                                                               const matrix<T, S, Dv>& v, const matrix<T, Tq, Dv>& context,
+                                                               const matrix<T, Tq, Dv>& d_context,
+                                                               const attention_options<T>& options, Weight weight,
+                                                               Live live) {
   static_assert(B >= 1, "flash_attention_backward: the block size B must be at least 1");
   flash_gradients<T, Tq, S, Dk, Dv> g{};
-  g.d_row = row_dots(d_context, forward.context);  // D_i, before the loop over the keys
+  g.d_row = row_dots(d_context, context);  // D_i, before the loop over the keys
   bool q_started[Tq]{}, kv_started[S]{};
   for (std::size_t j0 = 0; j0 < S; j0 += B) {  // outer loop: one block of keys and values
     const std::size_t n = S - j0 < B ? S - j0 : B;
     for (std::size_t i = 0; i < Tq; ++i) {     // inner loop: every query against the block
-      if (forward.row_sum.v[i] == T(0)) continue;  // fully masked row: no gradient
+      if (!live(i)) continue;                  // fully masked row: no gradient
       for (std::size_t j = j0; j < j0 + n; ++j) {
-        const T s = detail::flash_score(q, k, i, j, options);
-        if (detail::is_minus_infinity(s)) continue;  // masked: P = 0, nothing flows
-        const T p = T(qkv::exp(T(s - forward.row_max.v[i])) / forward.row_sum.v[i]);
+        const T s = flash_score(q, k, i, j, options);
+        if (is_minus_infinity(s)) continue;  // masked: P = 0, nothing flows
+        const T p = weight(i, s);
         T dp = d_context.v[i * Dv] * v.v[j * Dv];
         for (std::size_t c = 1; c < Dv; ++c) dp += d_context.v[i * Dv + c] * v.v[j * Dv + c];
         const bool first_kv = !kv_started[j], first_q = !q_started[i];
@@ -130,6 +132,46 @@ template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk,
     }
   }
   return g;
+}
+}  // namespace detail
+
+/// @brief flash attention's backward over key blocks of B: from q, k, v, the forward's output,
+/// m and l, and the upstream d_context (T, d_v), without any T x S matrix: P = e^(s - m) / l.
+/// options must be the forward's. A masked key gets no gradient from its query; a fully masked
+/// row (l = 0) none.
+template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
+[[nodiscard]] constexpr flash_gradients<T, Tq, S, Dk, Dv> flash_attention_backward(
+    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v,
+    const flash_result<T, Tq, Dv>& forward, const matrix<T, Tq, Dv>& d_context,
+    const attention_options<T>& options = {}) {
+  return detail::flash_backward_loop<B>(
+      q, k, v, forward.context, d_context, options,
+      [&](std::size_t i, const T& s) { return T(qkv::exp(T(s - forward.row_max.v[i])) / forward.row_sum.v[i]); },
+      [&](std::size_t i) { return forward.row_sum.v[i] != T(0); });
+}
+
+/// @brief the one number per query FlashAttention-2 saves instead of m and l: the logsumexp
+/// L_i = m_i + log(l_i) = log(sum_j e^(s_ij)), so that P_ij = e^(s_ij - L_i). -inf for a fully
+/// masked row (l = 0). (T, 1)
+template <class T, std::size_t Tq, std::size_t Dv>
+[[nodiscard]] constexpr matrix<T, Tq, 1> row_logsumexp(const flash_result<T, Tq, Dv>& forward) {
+  matrix<T, Tq, 1> out;
+  for (std::size_t i = 0; i < Tq; ++i)
+    out.v[i] = forward.row_sum.v[i] == T(0) ? -std::numeric_limits<T>::infinity()
+                                            : T(forward.row_max.v[i] + qkv::log(forward.row_sum.v[i]));
+  return out;
+}
+
+/// @brief flash attention's backward from the output and the logsumexp L (T, 1) alone, as
+/// FlashAttention-2 keeps them: P = e^(s - L). A row with L = -inf (fully masked) gets none.
+template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
+[[nodiscard]] constexpr flash_gradients<T, Tq, S, Dk, Dv> flash_attention_backward(
+    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v, const matrix<T, Tq, Dv>& context,
+    const matrix<T, Tq, 1>& logsumexp, const matrix<T, Tq, Dv>& d_context, const attention_options<T>& options = {}) {
+  return detail::flash_backward_loop<B>(
+      q, k, v, context, d_context, options,
+      [&](std::size_t i, const T& s) { return T(qkv::exp(T(s - logsumexp.v[i]))); },
+      [&](std::size_t i) { return !detail::is_minus_infinity(logsumexp.v[i]); });
 }
 
 }  // namespace qkv
