@@ -113,52 +113,64 @@ constexpr auto Wv = matrix_cast<double>(w.W_value);
 constexpr auto r = qkv::self_attention(x64, Wq, Wk, Wv, qkv::columns);
 constexpr auto dO = matrix_cast<double>(d_context);
 
+/// the forward's error bounds in F, computed once (they do not depend on dO)
 template <class F>
-struct all {
-  qkv::bounds::attention_backward_errors<6, 6, 24, 28> materialised, flash;
-  matrix<double, 6, 28> e_o;  // the flash output's
+struct forward_errors {
+  matrix<double, 6, 24> e_q, e_k;
+  matrix<double, 6, 28> e_v, e_o;          // e_o: the flash output's
+  matrix<double, 6, 6> e_scaled, e_p, e_pf;  // e_p: materialised weights, e_pf: flash's
 };
 template <class F>
-constexpr all<F> derive(const matrix<double, 6, 28>& dO) {
+constexpr forward_errors<F> forward_bounds() {
   const double u = qkv::bounds::unit_roundoff<F>();
-  const auto e_q = product_error<F>(e64, transposed(Wq));
-  const auto e_k = product_error<F>(e64, transposed(Wk));
-  const auto e_v = product_error<F>(e64, transposed(Wv));
-  const auto e_scores = product_error<F>(r.queries, e_q, transposed(r.keys), transposed(e_k));
-  const auto e_scaled = qkv::divided(e_scores, 4.898979) + qkv::scaled(2 * u, qkv::bounds::abs(r.scaled_scores));
-  const auto e_p = qkv::bounds::softmax_rows_error<F>(r.scaled_scores, r.weights, e_scaled);
+  forward_errors<F> f;
+  f.e_q = product_error<F>(e64, transposed(Wq));
+  f.e_k = product_error<F>(e64, transposed(Wk));
+  f.e_v = product_error<F>(e64, transposed(Wv));
+  const auto e_scores = product_error<F>(r.queries, f.e_q, transposed(r.keys), transposed(f.e_k));
+  f.e_scaled = qkv::divided(e_scores, 4.898979) + qkv::scaled(2 * u, qkv::bounds::abs(r.scaled_scores));
+  f.e_p = qkv::bounds::softmax_rows_error<F>(r.scaled_scores, r.weights, f.e_scaled);
   // the flash weights and output
   const double K = qkv::online_softmax_error_units(6, B, 2);
   const double gamma = K * u / (1 - K * u);
-  matrix<double, 6, 6> e_pf{};
-  matrix<double, 6, 28> e_o{};
   for (std::size_t i = 0; i < 6; ++i) {
     double hi = r.scaled_scores(i, 0), lo = hi, worst = 0;
     for (std::size_t j = 0; j < 6; ++j) {
       hi = r.scaled_scores(i, j) > hi ? r.scaled_scores(i, j) : hi;
       lo = r.scaled_scores(i, j) < lo ? r.scaled_scores(i, j) : lo;
-      worst = e_scaled(i, j) > worst ? e_scaled(i, j) : worst;
+      worst = f.e_scaled(i, j) > worst ? f.e_scaled(i, j) : worst;
     }
     const double rho = (hi - lo) * u / (1 - (hi - lo) * u);
     const double eta = (1 + gamma) * (1 + rho) - 1;
-    for (std::size_t j = 0; j < 6; ++j) e_pf(i, j) = 1.01 * r.weights(i, j) * (2 * worst + rho + 3 * u + eta);
+    for (std::size_t j = 0; j < 6; ++j) f.e_pf(i, j) = 1.01 * r.weights(i, j) * (2 * worst + rho + 3 * u + eta);
     for (std::size_t c = 0; c < 28; ++c) {
       double max_v = 0, inputs = 0;
       for (std::size_t j = 0; j < 6; ++j) {
         const double a = r.values(j, c) < 0 ? -r.values(j, c) : r.values(j, c);
         max_v = a > max_v ? a : max_v;
-        inputs += r.weights(i, j) * (2 * worst * (a + e_v(j, c)) + e_v(j, c));
+        inputs += r.weights(i, j) * (2 * worst * (a + f.e_v(j, c)) + f.e_v(j, c));
       }
-      e_o(i, c) = qkv::online_softmax_error<F>(6, B, hi - lo, max_v) + 1.01 * inputs;
+      f.e_o(i, c) = qkv::online_softmax_error<F>(6, B, hi - lo, max_v) + 1.01 * inputs;
     }
   }
+  return f;
+}
+template <class F>
+constexpr auto fwd = forward_bounds<F>();
+
+template <class F>
+struct all {
+  qkv::bounds::attention_backward_errors<6, 6, 24, 28> materialised, flash;
+};
+template <class F>
+constexpr all<F> derive(const matrix<double, 6, 28>& dO) {
+  const auto& f = fwd<F>;
   const double s = 1 / 4.898979;  // 1 / sqrt(24), rounded up
   all<F> a;
-  a.materialised = qkv::bounds::attention_backward_error<F>(r.weights, e_p, r.values, e_v, r.keys, e_k, r.queries, e_q,
-                                                            dO, matrix<double, 6, 28>{}, s, 2.0);
-  a.flash = qkv::bounds::flash_backward_error<F>(r.weights, e_pf, r.values, e_v, r.keys, e_k, r.queries, e_q, dO,
-                                                 matrix<double, 6, 28>{}, r.context, e_o, s, 2.0);
-  a.e_o = e_o;
+  a.materialised = qkv::bounds::attention_backward_error<F>(r.weights, f.e_p, r.values, f.e_v, r.keys, f.e_k, r.queries,
+                                                            f.e_q, dO, matrix<double, 6, 28>{}, s, 2.0);
+  a.flash = qkv::bounds::flash_backward_error<F>(r.weights, f.e_pf, r.values, f.e_v, r.keys, f.e_k, r.queries, f.e_q, dO,
+                                                 matrix<double, 6, 28>{}, r.context, f.e_o, s, 2.0);
   return a;
 }
 constexpr auto f32 = derive<float>(dO);
@@ -244,12 +256,7 @@ constexpr auto e_p_lse = [] {
   const double u = qkv::bounds::unit_roundoff<F>();
   const double K = qkv::online_softmax_error_units(6, B, 2);
   const double gamma = K * u / (1 - K * u);
-  const auto e_ss = [] {
-    const auto e_q = product_error<F>(e64, transposed(Wq));
-    const auto e_k = product_error<F>(e64, transposed(Wk));
-    const auto e_scores = product_error<F>(r.queries, e_q, transposed(r.keys), transposed(e_k));
-    return qkv::divided(e_scores, 4.898979) + qkv::scaled(2 * qkv::bounds::unit_roundoff<F>(), qkv::bounds::abs(r.scaled_scores));
-  }();
+  const auto& e_ss = fwd<F>.e_scaled;
   matrix<double, 6, 6> e{};
   for (std::size_t i = 0; i < 6; ++i) {
     double m = r.scaled_scores(i, 0), lo = m, worst = 0;
@@ -272,9 +279,8 @@ constexpr auto e_p_lse = [] {
   return e;
 }();
 constexpr auto lse32 = qkv::bounds::flash_backward_error<float>(
-    r.weights, e_p_lse<float>, r.values, product_error<float>(e64, transposed(Wv)), r.keys,
-    product_error<float>(e64, transposed(Wk)), r.queries, product_error<float>(e64, transposed(Wq)), dO,
-    matrix<double, 6, 28>{}, r.context, f32.e_o, 1 / 4.898979, 2.0);
+    r.weights, e_p_lse<float>, r.values, fwd<float>.e_v, r.keys, fwd<float>.e_k, r.queries, fwd<float>.e_q, dO,
+    matrix<double, 6, 28>{}, r.context, fwd<float>.e_o, 1 / 4.898979, 2.0);
 }  // namespace bound
 // the logsumexp backward against the m-and-l backward: within the sum of their bounds
 static_assert(proven<check::within(lse_grads.d_queries, flash_grads.d_queries,
