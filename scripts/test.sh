@@ -2,8 +2,8 @@
 # test.sh: set up, build and pass every test. Six builds, each running the suites (tests/meson.build:
 # a suite is a folder of tests/) whose result can differ in it; docs/testing.md says why:
 #
-#   gcc           g++ 12                                   every suite
-#   clang         clang++-16                               every suite but browser, docs, consumers, house
+#   gcc           g++ 12, -Dbench=true                     every suite
+#   clang         clang++-16                               every suite but bench, browser, docs, consumers, house
 #   gcc-asan      g++ 12, ASan + UBSan, _GLIBCXX_ASSERTIONS    the suites that run code: core, exact,
 #   clang-asan    clang++-16, the same                      reference, io, runtime, examples, cli, fuzz
 #   clang-tsan    clang++-16, ThreadSanitizer               runtime
@@ -32,7 +32,7 @@ status=0
 timings=()
 total_start=$SECONDS
 
-all_suites="house static compile_fail core exact reference io runtime examples cli fuzz browser docs consumers"
+all_suites="house static compile_fail core exact reference io runtime examples cli fuzz bench browser docs consumers"
 run_suites="core exact reference io runtime examples cli fuzz"  # the suites whose code runs
 
 # Every build: -Werror on top of the project's warning_level=3 (-Wall -Wextra -Wpedantic).
@@ -59,7 +59,7 @@ for b in $builds; do
   test_env=()
   test_args=()
   case $b in
-    gcc) suites=$all_suites ;;
+    gcc) options+=(-Dbench=true); suites=$all_suites ;;  # the benchmarks built (and started) once
     clang) suites="static compile_fail $run_suites" ;;
     gcc-asan)
       options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args -Wno-maybe-uninitialized")

@@ -166,7 +166,7 @@ struct self_attention_gradients {
 };
 
 /// @brief every gradient of self_attention(x, wq, wk, wv, layout, options) = r for d_context
-template <weight_layout L, class T, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC,
+template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC,
           std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC, std::size_t Tq, std::size_t S,
           std::size_t Dk, std::size_t Dv, std::size_t DR, std::size_t DC>
   requires d_context_has_the_shape_of_the_context<Tq, Dv, DR, DC>
