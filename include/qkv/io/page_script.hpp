@@ -58,11 +58,16 @@ var D = JSON.parse(document.getElementById('qkv-data').textContent);
 var M = D.matrices;
 var NS = 'http://www.w3.org/2000/svg';
 function num(v) { return typeof v === 'string' ? (v === 'inf' ? Infinity : v === '-inf' ? -Infinity : NaN) : v; }
+// a float32 matrix's numbers are written as the shortest decimal that reads back to the float;
+// Math.fround turns that decimal (read as a double) into the float's exact value, so that every
+// number the page computes from them (sums, errors) uses the values qkv computed with, not
+// their decimals (issue 28: 7.2f is 7.19999980926..., not 7.2)
+function num32(v) { return Math.fround(num(v)); }
 Object.keys(M).forEach(function (id) {
-  var m = M[id]; m.id = id;
-  if (m.data) m.data = m.data.map(num);
-  if (m.row_data) { m.row_data = m.row_data.map(num); m.rpos = new Map(m.row_index.map(function (r, k) { return [r, k]; })); }
-  if (m.col_data) { m.col_data = m.col_data.map(num); m.cpos = new Map(m.col_index.map(function (c, k) { return [c, k]; })); }
+  var m = M[id], f = m.dtype === 'float32' ? num32 : num; m.id = id;
+  if (m.data) m.data = m.data.map(f);
+  if (m.row_data) { m.row_data = m.row_data.map(f); m.rpos = new Map(m.row_index.map(function (r, k) { return [r, k]; })); }
+  if (m.col_data) { m.col_data = m.col_data.map(f); m.cpos = new Map(m.col_index.map(function (c, k) { return [c, k]; })); }
 });
 function get(m, i, j) {
   if (!m) return undefined;
@@ -73,8 +78,16 @@ function get(m, i, j) {
 }
 function rl(m, i) { return m.row_labels && m.row_labels[i] !== undefined ? m.row_labels[i] : String(i + 1); }
 function cl(m, j) { return m.col_labels && m.col_labels[j] !== undefined ? m.col_labels[j] : String(j + 1); }
-// the full value: the shortest text that reads back (as the page holds it)
+// the full value of a double: the shortest text that reads back to it
 function full(v) { return v === Infinity ? '\u221e' : v === -Infinity ? '\u2212\u221e' : isNaN(v) ? 'NaN' : (v < 0 ? '\u2212' + String(-v) : String(v)); }
+// the shortest text that reads back to the same float32 (v is the float's exact value)
+function text32(v) {
+  if (!isFinite(v) || v === 0) return full(v);
+  for (var p = 1; p < 9; ++p) { var d = Number(v.toPrecision(p)); if (Math.fround(d) === v) return full(d); }
+  return full(Number(v.toPrecision(9)));
+}
+// a value of matrix m as its dtype prints it: a float32 as the float's shortest text, a double in full
+function vt(m, v) { return m && m.dtype === 'float32' ? text32(v) : full(v); }
 // a table's value: at most 6 significant digits
 function short(v) {
   if (!isFinite(v)) return full(v);
@@ -100,6 +113,7 @@ function cellName(m, i, j) { return m.caption + '(' + rl(m, i) + ', ' + cl(m, j)
 function ulpOf(x, dtype) {
   var a = Math.abs(x); if (a === 0 || !isFinite(a)) return NaN;
   var e = Math.floor(Math.log2(a));
+  if (Math.pow(2, e) > a) --e; else if (Math.pow(2, e + 1) <= a) ++e;  // log2 rounded across a power of two
   if (dtype === 'float32') return Math.pow(2, Math.max(e, -126) - 23);
   return Math.pow(2, Math.max(e, -1022) - 52);
 }
@@ -107,7 +121,7 @@ function ulpOf(x, dtype) {
 // ---- explanations: {title, formula, terms: [[a, b], ...], sum, lines, value} -------------------
 function explain(id, i, j) {
   var m = M[id], v = get(m, i, j), h = m.how || {op: ''}, x = {id: id, i: i, j: j, value: v, lines: [], terms: null};
-  x.title = cellName(m, i, j) + ' = ' + full(v);
+  x.title = cellName(m, i, j) + ' = ' + vt(m, v);
   var A = M[h.a], B = M[h.b];
   if (h.op === 'dot' || h.op === 'matmul') {
     var terms = [], missing = false;
@@ -126,10 +140,10 @@ function explain(id, i, j) {
         (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
         (B.caption.indexOf('value') >= 0 ? ': the values weighted by ' + A.caption + ' row ' + rl(A, i) : '');
     }
-    if (missing) { x.lines.push('The terms of this sum are not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
+    if (missing) { x.lines.push('The terms of this sum are not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
     var s = 0; terms.forEach(function (t) { s += t[0] * t[1]; });
     if (bias !== undefined) s += bias;
-    x.terms = terms; x.bias = bias; x.sum = s;
+    x.terms = terms; x.bias = bias; x.sum = s; x.A = A; x.B = B; x.Bias = M[h.bias];
     return x;
   }
   if (h.op === 'scale') {
@@ -140,7 +154,7 @@ function explain(id, i, j) {
     }
     var B0 = h.b ? M[h.b] : undefined, b0 = B0 ? get(B0, i, j) : undefined;
     x.formula = h.scale + ' \u00d7 ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')' + (B0 ? ' + ' + B0.caption + '(' + rl(B0, i) + ', ' + cl(B0, j) + ')' : '') +
-      ' = ' + full(h.scale) + ' \u00d7 ' + full(a0) + (B0 ? ' + ' + full(b0) : '') + ' (the scale ' + (h.note || full(h.scale)) + ')';
+      ' = ' + full(h.scale) + ' \u00d7 ' + vt(A, a0) + (B0 ? ' + ' + vt(B0, b0) : '') + ' (the scale ' + (h.note || full(h.scale)) + ')';
     x.sum = h.scale * a0 + (B0 ? b0 : 0); x.scale = h.scale; x.operand = a0; x.added = b0;
     return x;
   }
@@ -153,8 +167,8 @@ function explain(id, i, j) {
     var nm = function (col) { return A.caption + '(' + rl(A, i) + ', ' + cl(A, col) + ')'; };
     x.formula = (first6 ? nm(j) + ' \u00d7 cos \u2212 ' + nm(o6) + ' \u00d7 sin' : nm(j) + ' \u00d7 cos + ' + nm(o6) + ' \u00d7 sin') +
       ' (RoPE, ' + h.note + ': pair ' + pair + ' of its head; cos and sin of the angle position \u00d7 base^(\u2212' + (2 * pair) + '/' + rw + '), row ' + rl(M[h.b], i) + ' of ' + M[h.b].caption + ' and ' + M[h.bias].caption + ')';
-    if (a6 === undefined || b6 === undefined || cs === undefined || sn === undefined) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
-    x.formula += ' = ' + full(a6) + ' \u00d7 ' + full(cs) + (first6 ? ' \u2212 ' : ' + ') + full(b6) + ' \u00d7 ' + full(sn);
+    if (a6 === undefined || b6 === undefined || cs === undefined || sn === undefined) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
+    x.formula += ' = ' + vt(A, a6) + ' \u00d7 ' + vt(M[h.b], cs) + (first6 ? ' \u2212 ' : ' + ') + vt(A, b6) + ' \u00d7 ' + vt(M[h.bias], sn);
     x.sum = first6 ? a6 * cs - b6 * sn : a6 * cs + b6 * sn;
     return x;
   }
@@ -162,17 +176,17 @@ function explain(id, i, j) {
     var row = [], mx = -Infinity, miss = false;
     for (var q = 0; q < m.cols; ++q) { var s0 = get(A, i, q); if (s0 === undefined) { miss = true; break; } row.push(s0); if (s0 > mx) mx = s0; }
     x.formula = 'e^(s \u2212 max) / \u03a3 e^(s\u2096 \u2212 max) over the ' + m.cols + ' scores of row ' + rl(A, i) + ' of ' + A.caption;
-    if (miss) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
+    if (miss) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
     if (mx === -Infinity) { x.lines.push('Every key of this row is masked: qkv gives 0 (PyTorch gives NaN).'); x.sum = 0; x.softmax = {row: row, max: mx}; return x; }
     var ex = row.map(function (s1) { return Math.exp(s1 - mx); }), tot = 0;
     ex.forEach(function (e1) { tot += e1; });
-    x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j]};
+    x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j]}; x.A = A;
     x.sum = ex[j] / tot;
     return x;
   }
   if (h.op === 'add') {
     var a2 = get(A, i, j), b2 = get(B, i, j);
-    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') + ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + full(a2) + ' + ' + full(b2);
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') + ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, a2) + ' + ' + vt(B, b2);
     x.sum = a2 + b2; return x;
   }
   if (h.op === 'transpose') {
@@ -180,7 +194,7 @@ function explain(id, i, j) {
   }
   if (h.op === 'relu') {
     var a3 = get(A, i, j);
-    x.formula = 'max(0, ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')) = max(0, ' + full(a3) + ')';
+    x.formula = 'max(0, ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')) = max(0, ' + vt(A, a3) + ')';
     x.sum = Math.max(0, a3); return x;
   }
   if (h.op === 'layernorm') {
@@ -188,8 +202,8 @@ function explain(id, i, j) {
     for (var c4 = 0; c4 < A.cols; ++c4) { var a4 = get(A, i, c4); if (a4 === undefined) { x.lines.push('The row is not on this page (it is summarised).'); return x; } r4.push(a4); mean += a4; }
     mean /= r4.length; r4.forEach(function (a5) { vr += (a5 - mean) * (a5 - mean); }); vr /= r4.length;
     var w4 = h.b ? get(M[h.b], 0, j) : 1, b4 = h.bias ? get(M[h.bias], 0, j) : 0;
-    x.formula = '(a − mean) / sqrt(variance + ' + full(h.scale) + ') × ' + full(w4) + ' + ' + full(b4) + ', a = ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + full(r4[j]) +
-      ', over the ' + r4.length + ' values of its row [' + r4.map(full).join(', ') + ']';
+    x.formula = '(a − mean) / sqrt(variance + ' + full(h.scale) + ') × ' + (h.b ? vt(M[h.b], w4) : '1') + ' + ' + (h.bias ? vt(M[h.bias], b4) : '0') + ', a = ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, r4[j]) +
+      ', over the ' + r4.length + ' values of its row [' + r4.map(function (a5) { return vt(A, a5); }).join(', ') + ']';
     x.lines.push('mean = ' + full(mean) + ', variance (biased: over n) = ' + full(vr) + ' (both in double, in this page)');
     x.sum = (r4[j] - mean) / Math.sqrt(vr + h.scale) * w4 + b4; return x;
   }
@@ -206,23 +220,23 @@ function explanationNode(x) {
     t.appendChild(document.createTextNode('= '));
     for (var k = 0; k < shown; ++k) {
       if (k) t.appendChild(document.createTextNode(' + '));
-      t.appendChild(el('span', {'class': 'term', 'data-a': String(x.terms[k][0]), 'data-b': String(x.terms[k][1])},
-        full(x.terms[k][0]) + ' \u00d7 ' + full(x.terms[k][1])));
+      var ta = vt(x.A, x.terms[k][0]), tb = vt(x.B, x.terms[k][1]);
+      t.appendChild(el('span', {'class': 'term', 'data-a': ta.replace('\u2212', '-'), 'data-b': tb.replace('\u2212', '-')}, ta + ' \u00d7 ' + tb));
     }
     if (shown < x.terms.length) t.appendChild(document.createTextNode(' + \u2026 (' + x.terms.length + ' terms in all)'));
-    if (x.bias !== undefined) { t.appendChild(document.createTextNode(' + ')); t.appendChild(el('span', {'class': 'bias', 'data-b': String(x.bias)}, full(x.bias))); }
+    if (x.bias !== undefined) { t.appendChild(document.createTextNode(' + ')); var tbias = vt(x.Bias, x.bias); t.appendChild(el('span', {'class': 'bias', 'data-b': tbias.replace('\u2212', '-')}, tbias)); }
     box.appendChild(t);
   }
   if (x.softmax && x.softmax.exps) {
     var sm = x.softmax, f = el('div', {'class': 'x-terms'});
-    var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : 'e^(' + full(s1) + ' \u2212 ' + full(sm.max) + ')'; });
+    var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : 'e^(' + vt(x.A, s1) + ' \u2212 ' + vt(x.A, sm.max) + ')'; });
     var shownK = Math.min(ns.length, 24);
-    f.textContent = '= e^(' + full(sm.s) + ' \u2212 ' + full(sm.max) + ') / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
+    f.textContent = '= e^(' + vt(x.A, sm.s) + ' \u2212 ' + vt(x.A, sm.max) + ') / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
       ' = ' + short(sm.exps[x.j]) + ' / ' + short(sm.total);
     box.appendChild(f);
   }
-  if (x.sum !== undefined) box.appendChild(el('div', {'class': 'x-sum', 'data-sum': String(x.sum)}, '= ' + full(x.sum) + (m.dtype === 'exact' ? '' : ' (the sum in double, in this page)')));
-  if (m.dtype !== 'exact' && x.value !== undefined) box.appendChild(el('div', {'class': 'x-value'}, 'qkv computed it in ' + m.dtype + ': ' + full(x.value)));
+  if (x.sum !== undefined) box.appendChild(el('div', {'class': 'x-sum', 'data-sum': String(x.sum)}, '= ' + full(x.sum) + (m.dtype === 'exact' ? '' : ' (computed in double, in this page, from the operands\u2019 exact values)')));
+  if (m.dtype !== 'exact' && x.value !== undefined) box.appendChild(el('div', {'class': 'x-value'}, 'qkv computed it in ' + m.dtype + ': ' + vt(m, x.value)));
   x.lines.forEach(function (l) { box.appendChild(el('div', {'class': 'x-note'}, l)); });
   var key = x.i + ',' + x.j;
   if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
@@ -240,7 +254,9 @@ function explanationNode(x) {
       p.appendChild(el('div', null, line));
       if (m.dtype === 'float32' || m.dtype === 'float64') {
         var u = ulpOf(e, m.dtype);
-        p.appendChild(el('div', {'class': 'x-note'}, 'Error against ' + m.expected.name + ': ' + full(err) +
+        // err: the float's exact value minus the expected double (exact in double when they are
+        // close, Sterbenz); u: the ulp of m.dtype at the expected value, a power of two
+        p.appendChild(el('div', {'class': 'x-note x-error', 'data-err': String(err), 'data-ulps': String(err / u)}, 'Error against ' + m.expected.name + ': ' + full(err) +
           (isNaN(u) ? '' : ' = ' + short(err / u) + ' ulp of ' + m.dtype + ' at ' + full(e))));
       }
     }
@@ -317,7 +333,8 @@ function table(id) {
     cols.forEach(function (j) {
       if (j < 0) { r.appendChild(el('td', {'class': 'gap'}, '\u2026')); return; }
       var v = get(m, i, j), key = i + ',' + j;
-      var text = m.exact && m.exact[key] !== undefined ? m.exact[key] : short(v);
+      // a float32 in full (its shortest text, at most 9 digits: 7.7999997 is not 7.8); a double to 6 digits
+      var text = m.exact && m.exact[key] !== undefined ? m.exact[key] : m.dtype === 'float32' ? text32(v) : short(v);
       var td = el('td', {tabindex: '0', 'data-m': id, 'data-i': String(i), 'data-j': String(j)}, text);
       if (v === -Infinity && m.how && m.how.op === 'scale') td.className = 'masked';
       if (m.expected || m.proofs) td.classList.add('proven');
@@ -382,7 +399,7 @@ function drawHeatmap(hm, head) {
         (mk === '1' ? ' (every entry masked)' : mk === '2' ? ' (some entries masked)' : '') + ' \u2014 downsampled to ' + R + ' \u00d7 ' + C + ' blocks of ' + hm.block[0] + ' \u00d7 ' + hm.block[1];
       else { attrs['data-m'] = ids[head]; attrs['data-i'] = i; attrs['data-j'] = j; }
       var r = sel('rect', attrs);
-      r.appendChild(sel('title', null, (blocks ? attrs['data-block'] : 'query ' + rowL(i) + ', key ' + colL(j) + ' = ' + (mk === '1' ? 'masked (0)' : full(v)))));
+      r.appendChild(sel('title', null, (blocks ? attrs['data-block'] : 'query ' + rowL(i) + ', key ' + colL(j) + ' = ' + (mk === '1' ? 'masked (0)' : vt(M[ids[head]], v)))));
       svg.appendChild(r);
       if (showValues && mk !== '1') svg.appendChild(sel('text', {x: left + j * cs + cs / 2, y: gridTop + i * cs + cs / 2 + 4, 'text-anchor': 'middle', 'font-size': 10,
         fill: t > 0.55 ? '#ffffff' : '#1d2329', 'pointer-events': 'none'}, v === 0 ? '0' : v.toFixed(2)));
@@ -463,6 +480,14 @@ D.steps.forEach(function (st, n) {
 });
 window.qkvPage = {
   explain: explain,
+  // the tooltip of cells [[id, i, j], ...] as the learner reads it: per cell, its lines [class, text]
+  // (tests/browser/page_exact_test.py checks every number in them against exact arithmetic)
+  tips: function (cells) {
+    return cells.map(function (c) {
+      var d = el('div'); d.appendChild(explanationNode(explain(c[0], c[1], c[2])));
+      return [].slice.call(d.querySelectorAll('div')).map(function (n) { return [n.className, n.textContent]; });
+    });
+  },
   svgText: function (k) { return svgText(heatmaps[k].holder.firstChild); },
   showHead: function (k, h) { heatmaps[k].show(h); },
   ready: true
