@@ -605,7 +605,8 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     << " (d_q = " << dq << ", d_v = " << dv << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
     << (HK != H ? "; " + std::to_string(HK) + " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head h / " +
                       std::to_string(H / HK) + ")" : "")
-    << ")\n\n";
+    << ")\n"
+    << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n\n";
   o << "Step 1: the inputs, one token per row\n";
   o << "x " << x.shape() << " =\n" << torch_str(x) << "\n";
   if (!pc.tokens.empty()) o << "tokens (the rows of x) = " << label_list(pc.tokens) << "\n";
@@ -1047,6 +1048,10 @@ int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const 
   if (!html.empty()) files.push_back({html, o.html});
   qkv::io::write_text_files(files);  // all or none
   std::cout << (as_json ? o.json : o.text);
+  if (!as_json) {  // --json: stdout is the JSON alone
+    if (!svg.empty()) std::cout << wrote_line(svg, false);
+    if (!html.empty()) std::cout << wrote_line(html, true);
+  }
   return exit_ok;
 }
 
@@ -1088,7 +1093,7 @@ inline int cmd_attend(const args& a) {
       if (k + 1 >= a.size()) throw input_error(std::string(a[k]) + " needs a file name");
       (a[k] == "--svg" ? svg : html) = std::string(a[k + 1]);
       ++k;
-    } else if (!a[k].empty() && a[k][0] == '-') {
+    } else if (a[k].size() > 1 && a[k][0] == '-') {  // "-": the case on standard input
       throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(attend_detail::usage) + ")");
     } else if (path.empty()) {
       path = std::string(a[k]);
@@ -1098,20 +1103,21 @@ inline int cmd_attend(const args& a) {
   }
   if (path.empty()) throw input_error("usage: " + std::string(attend_detail::usage));
   attend_detail::check_outputs(path, svg, html);
+  const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
   try {
     const auto doc = attend_detail::load(path, lim);
     attend_detail::check_case(doc);
     attend_detail::parsed_case pc;
-    pc.file = path;
+    pc.file = shown;
     return attend_detail::read_attend_dtype(doc, pc.half) == dtype::float64
                ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
                : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
-    throw input_error(path + ": " + e.what());
+    throw input_error(shown + ": " + e.what());
   } catch (const qkv::runtime::size_limit_error& e) {
-    throw input_error(path + ": " + e.what());
+    throw input_error(shown + ": " + e.what());
   }
 }
 
