@@ -14,13 +14,13 @@ inline constexpr const char* css = R"CSS(
 *{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);
  margin:0 auto;padding:1.2em 1.6em 3em;max-width:78em;line-height:1.45;font-size:15px}
-h1{font-size:1.55em;margin:.2em 0 .4em}h2{font-size:1.2em;margin:0 0 .3em}
-.intro{max-width:60em;white-space:pre-line}.meta{color:var(--muted);font-size:.88em}
+h1{font-size:1.55em;margin:.2em 0 .4em;overflow-wrap:anywhere}h2{font-size:1.2em;margin:0 0 .3em}
+.intro{max-width:60em;white-space:pre-line;overflow-wrap:anywhere}.meta{color:var(--muted);font-size:.88em;overflow-wrap:anywhere}
 .banner{background:#fff4d6;border:1px solid #e8c66a;padding:.5em .8em;border-radius:4px;margin:.8em 0}
 section.step{border-top:1px solid var(--line);padding:1em 0 .6em;margin-top:.6em}
-.prose{white-space:pre-line;max-width:62em;margin:.2em 0 .6em}.prose.wide{flex-basis:100%;margin:0}
-.where{color:var(--muted);font-size:.8em;font-family:ui-monospace,Menlo,Consolas,monospace}
-.items{display:flex;flex-wrap:wrap;gap:1em 1.6em;align-items:flex-start}
+.prose{white-space:pre-line;max-width:62em;margin:.2em 0 .6em;overflow-wrap:anywhere}.prose.wide{flex-basis:100%;margin:0}
+.where{color:var(--muted);font-size:.8em;font-family:ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}
+.items{display:flex;flex-wrap:wrap;gap:1em 1.6em;align-items:flex-start}.items>*{min-width:0}
 figure{margin:0;max-width:100%}
 figcaption{font-size:.9em;margin-bottom:.25em}figcaption code{font-weight:600}
 .dt{color:var(--muted);font-size:.85em}
@@ -38,7 +38,7 @@ td.proven{box-shadow:inset 0 -2px 0 #6bae42}
 .heatmap .controls{display:flex;gap:.6em;align-items:center;font-size:.9em;margin-bottom:.3em;flex-wrap:wrap}
 .heatmap svg rect.c{cursor:help}.heatmap svg rect.c:hover,.heatmap svg rect.c:focus{stroke:#d94801;stroke-width:2}
 button,select{font:inherit;font-size:.9em}
-#qkv-tip{position:absolute;z-index:10;max-width:44em;background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
+#qkv-tip{position:absolute;z-index:10;max-width:min(44em,calc(100vw - 16px));background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
  box-shadow:0 3px 12px rgba(0,0,0,.18);padding:.55em .75em;font-size:13px;line-height:1.4}
 #qkv-tip .x-title{font-weight:600;margin-bottom:.2em}
 #qkv-tip .x-formula,#qkv-tip .x-terms{font-family:ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}
@@ -47,6 +47,7 @@ button,select{font:inherit;font-size:.9em}
 #qkv-tip pre{margin:.2em 0;white-space:pre-wrap;font-size:12px;background:#f6f4e6;padding:.3em}
 #qkv-tip .x-note{color:var(--muted)}
 footer{margin-top:2.5em;color:var(--muted);font-size:.8em}
+@media (max-width:600px){body{padding:.8em .7em 2em}}
 @media print{body{max-width:none;padding:0;font-size:11pt}#qkv-tip,button,select,.controls .hint{display:none!important}
  .scroll{overflow:visible}section.step{break-inside:auto}figure{break-inside:avoid}}
 )CSS";
@@ -83,8 +84,9 @@ function full(v) { return v === Infinity ? '\u221e' : v === -Infinity ? '\u2212\
 // the shortest text that reads back to the same float32 (v is the float's exact value)
 function text32(v) {
   if (!isFinite(v) || v === 0) return full(v);
-  for (var p = 1; p < 9; ++p) { var d = Number(v.toPrecision(p)); if (Math.fround(d) === v) return full(d); }
-  return full(Number(v.toPrecision(9)));
+  var p = 1; while (p < 9 && Math.fround(Number(v.toPrecision(p))) !== v) ++p;
+  var a = Math.abs(v), s = a >= 1e-4 && a < 1e7 ? String(Number(v.toPrecision(p))) : v.toExponential(p - 1);  // as short(): 6.0336642e-6
+  return s.charAt(0) === '-' ? '\u2212' + s.slice(1) : s;
 }
 // a value of matrix m as its dtype prints it: a float32 as the float's shortest text, a double in full
 function vt(m, v) { return m && m.dtype === 'float32' ? text32(v) : full(v); }
@@ -134,9 +136,10 @@ function explain(id, i, j) {
     var bias = h.bias ? get(M[h.bias], 0, j) : undefined;
     if (h.op === 'dot') {
       x.formula = A.caption + '[' + rl(A, i) + '] \u00b7 ' + B.caption + '[' + rl(B, j) + ']' + (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
-        ' = \u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(' + rl(B, j) + ', m)';
+        (h.n === 1 ? ' = ' : ' = \u03a3 over ' + h.n + ' terms of ') + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(' + rl(B, j) + ', m)';
     } else {
-      x.formula = '\u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(m, ' + cl(B, h.bc + j) + ')' +
+      x.formula = (h.n === 1 ? A.caption + '(' + rl(A, i) + ', ' + cl(A, h.ac) + ') \u00d7 ' + B.caption + '(' + rl(B, h.br) + ', ' + cl(B, h.bc + j) + ')'
+                             : '\u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(m, ' + cl(B, h.bc + j) + ')') +
         (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
         (B.caption.indexOf('value') >= 0 ? ': the values weighted by ' + A.caption + ' row ' + rl(A, i) : '');
     }
@@ -274,10 +277,14 @@ function explanationNode(x) {
 var tip = document.getElementById('qkv-tip'), pinned = null;
 function showTip(target, node) {
   tip.textContent = ''; tip.appendChild(node); tip.hidden = false;
-  var r = target.getBoundingClientRect(), w = tip.offsetWidth;
+  var r = target.getBoundingClientRect(), w = tip.offsetWidth, h = tip.offsetHeight;
   var left = Math.min(window.scrollX + r.left, window.scrollX + document.documentElement.clientWidth - w - 8);
-  tip.style.left = Math.max(4, left) + 'px';
-  tip.style.top = (window.scrollY + r.bottom + 6) + 'px';
+  tip.style.left = Math.max(window.scrollX + 4, left) + 'px';
+  // below the cell when it fits in the window, else above it when that fits, else as far down as
+  // keeps its bottom on screen (never above the window's top): a tooltip is always seen
+  var vh = window.innerHeight, top = r.bottom + 6;
+  if (top + h > vh - 4) top = r.top - h - 6 >= 4 ? r.top - h - 6 : Math.max(4, vh - h - 4);
+  tip.style.top = (window.scrollY + top) + 'px';
 }
 function tipFor(target) {
   if (target.hasAttribute('data-m')) return explanationNode(explain(target.getAttribute('data-m'), +target.getAttribute('data-i'), +target.getAttribute('data-j')));
@@ -320,8 +327,8 @@ function table(id) {
   var rows = withGaps(m.shown_rows), cols = withGaps(m.shown_cols);
   if (m.shown_rows.length < m.rows || m.shown_cols.length < m.cols)
     fig.appendChild(el('div', {'class': 'summary'}, 'Summarised: ' + m.shown_rows.length + ' of ' + m.rows + ' rows and ' +
-      m.shown_cols.length + ' of ' + m.cols + ' columns shown (the first and last ' + D.limits.edge + '), because the page holds more than ' +
-      D.limits.full_numbers + ' numbers.'));
+      m.shown_cols.length + ' of ' + m.cols + ' columns shown (the first and last ' + D.limits.edge + ' of a dimension above ' + D.limits.whole_side +
+      '), because the page holds more than ' + D.limits.full_numbers + ' numbers.'));
   var sc = el('div', {'class': 'scroll'}), t = el('table', {'class': 'm'}), tr = el('tr');
   tr.appendChild(el('th'));
   cols.forEach(function (j) { tr.appendChild(j < 0 ? el('th', {'class': 'gap'}, '\u2026') : el('th', {scope: 'col'}, cl(m, j))); });
@@ -405,8 +412,8 @@ function drawHeatmap(hm, head) {
         fill: t > 0.55 ? '#ffffff' : '#1d2329', 'pointer-events': 'none'}, v === 0 ? '0' : v.toFixed(2)));
     }
   }
-  // the legend: the scale, a hatched swatch for masked (only when something is masked, as
-  // --svg draws it), a white one for 0
+  // the legend: the scale (its bottom, white, is the smallest value: 0 for weights) and a hatched
+  // swatch for masked (only when something is masked, as --svg draws it)
   var lx = left + C * cs + 22, ly = gridTop, sy = ly + lh + 12;
   svg.appendChild(sel('rect', {x: lx, y: ly, width: 14, height: lh, fill: 'url(#grad-' + hm.k + ')', stroke: '#888', 'stroke-width': 0.5}));
   [[hi, 0], [(lo + hi) / 2, 0.5], [lo, 1]].forEach(function (p) { svg.appendChild(sel('text', {x: lx + 19, y: ly + p[1] * lh + 4, 'font-size': 10}, short(Number(p[0].toPrecision(3))))); });
@@ -415,8 +422,6 @@ function drawHeatmap(hm, head) {
     svg.appendChild(sel('text', {x: lx + 19, y: sy + 11, 'font-size': 10}, 'masked'));
     sy += 20;
   }
-  svg.appendChild(sel('rect', {x: lx, y: sy, width: 14, height: 14, fill: colour(0), stroke: '#888', 'stroke-width': 0.5}));
-  svg.appendChild(sel('text', {x: lx + 19, y: sy + 11, 'font-size': 10}, short(lo)));
   svg.appendChild(sel('text', {x: left, y: gridTop + R * cs + 20, 'font-size': 10, fill: '#5b6670'}, 'rows: queries, columns: keys' + (blocks ? ' (downsampled)' : '')));
   return svg;
 }
@@ -429,7 +434,7 @@ function anyMasked(hm) { return !!hm.mask && /[12]/.test(hm.mask); }
 function heatmap(hm, k) {
   hm.k = k;
   var fig = el('figure', {'class': 'heatmap', 'id': 'heatmap-' + k}), ctl = el('div', {'class': 'controls'});
-  var cap = el('figcaption'); cap.appendChild(el('strong', null, hm.text)); fig.appendChild(cap);
+  fig.setAttribute('aria-label', hm.text);  // the title is drawn in the picture (a download carries it): not captioned twice
   var holder = el('div', {'class': 'scroll'}), state = {head: 0};
   var select = null;
   if (hm.ids.length > 1) {
@@ -460,9 +465,12 @@ function heatmap(hm, k) {
 var main = document.getElementById('qkv-main');
 if (D.intro) main.appendChild(el('p', {'class': 'intro'}, D.intro));
 if (D.source) main.appendChild(el('p', {'class': 'meta'}, 'Source: ' + D.source + '. Each step\u2019s text is the example\u2019s own comment; every cell explains itself on hover, click or keyboard focus; cells underlined in green are proven by a static_assert.'));
+// how this page counts (issue 28: one convention per screen, said on the screen)
+main.appendChild(el('p', {'class': 'meta', id: 'numbering'}, 'Numbering: the rows and columns of this page\u2019s tables count from 1 (q1, input 1 and row 1 are the first), ' +
+  'as the tutorials do; C++ indices (m(0, 0)), compiler messages and qkv attend\u2019s text trace count from 0, and so do heads (head 0).'));
 if (D.summarised) main.appendChild(el('div', {'class': 'banner', 'id': 'summary-banner'}, 'This page is summarised: its matrices hold ' + D.numbers +
   ' numbers, more than the ' + D.limits.full_numbers + ' that keep a page light. Tables show their first and last ' + D.limits.edge +
-  ' rows and columns; heatmaps are downsampled to at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head.'));
+  ' rows and columns (all of them up to ' + D.limits.whole_side + '); heatmaps are downsampled to at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head.'));
 var hk = 0;
 D.steps.forEach(function (st, n) {
   var sec = el('section', {'class': 'step', id: 'step-' + (n + 1), 'data-step': String(n + 1)});
