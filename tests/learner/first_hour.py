@@ -195,12 +195,14 @@ try:
                     c = cells[len(cells) // 2]
                     driver.execute_script('arguments[0].scrollIntoView({block: "end"}); window.scrollBy(0, 40)', c)
                     ActionChains(driver).move_to_element(c).perform()
-                    box = driver.execute_script('const t = document.getElementById("qkv-tip"), r = t.getBoundingClientRect();'
-                                                'return [t.hidden, r.left, r.top, r.right, r.bottom, innerWidth, innerHeight]')
-                    hidden, l, t, rr, b, w, h = box
-                    check(not hidden and l >= 0 and rr <= w and t >= 0 and (b <= h or t <= 4),
-                          '%s at 420 px: a tooltip near the bottom stays on screen (%.0f, %.0f)-(%.0f, %.0f) in %dx%d'
-                          % (name, l, t, rr, b, w, h))
+                    box = driver.execute_script('const t = document.getElementById("qkv-tip"), r = t.getBoundingClientRect(),'
+                                                ' c = arguments[0].getBoundingClientRect();'
+                                                'return [t.hidden, r.left, r.top, r.right, r.bottom, innerWidth, innerHeight, c.top, c.bottom]', c)
+                    hidden, l, t, rr, b, w, h, ct, cb = box
+                    # on screen, and not over its cell (the mouse would leave the cell and close it)
+                    check(not hidden and l >= 0 and rr <= w and t >= 0 and b <= h and (b <= ct or t >= cb),
+                          '%s at 420 px: a tooltip near the bottom stays on screen, off its cell: (%.0f, %.0f)-(%.0f, %.0f) '
+                          'in %dx%d, the cell %.0f-%.0f' % (name, l, t, rr, b, w, h, ct, cb))
                     driver.execute_script('document.getElementById("qkv-tip").hidden = true; window.scrollTo(0, 0)')
                 if name in ('illustrated', 'bert', 'from_scratch', 'masking', 'attend_chapter_two'):
                     driver.save_screenshot(os.path.join(OUT, 'first_hour_%s_420.png' % name))

@@ -567,7 +567,15 @@ class page {
     // the script in a CDATA section behind a line comment: HTML runs it as it is, and the page
     // stays well-formed XML (an XML parser reads it, as tests/cli/attend/run_attend.py does)
     s += "</script>\n<script>//<![CDATA[\n";
-    s += page_script::js;
+    // the script without its whole-line comments (2.4 KB of every page; they are for the reader of
+    // page_script.hpp, and the script has no multi-line string a line could start inside)
+    for (std::string_view js = page_script::js; !js.empty();) {
+      const auto nl = js.find('\n');
+      const auto line = js.substr(0, nl == std::string_view::npos ? js.size() : nl + 1);
+      js.remove_prefix(line.size());
+      const auto first = line.find_first_not_of(' ');
+      if (first == std::string_view::npos || line.substr(first, 2) != "//") s += line;
+    }
     s += "//]]>\n</script>\n</body>\n</html>\n";
     return s;
   }

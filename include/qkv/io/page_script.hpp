@@ -38,13 +38,13 @@ td.proven{box-shadow:inset 0 -2px 0 #6bae42}
 .heatmap .controls{display:flex;gap:.6em;align-items:center;font-size:.9em;margin-bottom:.3em;flex-wrap:wrap}
 .heatmap svg rect.c{cursor:help}.heatmap svg rect.c:hover,.heatmap svg rect.c:focus{stroke:#d94801;stroke-width:2}
 button,select{font:inherit;font-size:.9em}
-#qkv-tip{position:absolute;z-index:10;max-width:min(44em,calc(100vw - 16px));background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
+#qkv-tip{position:absolute;z-index:10;max-width:min(44em,calc(100vw - 16px));overflow-y:auto;background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
  box-shadow:0 3px 12px rgba(0,0,0,.18);padding:.55em .75em;font-size:13px;line-height:1.4}
 #qkv-tip .x-title{font-weight:600;margin-bottom:.2em}
 #qkv-tip .x-formula,#qkv-tip .x-terms{font-family:ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}
 #qkv-tip .x-sum{font-family:ui-monospace,Menlo,Consolas,monospace;font-weight:600}
 #qkv-tip .x-proof{border-top:1px dashed #c9b458;margin-top:.4em;padding-top:.3em}
-#qkv-tip pre{margin:.2em 0;white-space:pre-wrap;font-size:12px;background:#f6f4e6;padding:.3em}
+#qkv-tip pre{margin:.2em 0;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;background:#f6f4e6;padding:.3em}
 #qkv-tip .x-note{color:var(--muted)}
 footer{margin-top:2.5em;color:var(--muted);font-size:.8em}
 @media (max-width:600px){body{padding:.8em .7em 2em}}
@@ -276,14 +276,18 @@ function explanationNode(x) {
 // ---- the tooltip ------------------------------------------------------------------------------
 var tip = document.getElementById('qkv-tip'), pinned = null;
 function showTip(target, node) {
-  tip.textContent = ''; tip.appendChild(node); tip.hidden = false;
+  tip.textContent = ''; tip.appendChild(node); tip.hidden = false; tip.style.maxHeight = '';
   var r = target.getBoundingClientRect(), w = tip.offsetWidth, h = tip.offsetHeight;
   var left = Math.min(window.scrollX + r.left, window.scrollX + document.documentElement.clientWidth - w - 8);
   tip.style.left = Math.max(window.scrollX + 4, left) + 'px';
-  // below the cell when it fits in the window, else above it when that fits, else as far down as
-  // keeps its bottom on screen (never above the window's top): a tooltip is always seen
-  var vh = window.innerHeight, top = r.bottom + 6;
-  if (top + h > vh - 4) top = r.top - h - 6 >= 4 ? r.top - h - 6 : Math.max(4, vh - h - 4);
+  // on screen, and never over its cell (the mouse would leave the cell for the tooltip): below
+  // the cell when it fits in the window, else above it, else on the roomier side with the
+  // height of that side, scrolling inside (the title and formula first, the proofs below)
+  var vh = window.innerHeight, below = vh - r.bottom - 10, above = r.top - 10, top;
+  if (h <= below) top = r.bottom + 6;
+  else if (h <= above) top = r.top - h - 6;
+  else if (below >= above) { tip.style.maxHeight = Math.max(below, 60) + 'px'; top = r.bottom + 6; }
+  else { tip.style.maxHeight = above + 'px'; top = r.top - tip.offsetHeight - 6; }
   tip.style.top = (window.scrollY + top) + 'px';
 }
 function tipFor(target) {
