@@ -215,7 +215,7 @@ static_assert(proven<check::within(omega_2, printed_omega_2, qkv::map(qkv::row(b
                                                                        [](double e) { return e + 5e-5; }))>);
 // softmax(omega_2 / 4.8989797): the largest score 11.1466 / 4.899 = 2.2753 gets e^0 = 1 after the
 // maximum is subtracted; 8.5808 / 4.899 = 1.7516 gets e^(1.7516 - 2.2753) = 0.5923; the sum of
-// the six terms is 2.0337, so the weights are 0.5923 / 2.0337 = 0.2912 and 1 / 2.0337 = 0.4917
+// the six terms is 2.0338, so the weights are 0.5923 / 2.0338 = 0.2912 and 1 / 2.0338 = 0.4917
 constexpr matrix<double, 1, 6> printed_attention_weights_2{{{0.2912, 0.0106, 0.0982, 0.0625, 0.4917, 0.0458}}};
 static_assert(proven<check::within(attention_weights_2, printed_attention_weights_2,
                                    qkv::map(qkv::row(bound::single.weights, 1), [](double e) { return e + 5e-5; }))>);

@@ -3,7 +3,7 @@
 // Tutorial 000's three inputs and integer weights (examples/01), now with masks. A mask says
 // which keys each query may attend to; a disallowed score becomes -inf before the softmax, so
 // its weight is exactly 0:
-//   causal   query i sees keys 0..i: a decoder (or a language model) must not read the future
+//   causal   query i sees keys 0..i (from 0): a decoder (or a language model) must not read the future
 //   padding  no query sees a padding key: a batch pads its sequences to one length, and the
 //            filler must not change the real tokens' outputs (PyTorch's key_padding_mask)
 // A query with NO allowed key has nothing to normalise: softmax of all -inf is 0/0. qkv gives
@@ -61,7 +61,7 @@ constexpr masked_attention attend(const matrix<bool, 3, 3>& allowed) {
 constexpr double minus_inf = -std::numeric_limits<double>::infinity();
 
 // ---------------------------------------------------------------------------------------------
-// 1. the causal mask: query i sees keys 0..i
+// 1. the causal mask: query i sees keys 1..i (counting from 1, as below: query 1 sees key 1)
 
 constexpr auto causal = attend(qkv::causal_mask<3>());
 static_assert(causal.masked_scores == matrix<double, 3, 3>{{{2, minus_inf, minus_inf},
@@ -221,7 +221,7 @@ inline void walkthrough() {
   using qkv::io::torch_str;
   std::cout << "Masking (tutorial 000's inputs and weights), proven at compile time\n\n"
             << "scores = querys @ keys.T\n" << torch_str(scores) << "\n\n"
-            << "1. causal mask (query i sees keys 0..i)\n" << torch_str(causal.allowed) << "\n"
+            << "1. causal mask (query i sees keys 1..i)\n" << torch_str(causal.allowed) << "\n"
             << "masked scores\n" << torch_str(causal.masked_scores) << "\n"
             << "weights = softmax(masked scores)\n" << torch_str(causal.weights) << "\n"
             << "outputs = weights @ values\n" << torch_str(causal.outputs) << "\n"

@@ -129,7 +129,7 @@ static_assert(qkv::proven<check::near(trace.after[1].l, 1.58813f, 6.6e-5f)>);
 // - rescale = e^(1.7515 - 2.2753) = e^-0.5238 = 0.59227: l and o shrink to the new maximum
 // - p = [e^0, e^(-0.0980 - 2.2753)] = [1, e^-2.3733] = [1, 0.09317]
 // - l = 1.58813 · 0.59227 + 1 + 0.09317 = 0.94060 + 1.09317 = 2.03377
-// (example 02's softmax sum over the whole row, 2.0337: the same number, reached block by block)
+// (example 02's softmax sum over the whole row, 2.0338: the same number, reached block by block)
 static_assert(trace.after[2].m == s(0, 4) && trace.after[2].rescale == qkv::exp(s(0, 0) - s(0, 4)));
 // the rescale: 0.59227 · 1.0001e-4 + 5e-6 + its exp's 2u (1e-7) = 6.5e-5
 static_assert(qkv::proven<check::near(trace.after[2].rescale, 0.59227f, 6.5e-5f)>);

@@ -32,7 +32,7 @@ status=0
 timings=()
 total_start=$SECONDS
 
-all_suites="house static compile_fail core exact reference io runtime examples cli fuzz bench browser docs consumers"
+all_suites="house static compile_fail core exact reference io runtime examples cli fuzz bench learner browser docs consumers"
 run_suites="core exact reference io runtime examples cli fuzz"  # the suites whose code runs
 
 # Every build: -Werror on top of the project's warning_level=3 (-Wall -Wextra -Wpedantic).
@@ -60,7 +60,7 @@ for b in $builds; do
   test_args=()
   case $b in
     gcc) options+=(-Dbench=true); suites=$all_suites ;;  # the benchmarks built (and started) once
-    clang) suites="static compile_fail $run_suites" ;;
+    clang) suites="static compile_fail learner $run_suites" ;;
     gcc-asan)
       options=("${sanitize_options[@]}" "-Dcpp_args=$sanitize_cpp_args -Wno-maybe-uninitialized")
       suites=$run_suites ;;

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -82,6 +83,21 @@ enum class dtype { float32, float64 };
   if (d == "float32") return dtype::float32;
   if (d == "float64") return dtype::float64;
   throw input_error(doc.error("dtype", "expected \"float32\" or \"float64\", got " + d.dump()).what());
+}
+
+/// the line a command prints on stdout after writing a file an option named (--html, --svg):
+/// "wrote page.html (open file:///abs/page.html in a browser)"; the page's address so that a
+/// learner can paste it (spaces and '%' escaped, the rest as it is)
+[[nodiscard]] inline std::string wrote_line(const std::string& path, bool page) {
+  std::string line = "wrote " + path;
+  if (page) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(path, ec);
+    std::string url = "file://";
+    for (char c : (ec ? path : abs.string())) url += c == ' ' ? std::string("%20") : c == '%' ? std::string("%25") : std::string(1, c);
+    line += " (open " + url + " in a browser)";
+  }
+  return line + "\n";
 }
 
 }  // namespace qkv::cli

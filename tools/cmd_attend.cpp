@@ -28,7 +28,7 @@ int cmd_attend(const args& a) {
       if (k + 1 >= a.size()) throw input_error(std::string(a[k]) + " needs a file name");
       (a[k] == "--svg" ? svg : html) = std::string(a[k + 1]);
       ++k;
-    } else if (!a[k].empty() && a[k][0] == '-') {
+    } else if (a[k].size() > 1 && a[k][0] == '-') {  // "-": the case on standard input
       throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(attend_detail::usage) + ")");
     } else if (path.empty()) {
       path = std::string(a[k]);
@@ -38,20 +38,21 @@ int cmd_attend(const args& a) {
   }
   if (path.empty()) throw input_error("usage: " + std::string(attend_detail::usage));
   attend_detail::check_outputs(path, svg, html);
+  const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
   try {
     const auto doc = attend_detail::load(path, lim);
     attend_detail::check_case(doc);
     attend_detail::parsed_case pc;
-    pc.file = path;
+    pc.file = shown;
     return attend_detail::read_attend_dtype(doc, pc.half) == dtype::float64
                ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
                : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
-    throw input_error(path + ": " + e.what());
+    throw input_error(shown + ": " + e.what());
   } catch (const qkv::runtime::size_limit_error& e) {
-    throw input_error(path + ": " + e.what());
+    throw input_error(shown + ": " + e.what());
   }
 }
 

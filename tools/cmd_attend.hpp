@@ -605,7 +605,8 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     << " (d_q = " << dq << ", d_v = " << dv << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
     << (HK != H ? "; " + std::to_string(HK) + " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head h / " +
                       std::to_string(H / HK) + ")" : "")
-    << ")\n\n";
+    << ")\n"
+    << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n\n";
   o << "Step 1: the inputs, one token per row\n";
   o << "x " << x.shape() << " =\n" << torch_str(x) << "\n";
   if (!pc.tokens.empty()) o << "tokens (the rows of x) = " << label_list(pc.tokens) << "\n";
@@ -1047,6 +1048,10 @@ int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const 
   if (!html.empty()) files.push_back({html, o.html});
   qkv::io::write_text_files(files);  // all or none
   std::cout << (as_json ? o.json : o.text);
+  if (!as_json) {  // --json: stdout is the JSON alone
+    if (!svg.empty()) std::cout << wrote_line(svg, false);
+    if (!html.empty()) std::cout << wrote_line(html, true);
+  }
   return exit_ok;
 }
 

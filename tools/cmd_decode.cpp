@@ -54,7 +54,7 @@ int cmd_decode(const args& a) {
         throw input_error("--max-cache-bytes: '" + std::string(v) + "' is not a positive whole number (below 2^64)");
       max_cache = n;
       ++k;
-    } else if (!a[k].empty() && a[k][0] == '-') {
+    } else if (a[k].size() > 1 && a[k][0] == '-') {  // "-": the case on standard input
       throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(decode_detail::usage) + ")");
     } else if (path.empty()) {
       path = std::string(a[k]);
@@ -63,12 +63,13 @@ int cmd_decode(const args& a) {
     }
   }
   if (path.empty()) throw input_error("usage: " + std::string(decode_detail::usage));
+  const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
   try {
     const auto doc = qkv::io::json_document::load(path, lim.max_case_bytes(), "--max-elements");
     bool holds = true;
     std::cout << decode_detail::make_output(doc, as_json, lim, max_cache, &holds);
     if (!holds) {
-      std::cerr << "qkv decode: " << path << ": the decoded rows do not stand in the runtime's documented relation to "
+      std::cerr << "qkv decode: " << shown << ": the decoded rows do not stand in the runtime's documented relation to "
                 << "full causal attention (docs/numerics.md, \"KV cache\")\n";
       return 1;
     }
@@ -76,9 +77,9 @@ int cmd_decode(const args& a) {
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
-    throw input_error(path + ": " + e.what());
+    throw input_error(shown + ": " + e.what());
   } catch (const qkv::runtime::size_limit_error& e) {
-    throw input_error(path + ": " + e.what());
+    throw input_error(shown + ": " + e.what());
   }
 }
 

@@ -21,12 +21,13 @@ int cmd_encode(const args& a) {
     const auto arg = a[k];
     if (parse_limit_option(a, k, lim)) continue;
     if (arg == "--json") as_json = true;
-    else if (!arg.empty() && arg[0] == '-')
+    else if (arg.size() > 1 && arg[0] == '-')  // "-": the case on standard input
       throw input_error("unknown option '" + std::string(arg) + "' (usage: " + std::string(encode_detail::usage) + ")");
     else if (path.empty()) path = std::string(arg);
     else throw input_error("one case file expected, got '" + path + "' and '" + std::string(arg) + "'");
   }
   if (path.empty()) throw input_error("usage: " + std::string(encode_detail::usage));
+  const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
   try {
     const auto doc = encode_detail::load(path, lim);
     encode_detail::check_case(doc);
@@ -35,7 +36,7 @@ int cmd_encode(const args& a) {
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
-    throw input_error(path + ": " + e.what());
+    throw input_error(shown + ": " + e.what());
   }
 }
 

@@ -106,8 +106,12 @@ struct attention_result {
 
 /// square weights (d, d) read the same as (d_out, d_in) and as (d_in, d_out): project(x, w)
 /// without a layout refuses them rather than guess (pass qkv::out_in or qkv::in_out)
+/// (the inner concept's name is the fix, so that both compilers print it among their notes:
+/// project(x, w, qkv::in_out) for x W, project(x, w, qkv::out_in) for nn.Linear's x Wᵀ)
 template <std::size_t WRows, std::size_t WCols>
-concept square_weights_need_a_layout = (WRows != WCols);
+concept add_qkv_in_out_or_qkv_out_in_as_the_last_argument = (WRows != WCols);
+template <std::size_t WRows, std::size_t WCols>
+concept square_weights_need_a_layout = add_qkv_in_out_or_qkv_out_in_as_the_last_argument<WRows, WCols>;
 
 /// X Wᵀ: (T, d_in) with nn.Linear's W (d_out, d_in) -> (T, d_out)
 template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>

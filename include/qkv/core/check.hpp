@@ -23,8 +23,11 @@
 // converts to double exactly, so nothing of the float is lost, and the message shows the
 // float's whole value (near(0.107f, 0.107, 1e-9) fails: 0.107f is 0.10700000077486038).
 //
-// static_assert(check::near(...)) alone still compiles (a verdict converts to bool) but g++
-// then says only "static assertion failed": write qkv::proven<...>.
+// static_assert(check::near(...)) alone compiles when the check holds (a verdict converts to
+// bool); when it fails, the conversion calls a function that is not constexpr, whose name both
+// compilers print: "static_assert_of_a_failed_check_without_proven__write_static_assert_qkv_
+// proven_check_to_see_the_position_and_numbers" (issue 28: not a bare "static assertion failed").
+// The numbers themselves need qkv::proven<...>.
 #pragma once
 
 #include <bit>
@@ -42,12 +45,23 @@ struct message {
   char text[240]{};
 };
 
+/// Not constexpr on purpose: a failing verdict converted to bool during constant evaluation
+/// (`static_assert(check::equal(...))`, the natural first try) calls it, so that the static_assert
+/// is not a constant expression and both compilers print this name instead of a bare "static
+/// assertion failed". At run time it is never called.
+void static_assert_of_a_failed_check_without_proven__write_static_assert_qkv_proven_check_to_see_the_position_and_numbers();
+
 /// @brief the result of a check: holds, or the first failure's position and numbers in `why`.
 /// A structural type, so it can be a template argument (qkv::proven<verdict>).
 struct verdict {
   bool holds = true;
   message why{};
-  constexpr operator bool() const { return holds; }  // NOLINT: static_assert(check::equal(...))
+  // NOLINTNEXTLINE: static_assert(check::equal(...)) holds when the check holds, and names proven when it fails
+  constexpr operator bool() const {
+    if (!holds && std::is_constant_evaluated())
+      static_assert_of_a_failed_check_without_proven__write_static_assert_qkv_proven_check_to_see_the_position_and_numbers();
+    return holds;
+  }
 };
 
 /// the first failing verdict of two (both checks are evaluated)
@@ -388,10 +402,23 @@ constexpr void actual_is_digits_times_ten_to(std::uint64_t, int) {
   if (std::is_constant_evaluated()) a_qkv_proof_failed();
 }
 
+/// the expected value's magnitude, exactly, around the actual one's: clang prints the values of
+/// the failing call's arguments with 7 digits (a float 0.3f and the double 0.3 both look like
+/// 3.000000e-01), so each is also shown as its shortest round-trip digits (issue 28)
 template <class A>
-constexpr void stop_at(A actual) {
+constexpr void expected_is_digits_times_ten_to(std::uint64_t, int, A actual) {
+  const float_parts p = parts(actual);
+  if (!p.nan && !p.infinite && p.m != 0)
+    actual_is_digits_times_ten_to(round_trip_digits(actual), round_trip_exponent(actual));
+  if (std::is_constant_evaluated()) a_qkv_proof_failed();
+}
+
+template <class A>
+constexpr void stop_at(A actual, A expected) {
   if constexpr (binary_float<A>) {
-    const float_parts p = parts(actual);
+    const float_parts p = parts(actual), q = parts(expected);
+    if (!q.nan && !q.infinite && q.m != 0)
+      expected_is_digits_times_ten_to(round_trip_digits(expected), round_trip_exponent(expected), actual);
     if (!p.nan && !p.infinite && p.m != 0)
       actual_is_digits_times_ten_to(round_trip_digits(actual), round_trip_exponent(actual));
   }
@@ -399,34 +426,34 @@ constexpr void stop_at(A actual) {
 }
 
 template <class C>
-constexpr void failed_actual_expected(C a, C) { stop_at(a); }
+constexpr void failed_actual_expected(C a, C e) { stop_at(a, e); }
 template <class C>
-constexpr void failed_actual_expected_tolerance(C a, C, C) { stop_at(a); }
+constexpr void failed_actual_expected_tolerance(C a, C e, C) { stop_at(a, e); }
 template <class C>
-constexpr void failed_actual_expected_bound(C a, C, C) { stop_at(a); }
+constexpr void failed_actual_expected_bound(C a, C e, C) { stop_at(a, e); }
 template <class C>
-constexpr void failed_at_row_col_actual_expected(std::size_t, std::size_t, C a, C) { stop_at(a); }
+constexpr void failed_at_row_col_actual_expected(std::size_t, std::size_t, C a, C e) { stop_at(a, e); }
 template <class C>
-constexpr void failed_at_row_col_actual_expected_tolerance(std::size_t, std::size_t, C a, C, C) {
-  stop_at(a);
+constexpr void failed_at_row_col_actual_expected_tolerance(std::size_t, std::size_t, C a, C e, C) {
+  stop_at(a, e);
 }
 template <class C>
-constexpr void failed_at_row_col_actual_expected_bound(std::size_t, std::size_t, C a, C, C) {
-  stop_at(a);
+constexpr void failed_at_row_col_actual_expected_bound(std::size_t, std::size_t, C a, C e, C) {
+  stop_at(a, e);
 }
 template <class C>
-constexpr void failed_at_depth_row_col_actual_expected(std::size_t, std::size_t, std::size_t, C a, C) {
-  stop_at(a);
+constexpr void failed_at_depth_row_col_actual_expected(std::size_t, std::size_t, std::size_t, C a, C e) {
+  stop_at(a, e);
 }
 template <class C>
 constexpr void failed_at_depth_row_col_actual_expected_tolerance(std::size_t, std::size_t,
-                                                                 std::size_t, C a, C, C) {
-  stop_at(a);
+                                                                 std::size_t, C a, C e, C) {
+  stop_at(a, e);
 }
 template <class C>
 constexpr void failed_at_depth_row_col_actual_expected_bound(std::size_t, std::size_t, std::size_t,
-                                                             C a, C, C) {
-  stop_at(a);
+                                                             C a, C e, C) {
+  stop_at(a, e);
 }
 #endif
 

@@ -9,6 +9,13 @@
 // the compiler's message names both shapes (see tests/compile_fail/).
 #pragma once
 
+// C++20 or nothing: without -std=c++20 a learner would get pages of errors (1,879 lines from
+// g++ 12 in C++17 mode); this stops at once with one line. A missing header is a fatal error on
+// both compilers (nothing after it is compiled), and its name says what to do.
+#if (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) < 202002L
+#include <qkv_needs_cxx20__compile_with_std_cxx20__for_example_g++_-std=c++20>
+#endif
+
 #include <cstddef>
 #include <type_traits>
 

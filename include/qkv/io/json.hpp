@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstddef>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -165,21 +166,29 @@ class json_document {
   static json_document load(const std::string& path,
                             std::uint64_t max_bytes = std::numeric_limits<std::uint64_t>::max(),
                             std::string_view option = "") {
+    // "-": standard input (named so in messages), read under the same limit
+    const bool std_in = path == "-";
+    const std::string name = std_in ? std::string("standard input") : path;
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw json_error(path + ": is a directory, not a JSON file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw json_error(path + ": cannot open the file");
+    if (!std_in && std::filesystem::is_directory(path, ec)) throw json_error(path + ": is a directory, not a JSON file");
+    std::ifstream file;
+    if (!std_in) {
+      file.open(path, std::ios::binary);
+      if (!file) throw json_error(path + ": cannot open the file");
+    }
+    std::istream& in = std_in ? std::cin : file;
     std::string text;
     char buf[1 << 16];
     while (in.read(buf, sizeof buf) || in.gcount() > 0) {
       const auto n = static_cast<std::uint64_t>(in.gcount());
       if (text.size() + n > max_bytes)
-        throw limit_error(path + ": the file is more than " + std::to_string(max_bytes) + " bytes, the limit" +
+        throw limit_error(name + ": the " + (std_in ? "input" : "file") + " is more than " + std::to_string(max_bytes) +
+                          " bytes, the limit" +
                           (option.empty() ? std::string() : " (raise it with " + std::string(option) + " N)"));
       text.append(buf, static_cast<std::size_t>(n));
     }
-    if (in.bad()) throw json_error(path + ": cannot read the file");
-    return parse(text, path);
+    if (in.bad()) throw json_error(name + ": cannot read the " + (std_in ? "input" : "file"));
+    return parse(text, name);
   }
 
   /// parse text; `name` stands for the file in messages. A key twice in one object is an error

@@ -51,6 +51,8 @@ namespace qkv::io {
 struct page_limits {
   std::size_t full_numbers = 65536;  // numbers in all matrices before the page summarises
   std::size_t edge = 4;              // a summarised matrix shows its first and last `edge` rows/columns
+  std::size_t whole_side = 16;       // ... of a dimension above this; one of at most this is shown whole
+                                     // (BERT's 9 tokens: all 9 rows and columns of each 9 x 9 head)
   std::size_t heatmap_side = 64;     // heatmap cells per side before downsampling
 };
 
@@ -565,7 +567,15 @@ class page {
     // the script in a CDATA section behind a line comment: HTML runs it as it is, and the page
     // stays well-formed XML (an XML parser reads it, as tests/cli/attend/run_attend.py does)
     s += "</script>\n<script>//<![CDATA[\n";
-    s += page_script::js;
+    // the script without its whole-line comments (2.4 KB of every page; they are for the reader of
+    // page_script.hpp, and the script has no multi-line string a line could start inside)
+    for (std::string_view js = page_script::js; !js.empty();) {
+      const auto nl = js.find('\n');
+      const auto line = js.substr(0, nl == std::string_view::npos ? js.size() : nl + 1);
+      js.remove_prefix(line.size());
+      const auto first = line.find_first_not_of(' ');
+      if (first == std::string_view::npos || line.substr(first, 2) != "//") s += line;
+    }
     s += "//]]>\n</script>\n</body>\n</html>\n";
     return s;
   }
@@ -597,10 +607,11 @@ class page {
     return steps_.back();
   }
 
-  // the indices a summarised dimension of n shows: the first and last `edge`
+  // the indices a summarised dimension of n shows: all of them up to whole_side, else the first
+  // and last `edge`
   std::vector<std::size_t> shown(std::size_t n) const {
     std::vector<std::size_t> v;
-    if (!summarised() || n <= 2 * limits_.edge) {
+    if (!summarised() || n <= std::max(2 * limits_.edge, limits_.whole_side)) {
       for (std::size_t i = 0; i < n; ++i) v.push_back(i);
     } else {
       for (std::size_t i = 0; i < limits_.edge; ++i) v.push_back(i);
@@ -609,8 +620,16 @@ class page {
     return v;
   }
 
+  // a slice "weighted_values[1]" of a stack is proven by a static_assert that names the stack,
+  // "weighted_values" (issue 28: example 01's slices were not marked proven); "" for other ids
+  static std::string_view stack_of(std::string_view id) {
+    const auto open = id.find('[');
+    return open != std::string_view::npos && open > 0 && id.back() == ']' ? id.substr(0, open) : std::string_view{};
+  }
+
   // what a word of a static_assert must be to name the matrix `id`
   static bool mentions(std::string_view text, std::string_view id) {
+    if (id.empty()) return false;
     auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
     for (std::size_t p = text.find(id); p != std::string_view::npos; p = text.find(id, p + 1)) {
       const bool left = p == 0 || !word(text[p - 1]);
@@ -667,7 +686,8 @@ class page {
     s += summary ? "true" : "false";
     s += ",\"numbers\":" + std::to_string(numbers());
     s += ",\"limits\":{\"full_numbers\":" + std::to_string(limits_.full_numbers) +
-         ",\"edge\":" + std::to_string(limits_.edge) + ",\"heatmap_side\":" + std::to_string(limits_.heatmap_side) + "}";
+         ",\"edge\":" + std::to_string(limits_.edge) + ",\"whole_side\":" + std::to_string(limits_.whole_side) +
+         ",\"heatmap_side\":" + std::to_string(limits_.heatmap_side) + "}";
     s += ",\"proofs\":[";
     for (std::size_t p = 0; p < proofs_.size(); ++p) {
       s += p ? ",{\"file\":" : "{\"file\":";
@@ -815,7 +835,7 @@ class page {
       // the static_asserts that name this matrix
       std::vector<std::size_t> pr;
       for (std::size_t p = 0; p < proofs_.size(); ++p)
-        if (mentions(proofs_[p].text, m.id)) pr.push_back(p);
+        if (mentions(proofs_[p].text, m.id) || mentions(proofs_[p].text, stack_of(m.id))) pr.push_back(p);
       if (!pr.empty()) {
         s += ",\"proofs\":";
         list(pr);

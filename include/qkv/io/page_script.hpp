@@ -14,13 +14,13 @@ inline constexpr const char* css = R"CSS(
 *{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg);
  margin:0 auto;padding:1.2em 1.6em 3em;max-width:78em;line-height:1.45;font-size:15px}
-h1{font-size:1.55em;margin:.2em 0 .4em}h2{font-size:1.2em;margin:0 0 .3em}
-.intro{max-width:60em;white-space:pre-line}.meta{color:var(--muted);font-size:.88em}
+h1{font-size:1.55em;margin:.2em 0 .4em;overflow-wrap:anywhere}h2{font-size:1.2em;margin:0 0 .3em}
+.intro{max-width:60em;white-space:pre-line;overflow-wrap:anywhere}.meta{color:var(--muted);font-size:.88em;overflow-wrap:anywhere}
 .banner{background:#fff4d6;border:1px solid #e8c66a;padding:.5em .8em;border-radius:4px;margin:.8em 0}
 section.step{border-top:1px solid var(--line);padding:1em 0 .6em;margin-top:.6em}
-.prose{white-space:pre-line;max-width:62em;margin:.2em 0 .6em}.prose.wide{flex-basis:100%;margin:0}
-.where{color:var(--muted);font-size:.8em;font-family:ui-monospace,Menlo,Consolas,monospace}
-.items{display:flex;flex-wrap:wrap;gap:1em 1.6em;align-items:flex-start}
+.prose{white-space:pre-line;max-width:62em;margin:.2em 0 .6em;overflow-wrap:anywhere}.prose.wide{flex-basis:100%;margin:0}
+.where{color:var(--muted);font-size:.8em;font-family:ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}
+.items{display:flex;flex-wrap:wrap;gap:1em 1.6em;align-items:flex-start}.items>*{min-width:0}
 figure{margin:0;max-width:100%}
 figcaption{font-size:.9em;margin-bottom:.25em}figcaption code{font-weight:600}
 .dt{color:var(--muted);font-size:.85em}
@@ -38,15 +38,16 @@ td.proven{box-shadow:inset 0 -2px 0 #6bae42}
 .heatmap .controls{display:flex;gap:.6em;align-items:center;font-size:.9em;margin-bottom:.3em;flex-wrap:wrap}
 .heatmap svg rect.c{cursor:help}.heatmap svg rect.c:hover,.heatmap svg rect.c:focus{stroke:#d94801;stroke-width:2}
 button,select{font:inherit;font-size:.9em}
-#qkv-tip{position:absolute;z-index:10;max-width:44em;background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
+#qkv-tip{position:absolute;z-index:10;max-width:min(44em,calc(100vw - 16px));overflow-y:auto;background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
  box-shadow:0 3px 12px rgba(0,0,0,.18);padding:.55em .75em;font-size:13px;line-height:1.4}
 #qkv-tip .x-title{font-weight:600;margin-bottom:.2em}
 #qkv-tip .x-formula,#qkv-tip .x-terms{font-family:ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}
 #qkv-tip .x-sum{font-family:ui-monospace,Menlo,Consolas,monospace;font-weight:600}
 #qkv-tip .x-proof{border-top:1px dashed #c9b458;margin-top:.4em;padding-top:.3em}
-#qkv-tip pre{margin:.2em 0;white-space:pre-wrap;font-size:12px;background:#f6f4e6;padding:.3em}
+#qkv-tip pre{margin:.2em 0;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;background:#f6f4e6;padding:.3em}
 #qkv-tip .x-note{color:var(--muted)}
 footer{margin-top:2.5em;color:var(--muted);font-size:.8em}
+@media (max-width:600px){body{padding:.8em .7em 2em}}
 @media print{body{max-width:none;padding:0;font-size:11pt}#qkv-tip,button,select,.controls .hint{display:none!important}
  .scroll{overflow:visible}section.step{break-inside:auto}figure{break-inside:avoid}}
 )CSS";
@@ -58,11 +59,16 @@ var D = JSON.parse(document.getElementById('qkv-data').textContent);
 var M = D.matrices;
 var NS = 'http://www.w3.org/2000/svg';
 function num(v) { return typeof v === 'string' ? (v === 'inf' ? Infinity : v === '-inf' ? -Infinity : NaN) : v; }
+// a float32 matrix's numbers are written as the shortest decimal that reads back to the float;
+// Math.fround turns that decimal (read as a double) into the float's exact value, so that every
+// number the page computes from them (sums, errors) uses the values qkv computed with, not
+// their decimals (issue 28: 7.2f is 7.19999980926..., not 7.2)
+function num32(v) { return Math.fround(num(v)); }
 Object.keys(M).forEach(function (id) {
-  var m = M[id]; m.id = id;
-  if (m.data) m.data = m.data.map(num);
-  if (m.row_data) { m.row_data = m.row_data.map(num); m.rpos = new Map(m.row_index.map(function (r, k) { return [r, k]; })); }
-  if (m.col_data) { m.col_data = m.col_data.map(num); m.cpos = new Map(m.col_index.map(function (c, k) { return [c, k]; })); }
+  var m = M[id], f = m.dtype === 'float32' ? num32 : num; m.id = id;
+  if (m.data) m.data = m.data.map(f);
+  if (m.row_data) { m.row_data = m.row_data.map(f); m.rpos = new Map(m.row_index.map(function (r, k) { return [r, k]; })); }
+  if (m.col_data) { m.col_data = m.col_data.map(f); m.cpos = new Map(m.col_index.map(function (c, k) { return [c, k]; })); }
 });
 function get(m, i, j) {
   if (!m) return undefined;
@@ -73,8 +79,17 @@ function get(m, i, j) {
 }
 function rl(m, i) { return m.row_labels && m.row_labels[i] !== undefined ? m.row_labels[i] : String(i + 1); }
 function cl(m, j) { return m.col_labels && m.col_labels[j] !== undefined ? m.col_labels[j] : String(j + 1); }
-// the full value: the shortest text that reads back (as the page holds it)
+// the full value of a double: the shortest text that reads back to it
 function full(v) { return v === Infinity ? '\u221e' : v === -Infinity ? '\u2212\u221e' : isNaN(v) ? 'NaN' : (v < 0 ? '\u2212' + String(-v) : String(v)); }
+// the shortest text that reads back to the same float32 (v is the float's exact value)
+function text32(v) {
+  if (!isFinite(v) || v === 0) return full(v);
+  var p = 1; while (p < 9 && Math.fround(Number(v.toPrecision(p))) !== v) ++p;
+  var a = Math.abs(v), s = a >= 1e-4 && a < 1e7 ? String(Number(v.toPrecision(p))) : v.toExponential(p - 1);  // as short(): 6.0336642e-6
+  return s.charAt(0) === '-' ? '\u2212' + s.slice(1) : s;
+}
+// a value of matrix m as its dtype prints it: a float32 as the float's shortest text, a double in full
+function vt(m, v) { return m && m.dtype === 'float32' ? text32(v) : full(v); }
 // a table's value: at most 6 significant digits
 function short(v) {
   if (!isFinite(v)) return full(v);
@@ -100,6 +115,7 @@ function cellName(m, i, j) { return m.caption + '(' + rl(m, i) + ', ' + cl(m, j)
 function ulpOf(x, dtype) {
   var a = Math.abs(x); if (a === 0 || !isFinite(a)) return NaN;
   var e = Math.floor(Math.log2(a));
+  if (Math.pow(2, e) > a) --e; else if (Math.pow(2, e + 1) <= a) ++e;  // log2 rounded across a power of two
   if (dtype === 'float32') return Math.pow(2, Math.max(e, -126) - 23);
   return Math.pow(2, Math.max(e, -1022) - 52);
 }
@@ -107,7 +123,7 @@ function ulpOf(x, dtype) {
 // ---- explanations: {title, formula, terms: [[a, b], ...], sum, lines, value} -------------------
 function explain(id, i, j) {
   var m = M[id], v = get(m, i, j), h = m.how || {op: ''}, x = {id: id, i: i, j: j, value: v, lines: [], terms: null};
-  x.title = cellName(m, i, j) + ' = ' + full(v);
+  x.title = cellName(m, i, j) + ' = ' + vt(m, v);
   var A = M[h.a], B = M[h.b];
   if (h.op === 'dot' || h.op === 'matmul') {
     var terms = [], missing = false;
@@ -120,16 +136,17 @@ function explain(id, i, j) {
     var bias = h.bias ? get(M[h.bias], 0, j) : undefined;
     if (h.op === 'dot') {
       x.formula = A.caption + '[' + rl(A, i) + '] \u00b7 ' + B.caption + '[' + rl(B, j) + ']' + (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
-        ' = \u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(' + rl(B, j) + ', m)';
+        (h.n === 1 ? ' = ' : ' = \u03a3 over ' + h.n + ' terms of ') + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(' + rl(B, j) + ', m)';
     } else {
-      x.formula = '\u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(m, ' + cl(B, h.bc + j) + ')' +
+      x.formula = (h.n === 1 ? A.caption + '(' + rl(A, i) + ', ' + cl(A, h.ac) + ') \u00d7 ' + B.caption + '(' + rl(B, h.br) + ', ' + cl(B, h.bc + j) + ')'
+                             : '\u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(m, ' + cl(B, h.bc + j) + ')') +
         (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
         (B.caption.indexOf('value') >= 0 ? ': the values weighted by ' + A.caption + ' row ' + rl(A, i) : '');
     }
-    if (missing) { x.lines.push('The terms of this sum are not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
+    if (missing) { x.lines.push('The terms of this sum are not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
     var s = 0; terms.forEach(function (t) { s += t[0] * t[1]; });
     if (bias !== undefined) s += bias;
-    x.terms = terms; x.bias = bias; x.sum = s;
+    x.terms = terms; x.bias = bias; x.sum = s; x.A = A; x.B = B; x.Bias = M[h.bias];
     return x;
   }
   if (h.op === 'scale') {
@@ -140,7 +157,7 @@ function explain(id, i, j) {
     }
     var B0 = h.b ? M[h.b] : undefined, b0 = B0 ? get(B0, i, j) : undefined;
     x.formula = h.scale + ' \u00d7 ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')' + (B0 ? ' + ' + B0.caption + '(' + rl(B0, i) + ', ' + cl(B0, j) + ')' : '') +
-      ' = ' + full(h.scale) + ' \u00d7 ' + full(a0) + (B0 ? ' + ' + full(b0) : '') + ' (the scale ' + (h.note || full(h.scale)) + ')';
+      ' = ' + full(h.scale) + ' \u00d7 ' + vt(A, a0) + (B0 ? ' + ' + vt(B0, b0) : '') + ' (the scale ' + (h.note || full(h.scale)) + ')';
     x.sum = h.scale * a0 + (B0 ? b0 : 0); x.scale = h.scale; x.operand = a0; x.added = b0;
     return x;
   }
@@ -153,8 +170,8 @@ function explain(id, i, j) {
     var nm = function (col) { return A.caption + '(' + rl(A, i) + ', ' + cl(A, col) + ')'; };
     x.formula = (first6 ? nm(j) + ' \u00d7 cos \u2212 ' + nm(o6) + ' \u00d7 sin' : nm(j) + ' \u00d7 cos + ' + nm(o6) + ' \u00d7 sin') +
       ' (RoPE, ' + h.note + ': pair ' + pair + ' of its head; cos and sin of the angle position \u00d7 base^(\u2212' + (2 * pair) + '/' + rw + '), row ' + rl(M[h.b], i) + ' of ' + M[h.b].caption + ' and ' + M[h.bias].caption + ')';
-    if (a6 === undefined || b6 === undefined || cs === undefined || sn === undefined) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
-    x.formula += ' = ' + full(a6) + ' \u00d7 ' + full(cs) + (first6 ? ' \u2212 ' : ' + ') + full(b6) + ' \u00d7 ' + full(sn);
+    if (a6 === undefined || b6 === undefined || cs === undefined || sn === undefined) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
+    x.formula += ' = ' + vt(A, a6) + ' \u00d7 ' + vt(M[h.b], cs) + (first6 ? ' \u2212 ' : ' + ') + vt(A, b6) + ' \u00d7 ' + vt(M[h.bias], sn);
     x.sum = first6 ? a6 * cs - b6 * sn : a6 * cs + b6 * sn;
     return x;
   }
@@ -162,17 +179,17 @@ function explain(id, i, j) {
     var row = [], mx = -Infinity, miss = false;
     for (var q = 0; q < m.cols; ++q) { var s0 = get(A, i, q); if (s0 === undefined) { miss = true; break; } row.push(s0); if (s0 > mx) mx = s0; }
     x.formula = 'e^(s \u2212 max) / \u03a3 e^(s\u2096 \u2212 max) over the ' + m.cols + ' scores of row ' + rl(A, i) + ' of ' + A.caption;
-    if (miss) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + full(v) + '.'); return x; }
+    if (miss) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
     if (mx === -Infinity) { x.lines.push('Every key of this row is masked: qkv gives 0 (PyTorch gives NaN).'); x.sum = 0; x.softmax = {row: row, max: mx}; return x; }
     var ex = row.map(function (s1) { return Math.exp(s1 - mx); }), tot = 0;
     ex.forEach(function (e1) { tot += e1; });
-    x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j]};
+    x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j]}; x.A = A;
     x.sum = ex[j] / tot;
     return x;
   }
   if (h.op === 'add') {
     var a2 = get(A, i, j), b2 = get(B, i, j);
-    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') + ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + full(a2) + ' + ' + full(b2);
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') + ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, a2) + ' + ' + vt(B, b2);
     x.sum = a2 + b2; return x;
   }
   if (h.op === 'transpose') {
@@ -180,7 +197,7 @@ function explain(id, i, j) {
   }
   if (h.op === 'relu') {
     var a3 = get(A, i, j);
-    x.formula = 'max(0, ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')) = max(0, ' + full(a3) + ')';
+    x.formula = 'max(0, ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')) = max(0, ' + vt(A, a3) + ')';
     x.sum = Math.max(0, a3); return x;
   }
   if (h.op === 'layernorm') {
@@ -188,8 +205,8 @@ function explain(id, i, j) {
     for (var c4 = 0; c4 < A.cols; ++c4) { var a4 = get(A, i, c4); if (a4 === undefined) { x.lines.push('The row is not on this page (it is summarised).'); return x; } r4.push(a4); mean += a4; }
     mean /= r4.length; r4.forEach(function (a5) { vr += (a5 - mean) * (a5 - mean); }); vr /= r4.length;
     var w4 = h.b ? get(M[h.b], 0, j) : 1, b4 = h.bias ? get(M[h.bias], 0, j) : 0;
-    x.formula = '(a − mean) / sqrt(variance + ' + full(h.scale) + ') × ' + full(w4) + ' + ' + full(b4) + ', a = ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + full(r4[j]) +
-      ', over the ' + r4.length + ' values of its row [' + r4.map(full).join(', ') + ']';
+    x.formula = '(a − mean) / sqrt(variance + ' + full(h.scale) + ') × ' + (h.b ? vt(M[h.b], w4) : '1') + ' + ' + (h.bias ? vt(M[h.bias], b4) : '0') + ', a = ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, r4[j]) +
+      ', over the ' + r4.length + ' values of its row [' + r4.map(function (a5) { return vt(A, a5); }).join(', ') + ']';
     x.lines.push('mean = ' + full(mean) + ', variance (biased: over n) = ' + full(vr) + ' (both in double, in this page)');
     x.sum = (r4[j] - mean) / Math.sqrt(vr + h.scale) * w4 + b4; return x;
   }
@@ -206,23 +223,23 @@ function explanationNode(x) {
     t.appendChild(document.createTextNode('= '));
     for (var k = 0; k < shown; ++k) {
       if (k) t.appendChild(document.createTextNode(' + '));
-      t.appendChild(el('span', {'class': 'term', 'data-a': String(x.terms[k][0]), 'data-b': String(x.terms[k][1])},
-        full(x.terms[k][0]) + ' \u00d7 ' + full(x.terms[k][1])));
+      var ta = vt(x.A, x.terms[k][0]), tb = vt(x.B, x.terms[k][1]);
+      t.appendChild(el('span', {'class': 'term', 'data-a': ta.replace('\u2212', '-'), 'data-b': tb.replace('\u2212', '-')}, ta + ' \u00d7 ' + tb));
     }
     if (shown < x.terms.length) t.appendChild(document.createTextNode(' + \u2026 (' + x.terms.length + ' terms in all)'));
-    if (x.bias !== undefined) { t.appendChild(document.createTextNode(' + ')); t.appendChild(el('span', {'class': 'bias', 'data-b': String(x.bias)}, full(x.bias))); }
+    if (x.bias !== undefined) { t.appendChild(document.createTextNode(' + ')); var tbias = vt(x.Bias, x.bias); t.appendChild(el('span', {'class': 'bias', 'data-b': tbias.replace('\u2212', '-')}, tbias)); }
     box.appendChild(t);
   }
   if (x.softmax && x.softmax.exps) {
     var sm = x.softmax, f = el('div', {'class': 'x-terms'});
-    var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : 'e^(' + full(s1) + ' \u2212 ' + full(sm.max) + ')'; });
+    var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : 'e^(' + vt(x.A, s1) + ' \u2212 ' + vt(x.A, sm.max) + ')'; });
     var shownK = Math.min(ns.length, 24);
-    f.textContent = '= e^(' + full(sm.s) + ' \u2212 ' + full(sm.max) + ') / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
+    f.textContent = '= e^(' + vt(x.A, sm.s) + ' \u2212 ' + vt(x.A, sm.max) + ') / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
       ' = ' + short(sm.exps[x.j]) + ' / ' + short(sm.total);
     box.appendChild(f);
   }
-  if (x.sum !== undefined) box.appendChild(el('div', {'class': 'x-sum', 'data-sum': String(x.sum)}, '= ' + full(x.sum) + (m.dtype === 'exact' ? '' : ' (the sum in double, in this page)')));
-  if (m.dtype !== 'exact' && x.value !== undefined) box.appendChild(el('div', {'class': 'x-value'}, 'qkv computed it in ' + m.dtype + ': ' + full(x.value)));
+  if (x.sum !== undefined) box.appendChild(el('div', {'class': 'x-sum', 'data-sum': String(x.sum)}, '= ' + full(x.sum) + (m.dtype === 'exact' ? '' : ' (computed in double, in this page, from the operands\u2019 exact values)')));
+  if (m.dtype !== 'exact' && x.value !== undefined) box.appendChild(el('div', {'class': 'x-value'}, 'qkv computed it in ' + m.dtype + ': ' + vt(m, x.value)));
   x.lines.forEach(function (l) { box.appendChild(el('div', {'class': 'x-note'}, l)); });
   var key = x.i + ',' + x.j;
   if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
@@ -240,7 +257,9 @@ function explanationNode(x) {
       p.appendChild(el('div', null, line));
       if (m.dtype === 'float32' || m.dtype === 'float64') {
         var u = ulpOf(e, m.dtype);
-        p.appendChild(el('div', {'class': 'x-note'}, 'Error against ' + m.expected.name + ': ' + full(err) +
+        // err: the float's exact value minus the expected double (exact in double when they are
+        // close, Sterbenz); u: the ulp of m.dtype at the expected value, a power of two
+        p.appendChild(el('div', {'class': 'x-note x-error', 'data-err': String(err), 'data-ulps': String(err / u)}, 'Error against ' + m.expected.name + ': ' + full(err) +
           (isNaN(u) ? '' : ' = ' + short(err / u) + ' ulp of ' + m.dtype + ' at ' + full(e))));
       }
     }
@@ -257,11 +276,19 @@ function explanationNode(x) {
 // ---- the tooltip ------------------------------------------------------------------------------
 var tip = document.getElementById('qkv-tip'), pinned = null;
 function showTip(target, node) {
-  tip.textContent = ''; tip.appendChild(node); tip.hidden = false;
-  var r = target.getBoundingClientRect(), w = tip.offsetWidth;
+  tip.textContent = ''; tip.appendChild(node); tip.hidden = false; tip.style.maxHeight = '';
+  var r = target.getBoundingClientRect(), w = tip.offsetWidth, h = tip.offsetHeight;
   var left = Math.min(window.scrollX + r.left, window.scrollX + document.documentElement.clientWidth - w - 8);
-  tip.style.left = Math.max(4, left) + 'px';
-  tip.style.top = (window.scrollY + r.bottom + 6) + 'px';
+  tip.style.left = Math.max(window.scrollX + 4, left) + 'px';
+  // on screen, and never over its cell (the mouse would leave the cell for the tooltip): below
+  // the cell when it fits in the window, else above it, else on the roomier side with the
+  // height of that side, scrolling inside (the title and formula first, the proofs below)
+  var vh = window.innerHeight, below = vh - r.bottom - 10, above = r.top - 10, top;
+  if (h <= below) top = r.bottom + 6;
+  else if (h <= above) top = r.top - h - 6;
+  else if (below >= above) { tip.style.maxHeight = Math.max(below, 60) + 'px'; top = r.bottom + 6; }
+  else { tip.style.maxHeight = above + 'px'; top = r.top - tip.offsetHeight - 6; }
+  tip.style.top = (window.scrollY + top) + 'px';
 }
 function tipFor(target) {
   if (target.hasAttribute('data-m')) return explanationNode(explain(target.getAttribute('data-m'), +target.getAttribute('data-i'), +target.getAttribute('data-j')));
@@ -304,8 +331,8 @@ function table(id) {
   var rows = withGaps(m.shown_rows), cols = withGaps(m.shown_cols);
   if (m.shown_rows.length < m.rows || m.shown_cols.length < m.cols)
     fig.appendChild(el('div', {'class': 'summary'}, 'Summarised: ' + m.shown_rows.length + ' of ' + m.rows + ' rows and ' +
-      m.shown_cols.length + ' of ' + m.cols + ' columns shown (the first and last ' + D.limits.edge + '), because the page holds more than ' +
-      D.limits.full_numbers + ' numbers.'));
+      m.shown_cols.length + ' of ' + m.cols + ' columns shown (the first and last ' + D.limits.edge + ' of a dimension above ' + D.limits.whole_side +
+      '), because the page holds more than ' + D.limits.full_numbers + ' numbers.'));
   var sc = el('div', {'class': 'scroll'}), t = el('table', {'class': 'm'}), tr = el('tr');
   tr.appendChild(el('th'));
   cols.forEach(function (j) { tr.appendChild(j < 0 ? el('th', {'class': 'gap'}, '\u2026') : el('th', {scope: 'col'}, cl(m, j))); });
@@ -317,7 +344,8 @@ function table(id) {
     cols.forEach(function (j) {
       if (j < 0) { r.appendChild(el('td', {'class': 'gap'}, '\u2026')); return; }
       var v = get(m, i, j), key = i + ',' + j;
-      var text = m.exact && m.exact[key] !== undefined ? m.exact[key] : short(v);
+      // a float32 in full (its shortest text, at most 9 digits: 7.7999997 is not 7.8); a double to 6 digits
+      var text = m.exact && m.exact[key] !== undefined ? m.exact[key] : m.dtype === 'float32' ? text32(v) : short(v);
       var td = el('td', {tabindex: '0', 'data-m': id, 'data-i': String(i), 'data-j': String(j)}, text);
       if (v === -Infinity && m.how && m.how.op === 'scale') td.className = 'masked';
       if (m.expected || m.proofs) td.classList.add('proven');
@@ -382,14 +410,14 @@ function drawHeatmap(hm, head) {
         (mk === '1' ? ' (every entry masked)' : mk === '2' ? ' (some entries masked)' : '') + ' \u2014 downsampled to ' + R + ' \u00d7 ' + C + ' blocks of ' + hm.block[0] + ' \u00d7 ' + hm.block[1];
       else { attrs['data-m'] = ids[head]; attrs['data-i'] = i; attrs['data-j'] = j; }
       var r = sel('rect', attrs);
-      r.appendChild(sel('title', null, (blocks ? attrs['data-block'] : 'query ' + rowL(i) + ', key ' + colL(j) + ' = ' + (mk === '1' ? 'masked (0)' : full(v)))));
+      r.appendChild(sel('title', null, (blocks ? attrs['data-block'] : 'query ' + rowL(i) + ', key ' + colL(j) + ' = ' + (mk === '1' ? 'masked (0)' : vt(M[ids[head]], v)))));
       svg.appendChild(r);
       if (showValues && mk !== '1') svg.appendChild(sel('text', {x: left + j * cs + cs / 2, y: gridTop + i * cs + cs / 2 + 4, 'text-anchor': 'middle', 'font-size': 10,
         fill: t > 0.55 ? '#ffffff' : '#1d2329', 'pointer-events': 'none'}, v === 0 ? '0' : v.toFixed(2)));
     }
   }
-  // the legend: the scale, a hatched swatch for masked (only when something is masked, as
-  // --svg draws it), a white one for 0
+  // the legend: the scale (its bottom, white, is the smallest value: 0 for weights) and a hatched
+  // swatch for masked (only when something is masked, as --svg draws it)
   var lx = left + C * cs + 22, ly = gridTop, sy = ly + lh + 12;
   svg.appendChild(sel('rect', {x: lx, y: ly, width: 14, height: lh, fill: 'url(#grad-' + hm.k + ')', stroke: '#888', 'stroke-width': 0.5}));
   [[hi, 0], [(lo + hi) / 2, 0.5], [lo, 1]].forEach(function (p) { svg.appendChild(sel('text', {x: lx + 19, y: ly + p[1] * lh + 4, 'font-size': 10}, short(Number(p[0].toPrecision(3))))); });
@@ -398,8 +426,6 @@ function drawHeatmap(hm, head) {
     svg.appendChild(sel('text', {x: lx + 19, y: sy + 11, 'font-size': 10}, 'masked'));
     sy += 20;
   }
-  svg.appendChild(sel('rect', {x: lx, y: sy, width: 14, height: 14, fill: colour(0), stroke: '#888', 'stroke-width': 0.5}));
-  svg.appendChild(sel('text', {x: lx + 19, y: sy + 11, 'font-size': 10}, short(lo)));
   svg.appendChild(sel('text', {x: left, y: gridTop + R * cs + 20, 'font-size': 10, fill: '#5b6670'}, 'rows: queries, columns: keys' + (blocks ? ' (downsampled)' : '')));
   return svg;
 }
@@ -412,7 +438,7 @@ function anyMasked(hm) { return !!hm.mask && /[12]/.test(hm.mask); }
 function heatmap(hm, k) {
   hm.k = k;
   var fig = el('figure', {'class': 'heatmap', 'id': 'heatmap-' + k}), ctl = el('div', {'class': 'controls'});
-  var cap = el('figcaption'); cap.appendChild(el('strong', null, hm.text)); fig.appendChild(cap);
+  fig.setAttribute('aria-label', hm.text);  // the title is drawn in the picture (a download carries it): not captioned twice
   var holder = el('div', {'class': 'scroll'}), state = {head: 0};
   var select = null;
   if (hm.ids.length > 1) {
@@ -443,9 +469,12 @@ function heatmap(hm, k) {
 var main = document.getElementById('qkv-main');
 if (D.intro) main.appendChild(el('p', {'class': 'intro'}, D.intro));
 if (D.source) main.appendChild(el('p', {'class': 'meta'}, 'Source: ' + D.source + '. Each step\u2019s text is the example\u2019s own comment; every cell explains itself on hover, click or keyboard focus; cells underlined in green are proven by a static_assert.'));
+// how this page counts (issue 28: one convention per screen, said on the screen)
+main.appendChild(el('p', {'class': 'meta', id: 'numbering'}, 'Numbering: the rows and columns of this page\u2019s tables count from 1 (q1, input 1 and row 1 are the first), ' +
+  'as the tutorials do; C++ indices (m(0, 0)), compiler messages and qkv attend\u2019s text trace count from 0, and so do heads (head 0).'));
 if (D.summarised) main.appendChild(el('div', {'class': 'banner', 'id': 'summary-banner'}, 'This page is summarised: its matrices hold ' + D.numbers +
   ' numbers, more than the ' + D.limits.full_numbers + ' that keep a page light. Tables show their first and last ' + D.limits.edge +
-  ' rows and columns; heatmaps are downsampled to at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head.'));
+  ' rows and columns (all of them up to ' + D.limits.whole_side + '); heatmaps are downsampled to at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head.'));
 var hk = 0;
 D.steps.forEach(function (st, n) {
   var sec = el('section', {'class': 'step', id: 'step-' + (n + 1), 'data-step': String(n + 1)});
@@ -463,6 +492,14 @@ D.steps.forEach(function (st, n) {
 });
 window.qkvPage = {
   explain: explain,
+  // the tooltip of cells [[id, i, j], ...] as the learner reads it: per cell, its lines [class, text]
+  // (tests/browser/page_exact_test.py checks every number in them against exact arithmetic)
+  tips: function (cells) {
+    return cells.map(function (c) {
+      var d = el('div'); d.appendChild(explanationNode(explain(c[0], c[1], c[2])));
+      return [].slice.call(d.querySelectorAll('div')).map(function (n) { return [n.className, n.textContent]; });
+    });
+  },
   svgText: function (k) { return svgText(heatmaps[k].holder.firstChild); },
   showHead: function (k, h) { heatmaps[k].show(h); },
   ready: true
