@@ -17,7 +17,8 @@ A list entry: name (what `qkv explain NAME` takes), source (in examples/), page 
 title (docs/cli.md's tutorial column), tutorial and proves (README's columns), explain_prints (a
 line `qkv explain NAME` must print), and optionally needs ("boost", "runtime", "json": built only
 when found), run_test and run_args (the example program's test: its name's end and arguments;
-@SOURCE_ROOT@ is the source tree).
+@SOURCE_ROOT@ is the source tree), has_page (false: no learner's page yet; the page tests check
+that the tool refuses it).
 """
 import json
 import pathlib
@@ -45,6 +46,12 @@ def load(path=LIST):
             if '\t' in e.get(f, '') or '\n' in e.get(f, ''):
                 raise SystemExit('%s: example %s: field \'%s\' has a tab or a newline' % (path, e['name'], f))
     return examples
+
+
+def with_page(examples=None):
+    """the examples that have a learner's page (`qkv explain NAME --html`): all but those the list
+    marks "has_page": false, which the tool refuses saying it has no page yet"""
+    return [e for e in (examples if examples is not None else load()) if e.get('has_page', True)]
 
 
 def stem(e):

@@ -380,9 +380,9 @@ for a in ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--di
 driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
 driver.set_page_load_timeout(60)
 
-EXAMPLES = ['illustrated', 'illustrated_exact', 'from_scratch', 'the_math', 'the_math_exact', 'bert', 'statquest',
-            'masking', 'positional_encoding', 'encoder_layer', 'flash', 'kv_cache', 'grouped_query', 'rope', 'alibi',
-            'batches']
+sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
+EXAMPLES = [e['name'] for e in examples.with_page()]
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal', 'chapter_two', 'rope_interleaved', 'kv_heads',
          'lower_right', 'window', 'alibi', 'bias']
 PER_MATRIX = 48  # cells checked per matrix (all of a smaller one); chosen with a fixed seed

@@ -69,24 +69,16 @@ def run(*args):
     return r.stdout
 
 
-EXAMPLES = {  # name: source (the examples with a page)
-    'illustrated': 'examples/01_illustrated_self_attention.cpp',
-    'illustrated_exact': 'examples/01b_illustrated_exact.cpp',
-    'from_scratch': 'examples/02_self_attention_from_scratch.cpp',
-    'the_math': 'examples/03_walking_through_the_math.cpp',
-    'the_math_exact': 'examples/03b_walking_through_the_math_exact.cpp',
-    'bert': 'examples/04_bert_self_attention.cpp',
-    'statquest': 'examples/05_statquest_self_attention.cpp',
-    'masking': 'examples/06_masking.cpp',
-    'positional_encoding': 'examples/07_positional_encoding.cpp',
-    'encoder_layer': 'examples/08_encoder_layer.cpp',
-    'flash': 'examples/09_flash_attention.cpp',
-    'kv_cache': 'examples/10_kv_cache_decoding.cpp',
-    'grouped_query': 'examples/11_grouped_query_attention.cpp',
-    'rope': 'examples/12_rope.cpp',
-    'alibi': 'examples/13_alibi_and_windows.cpp',
-    'batches': 'examples/14_batches_and_half_precision.cpp',
-}
+import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
+# name: source, for every example with a learner's page; one without (has_page false in
+# examples/examples.json) must be refused, naming the examples that have one
+EXAMPLES = {e['name']: 'examples/' + e['source'] for e in examples.with_page()}
+for e in examples.load():
+    if e not in examples.with_page():
+        r = subprocess.run([QKV, 'explain', e['name'], '--html', os.path.join(OUT, 'none.html')],
+                           capture_output=True, text=True)
+        check(r.returncode == 2 and 'has no page yet' in r.stderr and not r.stdout,
+              '%s has no page: refused with exit 2 (%d, %r)' % (e['name'], r.returncode, r.stderr))
 TUTORIAL_LIMIT, BERT_LIMIT = 200 * 1024, 2 * 1024 * 1024  # the page weights (bytes)
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal']
 

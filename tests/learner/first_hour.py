@@ -151,8 +151,9 @@ if not CHROMIUM or not DRIVER or webdriver is None:
     print('SKIP (pages): chromium, chromedriver or python3-selenium is missing')
     sys.exit(1 if failures else 77)
 
-r = subprocess.run([QKV, 'explain', 'nope'], capture_output=True, text=True)
-names = r.stderr.split('the examples are: ', 1)[1].strip().split(', ')
+sys.path.insert(0, os.path.join(ROOT, 'scripts'))
+import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
+names = [e['name'] for e in examples.with_page()]  # every example with a learner's page
 pages = []
 for n in names:
     p = os.path.join(OUT, 'first_hour_%s.html' % n)
