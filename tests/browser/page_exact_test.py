@@ -23,32 +23,23 @@ float or double it stands for (fractions.Fraction), and checks what each cell's 
 The formulas here are written from the operations' definitions (page_how in io/page.hpp), not
 from page_script.hpp. Exit 77 (meson: skipped) only when chromium or its driver is missing.
 """
-import atexit
 import json
 import math
 import os
 import random
 import re
-import shutil
-import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from decimal import Decimal, getcontext
 from fractions import Fraction
 
 QKV, ROOT, OUT = sys.argv[1:4]
-CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
-DRIVER = shutil.which('chromedriver')
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-except ImportError:
-    webdriver = None
-if not CHROMIUM or not DRIVER or webdriver is None:
-    print('SKIP: chromium, chromedriver or python3-selenium is missing (scripts/setup.sh installs them)')
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
+import browser  # noqa: E402  (tests/support/browser.py: headless chromium through selenium)
+if browser.missing():
+    print('SKIP: ' + browser.missing())
     sys.exit(77)
 
 getcontext().prec = 60
@@ -354,31 +345,7 @@ def check_cell(P, name, mid, i, j, lines):
 
 
 # ---- the browser -------------------------------------------------------------------------------
-user_dir = tempfile.mkdtemp(prefix='qkv-chromium-')
-driver = None
-
-
-def cleanup():
-    global driver
-    if driver is not None:
-        try:
-            driver.quit()
-        except Exception:  # noqa: BLE001 - a driver that is already gone
-            pass
-        driver = None
-    shutil.rmtree(user_dir, ignore_errors=True)
-
-
-atexit.register(cleanup)
-signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-opts = webdriver.ChromeOptions()
-opts.binary_location = CHROMIUM
-for a in ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-          '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--user-data-dir=' + user_dir,
-          '--window-size=1280,900']:
-    opts.add_argument(a)
-driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-driver.set_page_load_timeout(60)
+driver = browser.start()
 
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
@@ -439,7 +406,7 @@ check(named.get(('explain illustrated', 'attn_scores_softmax', 0, 0)) == '\u2212
 stat = [v for k, v in named.items() if k[0] == 'explain statquest' and len(k) == 5 and k[1:4] == ('t.attention_scores', 2, 0)]
 print('statquest t.attention_scores(q3, 1) sum on the page:', stat)
 check(stat == ['3.4989177020105364'], 'statquest output(q3, 1): the sum 3.4989177020105364, the page says %r' % stat)
-cleanup()
+browser.stop()
 print('checked: %s' % ', '.join('%s %d' % (k, v) for k, v in sorted(counts.items()) if isinstance(v, int)))
 for k in ('sums', 'values', 'errors', 'truths'):
     check(counts.get(k, 0) > 0, 'some %s were checked' % k)

@@ -17,36 +17,26 @@ It measures (reports, asserts nothing about time) the weight of each page and th
 a BERT-size case (128 tokens, 12 heads, d_model 768).
 Exit 77 (meson: skipped) only when chromium or its driver is missing.
 """
-import atexit
 import json
 import math
 import os
 import random
 import re
-import shutil
-import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import xml.dom.minidom
 
 QKV, ROOT, OUT = sys.argv[1:4]
-CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
-DRIVER = shutil.which('chromedriver')
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
-except ImportError:
-    webdriver = None
-if not CHROMIUM or not DRIVER or webdriver is None:
-    print('SKIP: chromium, chromedriver or python3-selenium is missing (scripts/setup.sh installs '
-          'chromium, chromium-driver and python3-selenium)')
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
+import browser  # noqa: E402  (tests/support/browser.py: headless chromium through selenium)
+if browser.missing():
+    print('SKIP: ' + browser.missing())
     sys.exit(77)
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import page_notes  # noqa: E402  (the same reading of the examples' Step comments)
@@ -82,34 +72,7 @@ for e in examples.load():
 TUTORIAL_LIMIT, BERT_LIMIT = 200 * 1024, 2 * 1024 * 1024  # the issue's page weights (bytes)
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal']
 
-user_dir = tempfile.mkdtemp(prefix='qkv-chromium-')
-driver = None
-
-
-def cleanup():
-    """chromium stopped and its profile removed however the test ends: at exit, after an
-    uncaught exception, and on SIGTERM (meson's timeout); the end of the script does it too"""
-    global driver
-    if driver is not None:
-        try:
-            driver.quit()
-        except Exception:  # noqa: BLE001 - a driver that is already gone
-            pass
-        driver = None
-    shutil.rmtree(user_dir, ignore_errors=True)
-
-
-atexit.register(cleanup)
-signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # SystemExit runs atexit
-opts = webdriver.ChromeOptions()
-opts.binary_location = CHROMIUM
-for a in ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-          '--disable-background-networking', '--disable-component-update', '--disable-sync',
-          '--disable-dev-shm-usage', '--user-data-dir=' + user_dir, '--window-size=1280,900']:
-    opts.add_argument(a)
-opts.set_capability('goog:loggingPrefs', {'browser': 'ALL', 'performance': 'ALL'})
-driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-driver.set_page_load_timeout(60)
+driver = browser.start(logs=True)  # console and network logs: no error, no request
 
 
 def load(path):
@@ -563,7 +526,7 @@ script_ms = driver.execute_script(
     'const n = performance.getEntriesByType("navigation")[0]; return [n.domInteractive, n.loadEventEnd]')
 screenshot(html, 'page_attend_bert_size.png')
 weights['attend bert-size (128 tokens, 12 heads)'] = os.path.getsize(html)
-cleanup()
+browser.stop()
 
 print('\npage weights (bytes):')
 for k, b in weights.items():

@@ -27,11 +27,8 @@ One browser session for all pages. Exit 77 (meson: skipped) when chromium or its
 """
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 argv = sys.argv[1:]
@@ -138,18 +135,13 @@ check(r.returncode == 2 and r.stdout == '' and r.stderr.startswith('qkv attend: 
 print('steps 1-3: %.1f s' % (time.time() - t_start))
 
 # --- 4. every page at 1400 and 420 px ---------------------------------------------------------------
-CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
-DRIVER = shutil.which('chromedriver')
-try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
-except ImportError:
-    webdriver = None
-if not CHROMIUM or not DRIVER or webdriver is None:
-    print('SKIP (pages): chromium, chromedriver or python3-selenium is missing')
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
+import browser  # noqa: E402  (tests/support/browser.py: headless chromium through selenium)
+if browser.missing():
+    print('SKIP (pages): ' + browser.missing())
     sys.exit(1 if failures else 77)
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
@@ -166,17 +158,8 @@ for c in ['illustrated', 'statquest', 'causal', 'chapter_two']:
     if check(r.returncode == 0, 'qkv attend %s --html' % c):
         pages.append(('attend_' + c, p))
 
-user_dir = tempfile.mkdtemp(prefix='qkv-chromium-')
-opts = webdriver.ChromeOptions()
-opts.binary_location = CHROMIUM
-for a in ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-          '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage', '--hide-scrollbars',
-          '--user-data-dir=' + user_dir]:
-    opts.add_argument(a)
-driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+driver = browser.start(extra=['--hide-scrollbars'])
 try:
-    driver.set_page_load_timeout(60)
     for width in (1400, 420):
         driver.set_window_size(width, 900)
         inner = driver.execute_script('return window.innerWidth')
@@ -208,8 +191,7 @@ try:
                 if name in ('illustrated', 'bert', 'from_scratch', 'masking', 'attend_chapter_two'):
                     driver.save_screenshot(os.path.join(OUT, 'first_hour_%s_420.png' % name))
 finally:
-    driver.quit()
-    shutil.rmtree(user_dir, ignore_errors=True)
+    browser.stop()
 
 print('first hour replayed in %.1f s' % (time.time() - t_start))
 if failures:
