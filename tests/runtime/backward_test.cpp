@@ -1,5 +1,5 @@
 // The run-time backward (runtime/backward.hpp) against a plain materialised backward in long
-// double written here, with every mask of the forward, float and double; threads give the
+// double (backward_reference.hpp, which derives the bounds), with every mask of the forward, float and double; threads give the
 // same bits; masked keys and rows get exact zeros; a non-finite d_context reaches exactly the
 // entries it flows into. PyTorch 1.13 autograd parity: backward_torch_test.cpp.
 #include <doctest/doctest.h>
@@ -12,7 +12,9 @@
 #include <vector>
 
 #include <qkv/runtime/backward.hpp>
+#include <qkv/runtime/multihead_backward.hpp>
 
+#include "backward_reference.hpp"
 #include "runtime_test_support.hpp"
 
 namespace rt = qkv::runtime;
@@ -21,135 +23,8 @@ using rt::dynamic_matrix;
 
 namespace {
 
+using qkv::testing::reference_backward;
 using ld = long double;
-
-/// the materialised backward in long double (u = 2^-64, 2^-11 of double's: its own rounding is
-/// negligible against the bounds below), with the first-order error bound of a run in F.
-/// mask: allowed(i, j) and bias(i, j) (added to the scaled score; -inf = masked).
-struct reference_backward {
-  dynamic_matrix<double> out, dq, dk, dv;              // the truth (rounded to double)
-  dynamic_matrix<double> out_bound, dq_bound, dk_bound, dv_bound;  // bounds for a run in F
-
-  template <class F, class Allowed, class Bias>
-  static reference_backward compute(const dynamic_matrix<F>& qf, const dynamic_matrix<F>& kf,
-                                    const dynamic_matrix<F>& vf, const dynamic_matrix<F>& dof, double scale,
-                                    Allowed&& allowed, Bias&& bias) {
-    const std::size_t T = qf.rows(), S = kf.rows(), d = qf.cols(), dvn = vf.cols();
-    const double u = std::numeric_limits<F>::epsilon() / 2;
-    const auto gamma = [&](double n) { return n * u / (1 - n * u); };
-    reference_backward r;
-    r.out = dynamic_matrix<double>(T, dvn);
-    r.out_bound = dynamic_matrix<double>(T, dvn);
-    r.dq = dynamic_matrix<double>(T, d);
-    r.dq_bound = dynamic_matrix<double>(T, d);
-    r.dk = dynamic_matrix<double>(S, d);
-    r.dk_bound = dynamic_matrix<double>(S, d);
-    r.dv = dynamic_matrix<double>(S, dvn);
-    r.dv_bound = dynamic_matrix<double>(S, dvn);
-    std::vector<ld> dk(S * d, 0), dkb(S * d, 0), dv(S * dvn, 0), dvb(S * dvn, 0);
-    const std::size_t blocks = (S + 127) / 128;
-    for (std::size_t i = 0; i < T; ++i) {
-      std::vector<ld> s(S), es(S), p(S, 0);
-      std::vector<bool> ok(S);
-      ld m = -INFINITY;
-      for (std::size_t j = 0; j < S; ++j) {
-        ld acc = 0, mag = 0;
-        for (std::size_t c = 0; c < d; ++c) {
-          acc += ld(qf(i, c)) * ld(kf(j, c));
-          mag += std::abs(ld(qf(i, c)) * ld(kf(j, c)));
-        }
-        const ld b = bias(i, j);
-        ok[j] = allowed(i, j) && !std::isinf(b);
-        s[j] = acc * ld(scale) + (ok[j] ? b : 0);
-        // the score's error in F: the chain over d, the scale (rounded: 3u), the bias's add
-        es[j] = ld(scale) * ld(gamma(double(d))) * mag + ld(4 * u) * std::abs(s[j]) + ld(2 * u) * std::abs(b);
-        if (ok[j]) m = std::max(m, s[j]);
-      }
-      if (m == -INFINITY) continue;  // every key masked: all zero, exactly
-      ld l = 0, e_max = 0;
-      for (std::size_t j = 0; j < S; ++j)
-        if (ok[j]) {
-          l += std::exp(s[j] - m);
-          e_max = std::max(e_max, es[j] + ld(u) * std::abs(s[j] - m));
-        }
-      // P's relative error: its own exponent's error, l's (every exponent's, the online
-      // rescales: 3 roundings per key block, the sum's chain), vexp (2 ulp each), the division
-      const ld rho = 2 * e_max + ld(gamma(double(S + 3 * blocks + 12)));
-      for (std::size_t j = 0; j < S; ++j)
-        if (ok[j]) p[j] = std::exp(s[j] - m) / l;
-      std::vector<ld> o(dvn, 0), ob(dvn, 0), dp(S, 0), dpb(S, 0);
-      for (std::size_t c = 0; c < dvn; ++c) {
-        ld acc = 0, mag = 0;
-        for (std::size_t j = 0; j < S; ++j)
-          if (ok[j]) {
-            acc += p[j] * ld(vf(j, c));
-            mag += p[j] * std::abs(ld(vf(j, c)));
-          }
-        o[c] = acc;
-        ob[c] = (rho + ld(gamma(double(S + 2)))) * mag;
-        r.out(i, c) = double(acc);
-        r.out_bound(i, c) = double(ob[c]);
-      }
-      // D = rowsum(dO ∘ O), its error: the chain over dv and O's errors
-      ld D = 0, Db = 0;
-      for (std::size_t c = 0; c < dvn; ++c) {
-        D += ld(dof(i, c)) * o[c];
-        Db += ld(gamma(double(dvn))) * std::abs(ld(dof(i, c)) * o[c]) + std::abs(ld(dof(i, c))) * ob[c];
-      }
-      for (std::size_t j = 0; j < S; ++j) {
-        if (!ok[j]) continue;
-        ld acc = 0, mag = 0;
-        for (std::size_t c = 0; c < dvn; ++c) {
-          acc += ld(dof(i, c)) * ld(vf(j, c));
-          mag += std::abs(ld(dof(i, c)) * ld(vf(j, c)));
-        }
-        dp[j] = acc;
-        dpb[j] = ld(gamma(double(dvn))) * mag;
-      }
-      // dS' = scale P (dP - D): the bound uses |dP| + |D|, not |dP - D| (the subtraction
-      // cancels: P's relative error multiplies both terms), plus dP's and D's own errors, and
-      // the three roundings of the step
-      std::vector<ld> ds(S, 0), dsb(S, 0);
-      for (std::size_t j = 0; j < S; ++j) {
-        if (!ok[j]) continue;
-        ds[j] = ld(scale) * p[j] * (dp[j] - D);
-        dsb[j] = ld(scale) * p[j] * ((rho + ld(4 * u)) * (std::abs(dp[j]) + std::abs(D)) + dpb[j] + Db);
-      }
-      for (std::size_t c = 0; c < d; ++c) {
-        ld acc = 0, b = 0;
-        for (std::size_t j = 0; j < S; ++j) {
-          acc += ds[j] * ld(kf(j, c));
-          // the chain over S keys, plus up to 4 partial sums added (dq_parts)
-          b += dsb[j] * std::abs(ld(kf(j, c))) + ld(gamma(double(S + 4))) * std::abs(ds[j] * ld(kf(j, c)));
-        }
-        r.dq(i, c) = double(acc);
-        r.dq_bound(i, c) = double(b);
-      }
-      for (std::size_t j = 0; j < S; ++j) {
-        if (!ok[j]) continue;
-        for (std::size_t c = 0; c < d; ++c) {
-          dk[j * d + c] += ds[j] * ld(qf(i, c));
-          dkb[j * d + c] += dsb[j] * std::abs(ld(qf(i, c))) + ld(gamma(double(T))) * std::abs(ds[j] * ld(qf(i, c)));
-        }
-        for (std::size_t c = 0; c < dvn; ++c) {
-          dv[j * dvn + c] += p[j] * ld(dof(i, c));
-          dvb[j * dvn + c] += (rho + ld(gamma(double(T)))) * p[j] * std::abs(ld(dof(i, c)));
-        }
-      }
-    }
-    for (std::size_t j = 0; j < S; ++j) {
-      for (std::size_t c = 0; c < d; ++c) {
-        r.dk(j, c) = double(dk[j * d + c]);
-        r.dk_bound(j, c) = double(dkb[j * d + c]);
-      }
-      for (std::size_t c = 0; c < dvn; ++c) {
-        r.dv(j, c) = double(dv[j * dvn + c]);
-        r.dv_bound(j, c) = double(dvb[j * dvn + c]);
-      }
-    }
-    return r;
-  }
-};
 
 /// the same bits
 template <class T>
@@ -183,10 +58,10 @@ void check_case(std::size_t T, std::size_t S, std::size_t d, std::size_t dv, rt:
   };
   const auto ref = reference_backward::compute<F>(q, k, v, d_out, double(scale), allowed, bias_of);
   INFO(what);
-  qkv::testing::expect_within(out, ref.out, ref.out_bound, what + ": out");
-  qkv::testing::expect_within(g.d_values, ref.dv, ref.dv_bound, what + ": d_values");
-  qkv::testing::expect_within(g.d_keys, ref.dk, ref.dk_bound, what + ": d_keys");
-  qkv::testing::expect_within(g.d_queries, ref.dq, ref.dq_bound, what + ": d_queries");
+  qkv::testing::expect_within(out, ref.out.to_double(), ref.out_bound.to_double(), what + ": out");
+  qkv::testing::expect_within(g.d_values, ref.dv.to_double(), ref.dv_bound.to_double(), what + ": d_values");
+  qkv::testing::expect_within(g.d_keys, ref.dk.to_double(), ref.dk_bound.to_double(), what + ": d_keys");
+  qkv::testing::expect_within(g.d_queries, ref.dq.to_double(), ref.dq_bound.to_double(), what + ": d_queries");
 }
 
 }  // namespace
@@ -319,4 +194,83 @@ TEST_CASE("the backward refuses shapes that do not fit, naming them") {
                                                      stats, g),
                        "attention_backward: d_context is 3x8 but the output is 4x8 (one gradient per output element)",
                        rt::shape_error);
+}
+
+TEST_CASE("the layer's backward: a shared key/value head sums its query heads' gradients (GQA, ALiBi, causal), "
+          "the same bits on 1 and 2 threads") {
+  // 4 query heads of 16 on 2 key/value heads: heads 0, 1 read K/V head 0, heads 2, 3 head 1.
+  // The heads' part is checked against the long double reference on the forward's own Q, K, V
+  // and the backward's d_concat (the inputs of that part, exact as they are): d_keys and
+  // d_values of head g are the sums over its two query heads (their bounds summed, the chains
+  // over 2 T rows)
+  const std::size_t T = 160, E = 64, H = 4, HK = 2, dh = 16;
+  const auto x = random_matrix<float>(T, E, 1), dy = random_matrix<float>(T, E, 2);
+  rt::attention_weights<float> w;
+  w.q = {random_matrix<float>(H * dh, E, 3, 0.2), std::vector<float>(H * dh, 0.1f)};
+  w.k = {random_matrix<float>(HK * dh, E, 4, 0.2), std::vector<float>(HK * dh, -0.1f)};
+  w.v = {random_matrix<float>(HK * dh, E, 5, 0.2), {}};
+  w.o = rt::linear_weights<float>{random_matrix<float>(E, H * dh, 6, 0.2), std::vector<float>(E, 0.05f)};
+  rt::attention_options<float> opt;
+  opt.heads = H;
+  opt.kv_heads = HK;
+  opt.causal = true;
+  opt.alibi = true;
+  rt::attention_gradients<float> g[2];
+  rt::attention_result<float> r;
+  for (const std::size_t threads : {1u, 2u}) {
+    rt::thread_pool pool(threads);
+    rt::attention_statistics<float> stats;
+    rt::attention_forward_for_backward<float>(x.view(), w, opt, r, stats, &pool);
+    rt::attention_backward<float>(x.view(), w, opt, r, stats, dy.view(), g[threads - 1], &pool);
+  }
+  CHECK(same_bits(g[0].d_x, g[1].d_x));
+  CHECK(same_bits(g[0].d_w_query, g[1].d_w_query));
+  CHECK(same_bits(g[0].d_w_key, g[1].d_w_key));
+  CHECK(same_bits(g[0].d_w_value, g[1].d_w_value));
+  CHECK(same_bits(g[0].d_w_output, g[1].d_w_output));
+  CHECK(same_bits(g[0].d_keys, g[1].d_keys));
+  CHECK(g[0].d_b_value.empty());
+  CHECK(g[0].d_b_key.size() == HK * dh);
+  // the forward's output is attention()'s streaming path's, bit for bit
+  opt.keep_weights = false;
+  const auto plain = rt::self_attention(x, w, opt);
+  CHECK(same_bits(plain.output, r.output));
+  using qkv::testing::lmat;
+  const auto cols = [](const dynamic_matrix<float>& m, std::size_t c0, std::size_t n) {
+    lmat l(m.rows(), n);
+    for (std::size_t i = 0; i < m.rows(); ++i)
+      for (std::size_t j = 0; j < n; ++j) l(i, j) = m(i, c0 + j);
+    return l;
+  };
+  const auto slopes = rt::alibi_slopes(H);
+  const auto& gr = g[0];
+  for (std::size_t kv = 0; kv < HK; ++kv) {
+    lmat dk(T, dh), dkb(T, dh), dv(T, dh), dvb(T, dh);
+    for (std::size_t h = kv * 2; h < kv * 2 + 2; ++h) {
+      const float slope = float(slopes[h]);
+      const auto ref = reference_backward::compute_l<float>(
+          cols(r.queries, h * dh, dh), cols(r.keys, kv * dh, dh), cols(r.values, kv * dh, dh),
+          cols(gr.d_concat, h * dh, dh), {}, {}, {}, {}, double(r.scale),
+          [](std::size_t i, std::size_t j) { return j <= i; },
+          [&](std::size_t i, std::size_t j) { return ld(slope) * (ld(j) - ld(i)); }, 2);
+      dynamic_matrix<float> dq_h(T, dh);
+      for (std::size_t i = 0; i < T; ++i)
+        for (std::size_t c = 0; c < dh; ++c) dq_h(i, c) = gr.d_queries(i, h * dh + c);
+      qkv::testing::expect_within(dq_h, ref.dq.to_double(), ref.dq_bound.to_double(), "d_queries of head " + std::to_string(h));
+      for (std::size_t k = 0; k < dk.a.size(); ++k) {
+        dk.a[k] += ref.dk.a[k];
+        dkb.a[k] += ref.dk_bound.a[k];
+        dv.a[k] += ref.dv.a[k];
+        dvb.a[k] += ref.dv_bound.a[k];
+      }
+    }
+    dynamic_matrix<float> dk_g(T, dh), dv_g(T, dh);
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t c = 0; c < dh; ++c) {
+        dk_g(i, c) = gr.d_keys(i, kv * dh + c);
+        dv_g(i, c) = gr.d_values(i, kv * dh + c);
+      }
+    qkv::testing::expect_within(dk_g, dk.to_double(), dkb.to_double(), "d_keys of key/value head " + std::to_string(kv));
+    qkv::testing::expect_within(dv_g, dv.to_double(), dvb.to_double(), "d_values of key/value head " + std::to_string(kv));
+  }
 }
