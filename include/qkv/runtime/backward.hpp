@@ -91,7 +91,7 @@ namespace detail {
 /// per-thread tiles of the backward
 template <class T>
 struct backward_space {
-  aligned_vector<T> s, p, ds;
+  aligned_vector<T> s, p, ds, pt, dst;  // pt, dst: P and dS' transposed (bc x rows)
   static backward_space& get() {
     thread_local backward_space b;
     return b;
@@ -167,6 +167,8 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
     space.s.resize(n);
     space.p.resize(n);
     space.ds.resize(n);
+    space.pt.resize(n);
+    space.dst.resize(n);
   }
   const matrix_view<T> st{space.s.data(), rows, bc, bc, 1}, pt{space.p.data(), rows, bc, bc, 1},
       dst{space.ds.data(), rows, bc, bc, 1};
@@ -174,7 +176,7 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
   epilogue<T> e;
   e.scale = bv.scale;
   e.scaled = true;
-  product_block<T>(qh, transposed(kh), st, e, 0, rows, 0, bc);
+  product_block<T>(qh, transposed(kh), st, e, 0, rows, 0, bc, false, nullptr, true);
   // P = e^(S - m) / l; 0 where masked (S = -inf) or the row has no visible key (l = 0); NaN on
   // the visible keys of a poisoned row
   const V vninf(ninf), zero(T(0));
@@ -208,7 +210,7 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
     }
   }
   // dP = dO vᵀ (d_weights)
-  product_block<T>(doh, transposed(vh), dst, epilogue<T>{}, 0, rows, 0, bc);
+  product_block<T>(doh, transposed(vh), dst, epilogue<T>{}, 0, rows, 0, bc, false, nullptr, true);
   // dS' = scale P ∘ (dP − D): d_scores (the scale folded in: dQ = dS' k, dK = dS'ᵀ q); 0 where masked
   const V vs(bv.scale);
   for (std::size_t r = 0; r < rows; ++r) {
@@ -228,10 +230,20 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
       store_partial(select(masked, zero, ds), drow + c, bc - c);
     }
   }
+  // Pᵀ and dS'ᵀ written out (bc x rows, contiguous rows), so that the products read them in
+  // place (packing a transposed operand was a quarter of the time)
+  T* ptt = space.pt.data();
+  T* dstt = space.dst.data();
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < bc; ++c) {
+      ptt[c * rows + r] = pt.data[r * bc + c];
+      dstt[c * rows + r] = dst.data[r * bc + c];
+    }
+  const matrix_view<const T> p_t{ptt, bc, rows, rows, 1}, ds_t{dstt, bc, rows, rows, 1};
   // dV += Pᵀ dO, dK += dS'ᵀ q, dQ += dS' k: each chain continued
-  product_block<T>(transposed(matrix_view<const T>(pt)), doc, dv, epilogue<T>{}, 0, bc, 0, dvh, true);
-  product_block<T>(transposed(matrix_view<const T>(dst)), qh, dk, epilogue<T>{}, 0, bc, 0, dh, true);
-  product_block<T>(matrix_view<const T>(dst), kh, dq, epilogue<T>{}, 0, rows, 0, dh, true);
+  product_block<T>(p_t, doc, dv, epilogue<T>{}, 0, bc, 0, dvh, true, nullptr, true);
+  product_block<T>(ds_t, qh, dk, epilogue<T>{}, 0, bc, 0, dh, true, nullptr, true);
+  product_block<T>(matrix_view<const T>(dst), kh, dq, epilogue<T>{}, 0, rows, 0, dh, true, nullptr, true);
   // a non-finite dO(i, c): P(i, j) dO(i, c) added to dV(j, c) of the keys row i sees
   if (bv.dout_nonfinite) [[unlikely]] {
     for (std::size_t r = 0; r < rows; ++r)
@@ -327,14 +339,19 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
   }
 }
 
-/// the shape checks of the scaled dot-product backward (the forward's, then dO's and the
-/// statistics')
+/// heads must be at least 1 and divide q's and v's columns
 template <class T>
-void check_backward_shapes(const matrix_view<const T>& q, const matrix_view<const T>& k,
-                           const matrix_view<const T>& v, const matrix_view<const T>& out,
+void check_heads(const matrix_view<const T>& q, const matrix_view<const T>& v, std::size_t heads) {
+  if (heads == 0 || q.cols % heads != 0 || v.cols % heads != 0)
+    throw shape_error("attention: " + std::to_string(heads) + " heads do not divide q " + q.shape() + " and v " +
+                      v.shape() + " into equal column blocks");
+}
+
+/// the backward's own shape checks: dO's and the statistics'
+template <class T>
+void check_backward_shapes(const matrix_view<const T>& q, const matrix_view<const T>& out,
                            const matrix_view<const T>& d_out, const attention_statistics<T>& stats,
-                           std::size_t heads, const attention_mask& mask) {
-  if (heads == 1) check_attention_shapes(q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, mask);
+                           std::size_t heads) {
   if (d_out.rows != out.rows || d_out.cols != out.cols)
     throw shape_error("attention_backward: d_context is " + d_out.shape() + " but the output is " + out.shape() +
                       " (one gradient per output element)");
@@ -348,42 +365,58 @@ void check_backward_shapes(const matrix_view<const T>& q, const matrix_view<cons
 }  // namespace detail
 
 /// @brief the streaming forward (out only, as scaled_dot_product_attention without scores)
-/// that also saves each row's softmax statistics for attention_backward: the same output
-/// bits. stats is resized to (1, T).
+/// that also saves each row's softmax statistics for attention_backward: the same output bits.
+/// `heads` heads side by side in columns (head h: columns h d/heads .. of q and k, h dv/heads ..
+/// of v and out), one mask for all, as attend_heads_streaming; stats is resized to (heads, T).
 /// @throws shape_error naming the shapes that do not fit
 template <class T>
 void attention_forward_for_backward(matrix_view<const T> q, matrix_view<const T> k, matrix_view<const T> v,
-                                    matrix_view<T> out, T scale, const attention_mask& mask_in,
+                                    matrix_view<T> out, std::size_t heads, T scale, const attention_mask& mask_in,
                                     attention_statistics<T>& stats, thread_pool* pool = &default_pool()) {
   detail::check_attention_shapes(q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, mask_in);
+  detail::check_heads(q, v, heads);
   if (mask_in.bias && mask_in.bias_element != sizeof(T))
     throw shape_error("attention: the bias's elements have " + std::to_string(mask_in.bias_element) +
                       " bytes but q's have " + std::to_string(sizeof(T)));
   const attention_mask mask = mask_in.resolved(q.rows, k.rows);
-  stats.resize(1, q.rows);
+  stats.resize(heads, q.rows);
   const detail::row_statistics_out<T> so{stats.max.data(), stats.sum.data()};
   const auto nonfinite = detail::nonfinite_values<T>::of(v);
   const matrix_view<const T> vk = nonfinite ? matrix_view<const T>(nonfinite->clean.view()) : v;
   const double work = double(q.rows) * double(k.rows) * double(q.cols + v.cols);
   thread_pool* use = pool && work >= (1 << 17) ? pool : nullptr;
+  const std::size_t dh = q.cols / heads, dvh = v.cols / heads;
   detail::attend_heads_streaming(
-      q, k, vk, out, 1, scale, mask, use,
-      [&](std::size_t, std::size_t i0, std::size_t i1) {
-        if (nonfinite) detail::repair_rows(q, k, v, out, scale, mask, nonfinite->keys, i0, i1);
+      q, k, vk, out, heads, scale, mask, use,
+      [&](std::size_t h, std::size_t i0, std::size_t i1) {
+        if (nonfinite)
+          detail::repair_rows(column_block(q, h * dh, dh), column_block(k, h * dh, dh), column_block(v, h * dvh, dvh),
+                              column_block(out, h * dvh, dvh), scale, mask, nonfinite->keys, i0, i1);
       },
       detail::kv_panel_limit, &so);
 }
 
+/// @brief one head: the same with heads = 1
+template <class T>
+void attention_forward_for_backward(matrix_view<const T> q, matrix_view<const T> k, matrix_view<const T> v,
+                                    matrix_view<T> out, T scale, const attention_mask& mask,
+                                    attention_statistics<T>& stats, thread_pool* pool = &default_pool()) {
+  attention_forward_for_backward<T>(q, k, v, out, 1, scale, mask, stats, pool);
+}
+
 /// @brief the gradients of out = softmax(scale q kᵀ + mask) v for d_context = dO: d_queries,
-/// d_keys and d_values of g (resized), streaming (the header comment). q, k, v, out and stats
-/// are the forward's (attention_forward_for_backward), mask the same mask.
+/// d_keys and d_values of g (resized), streaming (the header comment), `heads` heads side by
+/// side as the forward's. q, k, v, out and stats are the forward's
+/// (attention_forward_for_backward), mask the same mask.
 /// @throws shape_error naming the shapes that do not fit
 template <class T>
 void attention_backward(matrix_view<const T> q, matrix_view<const T> k, matrix_view<const T> v,
-                        matrix_view<const T> out, matrix_view<const T> d_context, T scale,
+                        matrix_view<const T> out, matrix_view<const T> d_context, std::size_t heads, T scale,
                         const attention_mask& mask_in, const attention_statistics<T>& stats,
                         attention_gradients<T>& g, thread_pool* pool = &default_pool()) {
-  detail::check_backward_shapes(q, k, v, out, d_context, stats, 1, mask_in);
+  detail::check_attention_shapes(q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, mask_in);
+  detail::check_heads(q, v, heads);
+  detail::check_backward_shapes(q, out, d_context, stats, heads);
   const attention_mask mask = mask_in.resolved(q.rows, k.rows);
   g.d_queries.resize(q.rows, q.cols);
   g.d_keys.resize(k.rows, k.cols);
@@ -397,10 +430,20 @@ void attention_backward(matrix_view<const T> q, matrix_view<const T> k, matrix_v
   bv.d_q = g.d_queries.view();
   bv.d_k = g.d_keys.view();
   bv.d_v = g.d_values.view();
+  bv.heads = bv.kv_heads = heads;
   bv.scale = scale;
   bv.stat_max = stats.max.data();
   bv.stat_sum = stats.sum.data();
   detail::heads_backward(bv, [&](std::size_t) { return mask; }, pool);
+}
+
+/// @brief one head: the same with heads = 1
+template <class T>
+void attention_backward(matrix_view<const T> q, matrix_view<const T> k, matrix_view<const T> v,
+                        matrix_view<const T> out, matrix_view<const T> d_context, T scale,
+                        const attention_mask& mask, const attention_statistics<T>& stats,
+                        attention_gradients<T>& g, thread_pool* pool = &default_pool()) {
+  attention_backward<T>(q, k, v, out, d_context, 1, scale, mask, stats, g, pool);
 }
 
 }  // namespace qkv::runtime
