@@ -92,6 +92,7 @@ namespace detail {
 template <class T>
 struct backward_space {
   aligned_vector<T> s, p, ds, pt, dst;  // pt, dst: P and dS' transposed (bc x rows)
+  aligned_vector<T> kt, vt, kb;          // one key block's kᵀ, vᵀ and k in the products' panels
   static backward_space& get() {
     thread_local backward_space b;
     return b;
@@ -144,9 +145,30 @@ struct backward_views {
   bool dout_nonfinite = false;
 };
 
+/// key block j0 .. j0 + bc of key/value head g packed once for all its tiles (gemm.hpp's
+/// panels, what product_block would pack itself for each tile: the same bits): kᵀ (d, bc) for
+/// the scores, vᵀ (dv, bc) for dP, k (bc, d) for dQ
+template <class T>
+void pack_key_block(const backward_views<T>& bv, std::size_t g, std::size_t j0, std::size_t bc) {
+  constexpr std::size_t NR = gemm_blocking<T>::nr;
+  const std::size_t dh = bv.q.cols / bv.heads, dvh = bv.v.cols / bv.kv_heads;
+  const auto kh = row_block(column_block(bv.k, g * dh, dh), j0, bc);
+  const auto vh = row_block(column_block(bv.v, g * dvh, dvh), j0, bc);
+  auto& space = backward_space<T>::get();
+  const std::size_t bcp = (bc + NR - 1) / NR * NR, dhp = (dh + NR - 1) / NR * NR;
+  space.kt.resize(std::max(space.kt.size(), dh * bcp));
+  space.vt.resize(std::max(space.vt.size(), dvh * bcp));
+  space.kb.resize(std::max(space.kb.size(), bc * dhp));
+  // depth blocks of kc, as packed_operand lays them out
+  constexpr std::size_t KC = gemm_blocking<T>::kc;
+  for (std::size_t pc = 0; pc < dh; pc += KC) pack_b(transposed(kh), pc, std::min(KC, dh - pc), 0, bc, space.kt.data() + pc * bcp);
+  for (std::size_t pc = 0; pc < dvh; pc += KC) pack_b(transposed(vh), pc, std::min(KC, dvh - pc), 0, bc, space.vt.data() + pc * bcp);
+  for (std::size_t pc = 0; pc < bc; pc += KC) pack_b(kh, pc, std::min(KC, bc - pc), 0, dh, space.kb.data() + pc * dhp);
+}
+
 /// one tile of the backward: query rows i0 .. i0 + rows of head h, keys j0 .. j0 + bc of its
-/// key/value head g. dK and dV of the keys (dk, dv: bc rows) and dQ of the rows (dq) are
-/// accumulated (their chains continued)
+/// key/value head g (packed by pack_key_block). dK and dV of the keys (dk, dv: bc rows) and dQ
+/// of the rows (dq) are accumulated (their chains continued)
 template <class T>
 void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, const attention_mask& mask,
                    std::size_t i0, std::size_t rows, std::size_t j0, std::size_t bc, const matrix_view<T>& dq,
@@ -176,7 +198,7 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
   epilogue<T> e;
   e.scale = bv.scale;
   e.scaled = true;
-  product_block<T>(qh, transposed(kh), st, e, 0, rows, 0, bc, false, nullptr, true);
+  product_block<T>(qh, transposed(kh), st, e, 0, rows, 0, bc, false, space.kt.data(), true);
   // P = e^(S - m) / l; 0 where masked (S = -inf) or the row has no visible key (l = 0); NaN on
   // the visible keys of a poisoned row
   const V vninf(ninf), zero(T(0));
@@ -210,7 +232,7 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
     }
   }
   // dP = dO vᵀ (d_weights)
-  product_block<T>(doh, transposed(vh), dst, epilogue<T>{}, 0, rows, 0, bc, false, nullptr, true);
+  product_block<T>(doh, transposed(vh), dst, epilogue<T>{}, 0, rows, 0, bc, false, space.vt.data(), true);
   // dS' = scale P ∘ (dP − D): d_scores (the scale folded in: dQ = dS' k, dK = dS'ᵀ q); 0 where masked
   const V vs(bv.scale);
   for (std::size_t r = 0; r < rows; ++r) {
@@ -243,7 +265,7 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
   // dV += Pᵀ dO, dK += dS'ᵀ q, dQ += dS' k: each chain continued
   product_block<T>(p_t, doc, dv, epilogue<T>{}, 0, bc, 0, dvh, true, nullptr, true);
   product_block<T>(ds_t, qh, dk, epilogue<T>{}, 0, bc, 0, dh, true, nullptr, true);
-  product_block<T>(matrix_view<const T>(dst), kh, dq, epilogue<T>{}, 0, rows, 0, dh, true, nullptr, true);
+  product_block<T>(matrix_view<const T>(dst), kh, dq, epilogue<T>{}, 0, rows, 0, dh, true, space.kb.data(), true);
   // a non-finite dO(i, c): P(i, j) dO(i, c) added to dV(j, c) of the keys row i sees
   if (bv.dout_nonfinite) [[unlikely]] {
     for (std::size_t r = 0; r < rows; ++r)
@@ -313,6 +335,7 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
         for (std::size_t c = 0; c < dh; ++c) dk(r, c) = T(0);
         for (std::size_t c = 0; c < dvh; ++c) dv(r, c) = T(0);
       }
+      pack_key_block(bv, g, j0, bc);
       for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
         const attention_mask mask = mask_of(h);
         std::size_t lo = 0, hi = 0;
