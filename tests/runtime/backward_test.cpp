@@ -274,3 +274,22 @@ TEST_CASE("the layer's backward: a shared key/value head sums its query heads' g
     qkv::testing::expect_within(dv_g, dv.to_double(), dvb.to_double(), "d_values of key/value head " + std::to_string(kv));
   }
 }
+
+TEST_CASE("empty inputs: no queries gives zero key and value gradients, no keys zero query gradients") {
+  for (const auto& [T, S] : {std::pair<std::size_t, std::size_t>{0, 5}, {4, 0}, {0, 0}}) {
+    const auto q = random_matrix<float>(T, 8, 1), k = random_matrix<float>(S, 8, 2), v = random_matrix<float>(S, 6, 3),
+               d_out = random_matrix<float>(T, 6, 4);
+    dynamic_matrix<float> out(T, 6);
+    rt::attention_statistics<float> stats;
+    rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, {}, stats);
+    rt::attention_gradients<float> g;
+    rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), 0.5f, {}, stats, g);
+    CHECK(g.d_queries.rows() == T);
+    CHECK(g.d_keys.rows() == S);
+    CHECK(g.d_values.rows() == S);
+    for (std::size_t k2 = 0; k2 < g.d_queries.size(); ++k2) CHECK(g.d_queries.data()[k2] == 0.0f);
+    for (std::size_t k2 = 0; k2 < g.d_keys.size(); ++k2) CHECK(g.d_keys.data()[k2] == 0.0f);
+    for (std::size_t k2 = 0; k2 < g.d_values.size(); ++k2) CHECK(g.d_values.data()[k2] == 0.0f);
+    for (std::size_t k2 = 0; k2 < out.size(); ++k2) CHECK(out.data()[k2] == 0.0f);
+  }
+}

@@ -2,11 +2,13 @@
 #pragma once
 
 #include "attention.hpp"
+#include "backward.hpp"
 #include "batch.hpp"
 #include "dynamic_matrix.hpp"
 #include "exp.hpp"
 #include "gemm.hpp"
 #include "multihead.hpp"
+#include "multihead_backward.hpp"
 #include "rope.hpp"
 #include "self_attention.hpp"
 #include "simd.hpp"
