@@ -91,7 +91,8 @@ namespace detail {
 /// per-thread tiles of the backward
 template <class T>
 struct backward_space {
-  aligned_vector<T> s, p, ds, pt, dst;  // pt, dst: P and dS' transposed (bc x rows)
+  aligned_vector<T> s, p, ds;
+  aligned_vector<T> dkt, dvt;            // one key block's dKᵀ (d, bc) and dVᵀ (dv, bc)
   aligned_vector<T> kt, vt, kb;          // one key block's kᵀ, vᵀ and k in the products' panels
   static backward_space& get() {
     thread_local backward_space b;
@@ -136,6 +137,7 @@ template <class T>
 template <class T>
 struct backward_views {
   matrix_view<const T> q, k, v, out, d_out, d_out_clean;  // d_out_clean: dO with non-finite elements 0
+  matrix_view<const T> q_t, d_out_t;  // qᵀ (d, T) and d_out_cleanᵀ (dv, T): contiguous rows
   matrix_view<T> d_q, d_k, d_v;
   std::size_t heads = 1, kv_heads = 1;
   T scale = T(1);
@@ -167,12 +169,12 @@ void pack_key_block(const backward_views<T>& bv, std::size_t g, std::size_t j0, 
 }
 
 /// one tile of the backward: query rows i0 .. i0 + rows of head h, keys j0 .. j0 + bc of its
-/// key/value head g (packed by pack_key_block). dK and dV of the keys (dk, dv: bc rows) and dQ
-/// of the rows (dq) are accumulated (their chains continued)
+/// key/value head g (packed by pack_key_block). dKᵀ and dVᵀ of the keys (dkt, dvt: bc columns)
+/// and dQ of the rows (dq) are accumulated (their chains continued)
 template <class T>
 void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, const attention_mask& mask,
                    std::size_t i0, std::size_t rows, std::size_t j0, std::size_t bc, const matrix_view<T>& dq,
-                   const matrix_view<T>& dk, const matrix_view<T>& dv) {
+                   const matrix_view<T>& dkt, const matrix_view<T>& dvt) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>;
   const T ninf = -std::numeric_limits<T>::infinity();
@@ -182,15 +184,12 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
   const auto kh = row_block(column_block(bv.k, g * dh, dh), j0, bc);
   const auto vh = row_block(column_block(bv.v, g * dvh, dvh), j0, bc);
   const auto doh = row_block(column_block(bv.d_out, h * dvh, dvh), i0, rows);
-  const auto doc = row_block(column_block(bv.d_out_clean, h * dvh, dvh), i0, rows);
   auto& space = backward_space<T>::get();
   const std::size_t n = backward_query_block * backward_key_block;
   if (space.s.size() < n) {
     space.s.resize(n);
     space.p.resize(n);
     space.ds.resize(n);
-    space.pt.resize(n);
-    space.dst.resize(n);
   }
   const matrix_view<T> st{space.s.data(), rows, bc, bc, 1}, pt{space.p.data(), rows, bc, bc, 1},
       dst{space.ds.data(), rows, bc, bc, 1};
@@ -252,19 +251,14 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
       store_partial(select(masked, zero, ds), drow + c, bc - c);
     }
   }
-  // Pᵀ and dS'ᵀ written out (bc x rows, contiguous rows), so that the products read them in
-  // place (packing a transposed operand was a quarter of the time)
-  T* ptt = space.pt.data();
-  T* dstt = space.dst.data();
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < bc; ++c) {
-      ptt[c * rows + r] = pt.data[r * bc + c];
-      dstt[c * rows + r] = dst.data[r * bc + c];
-    }
-  const matrix_view<const T> p_t{ptt, bc, rows, rows, 1}, ds_t{dstt, bc, rows, rows, 1};
-  // dV += Pᵀ dO, dK += dS'ᵀ q, dQ += dS' k: each chain continued
-  product_block<T>(p_t, doc, dv, epilogue<T>{}, 0, bc, 0, dvh, true, nullptr, true);
-  product_block<T>(ds_t, qh, dk, epilogue<T>{}, 0, bc, 0, dh, true, nullptr, true);
+  // dVᵀ += dOᵀ P, dKᵀ += qᵀ dS', dQ += dS' k: each chain continued. The transposed forms read
+  // qᵀ and dOᵀ (transposed once per call) in place and P, dS' as they are (transposing P and
+  // dS' per tile, or packing them transposed, cost 6-24% of W4's time); fma(dO, P, acc) is
+  // fma(P, dO, acc), so dV's chains are the same
+  const auto dot = column_block(row_block(bv.d_out_t, h * dvh, dvh), i0, rows);
+  const auto qt = column_block(row_block(bv.q_t, h * dh, dh), i0, rows);
+  product_block<T>(dot, matrix_view<const T>(pt), dvt, epilogue<T>{}, 0, dvh, 0, bc, true, nullptr, true);
+  product_block<T>(qt, matrix_view<const T>(dst), dkt, epilogue<T>{}, 0, dh, 0, bc, true, nullptr, true);
   product_block<T>(matrix_view<const T>(dst), kh, dq, epilogue<T>{}, 0, rows, 0, dh, true, space.kb.data(), true);
   // a non-finite dO(i, c): P(i, j) dO(i, c) added to dV(j, c) of the keys row i sees
   if (bv.dout_nonfinite) [[unlikely]] {
@@ -273,7 +267,7 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
         const T x = doh(r, c);
         if (x - x == T(0)) continue;
         for (std::size_t j = 0; j < bc; ++j)
-          if (st(r, j) != ninf) dv(j, c) = dv(j, c) + pt(r, j) * x;
+          if (st(r, j) != ninf) dvt(c, j) = dvt(c, j) + pt(r, j) * x;
       }
   }
 }
@@ -314,6 +308,21 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
       }
     bv.d_out_clean = clean.view();
   }
+  // qᵀ and dOᵀ (clean), once per call, in blocks of 16 x 16 (both sides stay in cache)
+  dynamic_matrix<T> q_t(bv.q.cols, t_len), d_out_t(bv.d_out.cols, t_len);
+  const auto transpose_into = [](const matrix_view<const T>& a, dynamic_matrix<T>& at, std::size_t c0, std::size_t c1) {
+    constexpr std::size_t B = 16;
+    for (std::size_t i0 = 0; i0 < a.rows; i0 += B)
+      for (std::size_t j0 = c0; j0 < c1; j0 += B)
+        for (std::size_t i = i0; i < std::min(a.rows, i0 + B); ++i)
+          for (std::size_t j = j0; j < std::min(c1, j0 + B); ++j) at(j, i) = a(i, j);
+  };
+  run_all(H, [&](std::size_t h) {
+    transpose_into(bv.q, q_t, h * dh, (h + 1) * dh);
+    transpose_into(bv.d_out_clean, d_out_t, h * dvh, (h + 1) * dvh);
+  });
+  bv.q_t = q_t.view();
+  bv.d_out_t = d_out_t.view();
   const std::size_t key_blocks = (s_len + backward_key_block - 1) / backward_key_block;
   const std::size_t parts = dq_parts(HK, key_blocks, work);
   // dQ's targets: d_q itself, or parts partial sums, each zeroed (the chains start from 0)
@@ -329,12 +338,12 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
     const matrix_view<T> dq_all = parts > 1 ? partial[part].view() : bv.d_q;
     for (std::size_t b = part; b < key_blocks; b += parts) {
       const std::size_t j0 = b * backward_key_block, bc = std::min(backward_key_block, s_len - j0);
-      const auto dk = row_block(column_block(bv.d_k, g * dh, dh), j0, bc);
-      const auto dv = row_block(column_block(bv.d_v, g * dvh, dvh), j0, bc);
-      for (std::size_t r = 0; r < bc; ++r) {
-        for (std::size_t c = 0; c < dh; ++c) dk(r, c) = T(0);
-        for (std::size_t c = 0; c < dvh; ++c) dv(r, c) = T(0);
-      }
+      auto& space = backward_space<T>::get();
+      space.dkt.resize(std::max(space.dkt.size(), dh * backward_key_block));
+      space.dvt.resize(std::max(space.dvt.size(), dvh * backward_key_block));
+      const matrix_view<T> dkt{space.dkt.data(), dh, bc, bc, 1}, dvt{space.dvt.data(), dvh, bc, bc, 1};
+      std::fill_n(dkt.data, dh * bc, T(0));
+      std::fill_n(dvt.data, dvh * bc, T(0));
       pack_key_block(bv, g, j0, bc);
       for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
         const attention_mask mask = mask_of(h);
@@ -343,8 +352,15 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
         for (std::size_t i0 = lo; i0 < hi; i0 += backward_query_block) {
           const std::size_t rows = std::min(backward_query_block, hi - i0);
           const auto dq = row_block(column_block(dq_all, h * dh, dh), i0, rows);
-          backward_tile(bv, h, g, mask, i0, rows, j0, bc, dq, dk, dv);
+          backward_tile(bv, h, g, mask, i0, rows, j0, bc, dq, dkt, dvt);
         }
+      }
+      // the key block's dK and dV rows, from their transposes
+      const auto dk = row_block(column_block(bv.d_k, g * dh, dh), j0, bc);
+      const auto dv = row_block(column_block(bv.d_v, g * dvh, dvh), j0, bc);
+      for (std::size_t r = 0; r < bc; ++r) {
+        for (std::size_t c = 0; c < dh; ++c) dk(r, c) = dkt(c, r);
+        for (std::size_t c = 0; c < dvh; ++c) dv(r, c) = dvt(c, r);
       }
     }
   });
