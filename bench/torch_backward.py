@@ -11,10 +11,12 @@ Cells, float32, as qkv's:
   W3  nn.MultiheadAttention(768, 12, bias=True, batch_first=True) on x 1 x 128 x 768,
       need_weights=False (the layer: projections, heads, output projection).
 Steps: forward (under torch.no_grad(), inference's forward), forward_saving (the forward with
-autograd recording), forward_backward (a recorded forward and out.backward(dO)), and backward,
-printed as forward_backward - forward_saving (a backward needs a recorded forward before it). Threads: torch.set_num_threads(1) and (2). Each number is the median
-of `repetitions` timings (default 7), each timing the mean over enough calls for 0.2 s.
-Prints one line per cell: name, median milliseconds (wall).
+autograd recording), backward (out.backward(dO) alone: each call's recorded forward is run but
+not counted) and forward_backward (both). Threads: torch.set_num_threads(1) and (2). Each number
+is the median of `repetitions` timings (default 7; the repetitions interleaved over the cells),
+each timing the mean over enough calls for 0.2 s. Prints one line per cell: name, median
+milliseconds of wall time and of the process's CPU time (time.process_time: with 2 threads the
+sum of both).
 """
 import math
 import statistics
@@ -25,14 +27,34 @@ import torch
 
 
 def timed(fn, min_time=0.2):
+    """(wall, CPU) seconds per call: the mean over enough calls for min_time. fn() returns None,
+    or a pair (wall, cpu) of the part of the call to count (the backward alone)"""
     fn()  # warm-up
-    n, t0 = 0, time.perf_counter()
+    n, wall, cpu = 0, 0.0, 0.0
+    t0 = time.perf_counter()
     while True:
-        fn()
+        w0, c0 = time.perf_counter(), time.process_time()
+        part = fn()
+        w1, c1 = time.perf_counter(), time.process_time()
+        if part is None:
+            wall += w1 - w0
+            cpu += c1 - c0
+        else:
+            wall += part[0]
+            cpu += part[1]
         n += 1
-        el = time.perf_counter() - t0
-        if el >= min_time:
-            return el / n
+        if time.perf_counter() - t0 >= min_time:
+            return wall / n, cpu / n
+
+
+def backward_timed(forward, backward):
+    """a recorded forward (not counted), then the backward (counted)"""
+    def fn():
+        out = forward()
+        w0, c0 = time.perf_counter(), time.process_time()
+        backward(out)
+        return time.perf_counter() - w0, time.process_time() - c0
+    return fn
 
 
 def attention_cells(name, T, H, d, causal):
@@ -63,8 +85,12 @@ def attention_cells(name, T, H, d, causal):
         out.backward(do)
         q.grad = k.grad = v.grad = None
 
+    def backward(out):
+        out.backward(do)
+        q.grad = k.grad = v.grad = None
+
     return {f"{name}/forward": inference, f"{name}/forward_saving": saving,
-            f"{name}/forward_backward": both}
+            f"{name}/backward": backward_timed(forward, backward), f"{name}/forward_backward": both}
 
 
 def mha_cells():
@@ -86,7 +112,16 @@ def mha_cells():
         mha.zero_grad(set_to_none=True)
         x.grad = None
 
-    return {"W3/forward": inference, "W3/forward_saving": saving, "W3/forward_backward": both}
+    def forward():
+        return mha(x, x, x, need_weights=False)[0]
+
+    def backward(y):
+        y.backward(dy)
+        mha.zero_grad(set_to_none=True)
+        x.grad = None
+
+    return {"W3/forward": inference, "W3/forward_saving": saving, "W3/backward": backward_timed(forward, backward),
+            "W3/forward_backward": both}
 
 
 def main():
@@ -100,15 +135,14 @@ def main():
     print(f"torch {torch.__version__}")
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        medians = {}
-        for name, fn in cells.items():
-            medians[name] = statistics.median(timed(fn) for _ in range(reps)) * 1e3
+        runs = {name: [] for name in cells}
+        for _ in range(reps):  # the repetitions interleaved over the cells: load changes reach all
+            for name, fn in cells.items():
+                runs[name].append(timed(fn))
         for name in cells:
-            print(f"torch/{name}/threads:{threads} {medians[name]:.2f} ms")
-            if name.endswith("/forward_backward"):  # the backward alone: the difference
-                base = name[: -len("/forward_backward")]
-                ms = medians[name] - medians[base + "/forward_saving"]
-                print(f"torch/{base}/backward/threads:{threads} {ms:.2f} ms (forward_backward - forward_saving)")
+            wall = statistics.median(r[0] for r in runs[name]) * 1e3
+            cpu = statistics.median(r[1] for r in runs[name]) * 1e3
+            print(f"torch/{name}/threads:{threads} {wall:.2f} ms (CPU {cpu:.2f} ms)")
 
 
 if __name__ == "__main__":

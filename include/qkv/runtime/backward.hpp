@@ -14,9 +14,11 @@
 // row maximum m and the sum l, FlashAttention-2's logsumexp L = m + log l kept as its two parts)
 // beside O; the backward recomputes P tile by tile, P(i, j) = e^(S(i, j) − m_i) / l_i, with
 // the forward's own score products (the same fma chains, so the same scores bit for bit) and
-// vexp. No T x S matrix exists: extra memory is D (heads x T), three tiles of
-// backward_query_block x backward_key_block per thread, and, for one or few key/value heads,
-// partial sums of dQ (dq_parts x T x d; below). O(T d) in all.
+// vexp. No T x S matrix exists: extra memory is D (heads x T), qᵀ and dOᵀ (transposed once, so
+// that dKᵀ += qᵀ dS' and dVᵀ += dOᵀ P read them in place), three tiles of
+// backward_query_block x backward_key_block and one key block's dKᵀ, dVᵀ and packed k, v per
+// thread, and, for one to three key/value heads, partial sums of dQ (dq_parts x T x d; below).
+// O(T d) in all.
 // Order (docs/design.md, "The backward"): the outer loop is over key blocks, so that each
 // block's dK and dV rows are written by one task alone, accumulated over the query heads of its
 // key/value head (GQA: a shared head sums its query heads' gradients) and their query blocks in
