@@ -102,6 +102,18 @@ struct backward_space {
   }
 };
 
+/// the calling thread's buffers of one backward call (qᵀ, dOᵀ, D, dQ's parts), kept between
+/// calls as the per-thread tiles are: allocated afresh, their pages faulted in on every call
+/// (W5: 6 MiB, about 9% of the backward in perf)
+template <class T>
+struct backward_call_space {
+  aligned_vector<T> q_t, d_out_t, d_row, parts;
+  static backward_call_space& get() {
+    thread_local backward_call_space b;
+    return b;
+  }
+};
+
 /// dQ's partial sums: one for each key/value head when there are 4 or more (tasks = heads),
 /// else enough parts of the key blocks (interleaved: part p takes blocks p, p + parts, ...) for
 /// 4 tasks, at most one per key block; 1 for small problems (work < 2^17, as the forward's
@@ -290,13 +302,15 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
     else
       for (std::size_t t = 0; t < tasks; ++t) f(t);
   };
+  auto& call = backward_call_space<T>::get();
   // D = rowsum(dO ∘ O), heads x T
-  std::vector<T> d_row(H * t_len);
+  if (call.d_row.size() < H * t_len) call.d_row.resize(H * t_len);
+  T* d_row = call.d_row.data();
   for (std::size_t h = 0; h < H; ++h)
     for (std::size_t i = 0; i < t_len; ++i)
       d_row[h * t_len + i] = dvh == 0 ? T(0)
                                       : row_dot(&bv.d_out(i, h * dvh), &bv.out(i, h * dvh), dvh);
-  bv.d_row = d_row.data();
+  bv.d_row = d_row;
   // a non-finite dO: dV's product reads a copy with those elements 0 (backward_tile adds them)
   dynamic_matrix<T> clean;
   bv.dout_nonfinite = !all_finite(bv.d_out);
@@ -311,8 +325,11 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
     bv.d_out_clean = clean.view();
   }
   // qᵀ and dOᵀ (clean), once per call, in blocks of 16 x 16 (both sides stay in cache)
-  dynamic_matrix<T> q_t(bv.q.cols, t_len), d_out_t(bv.d_out.cols, t_len);
-  const auto transpose_into = [](const matrix_view<const T>& a, dynamic_matrix<T>& at, std::size_t c0, std::size_t c1) {
+  if (call.q_t.size() < bv.q.cols * t_len) call.q_t.resize(bv.q.cols * t_len);
+  if (call.d_out_t.size() < bv.d_out.cols * t_len) call.d_out_t.resize(bv.d_out.cols * t_len);
+  const matrix_view<T> q_t{call.q_t.data(), bv.q.cols, t_len, t_len, 1},
+      d_out_t{call.d_out_t.data(), bv.d_out.cols, t_len, t_len, 1};
+  const auto transpose_into = [](const matrix_view<const T>& a, const matrix_view<T>& at, std::size_t c0, std::size_t c1) {
     constexpr std::size_t B = 16;
     for (std::size_t i0 = 0; i0 < a.rows; i0 += B)
       for (std::size_t j0 = c0; j0 < c1; j0 += B)
@@ -323,21 +340,24 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
     transpose_into(bv.q, q_t, h * dh, (h + 1) * dh);
     transpose_into(bv.d_out_clean, d_out_t, h * dvh, (h + 1) * dvh);
   });
-  bv.q_t = q_t.view();
-  bv.d_out_t = d_out_t.view();
+  bv.q_t = q_t;
+  bv.d_out_t = d_out_t;
   const std::size_t key_blocks = (s_len + backward_key_block - 1) / backward_key_block;
   const std::size_t parts = dq_parts(HK, key_blocks, work);
   // dQ's targets: d_q itself, or parts partial sums, each zeroed (the chains start from 0)
-  std::vector<dynamic_matrix<T>> partial(parts > 1 ? parts : 0);
-  for (auto& pm : partial) {
-    pm = dynamic_matrix<T>(t_len, bv.q.cols);
-    std::fill_n(pm.data(), pm.size(), T(0));
+  const std::size_t part_size = t_len * bv.q.cols;
+  if (parts > 1) {
+    if (call.parts.size() < parts * part_size) call.parts.resize(parts * part_size);
+    std::fill_n(call.parts.data(), parts * part_size, T(0));
   }
+  const auto partial = [&](std::size_t p) {
+    return matrix_view<T>{call.parts.data() + p * part_size, t_len, bv.q.cols, bv.q.cols, 1};
+  };
   for (std::size_t i = 0; i < t_len; ++i)
     for (std::size_t c = 0; c < bv.d_q.cols; ++c) bv.d_q(i, c) = T(0);
   run_all(HK * parts, [&](std::size_t task) {
     const std::size_t g = task / parts, part = task % parts;
-    const matrix_view<T> dq_all = parts > 1 ? partial[part].view() : bv.d_q;
+    const matrix_view<T> dq_all = parts > 1 ? partial(part) : bv.d_q;
     for (std::size_t b = part; b < key_blocks; b += parts) {
       const std::size_t j0 = b * backward_key_block, bc = std::min(backward_key_block, s_len - j0);
       auto& space = backward_space<T>::get();
@@ -372,8 +392,8 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
       const std::size_t i0 = b * backward_query_block, i1 = std::min(t_len, i0 + backward_query_block);
       for (std::size_t i = i0; i < i1; ++i)
         for (std::size_t c = 0; c < bv.d_q.cols; ++c) {
-          T acc = partial[0](i, c);
-          for (std::size_t p = 1; p < parts; ++p) acc = acc + partial[p](i, c);
+          T acc = call.parts[i * bv.q.cols + c];
+          for (std::size_t p = 1; p < parts; ++p) acc = acc + call.parts[p * part_size + i * bv.q.cols + c];
           bv.d_q(i, c) = acc;
         }
     });
