@@ -43,6 +43,15 @@ inline void add(long long n) {
 }
 }  // namespace heap
 
+// the header read and the free in one out-of-line function: inlined into a delete of a small
+// array, g++ -O3 warns of the read before it (-Warray-bounds, -Wmismatched-new-delete)
+[[gnu::noinline]] void release(void* p) noexcept {
+  if (!p) return;
+  char* base = static_cast<char*>(p) - 16;
+  heap::add(-static_cast<long long>(*reinterpret_cast<std::size_t*>(base)));
+  std::free(base);
+}
+
 void* operator new(std::size_t n) {
   void* p = std::malloc(n + 16);
   if (!p) throw std::bad_alloc();
@@ -50,14 +59,8 @@ void* operator new(std::size_t n) {
   heap::add(static_cast<long long>(n));
   return static_cast<char*>(p) + 16;
 }
-// (noinline: inlined into a delete of a small array, g++ -O3 warns of the header read below it)
-[[gnu::noinline]] void operator delete(void* p) noexcept {
-  if (!p) return;
-  char* base = static_cast<char*>(p) - 16;
-  heap::add(-static_cast<long long>(*reinterpret_cast<std::size_t*>(base)));
-  std::free(base);
-}
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void operator delete(void* p) noexcept { release(p); }
+void operator delete(void* p, std::size_t) noexcept { release(p); }
 void* operator new(std::size_t n, std::align_val_t a) {
   const std::size_t al = std::max<std::size_t>(static_cast<std::size_t>(a), 16);
   void* raw = std::malloc(n + al + 16);
@@ -75,8 +78,8 @@ void operator delete(void* p, std::align_val_t) noexcept {
 }
 void operator delete(void* p, std::size_t, std::align_val_t a) noexcept { operator delete(p, a); }
 void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete[](void* p) noexcept { operator delete(p); }
-void operator delete[](void* p, std::size_t) noexcept { operator delete(p); }
+void operator delete[](void* p) noexcept { release(p); }
+void operator delete[](void* p, std::size_t) noexcept { release(p); }
 void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
 void operator delete[](void* p, std::align_val_t a) noexcept { operator delete(p, a); }
 void operator delete[](void* p, std::size_t, std::align_val_t a) noexcept { operator delete(p, a); }
