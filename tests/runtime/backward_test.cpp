@@ -293,3 +293,43 @@ TEST_CASE("empty inputs: no queries gives zero key and value gradients, no keys 
     for (std::size_t k2 = 0; k2 < out.size(); ++k2) CHECK(out.data()[k2] == 0.0f);
   }
 }
+
+TEST_CASE("16-bit inputs: the layer's gradients are the float layer's on the exactly widened x and weights") {
+  const std::size_t T = 40, E = 32;
+  const auto round16 = [](const dynamic_matrix<float>& m) {
+    dynamic_matrix<rt::bfloat16> r(m.rows(), m.cols());
+    rt::from_float(m.data(), r.data(), m.size());
+    return r;
+  };
+  const auto widen = [](const dynamic_matrix<rt::bfloat16>& m) {
+    dynamic_matrix<float> r(m.rows(), m.cols());
+    rt::to_float(m.data(), r.data(), m.size());
+    return r;
+  };
+  const auto x16 = round16(random_matrix<float>(T, E, 1));
+  rt::attention_weights<rt::bfloat16> w16;
+  rt::attention_weights<float> wf;
+  unsigned seed = 2;
+  for (auto [l16, lf] : {std::pair{&w16.q, &wf.q}, {&w16.k, &wf.k}, {&w16.v, &wf.v}}) {
+    l16->weight = round16(random_matrix<float>(E, E, seed++, 0.2));
+    lf->weight = widen(l16->weight);
+  }
+  w16.o = rt::linear_weights<rt::bfloat16>{round16(random_matrix<float>(E, E, seed++, 0.2)), {}};
+  wf.o = rt::linear_weights<float>{widen(w16.o->weight), {}};
+  rt::attention_options<float> opt;
+  opt.heads = 4;
+  opt.causal = true;
+  const auto dy = random_matrix<float>(T, E, 9);
+  rt::attention_result<float> r16, rf;
+  rt::attention_statistics<float> s16, sf;
+  rt::attention_gradients<float> g16, gf;
+  rt::attention_forward_for_backward(x16, w16, opt, r16, s16);
+  rt::attention_backward(x16, w16, opt, r16, s16, rt::matrix_view<const float>(dy.view()), g16);
+  const auto xf = widen(x16);
+  rt::attention_forward_for_backward<float>(xf.view(), wf, opt, rf, sf);
+  rt::attention_backward<float>(xf.view(), wf, opt, rf, sf, dy.view(), gf);
+  CHECK(same_bits(r16.output, rf.output));
+  CHECK(same_bits(g16.d_x, gf.d_x));
+  CHECK(same_bits(g16.d_w_query, gf.d_w_query));
+  CHECK(same_bits(g16.d_w_output, gf.d_w_output));
+}

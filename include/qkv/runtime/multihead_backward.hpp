@@ -14,7 +14,10 @@
 // bits as attention() with keep_weights = false) and saves every head's row statistics.
 // Every product is gemm.hpp's, so every element is one fma chain in a fixed order; d_x's chain
 // runs over d_queries Wq's terms, then d_keys Wk's, then d_values Wv's. Threads: the same bits.
-// Not here: rotary embeddings (refused), cross-attention (x is also the context), 16-bit inputs.
+// 16-bit inputs (bfloat16, float16): x and the weights widened to float exactly (as
+// multihead.hpp's 16-bit attention()), then the float layer: float arithmetic and float
+// gradients, the float overloads' bits on the widened inputs.
+// Not here: rotary embeddings (refused), cross-attention (x is also the context).
 #pragma once
 
 #include <algorithm>
@@ -240,6 +243,46 @@ void attention_backward(matrix_view<const T> x, const attention_weights<T>& w, c
     pool->parallel_for(tasks, run);
   else
     for (std::size_t t = 0; t < tasks; ++t) run(t);
+}
+
+// --- 16-bit inputs -------------------------------------------------------------------------
+
+namespace detail {
+
+/// x and the weights of a 16-bit layer widened to float once (exact), for its forward and backward
+template <storage_type S>
+struct widened_layer {
+  dynamic_matrix<float> x;
+  attention_weights<float> w;
+  widened_layer(const dynamic_matrix<S>& x16, const attention_weights<S>& w16)
+      : x(widened(x16)), w{widened(w16.q), widened(w16.k), widened(w16.v), std::nullopt} {
+    if (w16.o) w.o = widened(*w16.o);
+  }
+};
+
+}  // namespace detail
+
+/// @brief the layer's forward for backward with bfloat16 / float16 x and weights: float
+/// arithmetic, the float overload's bits on the widened inputs (each 16-bit value is a float)
+template <storage_type S>
+  requires(!std::is_same_v<S, float>)
+void attention_forward_for_backward(const dynamic_matrix<S>& x, const attention_weights<S>& w,
+                                    const attention_options<float>& opt, attention_result<float>& r,
+                                    attention_statistics<float>& stats, thread_pool* pool = &default_pool()) {
+  const detail::widened_layer<S> f(x, w);
+  attention_forward_for_backward<float>(f.x.view(), f.w, opt, r, stats, pool);
+}
+
+/// @brief the layer's gradients with bfloat16 / float16 x and weights, in float (the gradients
+/// of the widened parameters; round them to S with from_float if the optimiser keeps S)
+template <storage_type S>
+  requires(!std::is_same_v<S, float>)
+void attention_backward(const dynamic_matrix<S>& x, const attention_weights<S>& w, const attention_options<float>& opt,
+                        const attention_result<float>& r, const attention_statistics<float>& stats,
+                        matrix_view<const float> d_output, attention_gradients<float>& g,
+                        thread_pool* pool = &default_pool()) {
+  const detail::widened_layer<S> f(x, w);
+  attention_backward<float>(f.x.view(), f.w, opt, r, stats, d_output, g, pool);
 }
 
 }  // namespace qkv::runtime
