@@ -333,3 +333,27 @@ TEST_CASE("16-bit inputs: the layer's gradients are the float layer's on the exa
   CHECK(same_bits(g16.d_w_query, gf.d_w_query));
   CHECK(same_bits(g16.d_w_output, gf.d_w_output));
 }
+
+TEST_CASE("the forward that saves the statistics gives scaled_dot_product_attention's streaming bits") {
+  for (const bool causal : {false, true}) {
+    const std::size_t T = 300, S = 260, d = 32;
+    auto q = random_matrix<float>(T, d, 1), k = random_matrix<float>(S, d, 2), v = random_matrix<float>(S, d, 3);
+    v(7, 3) = std::numeric_limits<float>::quiet_NaN();  // the repair of non-finite values too
+    rt::attention_mask mask;
+    mask.causal = causal;
+    mask.alignment = rt::causal_alignment::lower_right;
+    dynamic_matrix<float> saved(T, d), plain(T, d);
+    rt::attention_statistics<float> stats;
+    rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), saved.view(), 0.2f, mask, stats);
+    rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), plain.view(), 0.2f, mask);
+    CHECK(std::memcmp(saved.data(), plain.data(), saved.size() * sizeof(float)) == 0);
+    // the statistics: l = sum over visible keys of e^(s - m), m their maximum (row 0 sees
+    // keys 0 .. S - T = -40 with lower_right: none, so m = -inf, l = 0)
+    CHECK(stats.max.rows() == 1);
+    if (causal) {
+      CHECK(stats.max(0, 0) == -std::numeric_limits<float>::infinity());
+      CHECK(stats.sum(0, 0) == 0.0f);
+    }
+    CHECK(stats.sum(0, T - 1) >= 1.0f);  // the maximum's own term is e^0 = 1
+  }
+}
