@@ -388,6 +388,18 @@ void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<c
   product_block<T>(weights, v, out, epilogue<T>{}, i0, i1, 0, v.cols);
 }
 
+/// where the streaming path writes each query row's softmax statistics when asked (the
+/// backward's saved state, backward.hpp): the row maximum m of the masked scaled scores and the
+/// sum l of e^(s - m) over its visible keys, so that weight (i, j) = e^(s_ij - m_i) / l_i
+/// (FlashAttention-2's logsumexp L = m + log l, kept as its two parts). Indexed by the row i of
+/// q. A row with every key masked: m = -inf, l = 0; a poisoned row (a NaN or +inf score): m = NaN.
+template <class T>
+struct row_statistics_out {
+  T* max = nullptr;
+  T* sum = nullptr;
+  [[nodiscard]] row_statistics_out at(std::size_t offset) const { return {max + offset, sum + offset}; }
+};
+
 /// per-thread space of the streaming path: one scores tile and the row state
 template <class T>
 struct streaming_space {
@@ -497,7 +509,8 @@ inline void with_count(std::size_t n, F&& f) {
 template <class T>
 void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>& k,
                        const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
-                       const attention_mask& mask, std::size_t i0, std::size_t i1) {
+                       const attention_mask& mask, std::size_t i0, std::size_t i1,
+                       const row_statistics_out<T>* stats = nullptr) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>, max_vectors = (small_keys + W - 1) / W;
   // rows go in groups, each step swept over the group's rows: one row's steps form a long
@@ -557,6 +570,11 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
         m[r] = std::numeric_limits<T>::quiet_NaN();
     }
     for (std::size_t r = 0; r < gn; ++r) l[r] = finite[r] ? exp_shifted_sum(p + r * sp, s_end, m[r]) : T(0);
+    if (stats)
+      for (std::size_t r = 0; r < gn; ++r) {
+        stats->max[g0 + r] = m[r];
+        stats->sum[g0 + r] = l[r];
+      }
     // sweep 4: out = p v / l; a row with every key masked gets 0, a NaN or +inf score NaN
     for (std::size_t r = 0; r < gn && dv > 0; ++r) {
       T* o = &out(g0 + r, 0);
@@ -586,7 +604,7 @@ template <class T>
 void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>& k,
                        const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
                        const attention_mask& mask, std::size_t i0, std::size_t i1,
-                       const kv_panels<T>* panels = nullptr);
+                       const kv_panels<T>* panels = nullptr, const row_statistics_out<T>* stats = nullptr);
 
 /// true when rows i0..i1 go through attend_rows_small
 template <class T>
@@ -600,16 +618,17 @@ template <class T>
 /// @brief rows i0..i1 (at most stream_query_block) of the streaming path: out only. Few keys go
 /// through attend_rows_small, the others through attend_rows_tiled: the same bits either way.
 /// panels: k and v already packed (kv_panels; the key blocks below key_limit(mask, i1 - 1)),
-/// or nullptr (packed here, per key block)
+/// or nullptr (packed here, per key block). stats: where the rows' softmax statistics go
+/// (row_statistics_out), or nullptr
 template <class T>
 void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                            const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
                            const attention_mask& mask, std::size_t i0, std::size_t i1,
-                           const kv_panels<T>* panels = nullptr) {
+                           const kv_panels<T>* panels = nullptr, const row_statistics_out<T>* stats = nullptr) {
   if (streams_small(q, k, v, out, mask, i0, i1))
-    attend_rows_small(q, k, v, out, scale, mask, i0, i1);
+    attend_rows_small(q, k, v, out, scale, mask, i0, i1, stats);
   else
-    attend_rows_tiled(q, k, v, out, scale, mask, i0, i1, panels);
+    attend_rows_tiled(q, k, v, out, scale, mask, i0, i1, panels, stats);
 }
 
 /// @brief rows i0..i1 (at most stream_query_block) of the streaming path, in tiles of
@@ -618,7 +637,7 @@ template <class T>
 void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>& k,
                        const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
                        const attention_mask& mask, std::size_t i0, std::size_t i1,
-                       const kv_panels<T>* panels) {
+                       const kv_panels<T>* panels, const row_statistics_out<T>* stats) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const std::size_t rows = i1 - i0, s = k.rows, dv = v.cols;
   auto& space = streaming_space<T>::get();
@@ -751,6 +770,11 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
                        epilogue<T>{}, 0, rows, 0, dv, !first, nullptr, true);
     }
   }
+  if (stats)
+    for (std::size_t r = 0; r < rows; ++r) {
+      stats->max[i0 + r] = m[r];
+      stats->sum[i0 + r] = l[r];
+    }
   // pass 4: out /= l; a row with every key masked has l = 0 and out = 0; a poisoned row NaN
   for (std::size_t r = 0; r < rows; ++r) {
     if (dv == 0) break;
@@ -780,11 +804,13 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
 /// head, or only attend_rows_small's few keys: no panels, the heads x query blocks of
 /// stream_split, k and v packed per block as attend_rows_tiled does alone. Only who packs and
 /// who computes changes, never how: the same bits for every thread count and split.
+/// stats: where head h's row statistics go, at offset h T (row_statistics_out), or nullptr.
 template <class T, class After>
 void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                             const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
                             T scale, const attention_mask& mask, thread_pool* pool, After&& after,
-                            std::size_t panel_limit = kv_panel_limit) {
+                            std::size_t panel_limit = kv_panel_limit,
+                            const row_statistics_out<T>* stats = nullptr) {
   const std::size_t t_len = q.rows, s_len = k.rows;
   if (heads == 0 || t_len == 0) return;
   const std::size_t d = q.cols / heads, dv = v.cols / heads;
@@ -821,7 +847,8 @@ void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<con
       const stream_split split(r1 - r0, 1, 1);  // the fewest blocks of the part
       for (std::size_t b = 0; b < split.blocks; ++b) {
         const std::size_t i0 = r0 + split.begin(b), i1 = r0 + split.end(b);
-        attend_rows_streaming(qh, kh, vh, oh, scale, mask, i0, i1, &panels);
+        const row_statistics_out<T> hs = stats ? stats->at(h * t_len) : row_statistics_out<T>{};
+        attend_rows_streaming(qh, kh, vh, oh, scale, mask, i0, i1, &panels, stats ? &hs : nullptr);
         after(h, i0, i1);
       }
     });
@@ -831,7 +858,9 @@ void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<con
   run_all(heads * split.blocks, [&](std::size_t t) {
     const std::size_t h = t / split.blocks, b = t % split.blocks;
     auto [qh, kh, vh, oh] = head(h);
-    attend_rows_streaming(qh, kh, vh, oh, scale, mask, split.begin(b), split.end(b));
+    const row_statistics_out<T> hs = stats ? stats->at(h * t_len) : row_statistics_out<T>{};
+    attend_rows_streaming(qh, kh, vh, oh, scale, mask, split.begin(b), split.end(b), static_cast<const kv_panels<T>*>(nullptr),
+                          stats ? &hs : nullptr);
     after(h, split.begin(b), split.end(b));
   });
 }

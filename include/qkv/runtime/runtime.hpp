@@ -2,6 +2,7 @@
 #pragma once
 
 #include "attention.hpp"
+#include "backward.hpp"
 #include "batch.hpp"
 #include "decode.hpp"
 #include "dynamic_matrix.hpp"
@@ -11,6 +12,7 @@
 #include "half.hpp"
 #include "kv_cache.hpp"
 #include "multihead.hpp"
+#include "multihead_backward.hpp"
 #include "rope.hpp"
 #include "self_attention.hpp"
 #include "simd.hpp"
