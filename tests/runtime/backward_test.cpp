@@ -14,24 +14,18 @@
 #include <qkv/runtime/backward.hpp>
 #include <qkv/runtime/multihead_backward.hpp>
 
-#include "backward_reference.hpp"
-#include "runtime_test_support.hpp"
+#include "../support/backward_reference.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::random_matrix;
+using qkv::testing::same_bits;
 using rt::dynamic_matrix;
 
 namespace {
 
 using qkv::testing::reference_backward;
 using ld = long double;
-
-/// the same bits
-template <class T>
-bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 /// one case: shapes, mask; forward + backward in F against the reference
 template <class F>

@@ -28,8 +28,8 @@
 #include <qkv/runtime/backward.hpp>
 #include <qkv/runtime/multihead_backward.hpp>
 
-#include "backward_reference.hpp"
-#include "runtime_test_support.hpp"
+#include "../support/backward_reference.hpp"
+#include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
 using qkv::testing::lmat;
