@@ -712,6 +712,30 @@ void page(Page& p) {
   p.matrix("d_w_key", gw.d_w_key).how(how::matmul("x.T", "d_keys", 3));
   p.matrix("d_w_value", gw.d_w_value).how(how::matmul("x.T", "d_values", 3));
   p.matrix("d_x", gw.d_x).rows(in3).derived();
+  p.step(7);
+  p.matrix("dO", dO).rows(q3);
+  p.matrix("d_scores (drawn dO)", gd.attention.d_scores).rows(q3).cols(k3).derived();
+  p.matrix("d_w_query (drawn dO)", gd.d_w_query).derived();
+  p.step(8);
+  p.matrix("d_querys (true softmax, float32)", sum32.attention.d_queries).rows(q3).derived();
+  p.matrix("d_querys (true softmax, double)", sum64.attention.d_queries).rows(q3).derived();
+  p.step(9);
+  p.matrix("d_scaled_scores (double)", sum64.attention.d_scaled_scores).rows(q3).cols(k3).derived();
+  p.step(10);
+  p.matrix("W_q.weight.grad", module::sum32.d_w_query).derived();
+  p.matrix("W_k.weight.grad", module::sum32.d_w_key).derived();
+  p.matrix("W_v.weight.grad", module::sum32.d_w_value).derived();
+  p.step(11);
+  p.matrix("d_output (MSE)", step::d_output<float>).derived();
+  p.matrix("W_q.weight.grad (MSE)", step::grads<float>.d_w_query).derived();
+  p.step(12);
+  p.matrix("W_q.weight after the step", step::W_q<float>).derived();
+  p.matrix("W_k.weight after the step", step::W_k<float>).derived();
+  p.matrix("W_v.weight after the step", step::W_v<float>).derived();
+  p.step(13);
+  p.matrix("d_W_q (002, output.sum())", math002::sum32.d_W_q).derived();
+  p.matrix("d_W_k (002, output.sum())", math002::sum32.d_W_k).derived();
+  p.matrix("d_W_v (002, output.sum())", math002::sum32.d_W_v).derived();
 }
 
 }  // namespace qkv::examples::how_attention_learns
