@@ -651,6 +651,16 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     const bool first = j0 == s_begin;
     const std::size_t bc = std::min(key_block, s_end - j0);
     const matrix_view<T> st{tile, rows, bc, bc, 1};
+    // causal: rows 0 .. r0 of the block see no key of this key block (key_limit <= j0), so
+    // every score of theirs here would be -inf: they are skipped in all three passes (the
+    // block's maximum -inf leaves m, the sum e^-inf = 0 leaves l, alpha = e^0 = 1 leaves out,
+    // and p = 0 adds 0 * v: the same bits for finite v, as for the keys past s_end above).
+    // key_limit grows with the row, so r0 does with j0: a row skipped in the first block sees
+    // no key at all, and pass 4 gives it 0 (l = 0) as before
+    std::size_t r0 = 0;
+    if (mask.causal)
+      while (r0 < rows && key_limit(mask, i0 + r0, s) <= j0) ++r0;
+    if (r0 == rows) continue;
     // pass 1: the scaled scores of this tile, st = scale * q(i0..i1) k(j0..j0+bc)ᵀ
     epilogue<T> e;
     e.scale = scale;
@@ -661,16 +671,16 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     // are, of which the first bc columns are computed
     const std::size_t kb = j0 / key_block, bp = std::min(key_block, s - j0);
     if (panels)
-      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, 0, rows, 0,
+      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, r0, rows, 0,
                        bc, false, panels->k + kb * panels->k_stride, true);
     else
-      product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc,
+      product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, r0, rows, 0, bc,
                        false, nullptr, true);
     // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. In groups
     // of stream_row_group rows (8 KiB of scores: they stay in L1 between the sweeps), three
     // sweeps over a group's rows rather than one pass per row: each row's max -> exp -> sum is
     // a long dependent chain, and independent rows side by side let the core overlap them
-    for (std::size_t g0 = 0; g0 < rows; g0 += stream_row_group) {
+    for (std::size_t g0 = r0; g0 < rows; g0 += stream_row_group) {
       const std::size_t g1 = std::min(rows, g0 + stream_row_group);
       for (std::size_t r = g0; r < g1; ++r) {
         T* srow = tile + r * bc;
@@ -703,7 +713,13 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
       for (std::size_t r = g0; r < g1; ++r) {
         T* srow = tile + r * bc;
         if (m_new[r] - m_new[r] == T(0)) [[likely]] {
-          row_sum[r] = exp_shifted_sum(srow, bc, m_new[r]);
+          // no exp on the causal tail (keys from key_limit on, -inf): e^-inf = 0 is written
+          // instead, and the sum over the first n keys is the sum over all bc, bit for bit
+          // (exp_shifted_sum's lanes take the same keys in the same order; the tail's vectors
+          // would add zeros). vexp spends its slow path on -inf, a third of a causal run's time
+          const std::size_t lim = key_limit(mask, i0 + r, s), n = lim > j0 ? std::min(bc, lim - j0) : 0;
+          row_sum[r] = exp_shifted_sum(srow, n, m_new[r]);
+          for (std::size_t c = n; c < bc; ++c) srow[c] = T(0);
         } else {  // every key so far masked (-inf), or poisoned (NaN)
           for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
           row_sum[r] = T(0);
@@ -744,12 +760,12 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
       for (std::size_t c0 = 0; c0 < dv; c0 += step) {
         const std::size_t w = std::min(step, dv - c0);
         product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, w, w, 1},
-                         column_block(row_block(out, i0, rows), c0, w), epilogue<T>{}, 0, rows, 0, w, !first,
+                         column_block(row_block(out, i0, rows), c0, w), epilogue<T>{}, r0, rows, 0, w, !first,
                          panels->v + kb * panels->v_stride + c0 * bp, true);
       }
     } else {
       product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
-                       epilogue<T>{}, 0, rows, 0, dv, !first, nullptr, true);
+                       epilogue<T>{}, r0, rows, 0, dv, !first, nullptr, true);
     }
   }
   // pass 4: out /= l; a row with every key masked has l = 0 and out = 0; a poisoned row NaN
