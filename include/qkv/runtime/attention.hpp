@@ -670,12 +670,33 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     // may stop inside it (causal: bc < bp): kᵀ's panels are read as the (d, bp) operand they
     // are, of which the first bc columns are computed
     const std::size_t kb = j0 / key_block, bp = std::min(key_block, s - j0);
-    if (panels)
-      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, r0, rows, 0,
-                       bc, false, panels->k + kb * panels->k_stride, true);
-    else
-      product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, r0, rows, 0, bc,
-                       false, nullptr, true);
+    // causal, the diagonal: rows whose key_limit ends inside this key block go in groups of
+    // diagonal_rows, each computing (pass 1) and reading (pass 3) only the keys its last row
+    // can see; the rows from rf on see the whole block. The columns left out are masked in
+    // pass 2 whatever the tile holds there (-inf, then p = 0), so no visible score and no bit
+    // of out changes: a shorter product drops only p = 0 terms at the end of each chain
+    constexpr std::size_t diagonal_rows = 32;
+    struct segment {
+      std::size_t a, b, n;  // rows a..b, keys j0..j0 + n
+    };
+    segment segs[stream_query_block / diagonal_rows + 1];
+    std::size_t nsegs = 0, rf = r0;
+    if (mask.causal)
+      while (rf < rows && key_limit(mask, i0 + rf, s) < j0 + bc) ++rf;
+    for (std::size_t a = r0; a < rf; a += diagonal_rows) {
+      const std::size_t b = std::min(rf, a + diagonal_rows);
+      segs[nsegs++] = {a, b, key_limit(mask, i0 + b - 1, s) - j0};
+    }
+    if (rf < rows) segs[nsegs++] = {rf, rows, bc};
+    for (std::size_t g = 0; g < nsegs; ++g) {
+      const auto [a, b, n] = segs[g];
+      if (panels)
+        product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, a, b, 0,
+                         n, false, panels->k + kb * panels->k_stride, true);
+      else
+        product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, a, b, 0, n, false,
+                         nullptr, true);
+    }
     // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. In groups
     // of stream_row_group rows (8 KiB of scores: they stay in L1 between the sweeps), three
     // sweeps over a group's rows rather than one pass per row: each row's max -> exp -> sum is
@@ -754,18 +775,22 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     // (with panels: v's panels of this key block, bp rows each; when bc < bp only their first
     // bc rows are read, one panel of NR columns at a time, as the product steps from one
     // panel to the next by its own depth, bc)
-    if (panels) {
-      constexpr std::size_t NR = gemm_blocking<T>::nr;
-      const std::size_t step = bc == bp ? dv : NR;
-      for (std::size_t c0 = 0; c0 < dv; c0 += step) {
-        const std::size_t w = std::min(step, dv - c0);
-        product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, w, w, 1},
-                         column_block(row_block(out, i0, rows), c0, w), epilogue<T>{}, r0, rows, 0, w, !first,
-                         panels->v + kb * panels->v_stride + c0 * bp, true);
+    // (the diagonal's row groups: a depth of their n keys, the first n rows of v's panels)
+    for (std::size_t g = 0; g < nsegs; ++g) {
+      const auto [a, b, n] = segs[g];
+      const auto p = column_block(matrix_view<const T>(st), 0, n);
+      if (panels) {
+        constexpr std::size_t NR = gemm_blocking<T>::nr;
+        const std::size_t step = n == bp ? dv : NR;
+        for (std::size_t c0 = 0; c0 < dv; c0 += step) {
+          const std::size_t w = std::min(step, dv - c0);
+          product_block<T>(p, matrix_view<const T>{nullptr, n, w, w, 1}, column_block(row_block(out, i0, rows), c0, w),
+                           epilogue<T>{}, a, b, 0, w, !first, panels->v + kb * panels->v_stride + c0 * bp, true);
+        }
+      } else {
+        product_block<T>(p, row_block(v, j0, n), row_block(out, i0, rows), epilogue<T>{}, a, b, 0, dv, !first,
+                         nullptr, true);
       }
-    } else {
-      product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
-                       epilogue<T>{}, r0, rows, 0, dv, !first, nullptr, true);
     }
   }
   // pass 4: out /= l; a row with every key masked has l = 0 and out = 0; a poisoned row NaN
