@@ -195,4 +195,9 @@ TEST_CASE("the first calls an engineer writes compile without <float> and give t
   rt::attention_result<float> r;
   rt::attention(qm.view(), k.view(), w, rt::attention_options<float>{}, r);  // non-const views, no <float>
   CHECK(same_bits(r.concat, rt::attention(q, k, w).concat));
+  dynamic_matrix<float> y, y_view;
+  rt::linear(q, w.q, y);  // a whole matrix as x
+  rt::linear(qm.view(), w.q, y_view);
+  CHECK(same_bits(y, rt::linear(q, w.q)));
+  CHECK(same_bits(y_view, y));
 }

@@ -99,10 +99,11 @@ void check_linear(std::size_t x_rows, std::size_t x_cols, const W& w, const char
 
 }  // namespace detail
 
-/// @brief y = x Wᵀ + b (or x W + b), written to y (resized to (x.rows, out)). `name` is used
+/// @brief y = x Wᵀ + b (or x W + b), written to y (resized to (x.rows, out)); T is deduced
+/// from w and y, so x may be a dynamic_matrix or any view of one. `name` is used
 /// in the error message: "linear wq: x is 3x4 but wq is 3x5 (out_in: wq's columns must equal x's columns)"
 template <class T>
-void linear(matrix_view<const T> x, const linear_weights<T>& w, dynamic_matrix<T>& y,
+void linear(std::type_identity_t<matrix_view<const T>> x, const linear_weights<T>& w, dynamic_matrix<T>& y,
             thread_pool* pool = &default_pool(), const char* name = "w") {
   detail::check_linear(x.rows, x.cols, w, name);
   y.resize(x.rows, w.out_features());
@@ -113,7 +114,7 @@ void linear(matrix_view<const T> x, const linear_weights<T>& w, dynamic_matrix<T
 
 /// @brief the same with the weights packed once (same bits, no packing of W per call)
 template <class T>
-void linear(matrix_view<const T> x, const packed_linear<T>& w, dynamic_matrix<T>& y,
+void linear(std::type_identity_t<matrix_view<const T>> x, const packed_linear<T>& w, dynamic_matrix<T>& y,
             thread_pool* pool = &default_pool(), const char* name = "w") {
   detail::check_linear(x.rows, x.cols, w, name);
   y.resize(x.rows, w.out_features());
