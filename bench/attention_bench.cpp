@@ -7,6 +7,13 @@
 //                           output projection with bias
 //   W4_long_2048            attention only: Q, K, V 2048x64, one head
 //   W5_long_multihead_1024  attention only: Q, K, V 1024x768, 12 heads of 64
+//   W4c_long_2048_causal    W4, causal (decoder prefill, chapter two)
+//   W5c_long_multihead_1024_causal  W5, causal
+// The attention-only workloads call the public runtime::multihead_attention (out only, heads
+// side by side); nothing here reaches into rt::detail. The causal ones count the products of
+// the keys each query sees (T (T + 1) / 2 pairs per head), so their GFLOP/s is work done; the
+// peers compute every score and mask the upper triangle (-inf before the softmax), as a library
+// without a causal kernel does.
 // Names: <workload>/<impl>/threads:<n>; impl qkv (weights packed once, before the timed loop, as
 // an inference engine does and as the peers lay out theirs), qkv_unpacked (W1-W3: the weights
 // packed on every call), naive, eigen, openblas. Counters: GFLOP/s (2 flops per multiply-add of the
@@ -115,11 +122,13 @@ struct workload {
   float scale;
   matrixf x, q, k, v;  // x for projections; q, k, v for attention only
   rt::attention_weights<float> w;
+  bool causal = false;  // W4c, W5c: query i sees keys 0..i
 
   double flops() const {
     double f = 0;
     if (project) f += 2.0 * T * d_in * (dq + dq + dv);
-    f += 2.0 * double(T) * S * (dq + dv);  // all heads: scores and weights . values
+    // all heads: scores and weights . values (causal: the T (T + 1) / 2 pairs a query sees)
+    f += 2.0 * (causal ? double(T) * double(T + 1) / 2 : double(T) * S) * (dq + dv);
     if (out_proj) f += 2.0 * T * dv * d_out;
     return f;
   }
@@ -127,6 +136,8 @@ struct workload {
 
 workload make(int id) {
   workload w{};
+  const bool causal = id == 6 || id == 7;  // W4c, W5c: W4 and W5, causal
+  if (causal) id -= 2;
   switch (id) {
     case 1: w = {3, 3, 4, 3, 3, 3, 1, true, false, false, rt::weight_layout::in_out, 1.0f, {}, {}, {}, {}, {}}; break;
     case 2: w = {6, 6, 16, 24, 28, 28, 1, true, false, false, rt::weight_layout::out_in, 1 / std::sqrt(24.0f), {}, {}, {}, {}, {}}; break;
@@ -153,12 +164,13 @@ workload make(int id) {
     w.k = random(w.S, w.dq, 7);
     w.v = random(w.S, w.dv, 8);
   }
+  w.causal = causal;
   return w;
 }
 
 const char* workload_name(int id) {
   static const char* names[] = {"", "W1_illustrated", "W2_sentence", "W3_bert_layer", "W4_long_2048",
-                                "W5_long_multihead_1024"};
+                                "W5_long_multihead_1024", "W4c_long_2048_causal", "W5c_long_multihead_1024_causal"};
   return names[id];
 }
 
@@ -175,17 +187,18 @@ struct qkv_impl {
   explicit qkv_impl(const workload& wl) : w(wl), packed(wl.w), out(wl.T, wl.dv) {
     opt.heads = w.heads;
     opt.scale = w.scale;
+    opt.causal = w.causal;
     opt.keep_weights = false;
   }
-  void operator()() {
+  void operator()() { (*this)(&rt::default_pool()); }
+  void operator()(rt::thread_pool* pool) {
     if (w.project) {
-      rt::attention<float>(w.x.view(), w.x.view(), packed, opt, r);
+      rt::attention(w.x.view(), w.x.view(), packed, opt, r, pool);
       benchmark::DoNotOptimize(r.output.data());
     } else {
-      // each head's k and v packed once, then its query blocks (attention.hpp's
-      // attend_heads_streaming: per-head tasks, or the key and query blocks shared out)
-      rt::detail::attend_heads_streaming<float>(w.q.view(), w.k.view(), w.v.view(), out.view(), w.heads, w.scale, {},
-                                                &rt::default_pool(), [](std::size_t, std::size_t, std::size_t) {});
+      // the public multi-head attention on Q, K, V: one pool dispatch, each head's k and v
+      // packed once per task (runtime/multihead.hpp)
+      rt::multihead_attention(w.q.view(), w.k.view(), w.v.view(), out.view(), opt, pool);
       benchmark::DoNotOptimize(out.data());
     }
   }
@@ -203,7 +216,7 @@ struct qkv_unpacked_impl {
     opt.keep_weights = false;
   }
   void operator()() {
-    rt::attention<float>(w.x.view(), w.x.view(), w.w, opt, r);
+    rt::attention(w.x.view(), w.x.view(), w.w, opt, r);
     benchmark::DoNotOptimize(r.output.data());
   }
 };
@@ -240,6 +253,10 @@ struct naive_impl {
       for (std::size_t i = 0; i < w.T; ++i) {
         float m = -INFINITY;
         for (std::size_t j = 0; j < w.S; ++j) {
+          if (w.causal && j > i) {  // masked: weight 0
+            s(i, j) = -INFINITY;
+            continue;
+          }
           float acc = 0;
           for (std::size_t c = 0; c < dh; ++c) acc += (*Q)(i, h * dh + c) * (*K)(j, h * dh + c);
           s(i, j) = acc * w.scale;
@@ -310,6 +327,8 @@ struct eigen_impl {
     const Eigen::Index dh = Eigen::Index(w.dq / w.heads), dvh = Eigen::Index(w.dv / w.heads);
     for (Eigen::Index h = 0; h < Eigen::Index(w.heads); ++h) {
       s.noalias() = (q.middleCols(h * dh, dh) * k.middleCols(h * dh, dh).transpose()) * w.scale;
+      if (w.causal)  // the upper triangle masked before the softmax
+        for (Eigen::Index i = 0; i < s.rows(); ++i) s.row(i).tail(s.cols() - i - 1).setConstant(-INFINITY);
       for (Eigen::Index i = 0; i < s.rows(); ++i) {  // contiguous rows: vectorised exp
         auto row = s.row(i).array();
         row = (row - row.maxCoeff()).exp();
@@ -363,6 +382,7 @@ struct openblas_impl {
                   K->data() + h * dh, int(K->cols()), 0.0f, s.data(), S);
       for (int i = 0; i < T; ++i) {
         float* row = s.row(std::size_t(i));
+        if (w.causal) std::fill(row + i + 1, row + S, -INFINITY);  // masked before the softmax
         const float m = *std::max_element(row, row + S);
         float sum = 0;
         for (int j = 0; j < S; ++j) sum += (row[j] = std::exp(row[j] - m));
@@ -392,7 +412,7 @@ void set_threads(int n) {
 template <class Impl>
 void run(benchmark::State& state, int id, bool memory) {
   const int threads = int(state.range(0));
-  static const workload* loads[6] = {};
+  static const workload* loads[8] = {};
   if (!loads[id]) loads[id] = new workload(make(id));
   const workload& w = *loads[id];
   set_threads(threads);
@@ -417,12 +437,10 @@ void run(benchmark::State& state, int id, bool memory) {
         const long long b2 = heap::live.load();
         heap::peak.store(b2);
         Impl fresh_impl(w);
-        if constexpr (std::is_same_v<Impl, qkv_impl>) {
-          rt::detail::attend_heads_streaming<float>(w.q.view(), w.k.view(), w.v.view(), fresh_impl.out.view(), w.heads,
-                                                    w.scale, {}, &pool, [](std::size_t, std::size_t, std::size_t) {});
-        } else {
+        if constexpr (std::is_same_v<Impl, qkv_impl>)
+          fresh_impl(&pool);  // on this thread's own pool, so that its threads' buffers are counted
+        else
           fresh_impl();
-        }
         // minus the output itself (T x d_v floats), which every implementation must hold
         held = double(heap::peak.load() - b2 - (long long)(w.T * w.dv * sizeof(float))) / (1024.0 * 1024.0);
       });
@@ -493,9 +511,9 @@ void fma_peak(benchmark::State& state) {
 }
 
 int register_all() {
-  for (int id = 1; id <= 5; ++id) {
+  for (int id = 1; id <= 7; ++id) {
     const std::string n = workload_name(id);
-    const bool mem = id == 4;
+    const bool mem = id == 4 || id == 6;
     benchmark::RegisterBenchmark((n + "/qkv").c_str(), [id, mem](benchmark::State& s) { run<qkv_impl>(s, id, mem); })
         ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
     if (id <= 3)

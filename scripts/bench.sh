@@ -9,13 +9,13 @@
 # By default the runtime path is built for this CPU (simd_arch=native, in build-bench): OpenBLAS,
 # the peer, picks its kernels for the CPU it runs on (AVX-512 where there is one), so this is the
 # like-for-like comparison. docs/performance.md reports both builds.
-#   QKV_PEERS=/path/to/peers ./scripts/bench.sh   then also the peer harness (ONNX Runtime, Eigen,
-#                                            OpenBLAS, PyTorch; docs/performance.md, "ONNX Runtime"),
-#                                            when node and its onnxruntime-node package are there
-#   QKV_PEERS=... QKV_PEERS_ONLY=1 ./scripts/bench.sh   the peer harness alone
+#   QKV_PEERS=1 ./scripts/bench.sh           then also the peer harness, bench/peers/ (ONNX Runtime,
+#                                            Eigen, OpenBLAS, PyTorch; scripts/peers.sh, which
+#                                            installs onnxruntime-node with npm on its first run)
+#   QKV_PEERS=1 QKV_PEERS_ONLY=1 ./scripts/bench.sh   the peer harness alone (= scripts/peers.sh)
 # Results: the console table, and bench-results.json (Google Benchmark's JSON) and bench-load.txt
 # (the load average before and after the run) in the build folder; the peers' report in
-# <build folder>/peers.md, their logs in <build folder>/peers/. No test needs node or the harness.
+# build-peers-<arch>/peers.md, their logs in build-peers-<arch>/logs/. No test needs node or the harness.
 # docs/performance.md explains the workloads, the machine and how to read the numbers;
 # scripts/bench_table.py turns bench-results.json into its tables.
 set -euo pipefail
@@ -25,29 +25,12 @@ arch=${QKV_SIMD_ARCH:-native}
 dir=build-bench
 [ "$arch" = native ] || dir=build-bench-$arch
 
-# the peer harness (a folder outside this repository: run.sh, bench_ort.js, impls_qkv/), run on
-# qkv's own copy of its qkv implementation (bench/peers/qkv_peer.cpp, today's API). Skipped with
-# a message when node or onnxruntime-node is missing.
+# the peer harness: scripts/peers.sh (bench/peers/, or the folder QKV_PEERS names when it is
+# not 1), for this build's simd_arch
 run_peers() {
-  local peers=$1 root=$PWD
-  if [ ! -f "$peers/run.sh" ] || [ ! -f "$peers/bench_ort.js" ]; then
-    echo "bench.sh: QKV_PEERS=$peers holds no run.sh and bench_ort.js: peers skipped" >&2
-    return 0
-  fi
-  command -v node >/dev/null \
-    || { echo "bench.sh: node not found: peers skipped (the harness needs node and onnxruntime-node)" >&2; return 0; }
-  (cd "$peers" && node -e "try { require('onnxruntime-node') } catch (e) {
-      require(require('path').resolve(process.env.ORT_NODE_DIR || '.ort', 'node_modules', 'onnxruntime-node')) }" \
-      >/dev/null 2>&1) \
-    || { echo "bench.sh: onnxruntime-node not found beside $peers (.ort/node_modules or \$ORT_NODE_DIR): peers skipped" >&2; return 0; }
-  mkdir -p "$dir/peers"
-  echo "bench.sh: peer harness $peers, qkv at $(git rev-parse --short HEAD 2>/dev/null || echo '?'), load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$dir/peers-load.txt"
-  (cd "$peers" && EXTRA_IMPL_SOURCES="$root/bench/peers/qkv_peer.cpp" \
-     EXTRA_IMPL_CXXFLAGS="-I$root/include -ffp-contract=off" \
-     BUILD_DIR="$root/$dir/peers/build" LOG_DIR="$root/$dir/peers/logs" BENCH_OUT="$root/$dir/peers.md" \
-     ./run.sh) 2>&1 | tee "$dir/peers/run.log"
-  echo "bench.sh: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$dir/peers-load.txt"
-  echo "bench.sh: the peers' report: $dir/peers.md"
+  local peers=$1
+  [ "$peers" = 1 ] && peers=$PWD/bench/peers
+  QKV_PEERS_DIR=$peers QKV_SIMD_ARCH=$arch ./scripts/peers.sh
 }
 if [ -n "${QKV_PEERS:-}" ] && [ "${QKV_PEERS_ONLY:-0}" = 1 ]; then
   mkdir -p "$dir"

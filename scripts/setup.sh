@@ -7,12 +7,12 @@
 #           -fsanitize=address,undefined its runtime libclang-rt-16-dev (only a Recommends of
 #           clang-16, which --no-install-recommends skips). g++'s comes with it (libasan8, libubsan1).
 #           For the learner's pages' browser test (tests/browser/): chromium, chromium-driver and
-#           python3-selenium.
+#           python3-selenium. clang-format-16 checks the code's format (tests/support/check_format.py).
 set -euo pipefail
 
 packages=(g++ clang-16 libclang-rt-16-dev meson ninja-build cmake pkg-config doctest-dev libboost-dev
           nlohmann-json3-dev libbenchmark-dev libeigen3-dev libopenblas-dev
-          chromium chromium-driver python3-selenium)
+          chromium chromium-driver python3-selenium clang-format-16)
 
 missing=()
 for p in "${packages[@]}"; do

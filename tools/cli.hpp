@@ -3,8 +3,10 @@
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -71,6 +73,65 @@ inline bool parse_limit_option(const args& a, std::size_t& k, limits& l) {
   (elements ? l.max_elements : l.max_cells) = n;
   ++k;
   return true;
+}
+
+/// @brief every tensor of the case ({"dtype", "shape", "data"} objects among the top-level
+/// fields) whose dtype tag names a floating type must be tagged `allowed_tag`, the type the case
+/// reads its numbers as (empty: no floating tag is allowed): a "float64" tensor in a float32
+/// case (or a "float32" one in a float64 case) is refused naming the field, the tag, the case's
+/// type (`case_type`, with `why`: where it comes from) and the fix, never read silently as
+/// another type. Tags that are no floating type ("bool", "int64": masks, flags, whole numbers)
+/// are not compared.
+inline void check_tensor_dtypes(const io::json_document& doc, const std::string& allowed_tag, const std::string& case_type,
+                                const std::string& why, const std::string& fix) {
+  if (!doc.json().is_object()) return;
+  for (const auto& [key, value] : doc.json().items()) {
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("data") || !value.at("dtype").is_string())
+      continue;
+    const auto tag = value.at("dtype").get<std::string>();
+    const bool floating = tag == "float32" || tag == "float64" || tag == "bfloat16" || tag == "float16";
+    if (floating && tag != allowed_tag)
+      throw input_error(doc.error(key, "the tensor is tagged \"" + tag + "\" but the case reads its numbers as " + case_type +
+                                           " (" + why + "); " + fix)
+                            .what());
+  }
+}
+
+/// @brief a scalar field: a JSON number, or a 0-d tensor {"dtype", "shape": [], "data": x}
+/// (what PyTorch's torch.tensor(0.125) is, written as a tensor). "NaN", "Infinity" and
+/// "-Infinity" are read as such (a 0-d tensor's data may be one of them); the caller refuses
+/// what it must.
+inline double read_scalar(const io::json_document& doc, const std::string& field, const std::string& what) {
+  const auto& s = doc.json().at(field);
+  if (s.is_number()) return s.get<double>();
+  if (s.is_object()) {
+    const auto t = io::read_tensor<double>(doc, field, s);
+    if (!t.shape.empty())
+      throw input_error(doc.error(field, "expected " + what + ": a number or a 0-d tensor (shape []), got a tensor of shape " +
+                                             io::detail::shape_text(t.shape))
+                            .what());
+    return t.data[0];
+  }
+  throw input_error(doc.error(field, "expected " + what + " (a number or a 0-d tensor {\"dtype\", \"shape\": [], \"data\"}), got " +
+                                         s.dump())
+                        .what());
+}
+
+/// @brief `scale`, read by read_scalar, must be finite in T, the type it multiplies the scores
+/// in: NaN or an infinity, or a double past T's largest finite value (1e39 in float32), is
+/// refused naming the field (the scores would all be NaN or infinite)
+template <class T>
+[[nodiscard]] T read_finite_scale(const io::json_document& doc, const std::string& field = "scale") {
+  const double v = read_scalar(doc, field, "a finite number");
+  if (!std::isfinite(v) || !std::isfinite(static_cast<T>(v)))
+    throw input_error(doc.error(field, "expected a finite number" +
+                                           std::string(std::isfinite(v) ? " within " + std::string(io::dtype_name<T>()) +
+                                                                              "'s range (its largest is " +
+                                                                              io::detail::shortest<T>(std::numeric_limits<T>::max()) + ")"
+                                                                        : "") +
+                                           ", got " + (std::isnan(v) ? std::string("NaN") : doc.json().at(field).dump()))
+                          .what());
+  return static_cast<T>(v);
 }
 
 /// the arithmetic type a case asks for

@@ -44,7 +44,9 @@ int cmd_attend(const args& a) {
     attend_detail::check_case(doc);
     attend_detail::parsed_case pc;
     pc.file = shown;
-    return attend_detail::read_attend_dtype(doc, pc.half) == dtype::float64
+    const dtype d = attend_detail::read_attend_dtype(doc, pc.half);
+    attend_detail::check_attend_dtypes(doc);  // every tensor's tag agrees with d
+    return d == dtype::float64
                ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
                : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
   } catch (const qkv::io::json_error& e) {

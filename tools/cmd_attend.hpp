@@ -57,7 +57,7 @@ inline constexpr std::string_view usage =
     "qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]";
 
 inline const std::set<std::string>& known_fields() {
-  static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq",
+  static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq", "q", "k", "v",
                                        "bk",    "bv", "weight_layout", "heads", "wo", "bo", "scale",
                                        "causal", "allowed", "tokens", "context_tokens", "key_padding",
                                        "rope", "kv_heads", "causal_alignment", "window", "alibi", "bias", "lengths"};
@@ -111,6 +111,7 @@ struct parsed_case {
   std::size_t kv_heads = 0;                         // the case's kv_heads (0: as many as heads)
   bool chapter_two = false;                         // rope, kv_heads, alignment, window, alibi or bias given
   std::string half;                                 // "bfloat16" or "float16": the inputs' type (float32 arithmetic), or ""
+  bool projected = false;                           // the case gave q, k, v (already projected), not x and weights
 };
 
 /// a string as Python's repr() quotes it: in single quotes, or in double quotes when it holds a
@@ -193,7 +194,7 @@ inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& 
     }
     return labels;
   };
-  if (j.contains("tokens")) pc.tokens = read_labels("tokens", t_len, "x");
+  if (j.contains("tokens")) pc.tokens = read_labels("tokens", t_len, pc.projected ? "q" : "x");
   if (j.contains("context_tokens")) {
     if (!has_context)
       throw err("context_tokens", "labels the rows of context, but the case has no context (the keys are x's rows, "
@@ -201,7 +202,7 @@ inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& 
     pc.context_tokens = read_labels("context_tokens", s_len, "context");
   }
   if (!j.contains("key_padding")) return;
-  const std::string keys_of = has_context ? "context" : "x";
+  const std::string keys_of = pc.projected ? "k" : has_context ? "context" : "x";
   const auto& a = j.at("key_padding");
   if (!a.is_array())
     throw err("key_padding", "expected an array of " + std::to_string(s_len) + " booleans, one per key (row of " +
@@ -305,6 +306,27 @@ inline dtype read_attend_dtype(const qkv::io::json_document& doc, std::string& h
   return read_dtype(doc);
 }
 
+/// @brief the case's type and its tensors' tags agree (docs/cli.md, "dtype"): a tensor tagged
+/// with a floating type must be tagged with the case's arithmetic type, float64 in a float64
+/// case and float32 otherwise (a bfloat16 or float16 case computes in float32; its top-level
+/// dtype says that every number is rounded to 16 bits as read). Any other tag is refused naming
+/// the field (exit 2), never converted silently: a "float64" tensor in a case without "dtype"
+/// would otherwise run in float32.
+inline void check_attend_dtypes(const qkv::io::json_document& doc) {
+  const auto& j = doc.json();
+  const bool given = j.is_object() && j.contains("dtype") && j.at("dtype").is_string();
+  const std::string d = given ? j.at("dtype").get<std::string>() : "float32";
+  const bool half = d == "bfloat16" || d == "float16";
+  const std::string arithmetic = d == "float64" ? "float64" : "float32";
+  const std::string why = !given ? "it has no top-level \"dtype\", and float32 is the default"
+                          : half ? "its \"dtype\": \"" + d + "\": " + d + " numbers, float32 arithmetic"
+                                 : "its \"dtype\": \"" + d + "\"";
+  const std::string fix = half ? "tag it \"float32\" or leave it untagged (each number is rounded to " + d + " as read)"
+                               : std::string("give the case \"dtype\": \"") + (d == "float32" ? "float64" : "float32") +
+                                     "\" to compute in that type, or tag the tensor \"" + d + "\"";
+  check_tensor_dtypes(doc, arithmetic, half ? "float32 (rounded to " + d + ")" : arithmetic, why, fix);
+}
+
 /// every number of the case (x, context, the weights and biases, bias) rounded to the 16-bit
 /// type S, kept as the float of the same value (exact: every bfloat16 and float16 is a float)
 template <class S>
@@ -326,6 +348,92 @@ void round_inputs(rt::dynamic_matrix<float>& x, rt::dynamic_matrix<float>& conte
     round(w.o->bias.data(), w.o->bias.size());
   }
   if (opt.bias) round(opt.bias->data(), opt.bias->size());
+}
+
+/// `heads` and `kv_heads` into pc; returns the key/value heads (kv_heads, or heads)
+inline std::size_t read_heads(const qkv::io::json_document& doc, parsed_case& pc) {
+  const auto& j = doc.json();
+  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  if (j.contains("heads")) {
+    const auto& h = j.at("heads");
+    if (!h.is_number_unsigned() || h.get<std::size_t>() == 0)
+      throw err("heads", "expected a positive whole number, got " + h.dump());
+    pc.heads = h.get<std::size_t>();
+  }
+  std::size_t hk = pc.heads;  // key/value heads
+  if (j.contains("kv_heads")) {
+    const auto& h = j.at("kv_heads");
+    if (!h.is_number_unsigned() || h.get<std::size_t>() == 0 || pc.heads % h.get<std::size_t>() != 0)
+      throw err("kv_heads", "expected a positive whole number that divides heads = " + std::to_string(pc.heads) +
+                                " (grouped-query attention: query head h uses key/value head h / (heads / kv_heads); 1 = multi-query), got " +
+                                h.dump());
+    pc.kv_heads = hk = h.get<std::size_t>();
+  }
+  return hk;
+}
+
+/// everything after the projections (scale, causal, allowed, the learner's fields, rope,
+/// causal_alignment, window, alibi, bias), each shape checked against t_len queries and s_len
+/// keys (the rows of `cname`), with messages naming the field
+template <class T>
+void read_options(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len, std::size_t s_len,
+                  std::size_t dq, const std::string& cname, bool has_context, rt::attention_options<T>& opt, bool batch) {
+  const auto& j = doc.json();
+  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  if (j.contains("scale")) {  // a number or a 0-d tensor, finite in T (cli.hpp)
+    opt.scale = read_finite_scale<T>(doc);
+    pc.scale = double(*opt.scale);
+  }
+  if (j.contains("causal")) {
+    const auto& cz = j.at("causal");
+    if (!cz.is_boolean()) throw err("causal", "expected true or false, got " + cz.dump());
+    pc.causal = opt.causal = cz.get<bool>();
+  }
+  if (j.contains("allowed")) {
+    auto a = qkv::io::read_matrix_field<unsigned char>(doc, "allowed", "T x S booleans");
+    if (a.rows() != t_len || a.cols() != s_len)
+      throw err("allowed", "expected " + rt::shape_string(t_len, s_len) + " (T x S: a row per query of " +
+                               (pc.projected ? "q" : "x") + ", a column per key of " +
+                               cname + "), got " + a.shape());
+    opt.allowed = std::move(a);
+    pc.has_allowed = true;
+  }
+  if (batch) pc.has_context = has_context;
+  else read_learner_fields(doc, pc, t_len, has_context, s_len);
+  read_rope(doc, pc, dq / pc.heads, t_len, s_len);
+  opt.rope = pc.rope;
+  opt.kv_heads = pc.kv_heads;
+  if (j.contains("causal_alignment")) {
+    const auto& a = j.at("causal_alignment");
+    if (a == "upper_left") opt.alignment = rt::causal_alignment::upper_left;
+    else if (a == "lower_right") opt.alignment = rt::causal_alignment::lower_right;
+    else throw err("causal_alignment", "expected \"upper_left\" (query i at position i) or \"lower_right\" (query i at "
+                                       "position i + S - T, KV-cache decoding), got " + a.dump());
+  }
+  if (j.contains("window")) {
+    const auto& wd = j.at("window");
+    if (!wd.is_number_unsigned())
+      throw err("window", "expected a whole number (0 = none; else a query at position p sees keys j with p - window < j), got " +
+                              wd.dump());
+    opt.window = wd.get<std::size_t>();
+  }
+  if (j.contains("alibi")) {
+    const auto& al = j.at("alibi");
+    if (!al.is_boolean()) throw err("alibi", "expected true or false, got " + al.dump());
+    opt.alibi = al.get<bool>();
+  }
+  if (j.contains("bias")) {
+    auto b = qkv::io::read_matrix_field<T>(doc, "bias", "T x S or heads*T x S numbers");
+    if (!((b.rows() == t_len || b.rows() == pc.heads * t_len) && b.cols() == s_len))
+      throw err("bias", "expected " + rt::shape_string(t_len, s_len) + " (T x S, every head) or " +
+                            rt::shape_string(pc.heads * t_len, s_len) + " (heads*T x S, head h's rows h*T ..), got " +
+                            b.shape());
+    opt.bias = std::move(b);
+  }
+  pc.chapter_two = pc.rope || j.contains("kv_heads") || j.contains("causal_alignment") || j.contains("window") ||
+                   j.contains("alibi") || j.contains("bias");
+  opt.heads = pc.heads;
+  opt.keep_weights = true;
 }
 
 /// everything but x and context (already read: in the batch form, x and context are sequence
@@ -358,21 +466,7 @@ void read_fields(const qkv::io::json_document& doc, parsed_case& pc, const rt::d
     if (j.contains(bias)) l.bias = qkv::io::read_vector<T>(doc, bias, j.at(bias), l.out_features());
   };
   read_linear("wq", "d_q", x.cols(), "x", w.q, "bq");
-  if (j.contains("heads")) {
-    const auto& h = j.at("heads");
-    if (!h.is_number_unsigned() || h.get<std::size_t>() == 0)
-      throw err("heads", "expected a positive whole number, got " + h.dump());
-    pc.heads = h.get<std::size_t>();
-  }
-  std::size_t hk = pc.heads;  // key/value heads
-  if (j.contains("kv_heads")) {
-    const auto& h = j.at("kv_heads");
-    if (!h.is_number_unsigned() || h.get<std::size_t>() == 0 || pc.heads % h.get<std::size_t>() != 0)
-      throw err("kv_heads", "expected a positive whole number that divides heads = " + std::to_string(pc.heads) +
-                                " (grouped-query attention: query head h uses key/value head h / (heads / kv_heads); 1 = multi-query), got " +
-                                h.dump());
-    pc.kv_heads = hk = h.get<std::size_t>();
-  }
+  const std::size_t hk = read_heads(doc, pc);  // key/value heads
   const std::size_t dq_heads = w.q.out_features() % pc.heads == 0 ? w.q.out_features() / pc.heads * hk : 0;
   const std::string kv_note = std::to_string(hk);
   read_linear("wk", std::to_string(dq_heads ? dq_heads : w.q.out_features()), c.cols(), cname, w.k, "bk");
@@ -397,62 +491,7 @@ void read_fields(const qkv::io::json_document& doc, parsed_case& pc, const rt::d
   } else if (j.contains("bo")) {
     throw err("bo", "an output bias needs an output projection wo");
   }
-  if (j.contains("scale")) {
-    const auto& s = j.at("scale");
-    if (!s.is_number() || !std::isfinite(s.get<double>()))
-      throw err("scale", "expected a finite number, got " + s.dump());
-    pc.scale = s.get<double>();
-    opt.scale = T(s.get<double>());
-  }
-  if (j.contains("causal")) {
-    const auto& cz = j.at("causal");
-    if (!cz.is_boolean()) throw err("causal", "expected true or false, got " + cz.dump());
-    pc.causal = opt.causal = cz.get<bool>();
-  }
-  if (j.contains("allowed")) {
-    auto a = qkv::io::read_matrix_field<unsigned char>(doc, "allowed", "T x S booleans");
-    if (a.rows() != x.rows() || a.cols() != c.rows())
-      throw err("allowed", "expected " + rt::shape_string(x.rows(), c.rows()) + " (T x S: a row per query of x, a column per key of " +
-                               cname + "), got " + a.shape());
-    opt.allowed = std::move(a);
-    pc.has_allowed = true;
-  }
-  if (batch) pc.has_context = has_context;
-  else read_learner_fields(doc, pc, x.rows(), has_context, c.rows());
-  read_rope(doc, pc, dq / pc.heads, x.rows(), c.rows());
-  opt.rope = pc.rope;
-  opt.kv_heads = pc.kv_heads;
-  if (j.contains("causal_alignment")) {
-    const auto& a = j.at("causal_alignment");
-    if (a == "upper_left") opt.alignment = rt::causal_alignment::upper_left;
-    else if (a == "lower_right") opt.alignment = rt::causal_alignment::lower_right;
-    else throw err("causal_alignment", "expected \"upper_left\" (query i at position i) or \"lower_right\" (query i at "
-                                       "position i + S - T, KV-cache decoding), got " + a.dump());
-  }
-  if (j.contains("window")) {
-    const auto& wd = j.at("window");
-    if (!wd.is_number_unsigned())
-      throw err("window", "expected a whole number (0 = none; else a query at position p sees keys j with p - window < j), got " +
-                              wd.dump());
-    opt.window = wd.get<std::size_t>();
-  }
-  if (j.contains("alibi")) {
-    const auto& al = j.at("alibi");
-    if (!al.is_boolean()) throw err("alibi", "expected true or false, got " + al.dump());
-    opt.alibi = al.get<bool>();
-  }
-  if (j.contains("bias")) {
-    auto b = qkv::io::read_matrix_field<T>(doc, "bias", "T x S or heads*T x S numbers");
-    if (!((b.rows() == x.rows() || b.rows() == pc.heads * x.rows()) && b.cols() == c.rows()))
-      throw err("bias", "expected " + rt::shape_string(x.rows(), c.rows()) + " (T x S, every head) or " +
-                            rt::shape_string(pc.heads * x.rows(), c.rows()) + " (heads*T x S, head h's rows h*T ..), got " +
-                            b.shape());
-    opt.bias = std::move(b);
-  }
-  pc.chapter_two = pc.rope || j.contains("kv_heads") || j.contains("causal_alignment") || j.contains("window") ||
-                   j.contains("alibi") || j.contains("bias");
-  opt.heads = pc.heads;
-  opt.keep_weights = true;
+  read_options(doc, pc, x.rows(), c.rows(), dq, cname, has_context, opt, batch);
 }
 
 /// read everything of a one-sequence case, check every shape against x and context, with
@@ -483,8 +522,51 @@ inline void check_case(const qkv::io::json_document& doc) {
       throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
                                        "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, "
                                        "rope, kv_heads, causal_alignment, window, alibi, bias, lengths").what());
+  const auto& j = doc.json();
+  if (j.contains("q") || j.contains("k") || j.contains("v")) {  // already projected: q, k, v, no x and no weights
+    for (const char* f : {"q", "k", "v"})
+      if (!j.contains(f))
+        throw input_error(doc.error(f, "missing: a case of already-projected queries, keys and values gives all three "
+                                       "(q, k, v), or none of them and x, wq, wk, wv").what());
+    for (const char* f : {"x", "context", "wq", "wk", "wv", "bq", "bk", "bv", "weight_layout", "wo", "bo", "lengths"})
+      if (j.contains(f))
+        throw input_error(doc.error(f, "the case gives q, k, v (already projected), so it takes no x, context, weights "
+                                       "(wq, wk, wv, bq, bk, bv, weight_layout, wo, bo) or lengths: give either q, k, v or "
+                                       "x and wq, wk, wv").what());
+    return;
+  }
   for (const char* f : {"x", "wq", "wk", "wv"})
-    if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, wq, wk, wv)").what());
+    if (!doc.json().contains(f))
+      throw input_error(doc.error(f, "missing (required: x, wq, wk, wv; or q, k, v already projected)").what());
+}
+
+/// @brief a case of already-projected queries, keys and values (docs/cli.md, "q, k, v"): q
+/// (T, heads d_k), k (S, kv_heads d_k), v (S, kv_heads d_v), every shape checked and named, then
+/// every option as read_options reads it. The keys are labelled by context_tokens when it is
+/// given or S != T, else by tokens.
+template <class T>
+void read_projected_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_matrix<T>& q,
+                         rt::dynamic_matrix<T>& k, rt::dynamic_matrix<T>& v, rt::attention_options<T>& opt) {
+  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  pc.projected = true;
+  q = qkv::io::read_matrix_field<T>(doc, "q", "T x heads*d_k, one query per row");
+  if (q.rows() == 0 || q.cols() == 0) throw err("q", "expected at least one query and one column, got " + q.shape());
+  const std::size_t hk = read_heads(doc, pc);
+  if (q.cols() % pc.heads != 0)
+    throw err("q", "expected heads x d_k columns (" + std::to_string(pc.heads) + " heads side by side), got " + q.shape());
+  const std::size_t dk = q.cols() / pc.heads;
+  k = qkv::io::read_matrix_field<T>(doc, "k", "S x kv_heads*d_k, one key per row");
+  if (k.rows() == 0 || k.cols() != hk * dk)
+    throw err("k", "expected S x " + std::to_string(hk * dk) + " (at least one key; " + std::to_string(hk) +
+                       (hk == pc.heads ? " heads" : " key/value heads (kv_heads)") + " of q's d_k = " + std::to_string(dk) +
+                       " columns, q is " + q.shape() + "), got " + k.shape());
+  v = qkv::io::read_matrix_field<T>(doc, "v", "S x kv_heads*d_v, one value per row");
+  if (v.rows() != k.rows() || v.cols() == 0 || v.cols() % hk != 0)
+    throw err("v", "expected " + std::to_string(k.rows()) + " rows (a value per key of k " + k.shape() + ") of " +
+                       std::to_string(hk) + (hk == pc.heads ? " heads" : " key/value heads") +
+                       " x d_v columns, got " + v.shape());
+  const bool keys_labelled_apart = k.rows() != q.rows() || doc.json().contains("context_tokens");
+  read_options(doc, pc, q.rows(), k.rows(), q.cols(), "k", keys_labelled_apart, opt, false);
 }
 
 /// @brief every buffer the attention will make, and the outputs asked for, against the limits:
@@ -560,6 +642,52 @@ std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::multihead_resu
   return out;
 }
 
+/// runtime::rope_table's cos (or sin) for `count` positions from `first`, (count, r/2): the
+/// numbers apply_rope multiplies by, position p's row p - first
+template <class T>
+rt::dynamic_matrix<T> rope_table_matrix(const rt::rope_options& ro, std::size_t rw, std::size_t first, std::size_t count,
+                                        bool cosine) {
+  const rt::rope_table<T> t(ro, rw, first, count);
+  rt::dynamic_matrix<T> m(count, rw / 2);
+  for (std::size_t p = 0; p < count; ++p)
+    for (std::size_t i = 0; i < rw / 2; ++i) m(p, i) = (cosine ? t.cos : t.sin)[p * (rw / 2) + i];
+  return m;
+}
+
+/// --json's last members when the case uses them (docs/cli.md): "rope" {the rotary width, the
+/// first query and key positions, cos_q, sin_q (T, r/2), cos_k, sin_k (S, r/2): the tables the
+/// rotation used} and "alibi_slopes" (heads numbers in the case's type: m_h as added)
+template <class T>
+void json_position_terms(std::string& s, const rt::multihead_result<T>& r, std::size_t t_len, std::size_t s_len,
+                         const rt::attention_options<T>& opt) {
+  if (opt.rope) {
+    const auto& ro = *opt.rope;
+    const std::size_t dh = r.queries.cols() / opt.heads, rw = ro.rotary_dim ? ro.rotary_dim : dh,
+                      kp = ro.key_position_offset.value_or(ro.position_offset);
+    s += ",\n \"rope\": {\"layout\": \"";
+    s += ro.layout == rt::rope_layout::half_split ? "half_split" : "interleaved";
+    s += "\", \"base\": ";
+    qkv::io::write_number(s, ro.base);
+    s += ", \"rotary_dim\": " + std::to_string(rw) + ", \"head_dim\": " + std::to_string(dh) +
+         ", \"query_positions\": [" + std::to_string(ro.position_offset) + ", " + std::to_string(ro.position_offset + t_len) +
+         "], \"key_positions\": [" + std::to_string(kp) + ", " + std::to_string(kp + s_len) + "],\n  \"cos_q\": ";
+    qkv::io::write_tensor(s, rope_table_matrix<T>(ro, rw, ro.position_offset, t_len, true));
+    s += ",\n  \"sin_q\": ";
+    qkv::io::write_tensor(s, rope_table_matrix<T>(ro, rw, ro.position_offset, t_len, false));
+    s += ",\n  \"cos_k\": ";
+    qkv::io::write_tensor(s, rope_table_matrix<T>(ro, rw, kp, s_len, true));
+    s += ",\n  \"sin_k\": ";
+    qkv::io::write_tensor(s, rope_table_matrix<T>(ro, rw, kp, s_len, false));
+    s += "}";
+  }
+  if (opt.alibi) {
+    std::vector<T> m;
+    for (const double slope : rt::alibi_slopes(opt.heads)) m.push_back(static_cast<T>(slope));  // as mask_scores adds it
+    s += ",\n \"alibi_slopes\": ";
+    qkv::io::write_tensor(s, m);
+  }
+}
+
 template <class T>
 std::string json_output(const rt::multihead_result<T>& r, std::size_t t_len, std::size_t s_len,
                         const rt::attention_options<T>& opt) {
@@ -586,6 +714,7 @@ std::string json_output(const rt::multihead_result<T>& r, std::size_t t_len, std
   qkv::io::write_tensor(s, r.concat);
   s += ",\n \"output\": ";
   qkv::io::write_tensor(s, r.output);
+  json_position_terms(s, r, t_len, s_len, opt);
   return s + "}\n";
 }
 
@@ -594,30 +723,40 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
                   bool has_context, const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
                   const rt::multihead_result<T>& r) {
   const bool out_in = pc.layout == rt::weight_layout::out_in;
-  const auto& c = has_context ? context : x;
+  const auto& c = has_context || pc.projected ? context : x;  // projected: x is q and context k
   const std::size_t H = pc.heads, HK = pc.kv_heads ? pc.kv_heads : H, dq = r.queries.cols(), dv = r.values.cols();
   std::ostringstream o;
   o << "qkv attend " << pc.file << ": "
     << (pc.half.empty() ? std::string(qkv::io::dtype_name<T>())
                         : pc.half + " inputs (each number rounded to " + pc.half + ", to nearest even) with float32 arithmetic")
-    << ", " << (has_context ? "cross" : "self")
-    << "-attention, " << x.rows() << " queries over " << c.rows() << " keys, " << H << (H == 1 ? " head" : " heads")
+    << ", " << (pc.projected ? "attention of the given q, k, v (already projected: no x, no weights), "
+                             : has_context ? "cross-attention, " : "self-attention, ")
+    << x.rows() << " queries over " << c.rows() << " keys, " << H << (H == 1 ? " head" : " heads")
     << " (d_q = " << dq << ", d_v = " << dv << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
     << (HK != H ? "; " + std::to_string(HK) + " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head h / " +
                       std::to_string(H / HK) + ")" : "")
     << ")\n"
     << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n\n";
-  o << "Step 1: the inputs, one token per row\n";
-  o << "x " << x.shape() << " =\n" << torch_str(x) << "\n";
-  if (!pc.tokens.empty()) o << "tokens (the rows of x) = " << label_list(pc.tokens) << "\n";
-  if (has_context) o << "context " << context.shape() << " =\n" << torch_str(context) << "\n";
-  if (!pc.context_tokens.empty()) o << "context_tokens (the rows of context) = " << label_list(pc.context_tokens) << "\n";
-  const std::string src = has_context ? "context" : "x";
-  const std::string prod = out_in ? " Wᵀ" : " W";
-  o << "\nStep 2: queries, keys and values (" << (out_in ? "out_in: y = x Wᵀ + b, nn.Linear" : "in_out: y = x W + b") << ")\n";
-  o << "queries = x" << prod << "q" << (w.q.bias.empty() ? "" : " + bq") << ", " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
-  o << "keys = " << src << prod << "k" << (w.k.bias.empty() ? "" : " + bk") << ", " << r.keys.shape() << " =\n" << torch_str(r.keys) << "\n";
-  o << "values = " << src << prod << "v" << (w.v.bias.empty() ? "" : " + bv") << ", " << r.values.shape() << " =\n" << torch_str(r.values) << "\n";
+  if (pc.projected) {  // q, k, v given: no projections to show
+    o << "Step 1: the queries, keys and values, given (already projected: no x, no weights, no Step 2)\n";
+    o << "queries = q, " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
+    if (!pc.tokens.empty()) o << "tokens (the rows of q) = " << label_list(pc.tokens) << "\n";
+    o << "keys = k, " << r.keys.shape() << " =\n" << torch_str(r.keys) << "\n";
+    o << "values = v, " << r.values.shape() << " =\n" << torch_str(r.values) << "\n";
+    if (!pc.context_tokens.empty()) o << "context_tokens (the rows of k and v) = " << label_list(pc.context_tokens) << "\n";
+  } else {
+    o << "Step 1: the inputs, one token per row\n";
+    o << "x " << x.shape() << " =\n" << torch_str(x) << "\n";
+    if (!pc.tokens.empty()) o << "tokens (the rows of x) = " << label_list(pc.tokens) << "\n";
+    if (has_context) o << "context " << context.shape() << " =\n" << torch_str(context) << "\n";
+    if (!pc.context_tokens.empty()) o << "context_tokens (the rows of context) = " << label_list(pc.context_tokens) << "\n";
+    const std::string src = has_context ? "context" : "x";
+    const std::string prod = out_in ? " Wᵀ" : " W";
+    o << "\nStep 2: queries, keys and values (" << (out_in ? "out_in: y = x Wᵀ + b, nn.Linear" : "in_out: y = x W + b") << ")\n";
+    o << "queries = x" << prod << "q" << (w.q.bias.empty() ? "" : " + bq") << ", " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
+    o << "keys = " << src << prod << "k" << (w.k.bias.empty() ? "" : " + bk") << ", " << r.keys.shape() << " =\n" << torch_str(r.keys) << "\n";
+    o << "values = " << src << prod << "v" << (w.v.bias.empty() ? "" : " + bv") << ", " << r.values.shape() << " =\n" << torch_str(r.values) << "\n";
+  }
   if (pc.rope) {
     const auto& ro = *pc.rope;
     const std::size_t hd = dq / H, kp = ro.key_position_offset.value_or(ro.position_offset);
@@ -771,11 +910,7 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
     if (!same(q, r.queries) || !same(k, r.keys))
       throw std::logic_error("qkv attend: the page's rotation of the projections differs from attention()'s queries or keys");
     auto table = [&](std::size_t first, std::size_t count, bool cosine) {
-      const rt::rope_table<T> t(ro, rw, first, count);
-      rt::dynamic_matrix<T> m(count, rw / 2);
-      for (std::size_t p = 0; p < count; ++p)
-        for (std::size_t i = 0; i < rw / 2; ++i) m(p, i) = (cosine ? t.cos : t.sin)[p * (rw / 2) + i];
-      return m;
+      return rope_table_matrix<T>(ro, rw, first, count, cosine);
     };
     d.cos_q = table(ro.position_offset, t_len, true);
     d.sin_q = table(ro.position_offset, t_len, false);
@@ -991,6 +1126,52 @@ struct outputs {
   std::string text, json, svg, html;  // json, svg, html: empty unless asked for
 };
 
+/// @brief a case of already-projected q, k, v (read_projected_case): runtime::multihead_attention
+/// on them (no projections, no output projection), the trace (its Step 1 the given q, k, v), the
+/// --json and the --svg heatmap as for any case; --html (a page about the projections) refused
+template <class T>
+outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg,
+                                  bool want_html, const limits& lim) {
+  if (want_html)
+    throw input_error(doc.file() + ": --html draws the page of x and its projections, and this case gives q, k, v "
+                                   "already projected: use --svg for the heatmap, or --json");
+  rt::dynamic_matrix<T> q, k, v;
+  rt::attention_options<T> opt;
+  read_projected_case(doc, pc, q, k, v, opt);
+  if constexpr (std::is_same_v<T, float>) {  // 16-bit inputs: rounded as stored, float32 arithmetic
+    auto round_all = [&]<class S>() {
+      for (auto* m : {&q, &k, &v}) round_values<S>(m->data(), m->size());
+      if (opt.bias) round_values<S>(opt.bias->data(), opt.bias->size());
+    };
+    if (pc.half == "bfloat16") round_all.template operator()<rt::bfloat16>();
+    else if (pc.half == "float16") round_all.template operator()<rt::float16>();
+  }
+  if (want_svg) attend_page::check_size(pc.file, "--svg", pc.heads, q.rows(), k.rows());
+  try {  // check_sizes reads the widths from the weights: (out, 0) stand-ins of q's, k's and v's widths
+    rt::attention_weights<T> widths;
+    widths.q.weight.resize(q.cols(), 0);
+    widths.k.weight.resize(k.cols(), 0);
+    widths.v.weight.resize(v.cols(), 0);
+    check_sizes(q, k, widths, pc.heads, lim, as_json, want_svg);
+  } catch (const qkv::io::limit_error& e) {
+    throw input_error(doc.file() + ": " + e.what());
+  }
+  outputs<T> o;
+  apply_key_padding(pc, opt);
+  o.result = rt::multihead_attention(q, k, v, opt);
+  const auto& r = o.result;
+  o.text = trace(pc, q, k, false, rt::attention_weights<T>{}, opt, r);
+  if (as_json) o.json = json_output(r, q.rows(), k.rows(), opt);
+  if (want_svg) {
+    auto shown = opt;  // the mask and the added terms; the rotation is shown by the trace
+    shown.rope.reset();
+    const auto d = make_page_data(q, k, rt::attention_weights<T>{}, shown, r, pc.heads);
+    o.svg = attend_page::svg(short_name(pc.file), r, d.mask, q.rows(), k.rows(), pc.tokens, pc.context_tokens,
+                             pc.has_context);
+  }
+  return o;
+}
+
 /// @brief read the case, check every size against the limits, run the attention and make every
 /// output asked for; writes nothing (the fuzz target fuzz/attend_case_fuzz.cpp calls this)
 template <class T>
@@ -1005,6 +1186,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     make_batch_outputs<T>(doc, pc, as_json, lim, o.batch, o.text, o.json);
     return o;
   }
+  if (doc.json().contains("q")) return make_projected_outputs<T>(doc, pc, as_json, want_svg, want_html, lim);
   rt::dynamic_matrix<T> x, context;
   bool has_context = false;
   rt::attention_weights<T> w;

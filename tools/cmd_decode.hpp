@@ -101,6 +101,10 @@ inline decode_case read_case(const qkv::io::json_document& doc, std::uint64_t ma
                      "alibi, scale, rope");
   for (const char* f : {"q", "k", "v"})
     if (!j.contains(f)) throw err(f, "missing (required: q, k, v)");
+  // q, k and v are float32 (the cache's storage is a separate field): a tensor tagged with
+  // another floating type is refused, never read silently as float32 (cli.hpp)
+  check_tensor_dtypes(doc, "float32", "float32", "qkv decode computes in float32; \"storage\" sets only the cache's type",
+                      "give its numbers as float32 (tag it \"float32\" or leave it untagged)");
   decode_case c;
   c.file = doc.file();
   auto whole = [&](const char* field, std::size_t lo, std::size_t hi, const std::string& what) {
@@ -148,11 +152,7 @@ inline decode_case read_case(const qkv::io::json_document& doc, std::uint64_t ma
     if (!a.is_boolean()) throw err("alibi", "expected true or false, got " + a.dump());
     c.alibi = a.get<bool>();
   }
-  if (j.contains("scale")) {
-    const auto& s = j.at("scale");
-    if (!s.is_number() || !std::isfinite(s.get<double>())) throw err("scale", "expected a finite number, got " + s.dump());
-    c.scale = s.get<float>();
-  }
+  if (j.contains("scale")) c.scale = read_finite_scale<float>(doc);  // a number or a 0-d tensor, finite in float
   if (j.contains("rope")) {  // attend's field (same members, same checks), minus key_position_offset
     const auto& r = j.at("rope");
     if (r.is_object() && r.contains("key_position_offset"))

@@ -1,8 +1,8 @@
-// bench/peers/qkv_peer.cpp: the peer harness's qkv implementation (its impls_qkv/qkv.cpp),
-// adapted to qkv's current API: W4/W5 through rt::detail::attend_heads_streaming (each head's
-// k and v packed once per task, its query rows in blocks of at most rt::stream_query_block). Not built by
-// meson: scripts/bench.sh passes it to the harness's run.sh as EXTRA_IMPL_SOURCES when
-// QKV_PEERS names the harness folder (docs/performance.md, "ONNX Runtime").
+// bench/peers/qkv_peer.cpp: the peer harness's qkv implementation (bench/peers/, copied from
+// the harness's impls_qkv/qkv.cpp), through qkv's public API only: W4/W5 through
+// rt::multihead_attention (each head's k and v packed once per task, its query rows in blocks of
+// at most rt::stream_query_block, one pool dispatch). Not built by meson: scripts/peers.sh
+// passes it to bench/peers/run.sh as EXTRA_IMPL_SOURCES (docs/performance.md, "Method").
 // qkv peer: the qkv library's runtime path (header-only C++20, <qkv/runtime/runtime.hpp>), called
 // the way the project's own bench/attention_bench.cpp calls it. A FACTORY (untimed setup):
 //
@@ -15,13 +15,12 @@
 //    Q/K/V projections with bias in one parallel_for, the streaming (flash-style) attention
 //    over heads x query blocks, the output projection with bias (W3); then result.output is
 //    copied into the harness's buffer (n x out_cols floats; qkv writes into its own
-//    multihead_result, reused across calls).
-//  * W4/W5 (attention only): the streaming path on views of the harness's Q/K/V, written
-//    straight into the harness's output: rt::detail::attend_heads_streaming (exactly
-//    bench/attention_bench.cpp's qkv_impl): tasks of heads x parts, each packing its head's k
-//    and v once into its thread's panels and running its rows in query blocks of <= 512 (the
-//    public rt::scaled_dot_product_attention does one head per call, so W5's 12 heads would be
-//    12 parallel_fors).
+//    attention_result, reused across calls).
+//  * W4/W5 (attention only; W4c/W5c causal): the streaming path on views of the harness's
+//    Q/K/V, written straight into the harness's output: rt::multihead_attention(q, k, v, out,
+//    {heads, scale, causal}) (exactly bench/attention_bench.cpp's qkv_impl): tasks of heads x
+//    parts, each packing its head's k and v once into its thread's panels and running its rows
+//    in query blocks of <= 512; causal skips the key blocks a query block cannot see.
 //  * Threads: rt::set_threads(threads) on the library's one pool at the start of every call
 //    (a no-op when the size is unchanged; idle workers spin for at most 200 µs, then sleep).
 //
@@ -64,7 +63,6 @@ struct Projected {  // W1-W3: everything one call needs, made once per (workload
 
 Runner qkv_factory(const Workload& w, const Inputs& in, int threads) {
     const std::size_t n = std::size_t(w.n), H = std::size_t(w.heads);
-    const std::size_t dk = std::size_t(w.d_k), dv = std::size_t(w.d_v);
     const std::size_t qc = std::size_t(w.qk_cols()), vc = std::size_t(w.v_cols());
     const float scale = 1.0f / std::sqrt(float(w.d_k));
     const std::size_t T = std::size_t(threads);
@@ -84,18 +82,21 @@ Runner qkv_factory(const Workload& w, const Inputs& in, int threads) {
         const std::size_t out_count = n * std::size_t(w.out_cols());
         return [st, x, T, out_count](float* out) {
             rt::set_threads(T);
-            rt::attention<float>(x, x, st->packed, st->opt, st->result);
+            rt::attention(x, x, st->packed, st->opt, st->result);
             std::memcpy(out, st->result.output.data(), sizeof(float) * out_count);
         };
     }
     const rt::matrix_view<const float> q{in.Q, n, qc, qc, 1}, k{in.K, n, qc, qc, 1}, v{in.V, n, vc, vc, 1};
-    return [q, k, v, n, H, vc, scale, T](float* out) {
+    rt::attention_options<float> opt;
+    opt.heads = H;
+    opt.scale = scale;
+    opt.causal = w.causal;  // W4c, W5c
+    return [q, k, v, n, vc, opt, T](float* out) {
         rt::set_threads(T);
         const rt::matrix_view<float> o{out, n, vc, vc, 1};
-        // each head's k and v packed once and shared by its query blocks (per-head tasks when
-        // the heads share out evenly over the threads, else key and query blocks shared out)
-        rt::detail::attend_heads_streaming<float>(q, k, v, o, H, scale, {}, &rt::default_pool(),
-                                                  [](std::size_t, std::size_t, std::size_t) {});
+        // the public multi-head attention on Q, K, V: one pool dispatch, each head's k and v
+        // packed once and shared by its query blocks
+        rt::multihead_attention(q, k, v, o, opt);
     };
 }
 
@@ -103,4 +104,4 @@ Runner qkv_factory(const Workload& w, const Inputs& in, int threads) {
 
 ATTNBENCH_REGISTER_FACTORY("qkv", qkv_factory, true,
                            "qkv runtime path: weights packed once (in_out layout), rt::attention streaming (W1-W3); "
-                           "streaming attend_rows over heads x query blocks (W4/W5); rt::set_threads");
+                           "rt::multihead_attention on the harness's Q, K, V (W4/W5, W4c/W5c causal); rt::set_threads");

@@ -113,6 +113,79 @@ TEST_CASE("causal equals the allowed mask of its lower triangle, bit for bit") {
   }
 }
 
+TEST_CASE_TEMPLATE("causal streaming skips the masked key blocks and exps with the bits of its allowed matrix", F, float,
+                   double) {
+  // The streaming path skips, per key block, the rows that see none of its keys, and spends no
+  // exp on a row's causal tail (attend_rows_tiled). An allowed matrix with the same cells goes
+  // through none of that (every row, every key, e^-inf): the two must agree bit for bit. Sizes:
+  // T = S = 700 (a 512-row block and a 188-row one, the diagonal inside key blocks), T < S and
+  // T > S (both alignments: lower_right with T > S leaves the first rows with no key), a
+  // window, key_padding, ALiBi and a bias (mask_scores' path), and 1 and 2 threads
+  // (attend_heads_streaming's parts, scaled_dot_product_attention's panels).
+  rt::thread_pool one(1), two(2);
+  const std::size_t d = 24, dv = 16;
+  const std::pair<std::size_t, std::size_t> sizes[] = {{700, 700}, {300, 700}, {700, 300}, {129, 129}, {1100, 1100}};
+  unsigned seed = 4100;
+  int cases = 0;
+  for (const auto& [T, S] : sizes)
+    for (auto align : {rt::causal_alignment::upper_left, rt::causal_alignment::lower_right})
+      for (std::size_t window : {std::size_t(0), std::size_t(200)})
+        for (int extra = 0; extra < 3; ++extra) {  // 0: none, 1: key_padding, 2: ALiBi and a bias
+          CAPTURE(T);
+          CAPTURE(S);
+          CAPTURE(int(align));
+          CAPTURE(window);
+          CAPTURE(extra);
+          const auto q = random_matrix<F>(T, d, seed, 0.8), k = random_matrix<F>(S, d, seed + 1, 0.8),
+                     v = random_matrix<F>(S, dv, seed + 2);
+          const auto bias = random_matrix<F>(T, S, seed + 3, 0.5);
+          seed += 4;
+          std::vector<unsigned char> padding(S, 0);
+          for (std::size_t j = 0; j < S; j += 7) padding[j] = 1;
+          rt::attention_mask causal{true, nullptr};
+          causal.alignment = align;
+          causal.window = window;
+          if (extra == 1) causal.set_key_padding(padding);
+          if (extra == 2) {
+            causal.alibi_slope = 0.0625;
+            causal.set_bias(rt::matrix_view<const F>(bias.view()));
+          }
+          // the same cells as an allowed matrix: key j visible for query i when j <= p, p = i +
+          // offset, and p - window < j
+          const std::ptrdiff_t offset = align == rt::causal_alignment::lower_right
+                                            ? static_cast<std::ptrdiff_t>(S) - static_cast<std::ptrdiff_t>(T) : 0;
+          rt::mask_matrix allowed(T, S);
+          for (std::size_t i = 0; i < T; ++i)
+            for (std::size_t j = 0; j < S; ++j) {
+              const std::ptrdiff_t p = static_cast<std::ptrdiff_t>(i) + offset, jj = static_cast<std::ptrdiff_t>(j);
+              allowed(i, j) = jj <= p && (window == 0 || p - static_cast<std::ptrdiff_t>(window) < jj);
+            }
+          rt::attention_mask explicit_mask = causal;
+          explicit_mask.causal = false;
+          explicit_mask.window = 0;
+          explicit_mask.allowed = &allowed;
+          // ALiBi's term depends on p, which the alignment sets even without causal
+          dynamic_matrix<F> want(T, dv);
+          rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), want.view(), F(0.2), explicit_mask, nullptr,
+                                              nullptr, &one);
+          for (rt::thread_pool* pool : {&one, &two}) {
+            dynamic_matrix<F> got(T, dv);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), got.view(), F(0.2), causal, nullptr,
+                                                nullptr, pool);
+            CHECK(qkv::testing::same_bits(got, want));
+            // per-block packing too (no panels): attend_rows_streaming over stream_split's blocks
+            dynamic_matrix<F> blocks(T, dv);
+            const rt::attention_mask resolved = causal.resolved(T, S);
+            for (std::size_t i0 = 0; i0 < T; i0 += 384)
+              rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), blocks.view(), F(0.2), resolved, i0,
+                                                   std::min(T, i0 + 384));
+            CHECK(qkv::testing::same_bits(blocks, want));
+          }
+          ++cases;
+        }
+  CHECK(cases == 60);
+}
+
 TEST_CASE("multi-head attention is each head's attention on its columns, concatenated, then projected") {
   const std::size_t T = 10, S = 13, d = 12, H = 3;
   const auto x = random_matrix<double>(T, d, 20), c = random_matrix<double>(S, 8, 21);

@@ -287,7 +287,16 @@ TEST_CASE("the KV cache checks its size before allocating and its capacity befor
                        "over the limit of 1048576 (kv_cache's max_bytes)",
                        rt::size_limit_error);
   // past 2^64 bytes: no wrap-around
-  CHECK_THROWS_AS(rt::kv_cache<float>(1 << 20, 1 << 20, 1 << 20, 0, std::size_t(1) << 20), rt::size_limit_error);
+  // 2^20 layers x 2^20 heads x 2^20 positions x 2^20 x 4 bytes = 2^82 = 4.8357e24 bytes, printed
+  // to three digits (runtime::bytes_string), not as 24 digits of a double's rounding
+  CHECK_THROWS_WITH_AS(rt::kv_cache<float>(1 << 20, 1 << 20, 1 << 20, 0, std::size_t(1) << 20),
+                       doctest::Contains("(1048576 + 0) x 4 bytes need about 4.84e+24 bytes, over the limit"),
+                       rt::size_limit_error);
+  // exactly 2^64 bytes (2^62 floats of one layer's key): "about 1.84e+19", the first past an integer
+  CHECK_THROWS_WITH_AS(rt::kv_cache<float>(1, 1, std::size_t(1) << 31, 0, std::size_t(1) << 31),
+                       doctest::Contains("need about 1.84e+19 bytes"), rt::size_limit_error);
+  // 2^64 - 1 is exact in long double (64 significant bits on x86-64): the largest integer form
+  CHECK(rt::bytes_string(18446744073709551615.0L) == "18446744073709551615");
   rt::kv_cache<rt::bfloat16> cache(1, 2, 4, 4, 3);
   const auto k = random_matrix<float>(2, 8, 71), v = random_matrix<float>(2, 8, 72);
   cache.append(0, k.view(), v.view());
@@ -304,8 +313,17 @@ TEST_CASE("the KV cache checks its size before allocating and its capacity befor
   rt::cache_attention_options opt;
   opt.heads = 2;
   CHECK_THROWS_WITH_AS(rt::attend(cache, 0, q.view(), out.view(), opt),
-                       "kv_cache attend: q is 3x8 and out 3x8 but must be 3x8 and 3x8 with at most 2 rows (the cached positions)",
+                       "kv_cache attend: q has 3 queries but layer 0 of the cache holds 2 positions: append the new "
+                       "tokens' keys and values first (each query is one of the last cached positions)",
                        rt::shape_error);
+  {  // an empty cache: the same message, not "at most 0 rows" under two equal shapes
+    rt::kv_cache<float> empty(1, 1, 4, 4, 4);  // 1 layer, 1 key/value head of 4 and 4, capacity 4
+    dynamic_matrix<float> q1(1, 8), out1(1, 8);
+    CHECK_THROWS_WITH_AS(rt::decode_attend(empty, 0, q1.view(), out1.view(), opt),
+                         "kv_cache attend: q has 1 query but layer 0 of the cache holds 0 positions: append the new "
+                         "tokens' keys and values first (each query is one of the last cached positions)",
+                         rt::shape_error);
+  }
   cache.clear();
   CHECK(cache.length(0) == 0);
 }

@@ -168,9 +168,18 @@ TEST_CASE("resize from inside a task is refused with std::logic_error and the po
   std::atomic<std::size_t> sum{0};
   pool.parallel_for(100, [&](std::size_t t) { sum += t; });
   CHECK(sum.load() == 4950);
-  pool.resize(0);  // 0 means 1
+  // 0 means one per core everywhere: resize(0), thread_pool(0) and set_threads(0) agree
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  CHECK(rt::thread_pool::hardware_threads() == cores);
+  pool.resize(0);
+  CHECK(pool.size() == cores);
+  CHECK(rt::thread_pool(0).size() == cores);
+  pool.resize(1);
   CHECK(pool.size() == 1);
-  CHECK(rt::thread_pool(0).size() == 1);
+  const std::size_t before = rt::threads();
+  rt::set_threads(0);
+  CHECK(rt::threads() == cores);
+  rt::set_threads(before);
 }
 
 TEST_CASE("spinning, sleeping at once and a spin changed while jobs run give the same bits") {

@@ -39,6 +39,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -669,6 +670,16 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     const bool first = j0 == s_begin;
     const std::size_t bc = std::min(key_block, s_end - j0);
     const matrix_view<T> st{tile, rows, bc, bc, 1};
+    // causal: rows 0 .. r0 of the block see no key of this key block (key_limit <= j0), so
+    // every score of theirs here would be -inf: they are skipped in all three passes (the
+    // block's maximum -inf leaves m, the sum e^-inf = 0 leaves l, alpha = e^0 = 1 leaves out,
+    // and p = 0 adds 0 * v: the same bits for finite v, as for the keys past s_end above).
+    // key_limit grows with the row, so r0 does with j0: a row skipped in the first block sees
+    // no key at all, and pass 4 gives it 0 (l = 0) as before
+    std::size_t r0 = 0;
+    if (mask.causal)
+      while (r0 < rows && key_limit(mask, i0 + r0, s) <= j0) ++r0;
+    if (r0 == rows) continue;
     // pass 1: the scaled scores of this tile, st = scale * q(i0..i1) k(j0..j0+bc)ᵀ
     epilogue<T> e;
     e.scale = scale;
@@ -678,17 +689,38 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     // may stop inside it (causal: bc < bp): kᵀ's panels are read as the (d, bp) operand they
     // are, of which the first bc columns are computed
     const std::size_t kb = j0 / key_block, bp = std::min(key_block, s - j0);
-    if (panels)
-      product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, 0, rows, 0,
-                       bc, false, panels->k + kb * panels->k_stride, true);
-    else
-      product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, 0, rows, 0, bc,
-                       false, nullptr, true);
+    // causal, the diagonal: rows whose key_limit ends inside this key block go in groups of
+    // diagonal_rows, each computing (pass 1) and reading (pass 3) only the keys its last row
+    // can see; the rows from rf on see the whole block. The columns left out are masked in
+    // pass 2 whatever the tile holds there (-inf, then p = 0), so no visible score and no bit
+    // of out changes: a shorter product drops only p = 0 terms at the end of each chain
+    constexpr std::size_t diagonal_rows = 32;
+    struct segment {
+      std::size_t a, b, n;  // rows a..b, keys j0..j0 + n
+    };
+    segment segs[stream_query_block / diagonal_rows + 1];
+    std::size_t nsegs = 0, rf = r0;
+    if (mask.causal)
+      while (rf < rows && key_limit(mask, i0 + rf, s) < j0 + bc) ++rf;
+    for (std::size_t a = r0; a < rf; a += diagonal_rows) {
+      const std::size_t b = std::min(rf, a + diagonal_rows);
+      segs[nsegs++] = {a, b, key_limit(mask, i0 + b - 1, s) - j0};
+    }
+    if (rf < rows) segs[nsegs++] = {rf, rows, bc};
+    for (std::size_t g = 0; g < nsegs; ++g) {
+      const auto [a, b, n] = segs[g];
+      if (panels)
+        product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, a, b, 0,
+                         n, false, panels->k + kb * panels->k_stride, true);
+      else
+        product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, a, b, 0, n, false,
+                         nullptr, true);
+    }
     // pass 2: mask, online softmax: new maxima, p = e^(s - m), rescale l and out. In groups
     // of stream_row_group rows (8 KiB of scores: they stay in L1 between the sweeps), three
     // sweeps over a group's rows rather than one pass per row: each row's max -> exp -> sum is
     // a long dependent chain, and independent rows side by side let the core overlap them
-    for (std::size_t g0 = 0; g0 < rows; g0 += stream_row_group) {
+    for (std::size_t g0 = r0; g0 < rows; g0 += stream_row_group) {
       const std::size_t g1 = std::min(rows, g0 + stream_row_group);
       for (std::size_t r = g0; r < g1; ++r) {
         T* srow = tile + r * bc;
@@ -721,7 +753,13 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
       for (std::size_t r = g0; r < g1; ++r) {
         T* srow = tile + r * bc;
         if (m_new[r] - m_new[r] == T(0)) [[likely]] {
-          row_sum[r] = exp_shifted_sum(srow, bc, m_new[r]);
+          // no exp on the causal tail (keys from key_limit on, -inf): e^-inf = 0 is written
+          // instead, and the sum over the first n keys is the sum over all bc, bit for bit
+          // (exp_shifted_sum's lanes take the same keys in the same order; the tail's vectors
+          // would add zeros). vexp spends its slow path on -inf, a third of a causal run's time
+          const std::size_t lim = key_limit(mask, i0 + r, s), n = lim > j0 ? std::min(bc, lim - j0) : 0;
+          row_sum[r] = exp_shifted_sum(srow, n, m_new[r]);
+          for (std::size_t c = n; c < bc; ++c) srow[c] = T(0);
         } else {  // every key so far masked (-inf), or poisoned (NaN)
           for (std::size_t c = 0; c < bc; ++c) srow[c] = T(0);
           row_sum[r] = T(0);
@@ -756,18 +794,22 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     // (with panels: v's panels of this key block, bp rows each; when bc < bp only their first
     // bc rows are read, one panel of NR columns at a time, as the product steps from one
     // panel to the next by its own depth, bc)
-    if (panels) {
-      constexpr std::size_t NR = gemm_blocking<T>::nr;
-      const std::size_t step = bc == bp ? dv : NR;
-      for (std::size_t c0 = 0; c0 < dv; c0 += step) {
-        const std::size_t w = std::min(step, dv - c0);
-        product_block<T>(matrix_view<const T>(st), matrix_view<const T>{nullptr, bc, w, w, 1},
-                         column_block(row_block(out, i0, rows), c0, w), epilogue<T>{}, 0, rows, 0, w, !first,
-                         panels->v + kb * panels->v_stride + c0 * bp, true);
+    // (the diagonal's row groups: a depth of their n keys, the first n rows of v's panels)
+    for (std::size_t g = 0; g < nsegs; ++g) {
+      const auto [a, b, n] = segs[g];
+      const auto p = column_block(matrix_view<const T>(st), 0, n);
+      if (panels) {
+        constexpr std::size_t NR = gemm_blocking<T>::nr;
+        const std::size_t step = n == bp ? dv : NR;
+        for (std::size_t c0 = 0; c0 < dv; c0 += step) {
+          const std::size_t w = std::min(step, dv - c0);
+          product_block<T>(p, matrix_view<const T>{nullptr, n, w, w, 1}, column_block(row_block(out, i0, rows), c0, w),
+                           epilogue<T>{}, a, b, 0, w, !first, panels->v + kb * panels->v_stride + c0 * bp, true);
+        }
+      } else {
+        product_block<T>(p, row_block(v, j0, n), row_block(out, i0, rows), epilogue<T>{}, a, b, 0, dv, !first,
+                         nullptr, true);
       }
-    } else {
-      product_block<T>(matrix_view<const T>(st), row_block(v, j0, bc), row_block(out, i0, rows),
-                       epilogue<T>{}, 0, rows, 0, dv, !first, nullptr, true);
     }
   }
   if (stats)
@@ -791,32 +833,68 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
   }
 }
 
-/// @brief the streaming path for `heads` heads side by side, head h = column block h of each:
-/// q (T, heads d), k (S, heads d), v (S, heads dv), out (T, heads dv), one mask for all.
-/// after(h, i0, i1) runs after each task's rows i0..i1 of head h (repair_rows), on its thread.
-/// Tasks: each head's rows in `parts` even parts (1 when the heads share out evenly over the
-/// threads, else enough that heads x parts is a multiple of the threads: W4, one head on two
-/// threads, 2 parts of 1024 rows; parts of at least 128 rows). A task packs its head's k and v
-/// once into its thread's panel_space (kv_panels) and runs its part in query blocks of at most
-/// stream_query_block rows, all reading those panels. On two threads W4's head is packed twice,
-/// each copy in its own core's cache (packing it once for both threads and reading the other
-/// core's copy measured 4-7% slower). More than panel_limit (kv_panel_limit) elements for a
-/// head, or only attend_rows_small's few keys: no panels, the heads x query blocks of
-/// stream_split, k and v packed per block as attend_rows_tiled does alone. Only who packs and
-/// who computes changes, never how: the same bits for every thread count and split.
-/// stats: where head h's row statistics go, at offset h T (row_statistics_out), or nullptr.
-template <class T, class After>
-void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
-                            const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
-                            T scale, const attention_mask& mask, thread_pool* pool, After&& after,
-                            std::size_t panel_limit = kv_panel_limit,
-                            const row_statistics_out<T>* stats = nullptr) {
+/// @brief the rows of each part when `t_len` queries are split into `parts` parts of about
+/// equal work: part p is rows bound(p) .. bound(p + 1). The work of a row is the keys it may
+/// see (key_limit - key_start, at least 1); without causal or a window every row sees them all
+/// and the parts are even (t_len p / parts). Under causal the later rows see more keys, and even
+/// parts would leave the thread with the first part idle for most of the run (W4c on two
+/// threads: a quarter of the work against three quarters). Only who computes which row
+/// changes: a row's bits do not depend on its block (tested).
+inline std::vector<std::size_t> work_parts(const attention_mask& mask, std::size_t t_len, std::size_t s_len,
+                                           std::size_t parts) {
+  std::vector<std::size_t> bound(parts + 1, t_len);
+  bound[0] = 0;
+  if (!mask.causal && mask.window == 0) {
+    for (std::size_t p = 1; p < parts; ++p) bound[p] = t_len * p / parts;
+    return bound;
+  }
+  auto work = [&](std::size_t i) {
+    const std::size_t lim = key_limit(mask, i, s_len), first = key_start(mask, i, s_len);
+    return static_cast<double>(lim > first ? lim - first : 0) + 1.0;  // + 1: a row costs something alone
+  };
+  double total = 0;
+  for (std::size_t i = 0; i < t_len; ++i) total += work(i);
+  double sum = 0;
+  std::size_t p = 1;
+  for (std::size_t i = 0; i < t_len && p < parts; ++i) {
+    sum += work(i);
+    while (p < parts && sum >= total * static_cast<double>(p) / static_cast<double>(parts)) bound[p++] = i + 1;
+  }
+  return bound;
+}
+
+/// @brief the streaming path for `heads` query heads side by side, head h = column block h of q
+/// and out, and column block h / (heads / kv_heads) of k and v (grouped-query attention;
+/// kv_heads = heads: one each): q (T, heads d), k (S, kv_heads d), v (S, kv_heads dv), out
+/// (T, heads dv); head_mask(h) gives head h's mask (resolved: every head's causal and key
+/// limits the same, its ALiBi slope and bias its own). after(h, i0, i1) runs after each task's
+/// rows i0..i1 of head h (repair_rows), on its thread. Tasks: each key/value head's rows in
+/// `parts` parts of about equal work (work_parts; 1 part when the key/value heads share out
+/// evenly over the threads, else enough that kv_heads x parts is a multiple of the threads: W4,
+/// one head on two threads, 2 parts; parts of at least 128 rows). A task packs its key/value
+/// head's k and v once into its thread's panel_space (kv_panels) and runs the part of every
+/// query head of its group in query blocks of at most stream_query_block rows, all reading
+/// those panels. On two threads W4's head is packed twice, each copy in its own core's cache
+/// (packing it once for both threads and reading the other core's copy measured 4-7% slower).
+/// More than panel_limit (kv_panel_limit) elements for a head, or only attend_rows_small's few
+/// keys: no panels, the heads x query blocks of stream_split, k and v packed per block as
+/// attend_rows_tiled does alone. Only who packs and who computes changes, never how: the same
+/// bits for every thread count and split. stats: where query head h's row statistics go, at
+/// offset h T (row_statistics_out), or nullptr.
+template <class T, class HeadMask, class After>
+void attend_grouped_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                              const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
+                              std::size_t kv_heads, T scale, HeadMask&& head_mask, thread_pool* pool, After&& after,
+                              std::size_t panel_limit = kv_panel_limit,
+                              const row_statistics_out<T>* stats = nullptr) {
   const std::size_t t_len = q.rows, s_len = k.rows;
-  if (heads == 0 || t_len == 0) return;
-  const std::size_t d = q.cols / heads, dv = v.cols / heads;
+  if (heads == 0 || kv_heads == 0 || t_len == 0) return;
+  const std::size_t group = heads / kv_heads;
+  const std::size_t d = q.cols / heads, dv = v.cols / kv_heads;
   const std::size_t threads = pool ? pool->size() : 1;
   const auto head = [&](std::size_t h) {
-    return std::tuple{column_block(q, h * d, d), column_block(k, h * d, d), column_block(v, h * dv, dv),
+    const std::size_t g = h / group;
+    return std::tuple{column_block(q, h * d, d), column_block(k, g * d, d), column_block(v, g * dv, dv),
                       column_block(out, h * dv, dv)};
   };
   const auto run_all = [&](std::size_t tasks, auto&& f) {
@@ -825,31 +903,40 @@ void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<con
     else
       for (std::size_t t = 0; t < tasks; ++t) f(t);
   };
+  const attention_mask mask0 = head_mask(std::size_t(0));  // the limits every head shares
   // the key blocks any row visits (key_limit grows with the row); no panels when every block
   // goes through attend_rows_small (no packing there)
-  const kv_panel_layout<T> lay(key_limit(mask, t_len - 1, s_len), d, dv);
+  const kv_panel_layout<T> lay(key_limit(mask0, t_len - 1, s_len), d, dv);
   const bool small = [&] {
     auto [qh, kh, vh, oh] = head(0);
-    return streams_small(qh, kh, vh, oh, mask, 0, t_len);
+    return streams_small(qh, kh, vh, oh, mask0, 0, t_len);
   }();
   if (!small && lay.blocks > 0 && lay.size() <= panel_limit) {
     std::size_t parts = 1;
-    while (heads * parts % threads != 0) ++parts;  // at most threads
+    while (kv_heads * parts % threads != 0) ++parts;  // at most threads
     parts = std::max<std::size_t>(1, std::min(parts, t_len / 128));
-    run_all(heads * parts, [&](std::size_t t) {
-      const std::size_t h = t / parts, part = t % parts;
-      const std::size_t r0 = t_len * part / parts, r1 = t_len * (part + 1) / parts;
-      auto [qh, kh, vh, oh] = head(h);
+    const std::vector<std::size_t> bound = work_parts(mask0, t_len, s_len, parts);
+    run_all(kv_heads * parts, [&](std::size_t t) {
+      const std::size_t g = t / parts, part = t % parts;
+      const std::size_t r0 = bound[part], r1 = bound[part + 1];
+      if (r0 == r1) return;
       auto& space = panel_space<T>::get();
       if (space.data.size() < lay.size()) space.data.resize(lay.size());
-      for (std::size_t b = 0; b < lay.blocks; ++b) pack_kv_block(kh, vh, b, lay, space.data.data());
+      {
+        auto [qh, kh, vh, oh] = head(g * group);
+        for (std::size_t b = 0; b < lay.blocks; ++b) pack_kv_block(kh, vh, b, lay, space.data.data());
+      }
       const kv_panels<T> panels = lay.at(space.data.data());
       const stream_split split(r1 - r0, 1, 1);  // the fewest blocks of the part
-      for (std::size_t b = 0; b < split.blocks; ++b) {
-        const std::size_t i0 = r0 + split.begin(b), i1 = r0 + split.end(b);
-        const row_statistics_out<T> hs = stats ? stats->at(h * t_len) : row_statistics_out<T>{};
-        attend_rows_streaming(qh, kh, vh, oh, scale, mask, i0, i1, &panels, stats ? &hs : nullptr);
-        after(h, i0, i1);
+      for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+        auto [qh, kh, vh, oh] = head(h);
+        const attention_mask hm = head_mask(h);
+        for (std::size_t b = 0; b < split.blocks; ++b) {
+          const std::size_t i0 = r0 + split.begin(b), i1 = r0 + split.end(b);
+          const row_statistics_out<T> hs = stats ? stats->at(h * t_len) : row_statistics_out<T>{};
+          attend_rows_streaming(qh, kh, vh, oh, scale, hm, i0, i1, &panels, stats ? &hs : nullptr);
+          after(h, i0, i1);
+        }
       }
     });
     return;
@@ -859,10 +946,22 @@ void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<con
     const std::size_t h = t / split.blocks, b = t % split.blocks;
     auto [qh, kh, vh, oh] = head(h);
     const row_statistics_out<T> hs = stats ? stats->at(h * t_len) : row_statistics_out<T>{};
-    attend_rows_streaming(qh, kh, vh, oh, scale, mask, split.begin(b), split.end(b), static_cast<const kv_panels<T>*>(nullptr),
-                          stats ? &hs : nullptr);
+    attend_rows_streaming(qh, kh, vh, oh, scale, head_mask(h), split.begin(b), split.end(b),
+                          static_cast<const kv_panels<T>*>(nullptr), stats ? &hs : nullptr);
     after(h, split.begin(b), split.end(b));
   });
+}
+
+/// @brief attend_grouped_streaming with one key/value head per query head and one mask for all
+/// (scaled_dot_product_attention's streaming path is its one-head case)
+template <class T, class After>
+void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                            const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
+                            T scale, const attention_mask& mask, thread_pool* pool, After&& after,
+                            std::size_t panel_limit = kv_panel_limit,
+                            const row_statistics_out<T>* stats = nullptr) {
+  attend_grouped_streaming(q, k, v, out, heads, heads, scale, [&](std::size_t) { return mask; }, pool,
+                           std::forward<After>(after), panel_limit, stats);
 }
 
 }  // namespace detail
@@ -877,10 +976,12 @@ template <class T>
 /// given (the materialised path), else streams (memory O(T + S)). Threads: query blocks.
 /// NaN and infinity: the header comment (the same answer on both paths, any thread count).
 /// @throws shape_error naming the shapes that do not fit
+/// T is deduced from out alone (q, k, v and scale convert to it), so views of a
+/// dynamic_matrix<float> (q.view(), a non-const view) and a double scale need no <float>.
 template <class T>
-void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k,
-                                  matrix_view<const T> v, matrix_view<T> out, T scale,
-                                  const attention_mask& mask_in = {},
+void scaled_dot_product_attention(std::type_identity_t<matrix_view<const T>> q, std::type_identity_t<matrix_view<const T>> k,
+                                  std::type_identity_t<matrix_view<const T>> v, matrix_view<T> out,
+                                  std::type_identity_t<T> scale, const attention_mask& mask_in = {},
                                   const matrix_view<T>* scores = nullptr,
                                   const matrix_view<T>* weights = nullptr,
                                   thread_pool* pool = &default_pool()) {
@@ -917,6 +1018,16 @@ void scaled_dot_product_attention(matrix_view<const T> q, matrix_view<const T> k
     use->parallel_for(tasks, run);
   else
     for (std::size_t t = 0; t < tasks; ++t) run(t);
+}
+
+/// @brief the same, streaming, on whole matrices: out (resized to q's rows by v's columns) =
+/// softmax(scale q kᵀ + mask) v, the call an engineer writes first (no views, no <float>)
+template <class T>
+void scaled_dot_product_attention(const dynamic_matrix<T>& q, const dynamic_matrix<T>& k, const dynamic_matrix<T>& v,
+                                  dynamic_matrix<T>& out, std::type_identity_t<T> scale, const attention_mask& mask = {},
+                                  thread_pool* pool = &default_pool()) {
+  out.resize(q.rows(), v.cols());
+  scaled_dot_product_attention<T>(q.view(), k.view(), v.view(), out.view(), scale, mask, nullptr, nullptr, pool);
 }
 
 }  // namespace qkv::runtime

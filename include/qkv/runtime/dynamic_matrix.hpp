@@ -21,6 +21,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 #include <new>
@@ -54,10 +55,14 @@ struct size_limit_error : std::length_error {
 /// rows x cols overflows) is this exception in every build, never an abort or a wrapped size
 inline constexpr std::size_t max_matrix_bytes = std::size_t(1) << 40;
 
-/// a byte count for a message: an integer, or "about 1.2e+20" past 2^64
+/// a byte count for a message: the integer below 2^64, else "about 1.84e+19" (three significant
+/// digits: past 2^64 the product was computed in long double, and its printed digits would only
+/// pretend to a precision it does not have)
 [[nodiscard]] inline std::string bytes_string(long double n) {
-  if (n < 1.8e19L) return std::to_string(static_cast<unsigned long long>(n));
-  return "about " + std::to_string(static_cast<double>(n));
+  if (n < 18446744073709551616.0L) return std::to_string(static_cast<unsigned long long>(n));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "about %.3Lg", n);
+  return buf;
 }
 
 /// the size_limit_error of checked_elements (out of line: the check itself stays a few

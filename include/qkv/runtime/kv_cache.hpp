@@ -252,10 +252,15 @@ void attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float
     throw shape_error("kv_cache attend: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
                       " key/value heads (kv_heads must divide heads)");
   const std::size_t S_len = cache.length(layer);
-  if (q.cols != H * dk || out.cols != H * dv || out.rows != q.rows || q.rows > S_len)
+  if (q.cols != H * dk || out.cols != H * dv || out.rows != q.rows)
     throw shape_error("kv_cache attend: q is " + q.shape() + " and out " + out.shape() + " but must be " +
-                      shape_string(q.rows, H * dk) + " and " + shape_string(q.rows, H * dv) + " with at most " +
-                      std::to_string(S_len) + " rows (the cached positions)");
+                      shape_string(q.rows, H * dk) + " and " + shape_string(q.rows, H * dv) + " (" + std::to_string(H) +
+                      " heads of d_key = " + std::to_string(dk) + " and d_value = " + std::to_string(dv) + ")");
+  if (q.rows > S_len)  // the shapes fit: the cache is too short (empty, most often: append first)
+    throw shape_error("kv_cache attend: q has " + std::to_string(q.rows) + (q.rows == 1 ? " query" : " queries") +
+                      " but layer " + std::to_string(layer) + " of the cache holds " + std::to_string(S_len) +
+                      (S_len == 1 ? " position" : " positions") +
+                      ": append the new tokens' keys and values first (each query is one of the last cached positions)");
   if (opt.alibi && slopes.size() != H)
     throw shape_error("kv_cache attend: " + std::to_string(slopes.size()) + " ALiBi slopes for " +
                       std::to_string(H) + " heads");

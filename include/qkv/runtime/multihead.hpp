@@ -9,7 +9,10 @@
 // Weights are nn.Linear's (out, in) by default; weight_layout::in_out takes (in, out) as
 // tutorial 000 writes them (Q = x Wq). Each head's scores and weights are kept when
 // keep_weights is set (never averaged); otherwise the streaming path runs (attention.hpp)
-// and only concat and output are filled. Threads: heads x query blocks, bit-identical.
+// and only concat and output are filled. Threads: heads x query blocks (streaming: each
+// key/value head's K and V packed once per task, one pool dispatch), bit-identical.
+// multihead_attention(q, k, v, ...) is the same attention on queries, keys and values already
+// projected (the engineer's call: PyTorch's SDPA, ONNX Runtime's MultiHeadAttention).
 #pragma once
 
 #include <cmath>
@@ -95,10 +98,11 @@ void check_linear(std::size_t x_rows, std::size_t x_cols, const W& w, const char
 
 }  // namespace detail
 
-/// @brief y = x Wᵀ + b (or x W + b), written to y (resized to (x.rows, out)). `name` is used
+/// @brief y = x Wᵀ + b (or x W + b), written to y (resized to (x.rows, out)); T is deduced
+/// from w and y, so x may be a dynamic_matrix or any view of one. `name` is used
 /// in the error message: "linear wq: x is 3x4 but wq is 3x5 (out_in: wq's columns must equal x's columns)"
 template <class T>
-void linear(matrix_view<const T> x, const linear_weights<T>& w, dynamic_matrix<T>& y,
+void linear(std::type_identity_t<matrix_view<const T>> x, const linear_weights<T>& w, dynamic_matrix<T>& y,
             thread_pool* pool = &default_pool(), const char* name = "w") {
   detail::check_linear(x.rows, x.cols, w, name);
   y.resize(x.rows, w.out_features());
@@ -109,7 +113,7 @@ void linear(matrix_view<const T> x, const linear_weights<T>& w, dynamic_matrix<T
 
 /// @brief the same with the weights packed once (same bits, no packing of W per call)
 template <class T>
-void linear(matrix_view<const T> x, const packed_linear<T>& w, dynamic_matrix<T>& y,
+void linear(std::type_identity_t<matrix_view<const T>> x, const packed_linear<T>& w, dynamic_matrix<T>& y,
             thread_pool* pool = &default_pool(), const char* name = "w") {
   detail::check_linear(x.rows, x.cols, w, name);
   y.resize(x.rows, w.out_features());
@@ -280,55 +284,29 @@ template <class T>
 using attention_result [[deprecated("use qkv::runtime::multihead_result (qkv::attention_result is one head's steps)")]] =
     multihead_result<T>;
 
-/// @brief multi-head attention of x (queries) over context (keys, values), into `r` (its
-/// buffers are reused when the shapes repeat, so a loop does not allocate).
-/// @throws shape_error naming both shapes of the first mismatch
-/// w: attention_weights<T>, or packed_attention_weights<T> (the same bits, no repacking).
-template <class T, template <class> class Weights>
-  requires std::is_same_v<Weights<T>, attention_weights<T>> ||
-           std::is_same_v<Weights<T>, packed_attention_weights<T>>
-void attention(matrix_view<const T> x, matrix_view<const T> context, const Weights<T>& w,
-               const attention_options<T>& opt, multihead_result<T>& r,
-               thread_pool* pool = &default_pool()) {
-  auto wshape = [](const auto& l) {
-    if constexpr (requires { l.weight_shape; }) return l.weight_shape;
-    else return l.weight.shape();
-  };
-  const std::size_t H = opt.heads;
-  if (H == 0) throw shape_error("attention: heads must be at least 1");
-  const std::size_t HK = opt.kv_heads == 0 ? H : opt.kv_heads;
-  if (H % HK != 0)
-    throw shape_error("attention: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
-                      " key/value heads (kv_heads must divide heads)");
-  // pass 1: the three projections, their tiles in one parallel_for
-  detail::product_job<T> projections[3] = {detail::linear_job<T>(x, w.q, r.queries, "wq"),
-                                           detail::linear_job<T>(context, w.k, r.keys, "wk"),
-                                           detail::linear_job<T>(context, w.v, r.values, "wv")};
-  detail::threaded_products(projections, pool);
-  const std::size_t t_len = x.rows, s_len = context.rows;
+namespace detail {
+
+/// @brief attention()'s pass 2 on r.queries (T, H dh), r.keys (S, HK dh) and r.values
+/// (S, HK dvh), already projected and checked against each other: the options' shapes checked
+/// (`keys_are`: what the messages call the keys' source, "context is 6x4"), RoPE applied to the
+/// queries and keys in place, the scale, each head's scores and weights kept (keep_weights) or
+/// streamed, heads x query blocks in one parallel_for, into r.concat (and r.context per head)
+template <class T>
+void attend_heads(const attention_options<T>& opt, multihead_result<T>& r, const std::string& keys_are,
+                  thread_pool* pool) {
+  const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads;
+  const std::size_t t_len = r.queries.rows(), s_len = r.keys.rows();
   const std::size_t dq = r.queries.cols(), dkv = r.values.cols();
-  if (dq % H != 0 || dkv % HK != 0)
-    throw shape_error("attention: " + std::to_string(H) + " heads do not divide d_q = " + std::to_string(dq) +
-                      " or " + std::to_string(HK) + " key/value heads do not divide d_v = " +
-                      std::to_string(dkv) + " evenly");
   const std::size_t dh = dq / H, dvh = dkv / HK, dv = H * dvh;  // dv: the concatenated heads
-  if (r.keys.cols() != HK * dh)
-    throw shape_error("attention: wq is " + wshape(w.q) + " and wk is " + wshape(w.k) + " but keys need " +
-                      std::to_string(HK) + " heads of d_q / heads = " + std::to_string(dh) + " columns (" +
-                      std::to_string(HK * dh) + " vs " + std::to_string(r.keys.cols()) + ")");
   if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != s_len))
     throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
-                      shape_string(t_len, s_len) + " (x's rows by context's rows)");
+                      shape_string(t_len, s_len) + " (queries by keys)");
   if (opt.key_padding && opt.key_padding->size() != s_len)
     throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) +
-                      " flags but there are " + std::to_string(s_len) + " keys (context is " +
-                      shape_string(s_len, context.cols) + ")");
+                      " flags but there are " + std::to_string(s_len) + " keys (" + keys_are + ")");
   if (!detail::bias_fits(opt, H, t_len, s_len))
     throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, s_len) +
                       " or " + shape_string(H * t_len, s_len) + " (heads x queries by keys)");
-  if (w.o && w.o->in_features() != dv)
-    throw shape_error("attention: wo is " + wshape(*w.o) + " but the concatenated heads are " +
-                      shape_string(t_len, dv));
   if (opt.rope) {  // rotary embeddings of every head's queries and keys, in place (rope.hpp)
     apply_rope<T>(r.queries.view(), dh, *opt.rope, opt.rope->position_offset, pool);
     apply_rope<T>(r.keys.view(), dh, *opt.rope, opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
@@ -366,9 +344,23 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
   // puts them back where a query attends to them (attention.hpp's header comment)
   const auto nonfinite = detail::nonfinite_values<T>::of(r.values.view());
   const matrix_view<const T> values = nonfinite ? nonfinite->clean.view() : r.values.view();
-  // pass 2: heads x query blocks, each task alone on its rows of its head
-  // streaming: rt::stream_split's even blocks shared out over the threads (a row's bits do not
-  // depend on its block); keeping the weights: fixed blocks of query_block rows
+  if (!opt.keep_weights) {  // streaming: each key/value head packed once, one pool dispatch
+    if (t_len > 0)
+      detail::attend_grouped_streaming<T>(
+          matrix_view<const T>(r.queries.view()), matrix_view<const T>(r.keys.view()), values, r.concat.view(), H, HK,
+          r.scale, head_mask, pool && double(H) * double(t_len) * double(s_len) * double(dh + dvh) >= (1 << 17) ? pool : nullptr,
+          [&](std::size_t h, std::size_t i0, std::size_t i1) {
+            if (!nonfinite) return;
+            const std::size_t g = h / group;
+            detail::repair_rows<T>(column_block(matrix_view<const T>(r.queries.view()), h * dh, dh),
+                                   column_block(matrix_view<const T>(r.keys.view()), g * dh, dh),
+                                   column_block(matrix_view<const T>(r.values.view()), g * dvh, dvh),
+                                   column_block(r.concat.view(), h * dvh, dvh), r.scale, head_mask(h), nonfinite->keys, i0, i1);
+          });
+    return;
+  }
+  // keeping the weights: heads x fixed blocks of query_block rows, each task alone on its rows
+  // of its head
   const std::size_t qb = query_block;
   const stream_split split(t_len, H, pool ? pool->size() : 1);
   const std::size_t blocks = opt.keep_weights ? (t_len + qb - 1) / qb : split.blocks;
@@ -403,11 +395,191 @@ void attention(matrix_view<const T> x, matrix_view<const T> context, const Weigh
     for (std::size_t i = 0; i < t_len; ++i)
       for (std::size_t j = 0; j < dvh; ++j) r.context[h](i, j) = r.concat(i, h * dvh + j);
   }
+}
+
+/// the heads of opt for queries of dq columns and values of dkv columns: H and HK checked, and
+/// dq and dkv divided evenly (a shape_error naming them otherwise)
+template <class T>
+void check_heads(const attention_options<T>& opt, std::size_t dq, std::size_t dkv) {
+  const std::size_t H = opt.heads;
+  if (H == 0) throw shape_error("attention: heads must be at least 1");
+  const std::size_t HK = opt.kv_heads == 0 ? H : opt.kv_heads;
+  if (H % HK != 0)
+    throw shape_error("attention: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
+                      " key/value heads (kv_heads must divide heads)");
+  if (dq % H != 0 || dkv % HK != 0)
+    throw shape_error("attention: " + std::to_string(H) + " heads do not divide d_q = " + std::to_string(dq) +
+                      " or " + std::to_string(HK) + " key/value heads do not divide d_v = " +
+                      std::to_string(dkv) + " evenly");
+}
+
+}  // namespace detail
+
+/// @brief multi-head attention of x (queries) over context (keys, values), into `r` (its
+/// buffers are reused when the shapes repeat, so a loop does not allocate).
+/// @throws shape_error naming both shapes of the first mismatch
+/// w: attention_weights<T>, or packed_attention_weights<T> (the same bits, no repacking).
+template <class T, template <class> class Weights>
+  requires std::is_same_v<Weights<T>, attention_weights<T>> ||
+           std::is_same_v<Weights<T>, packed_attention_weights<T>>
+void attention(std::type_identity_t<matrix_view<const T>> x, std::type_identity_t<matrix_view<const T>> context,
+               const Weights<T>& w, const attention_options<T>& opt, multihead_result<T>& r,
+               thread_pool* pool = &default_pool()) {
+  auto wshape = [](const auto& l) {
+    if constexpr (requires { l.weight_shape; }) return l.weight_shape;
+    else return l.weight.shape();
+  };
+  const std::size_t H = opt.heads;
+  if (H == 0) throw shape_error("attention: heads must be at least 1");
+  const std::size_t HK = opt.kv_heads == 0 ? H : opt.kv_heads;
+  if (H % HK != 0)
+    throw shape_error("attention: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
+                      " key/value heads (kv_heads must divide heads)");
+  // pass 1: the three projections, their tiles in one parallel_for
+  detail::product_job<T> projections[3] = {detail::linear_job<T>(x, w.q, r.queries, "wq"),
+                                           detail::linear_job<T>(context, w.k, r.keys, "wk"),
+                                           detail::linear_job<T>(context, w.v, r.values, "wv")};
+  detail::threaded_products(projections, pool);
+  const std::size_t t_len = x.rows, s_len = context.rows;
+  const std::size_t dq = r.queries.cols(), dkv = r.values.cols();
+  detail::check_heads(opt, dq, dkv);
+  const std::size_t dh = dq / H, dvh = dkv / HK, dv = H * dvh;  // dv: the concatenated heads
+  if (r.keys.cols() != HK * dh)
+    throw shape_error("attention: wq is " + wshape(w.q) + " and wk is " + wshape(w.k) + " but keys need " +
+                      std::to_string(HK) + " heads of d_q / heads = " + std::to_string(dh) + " columns (" +
+                      std::to_string(HK * dh) + " vs " + std::to_string(r.keys.cols()) + ")");
+  if (w.o && w.o->in_features() != dv)
+    throw shape_error("attention: wo is " + wshape(*w.o) + " but the concatenated heads are " +
+                      shape_string(t_len, dv));
+  // pass 2: RoPE, the heads (detail::attend_heads)
+  detail::attend_heads(opt, r, "context is " + shape_string(s_len, context.cols), pool);
   // pass 3: the output projection
   if (w.o)
     linear<T>(r.concat.view(), *w.o, r.output, pool, "wo");
   else
     r.output = r.concat;
+}
+
+/// @brief multi-head attention of queries, keys and values already projected (what PyTorch's
+/// scaled_dot_product_attention, ONNX Runtime's MultiHeadAttention and a decoder's layer take):
+/// q (T, H dh), k (S, HK dh), v (S, HK dvh), heads side by side (head h: columns h dh .. of q,
+/// g dh .. of k and g dvh .. of v, g = h / (H / HK); HK = opt.kv_heads or H), every option of
+/// attention() (mask, alignment, window, ALiBi, bias, RoPE on q and k, keep_weights). q, k and v
+/// are copied into r.queries, r.keys and r.values (RoPE rotates the copies); r.output is
+/// r.concat (no output projection). The same bits as attention() whose projections gave these
+/// q, k, v.
+/// @throws shape_error naming q, k, v's shapes when they do not fit together or the heads
+template <class T>
+void multihead_attention(std::type_identity_t<matrix_view<const T>> q, std::type_identity_t<matrix_view<const T>> k,
+                         std::type_identity_t<matrix_view<const T>> v, const attention_options<T>& opt,
+                         multihead_result<T>& r,
+                         thread_pool* pool = &default_pool()) {
+  detail::check_heads(opt, q.cols, v.cols);
+  const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads, dh = q.cols / H;
+  if (k.cols != HK * dh)
+    throw shape_error("attention: q is " + q.shape() + " and k is " + k.shape() + " but k needs " + std::to_string(HK) +
+                      " key/value heads of q's " + std::to_string(dh) + " columns per head (" + std::to_string(HK * dh) +
+                      " columns)");
+  if (k.rows != v.rows)
+    throw shape_error("attention: k is " + k.shape() + " but v is " + v.shape() + " (one value row per key)");
+  auto copy = [](matrix_view<const T> from, dynamic_matrix<T>& to) {
+    to.resize(from.rows, from.cols);
+    for (std::size_t i = 0; i < from.rows; ++i)
+      for (std::size_t j = 0; j < from.cols; ++j) to(i, j) = from(i, j);
+  };
+  copy(q, r.queries);
+  copy(k, r.keys);
+  copy(v, r.values);
+  detail::attend_heads(opt, r, "k is " + k.shape(), pool);
+  r.output = r.concat;
+}
+
+/// @brief the fast path of multihead_attention: out (T, H dvh) = the heads' attention of the
+/// already-projected q (T, H dh), k (S, HK dh), v (S, HK dvh), side by side (the layout of
+/// PyTorch's (T, H d) before .view(T, H, d), and of ONNX Runtime's MultiHeadAttention), streamed
+/// (memory O(T + S) per thread; keep_weights is not read), with one pool dispatch for all heads
+/// and each key/value head's k and v packed once per task (detail::attend_grouped_streaming).
+/// Every option applies: heads, kv_heads (GQA; 1 = MQA), scale (default 1/sqrt(dh)), causal
+/// with its alignment, window, allowed, key_padding, ALiBi, bias (T, S) or (H T, S), and rope
+/// (q and k rotated in copies: 2 (T + S) H dh more elements). Causal skips the key blocks a
+/// query block cannot see and spends no exp on masked keys. NaN and infinity: as attention()
+/// (a non-finite value reaches exactly the rows that attend to it).
+/// The same bits as multihead_attention(q, k, v, opt) with keep_weights = false, as attention()
+/// with projections that give these q, k, v, and as scaled_dot_product_attention on each
+/// head's columns: for any thread count and split (tested).
+/// T is deduced from out; q, k and v may be views of const or non-const matrices.
+/// @throws shape_error naming the shapes that do not fit (q, k, v, out, the heads, the mask's)
+template <class T>
+void multihead_attention(std::type_identity_t<matrix_view<const T>> q, std::type_identity_t<matrix_view<const T>> k,
+                         std::type_identity_t<matrix_view<const T>> v, matrix_view<T> out,
+                         const attention_options<T>& opt, thread_pool* pool = &default_pool()) {
+  detail::check_heads(opt, q.cols, v.cols);
+  const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads, dh = q.cols / H, dvh = v.cols / HK;
+  const std::size_t t_len = q.rows, s_len = k.rows, group = H / HK;
+  if (k.cols != HK * dh)
+    throw shape_error("attention: q is " + q.shape() + " and k is " + k.shape() + " but k needs " + std::to_string(HK) +
+                      " key/value heads of q's " + std::to_string(dh) + " columns per head (" + std::to_string(HK * dh) +
+                      " columns)");
+  if (k.rows != v.rows)
+    throw shape_error("attention: k is " + k.shape() + " but v is " + v.shape() + " (one value row per key)");
+  if (out.rows != t_len || out.cols != H * dvh)
+    throw shape_error("attention: out is " + out.shape() + " but must be " + shape_string(t_len, H * dvh) + " (q's " +
+                      std::to_string(t_len) + " rows by " + std::to_string(H) + " heads of v's " + std::to_string(dvh) +
+                      " columns per key/value head)");
+  if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != s_len))
+    throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " + shape_string(t_len, s_len) +
+                      " (queries by keys)");
+  if (opt.key_padding && opt.key_padding->size() != s_len)
+    throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) + " flags but there are " +
+                      std::to_string(s_len) + " keys (k is " + k.shape() + ")");
+  if (!detail::bias_fits(opt, H, t_len, s_len))
+    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, s_len) +
+                      " or " + shape_string(H * t_len, s_len) + " (heads x queries by keys)");
+  if (t_len == 0) return;
+  // RoPE: rotated copies of q and k (the caller's stay as given)
+  std::optional<dynamic_matrix<T>> q_rot, k_rot;
+  if (opt.rope) {
+    q_rot.emplace(t_len, q.cols);
+    k_rot.emplace(s_len, k.cols);
+    for (std::size_t i = 0; i < t_len; ++i)
+      for (std::size_t j = 0; j < q.cols; ++j) (*q_rot)(i, j) = q(i, j);
+    for (std::size_t i = 0; i < s_len; ++i)
+      for (std::size_t j = 0; j < k.cols; ++j) (*k_rot)(i, j) = k(i, j);
+    apply_rope<T>(q_rot->view(), dh, *opt.rope, opt.rope->position_offset, pool);
+    apply_rope<T>(k_rot->view(), dh, *opt.rope, opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
+  }
+  const matrix_view<const T> qv = q_rot ? matrix_view<const T>(q_rot->view()) : q;
+  const matrix_view<const T> kv = k_rot ? matrix_view<const T>(k_rot->view()) : k;
+  const T scale = opt.scale ? *opt.scale : default_scale<T>(dh);
+  const attention_mask mask = detail::options_mask(opt, t_len, s_len);
+  const std::vector<double> slopes = opt.alibi ? alibi_slopes(H) : std::vector<double>{};
+  const auto head_mask = [&](std::size_t h) {
+    attention_mask m = mask;
+    if (opt.alibi) m.alibi_slope = slopes[h];
+    if (opt.bias) m.set_bias(detail::head_bias(opt, h, t_len));
+    return m;
+  };
+  const auto nonfinite = detail::nonfinite_values<T>::of(v);
+  const matrix_view<const T> values = nonfinite ? matrix_view<const T>(nonfinite->clean.view()) : v;
+  const double work = double(H) * double(t_len) * double(s_len) * double(dh + dvh);
+  detail::attend_grouped_streaming<T>(
+      qv, kv, values, out, H, HK, scale, head_mask, pool && work >= (1 << 17) ? pool : nullptr,
+      [&](std::size_t h, std::size_t i0, std::size_t i1) {
+        if (!nonfinite) return;
+        const std::size_t g = h / group;
+        detail::repair_rows<T>(column_block(qv, h * dh, dh), column_block(kv, g * dh, dh), column_block(v, g * dvh, dvh),
+                               column_block(out, h * dvh, dvh), scale, head_mask(h), nonfinite->keys, i0, i1);
+      });
+}
+
+/// @brief the same as a new result
+template <class T>
+[[nodiscard]] multihead_result<T> multihead_attention(const dynamic_matrix<T>& q, const dynamic_matrix<T>& k,
+                                                      const dynamic_matrix<T>& v, const attention_options<T>& opt = {},
+                                                      thread_pool* pool = &default_pool()) {
+  multihead_result<T> r;
+  multihead_attention<T>(q.view(), k.view(), v.view(), opt, r, pool);
+  return r;
 }
 
 /// @brief attention as a new result; self-attention when context is x

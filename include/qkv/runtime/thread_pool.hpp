@@ -36,8 +36,9 @@ namespace qkv::runtime {
 /// @brief a fixed set of worker threads; the thread that calls parallel_for works too.
 class thread_pool {
  public:
-  /// threads: how many threads run tasks, the caller included (1 = no workers)
-  explicit thread_pool(std::size_t threads = 1) { start(threads); }
+  /// threads: how many threads run tasks, the caller included (1 = no workers; 0 = one per
+  /// core, hardware_threads(), as set_threads(0) and resize(0))
+  explicit thread_pool(std::size_t threads = 1) { start(threads == 0 ? hardware_threads() : threads); }
   ~thread_pool() { stop(); }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -57,7 +58,11 @@ class thread_pool {
     spin_us_.store(t.count() > 0 ? t.count() : 0, std::memory_order_relaxed);
   }
 
-  /// @brief change the number of threads (the caller included; 0 means 1). Waits until a
+  /// one per core: std::thread::hardware_concurrency(), or 1 when it is unknown (it returns 0)
+  [[nodiscard]] static std::size_t hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+  /// @brief change the number of threads (the caller included; 0 means one per core,
+  /// hardware_threads(), as in the constructor and set_threads). Waits until a
   /// parallel_for that another thread is running has finished; calls that start meanwhile wait
   /// for the resize. Throws std::logic_error when called from inside a task (it would wait for
   /// its own job).
@@ -65,7 +70,7 @@ class thread_pool {
     if (inside_task())
       throw std::logic_error("thread_pool::resize (or set_threads) called from inside a parallel_for task: it "
                              "would wait for its own job; resize between calls instead");
-    if (threads == 0) threads = 1;
+    if (threads == 0) threads = hardware_threads();
     std::lock_guard serial(run_mutex_);  // no job runs on this pool while the workers change
     if (threads == size()) return;
     stop();
@@ -213,11 +218,9 @@ inline thread_pool& default_pool() {
   return pool;
 }
 
-/// how many threads the runtime kernels use (the caller included); 0 means all the cores
-inline void set_threads(std::size_t n) {
-  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
-  default_pool().resize(n);
-}
+/// how many threads the runtime kernels use (the caller included); 0 means one per core
+/// (thread_pool::hardware_threads()), the same as thread_pool::resize(0) and thread_pool(0)
+inline void set_threads(std::size_t n) { default_pool().resize(n); }
 
 [[nodiscard]] inline std::size_t threads() { return default_pool().size(); }
 

@@ -8,7 +8,8 @@ no case file), a JSON list of
      "args": the arguments after `qkv attend`; @CASES@ is this folder, @BUILD@ the test's folder}
 Every run also checks the stream contract: on an error (status 2) nothing on stdout and a
 message on stderr; with --json and status 0, stdout is one JSON object with scale, mask and
-scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md, each a {"dtype", "shape",
+scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md (then rope's tables and
+alibi_slopes when the case uses them, each of its shape), each a {"dtype", "shape",
 "data"} tensor whose data matches its shape (a batch case: {"batch", "lengths", "sequences"},
 each sequence such an object); with --svg FILE / --html FILE and status 0, FILE exists and is
 well-formed XML (SVG / XHTML). Prints one line per expectation; exits 1 if any failed."""
@@ -49,8 +50,19 @@ def check_run(cmd, status, stream, text):
             for j in objects:
                 keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
                 extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
-                if list(j.keys()) != extras + keys:
-                    problems.append(f"keys {list(j.keys())}, expected {extras + keys}")
+                # then, when the case uses them, RoPE's tables and ALiBi's slopes (docs/cli.md)
+                terms = [k for k in ["rope", "alibi_slopes"] if k in j]
+                if list(j.keys()) != extras + keys + terms:
+                    problems.append(f"keys {list(j.keys())}, expected {extras + keys + terms}")
+                if "rope" in j:
+                    r = j["rope"]
+                    t, s = j["queries"]["shape"][0], j["keys"]["shape"][0]
+                    half = r["rotary_dim"] // 2
+                    for name, rows in (("cos_q", t), ("sin_q", t), ("cos_k", s), ("sin_k", s)):
+                        if r[name]["shape"] != [rows, half]:
+                            problems.append(f"rope.{name} has shape {r[name]['shape']}, expected {[rows, half]}")
+                if "alibi_slopes" in j and j["alibi_slopes"]["shape"] != [j["scores"]["shape"][0]]:
+                    problems.append(f"alibi_slopes has shape {j['alibi_slopes']['shape']}, one per head expected")
                 if not isinstance(j.get("scale"), (int, float)):
                     problems.append("scale is not a number")
                 for k in ["mask", "scaled_scores"] + keys:
