@@ -112,7 +112,10 @@ for b in $builds; do
   echo "$wanted" >"$dir/qkv-test-options"
   t_setup=$((SECONDS - start))
   # the files of the targets the selected suites' tests run or name (meson introspect: a test's
-  # executable and the build targets among its arguments), so that a build compiles nothing else
+  # executable and the build targets among its arguments), so that a build compiles nothing else;
+  # build.ninja first, so that a meson.build changed since the last build is read again
+  ninja -C "$dir" build.ninja >/dev/null ||
+    { echo "test.sh: meson could not read the build files again ($b)"; failed=$((failed + 1)); status=1; continue; }
   mapfile -t outputs < <(meson introspect "$dir" --tests --targets | python3 -c '
 import json, os, sys
 info = json.load(sys.stdin)
@@ -137,10 +140,13 @@ for t in info["targets"]:
   for s in $suites; do suite_args+=(--suite "$s"); done
   env "${test_env[@]}" meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 "${test_args[@]}" \
     "${suite_args[@]}" | tee "$dir/test-summary.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  test_status=${PIPESTATUS[0]}
+  [ "$test_status" -eq 0 ] || status=1
   t_test=$((SECONDS - start - t_setup - t_build))
   ok=$(awk '/^Ok:/ {print $2}' "$dir/test-summary.txt")
   bad=$(awk '/^(Fail|Unexpected Pass|Timeout):/ {n += $NF} END {print n + 0}' "$dir/test-summary.txt")
+  # meson test failing before any test ran (a test program missing, say) counts as a failure
+  [ "$test_status" -ne 0 ] && [ "${bad:-0}" -eq 0 ] && bad=1
   passed=$((passed + ${ok:-0}))
   failed=$((failed + ${bad:-0}))
   # each suite's share of the test time: the sum of its tests' durations (two run at once)
