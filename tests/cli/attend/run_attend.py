@@ -8,7 +8,8 @@ no case file), a JSON list of
      "args": the arguments after `qkv attend`; @CASES@ is this folder, @BUILD@ the test's folder}
 Every run also checks the stream contract: on an error (status 2) nothing on stdout and a
 message on stderr; with --json and status 0, stdout is one JSON object with scale, mask and
-scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md, each a {"dtype", "shape",
+scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md (with d_output, the gradients
+after them, docs/cli.md "The backward"), each a {"dtype", "shape",
 "data"} tensor whose data matches its shape (a batch case: {"batch", "lengths", "sequences"},
 each sequence such an object); with --svg FILE / --html FILE and status 0, FILE exists and is
 well-formed XML (SVG / XHTML). Prints one line per expectation; exits 1 if any failed."""
@@ -49,8 +50,17 @@ def check_run(cmd, status, stream, text):
             for j in objects:
                 keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
                 extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
-                if list(j.keys()) != extras + keys:
-                    problems.append(f"keys {list(j.keys())}, expected {extras + keys}")
+                # with d_output (docs/cli.md, "The backward"): the gradients after output, in this
+                # order, the biases' and d_wo / d_bo only when the case has them
+                grads = ["d_output", "d_wo", "d_bo", "d_concat", "d_weights", "D", "d_scaled_scores", "d_queries",
+                         "d_keys", "d_values", "d_wq", "d_bq", "d_wk", "d_bk", "d_wv", "d_bv", "d_x"]
+                extra = list(j.keys())[len(extras + keys):]
+                if list(j.keys())[:len(extras + keys)] != extras + keys or \
+                        extra != [g for g in grads if g in extra] or \
+                        (extra and not {"d_output", "d_concat", "d_weights", "D", "d_scaled_scores", "d_queries", "d_keys",
+                                        "d_values", "d_wq", "d_wk", "d_wv", "d_x"} <= set(extra)):
+                    problems.append(f"keys {list(j.keys())}, expected {extras + keys} (and with d_output the gradients {grads})")
+                keys = keys + extra
                 if not isinstance(j.get("scale"), (int, float)):
                     problems.append("scale is not a number")
                 for k in ["mask", "scaled_scores"] + keys:
