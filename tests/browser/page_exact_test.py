@@ -359,7 +359,7 @@ sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
 EXAMPLES = [e['name'] for e in examples.with_page()]
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal', 'chapter_two', 'rope_interleaved', 'kv_heads',
-         'lower_right', 'window', 'alibi', 'bias', 'backward_hand', 'backward_heads']
+         'lower_right', 'window', 'alibi', 'bias', 'backward_hand', 'backward_heads', 'backward_gqa']
 PER_MATRIX = 48  # cells checked per matrix (all of a smaller one); chosen with a fixed seed
 rng = random.Random(28)
 pages = []

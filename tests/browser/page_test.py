@@ -316,7 +316,7 @@ for case in CHAPTER_TWO:
 
 # --- the backward on an attend page (docs/pages.md, "Gradients on a page"): dS's cells explain
 # themselves as P × (dP − D) with --json's numbers, D as a row dot, dP as a dot product
-for case in ['backward_hand', 'backward_heads']:
+for case in ['backward_hand', 'backward_heads', 'backward_gqa']:
     path = os.path.join(ROOT, 'tests/cli/attend', case + '.json')
     html = os.path.join(OUT, 'page_attend_%s.html' % case)
     run('attend', path, '--html', html)
