@@ -222,7 +222,7 @@ std::string backward_trace(bool out_in, const runtime::attention_weights<T>& w, 
   const char* p = out_in ? "ᵀ · x" : "";
   auto proj = [&](const char* name, const char* d, const runtime::linear_weights<T>& l,
                   const runtime::dynamic_matrix<T>& dw, const std::vector<T>& db, const char* b) {
-    o << "\n" << (l.bias.empty() ? mm : "AddmmBackward0") << ": " << name << " = x" << (out_in ? " W" : " W")
+    o << "\n" << (l.bias.empty() ? mm : "AddmmBackward0") << ": " << name << " = x W"
       << name[0] << (out_in ? "ᵀ" : "") << (l.bias.empty() ? "" : std::string(" + b") + name[0]) << "\n";
     o << "d_w" << name[0] << " = " << (out_in ? std::string(d) + p : std::string("xᵀ · ") + d) << ", " << dw.shape() << " =\n"
       << str(dw) << "\n";

@@ -334,6 +334,10 @@ for case in ['backward_hand', 'backward_heads', 'backward_gqa']:
         hs = '[%d]' % h if H > 1 else ''
         for (i, j) in {(T - 1, 0), (T - 1, T - 1), (T // 2, 0)}:
             r = hover(cell('d_scaled_scores' + hs, i, j))
+            if js['mask']['data'][i][j]:  # a masked key: explained in words, its gradient exactly 0
+                check(r['visible'] and 'masked:' in r['text'] and 'exactly 0' in r['text'] and dS[h][i][j] == 0,
+                      '%s: masked dS%s(%d, %d) says so and is 0: %r' % (name, hs, i, j, r['text']))
+                continue
             check(r['visible'] and '\u00d7 (' in r['text'] and '\u2212' in r['text'],
                   '%s: dS%s(%d, %d) explains itself as P × (dP − D): %r' % (name, hs, i, j, r['text']))
             want = P[h][i][j] * (dP[h][i][j] - D[h][i])
