@@ -12,6 +12,8 @@
 // PyTorch's float64 autograd within theirs (tests/data/backward/torch_backward.hpp).
 #include <cstddef>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/attention_backward.hpp>
@@ -310,6 +312,76 @@ inline void walkthrough() {
             << "FlashAttention-2 keeps one number per query, L = m + log l:\n" << torch_str(L) << "\n"
             << "largest |logsumexp backward - m, l backward| in d_queries: "
             << qkv::max_abs_difference(lse_grads.d_queries, flash_grads.d_queries) << "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The learner's page (qkv explain flash_backward --html FILE; docs/pages.md), as example 09's:
+// each step's matrices, every computed cell explaining itself (dP's dot products, D's row dots,
+// dS = P (dP - D)), and the flash gradients with the bounds their static_asserts prove.
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const std::vector<std::string> words{"Life", "is", "short,", "eat", "dessert", "first"};
+  constexpr std::size_t S = 6, d_k = 24, d_v = 28;
+  // a proof's tolerance on the page: the largest element of its bound matrix
+  auto largest = []<std::size_t R, std::size_t C>(const matrix<double, R, C>& bound_matrix) {
+    return qkv::max_abs_difference(bound_matrix, matrix<double, R, C>{});
+  };
+  p.step(1);
+  p.matrix("embedded_sentence", embedded_sentence).rows(words);
+  p.matrix("attn.queries", attn.queries).rows(words).caption("attn.queries = x W_queryᵀ");
+  p.matrix("attn.keys", attn.keys).rows(words).caption("attn.keys = x W_keyᵀ");
+  p.matrix("attn.values", attn.values).rows(words).caption("attn.values = x W_valueᵀ");
+  p.matrix("d_context", d_context).rows(words).caption("d_context = dO: torch.manual_seed(5); torch.randn(6, 28)");
+  p.step(2);
+  p.matrix("attn.scaled_scores", attn.scaled_scores).rows(words).cols(words);
+  p.matrix("attn.weights", attn.weights).rows(words).cols(words).how(how::softmax("attn.scaled_scores"));
+  p.heatmap("the materialised weights (flash's backward never writes them)", {"attn.weights"});
+  p.matrix("attn.context", attn.context).rows(words).how(how::matmul("attn.weights", "attn.values", S));
+  p.matrix("d_weights", materialised.attention.d_weights).rows(words).cols(words)
+      .caption("dP = dO Vᵀ (materialised)").how(how::dot("d_context", "attn.values", d_v));
+  p.matrix("D_materialised", D_materialised).rows(words).caption("D = rowsum(dP ∘ P) (materialised)")
+      .how(how::row_dot("d_weights", "attn.weights", S));
+  p.matrix("d_scaled_scores", materialised.attention.d_scaled_scores).rows(words).cols(words)
+      .caption("dS = P ∘ (dP − D) (materialised)").how(how::softmax_backward("attn.weights", "d_weights", "D_materialised"));
+  p.matrix("d_scores", materialised.attention.d_scores).rows(words).cols(words)
+      .caption("dS / sqrt(24): the scores' gradient").how(how::scaled("d_scaled_scores", 1.0 / 4.898979663848877,
+                                                                        "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
+  p.matrix("materialised.d_queries", materialised.attention.d_queries).rows(words)
+      .how(how::matmul("d_scores", "attn.keys", S));
+  p.step(3);
+  p.matrix("flash.row_max", flash.row_max).rows(words).caption("m: each query's largest scaled score");
+  p.matrix("flash.row_sum", flash.row_sum).rows(words).caption("l: each query's sum of e^(s - m), block by block");
+  p.matrix("flash.context", flash.context).rows(words).caption("O: flash's output, kept for the backward");
+  p.step(4);
+  p.matrix("flash_grads.d_row", flash_grads.d_row).rows(words).caption("D = rowsum(dO ∘ O), before the loop over the keys")
+      .how(how::row_dot("d_context", "flash.context", d_v))
+      .proven(D_materialised, "D_materialised (rowsum(dP ∘ P))",
+              largest(bound::plus(bound::f32.flash.d_row, bound::f32.materialised.d_row)), "flash + materialised bound (step 6)");
+  p.matrix("flash_grads.d_values", flash_grads.d_values).rows(words)
+      .proven(materialised.attention.d_values, "materialised.attention.d_values",
+              largest(bound::plus(bound::f32.flash.d_values, bound::f32.materialised.d_values)), "flash + materialised bound (step 6)");
+  p.matrix("flash_grads.d_queries", flash_grads.d_queries).rows(words)
+      .proven(materialised.attention.d_queries, "materialised.attention.d_queries",
+              largest(bound::plus(bound::f32.flash.d_queries, bound::f32.materialised.d_queries)), "flash + materialised bound (step 6)");
+  p.matrix("flash_grads.d_keys", flash_grads.d_keys).rows(words)
+      .proven(materialised.attention.d_keys, "materialised.attention.d_keys",
+              largest(bound::plus(bound::f32.flash.d_keys, bound::f32.materialised.d_keys)), "flash + materialised bound (step 6)");
+  p.step(5);
+  p.step(6);
+  p.matrix("PyTorch float64 d_queries", matrix<double, 6, d_k>(torch64::drawn_f64_d_queries)).rows(words)
+      .caption("PyTorch 1.13's float64 autograd: q.grad");
+  p.step(7);
+  p.matrix("flash_w_query", flash_w_query).caption("d_W_query from flash's dQ (24, 16)")
+      .proven(matrix<double, 24, 16>(torch64::drawn_f64_d_w_query), "PyTorch float64's W_query.grad",
+              largest(bound::plus(bound::e_w_query<float>(bound::f32.flash.d_queries),
+                                  bound::e_w_query<double>(bound::f64.materialised.d_queries))),
+              "flash's bound through the projection, plus PyTorch float64's");
+  p.step(8);
+  p.matrix("L", L).rows(words).caption("L = m + log l: FlashAttention-2's one number per query");
+  p.matrix("lse_grads.d_queries", lse_grads.d_queries).rows(words)
+      .proven(flash_grads.d_queries, "flash_grads.d_queries (the m-and-l backward)",
+              largest(bound::plus(bound::lse32.d_queries, bound::f32.flash.d_queries)), "logsumexp + m-and-l bound");
 }
 
 }  // namespace qkv::examples::flash_backward

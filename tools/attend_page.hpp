@@ -19,6 +19,7 @@
 #include <qkv/io/svg.hpp>
 #include <qkv/runtime/multihead.hpp>
 
+#include "attend_backward.hpp"
 #include "cli.hpp"
 
 namespace qkv::cli::attend_page {
@@ -66,6 +67,7 @@ struct page_data {
   std::vector<rt::dynamic_matrix<T>> scaled, added;
   std::string added_note;
   std::optional<rt::dynamic_matrix<T>> q_linear, k_linear, cos_q, sin_q, cos_k, sin_k;
+  const attend_detail::backward_result<T>* backward = nullptr;  // the case's d_output's gradients (or none)
 };
 
 template <class T>
@@ -75,6 +77,139 @@ std::vector<double> values_of(const rt::dynamic_matrix<T>& m) {
 
 inline std::vector<std::string> labels_or(const std::vector<std::string>& tokens, const char* prefix, std::size_t n) {
   return tokens.size() == n ? tokens : qkv::io::page::labels(prefix, n);
+}
+
+/// a matrix's transpose, hidden (an operand of the gradients' products)
+template <class T>
+void hidden_transpose(qkv::io::page& p, const std::string& id, const rt::dynamic_matrix<T>& m, const std::string& dtype) {
+  rt::dynamic_matrix<T> t(m.cols(), m.rows());
+  for (std::size_t i = 0; i < m.rows(); ++i)
+    for (std::size_t j = 0; j < m.cols(); ++j) t(j, i) = m(i, j);
+  p.matrix(id + "\u1d40", t.rows(), t.cols(), values_of(t)).dtype(dtype).hidden().how(qkv::io::page_how::transposed(id));
+}
+
+/// @brief the backward's steps on the page (docs/pages.md, "Gradients"): every gradient as a
+/// table whose cells explain themselves from the page's own numbers, as the forward's do: a
+/// product's terms (MmBackward0), D's row dot, dS = P × (dP − D) (SoftmaxBackward0), the scale
+template <class T>
+void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::attention_weights<T>& w,
+                    const rt::multihead_result<T>& r, const attend_detail::backward_result<T>& bw,
+                    const std::string& scale_text, const std::string& mask_note, const std::vector<std::string>& qrow,
+                    const std::vector<std::string>& krow, const std::string& dtype) {
+  using how = qkv::io::page_how;
+  const auto& g = bw.g;
+  const std::size_t t_len = x.rows(), s_len = t_len, H = r.weights.size(), HK = r.values.cols() * H / r.concat.cols();
+  const std::size_t group = H / HK, dq = r.queries.cols(), dk = dq / H, dvh = r.concat.cols() / H;
+  const bool out_in = w.q.layout == rt::weight_layout::out_in;
+  auto add = [&](const std::string& id, const rt::dynamic_matrix<T>& m) {
+    return p.matrix(id, m.rows(), m.cols(), values_of(m)).dtype(dtype);
+  };
+  auto add_vector = [&](const std::string& id, const std::vector<T>& v) {
+    return p.matrix(id, 1, v.size(), std::vector<double>(v.begin(), v.end())).dtype(dtype);
+  };
+  const std::string concat = H > 1 ? "concat" : "context";
+  rt::dynamic_matrix<T> ones(1, t_len, T(1));
+  p.matrix("ones", 1, t_len, values_of(ones)).dtype(dtype).hidden();
+  p.step("The backward: the gradients for d_output " + std::string(bw.sum ? "= \"sum\" (output.sum(): all ones)" : "(the case's)"),
+         "Each gradient is the derivative of the loss with respect to one forward matrix, computed in reverse "
+         "order from d_output (runtime/multihead_backward.hpp); each cell explains itself from this page's numbers "
+         "as the forward's cells do, with the grad_fn PyTorch records for the step (docs/gradients.md). "
+         "The gradients have no 50-digit truth line on this page (neither has the forward's: the tool's pages "
+         "show what qkv computed and how).");
+  add("d_output", bw.d_output).rows(qrow);
+  if (w.o) {
+    p.step(std::string(w.o->bias.empty() ? "MmBackward0" : "AddmmBackward0") + ": the output projection");
+    if (out_in) {
+      hidden_transpose(p, "d_output", bw.d_output, dtype);
+      add("d_wo", g.d_w_output).how(how::matmul("d_output\u1d40", concat, t_len));
+    } else {
+      hidden_transpose(p, concat, r.concat, dtype);
+      add("d_wo", g.d_w_output).how(how::matmul(concat + "\u1d40", "d_output", t_len));
+    }
+    if (!g.d_b_output.empty()) add_vector("d_bo", g.d_b_output).how(how::matmul("ones", "d_output", t_len));
+    add("d_concat", g.d_concat).rows(qrow).how(out_in ? how::matmul("d_output", "wo", w.o->out_features())
+                                                      : how::dot("d_output", "wo", w.o->out_features()));
+  } else {
+    p.text("No output projection: d_concat is d_output.");
+    p.matrix("zeros", t_len, g.d_concat.cols(), std::vector<double>(t_len * g.d_concat.cols(), 0.0)).dtype(dtype).hidden();
+    add("d_concat", g.d_concat).rows(qrow).how(how::add("d_output", "zeros"));
+  }
+  for (std::size_t h = 0; h < H; ++h) {
+    const std::size_t kv = h / group;
+    const std::string hs = H > 1 ? "[" + std::to_string(h) + "]" : "";
+    p.step("MmBackward0 and SoftmaxBackward0" + std::string(H > 1 ? ": head " + std::to_string(h) : "") +
+           ": d_weights = d_context \u00b7 values\u1d40, D, d_scaled_scores = weights \u2218 (d_weights \u2212 D)");
+    add("d_weights" + hs, bw.d_weights[h]).rows(qrow).cols(krow).caption("dP" + hs)
+        .how(how::dot("d_concat", "values", dvh, h * dvh, kv * dvh));
+    rt::dynamic_matrix<T> dcol(t_len, 1);
+    for (std::size_t i = 0; i < t_len; ++i) dcol(i, 0) = bw.row_dots(h, i);
+    add("D" + hs, dcol).rows(qrow).how(how::row_dot("d_concat", "context" + hs, dvh, h * dvh, 0));
+    add("d_scaled_scores" + hs, bw.d_scaled_scores[h]).rows(qrow).cols(krow).caption("dS" + hs)
+        .how(how::softmax_backward("weights" + hs, "d_weights" + hs, "D" + hs, mask_note));
+    rt::dynamic_matrix<T> dsc(t_len, s_len);
+    for (std::size_t i = 0; i < t_len; ++i)
+      for (std::size_t j = 0; j < s_len; ++j) dsc(i, j) = T(r.scale * bw.d_scaled_scores[h](i, j));
+    add("d_scores" + hs, dsc).rows(qrow).cols(krow).how(how::scaled("d_scaled_scores" + hs, double(r.scale), scale_text));
+    add("d_queries" + hs, attend_detail::columns(g.d_queries, h * dk, dk)).rows(qrow)
+        .how(how::matmul("d_scores" + hs, "keys", s_len, 0, 0, kv * dk));
+    if (group == 1) {
+      hidden_transpose(p, "d_scores" + hs, dsc, dtype);
+      add("d_keys" + hs, attend_detail::columns(g.d_keys, h * dk, dk)).rows(krow)
+          .how(how::matmul("d_scores" + hs + "\u1d40", "queries", t_len, 0, 0, h * dk));
+      hidden_transpose(p, "weights" + hs, r.weights[h], dtype);
+      add("d_values" + hs, attend_detail::columns(g.d_values, h * dvh, dvh)).rows(krow)
+          .how(how::matmul("weights" + hs + "\u1d40", "d_concat", t_len, 0, 0, h * dvh));
+    } else if (h % group == group - 1) {
+      p.text("Key/value head " + std::to_string(kv) + " is shared by query heads " + std::to_string(kv * group) + " to " +
+             std::to_string(h) + ": its d_keys and d_values are the sums of theirs (scale d_scaled_scores\u1d40 queries and "
+             "weights\u1d40 d_context per head), as the runtime computed them.");
+      add("d_keys[kv " + std::to_string(kv) + "]", attend_detail::columns(g.d_keys, kv * dk, dk)).rows(krow).derived();
+      add("d_values[kv " + std::to_string(kv) + "]", attend_detail::columns(g.d_values, kv * dvh, dvh)).rows(krow).derived();
+    }
+  }
+  p.step("MmBackward0 / AddmmBackward0: the projections' weights and biases, and d_x");
+  const std::pair<const char*, const rt::dynamic_matrix<T>*> grads[3] = {
+      {"d_queries", &g.d_queries}, {"d_keys", &g.d_keys}, {"d_values", &g.d_values}};
+  const rt::linear_weights<T>* lw[3] = {&w.q, &w.k, &w.v};
+  const rt::dynamic_matrix<T>* dws[3] = {&g.d_w_query, &g.d_w_key, &g.d_w_value};
+  const std::vector<T>* dbs[3] = {&g.d_b_query, &g.d_b_key, &g.d_b_value};
+  const char* names[3] = {"q", "k", "v"};
+  if (!out_in) hidden_transpose(p, "x", x, dtype);
+  for (int k = 0; k < 3; ++k) {
+    const std::string all = std::string(grads[k].first) + " (all heads)";
+    add(all, *grads[k].second).hidden();
+    if (out_in) {
+      hidden_transpose(p, all, *grads[k].second, dtype);
+      add(std::string("d_w") + names[k], *dws[k]).how(how::matmul(all + "\u1d40", "x", t_len));
+    } else {
+      add(std::string("d_w") + names[k], *dws[k]).how(how::matmul("x\u1d40", all, t_len));
+    }
+    if (!dbs[k]->empty()) add_vector(std::string("d_b") + names[k], *dbs[k]).how(how::matmul("ones", all, t_len));
+    (void)lw[k];
+  }
+  // d_x = [dQ | dK | dV] [Wq; Wk; Wv] (out_in; in_out: the transposes): one sum over every column of the three
+  const std::size_t n = g.d_queries.cols() + g.d_keys.cols() + g.d_values.cols(), dm = x.cols();
+  rt::dynamic_matrix<T> lhs(t_len, n), rhs(out_in ? n : dm, out_in ? dm : n);
+  std::size_t c0 = 0;
+  for (int k = 0; k < 3; ++k) {
+    const auto& dg = *grads[k].second;
+    for (std::size_t i = 0; i < t_len; ++i)
+      for (std::size_t c = 0; c < dg.cols(); ++c) lhs(i, c0 + c) = dg(i, c);
+    const auto& wm = lw[k]->weight;  // out_in: (out, in) = (dg.cols, dm); in_out: (dm, dg.cols)
+    for (std::size_t a = 0; a < wm.rows(); ++a)
+      for (std::size_t b = 0; b < wm.cols(); ++b) {
+        if (out_in) rhs(c0 + a, b) = wm(a, b);
+        else rhs(a, c0 + b) = wm(a, b);
+      }
+    c0 += dg.cols();
+  }
+  add("[d_queries | d_keys | d_values]", lhs).hidden();
+  add(out_in ? "[Wq; Wk; Wv]" : "[Wq | Wk | Wv]", rhs).hidden();
+  add("d_x", g.d_x).rows(qrow).how(out_in ? how::matmul("[d_queries | d_keys | d_values]", "[Wq; Wk; Wv]", n)
+                                          : how::dot("[d_queries | d_keys | d_values]", "[Wq | Wk | Wv]", n));
+  p.text("d_x sums what flows back through all three projections (x feeds the queries, the keys and the values): "
+         "d_queries Wq + d_keys Wk + d_values Wv" + std::string(out_in ? "" : " (each W transposed: in_out)") +
+         ", one sum over their " + std::to_string(n) + " columns side by side.");
 }
 
 /// the learner's page of an attend case; `trace` is the text qkv attend prints (its Step lines
@@ -209,6 +344,7 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   }
   // the heatmap of a head must be after its weights; with more than one head, the steps of
   // head 0 come first and the heatmap (all heads) after the last head's step 4
+  if (d.backward) backward_steps(p, x, w, r, *d.backward, scale_text, mask_note, qrow, krow, dtype);
   return p.str();
 }
 

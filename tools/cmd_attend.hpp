@@ -44,6 +44,7 @@
 
 #include <qkv/io/svg.hpp>
 
+#include "attend_backward.hpp"
 #include "attend_page.hpp"
 #include "cli.hpp"
 
@@ -60,7 +61,7 @@ inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq", "q", "k", "v",
                                        "bk",    "bv", "weight_layout", "heads", "wo", "bo", "scale",
                                        "causal", "allowed", "tokens", "context_tokens", "key_padding",
-                                       "rope", "kv_heads", "causal_alignment", "window", "alibi", "bias", "lengths"};
+                                       "rope", "kv_heads", "causal_alignment", "window", "alibi", "bias", "lengths", "d_output"};
   return f;
 }
 
@@ -521,7 +522,7 @@ inline void check_case(const qkv::io::json_document& doc) {
     if (!known_fields().count(key))
       throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
                                        "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, "
-                                       "rope, kv_heads, causal_alignment, window, alibi, bias, lengths").what());
+                                       "rope, kv_heads, causal_alignment, window, alibi, bias, lengths, d_output").what());
   const auto& j = doc.json();
   if (j.contains("q") || j.contains("k") || j.contains("v")) {  // already projected: q, k, v, no x and no weights
     for (const char* f : {"q", "k", "v"})
@@ -575,7 +576,8 @@ void read_projected_case(const qkv::io::json_document& doc, parsed_case& pc, rt:
 /// shape): every buffer is then the sum over the batch (B times one sequence's), "B x " named.
 template <class T>
 void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c, const rt::attention_weights<T>& w,
-                 std::size_t heads, const limits& lim, bool as_json, bool pictures, std::uint64_t batch = 0) {
+                 std::size_t heads, const limits& lim, bool as_json, bool pictures, std::uint64_t batch = 0,
+                 bool backward = false) {
   using qkv::io::checked_product;
   // with kv_heads, keys and values are narrower than the queries and the concatenated heads
   const std::uint64_t hk = w.q.out_features() == 0 ? heads : heads * w.k.out_features() / w.q.out_features();
@@ -600,6 +602,17 @@ void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
   if (as_json)
     lim.check("the --json output (every tensor: mask, scaled scores, queries, keys, values, scores, weights, context, concat, output)",
               qkv::io::checked_sum({checked_product({nb, t, s}), hts, q, k, v, hts, hts, ctx, ctx, out}));
+  if (backward) {  // d_weights and d_scaled_scores per head; every other gradient has a forward tensor's shape
+    lim.check("the backward's d_weights and d_scaled_scores (each heads x T x S = " + dims({heads, t, s}) + ")", hts);
+    if (as_json) {
+      const std::uint64_t x_size = checked_product({t, x.cols()}), wsize = qkv::io::checked_sum(
+          {w.q.weight.size(), w.k.weight.size(), w.v.weight.size(), w.o ? w.o->weight.size() : 0, dq, dk, dvv, dout});
+      lim.check("the --json output with the gradients (every forward tensor, d_output, d_concat, d_weights, D, "
+                "d_scaled_scores, d_queries, d_keys, d_values, the weights' and biases' gradients, d_x)",
+                qkv::io::checked_sum({checked_product({nb, t, s}), hts, q, k, v, hts, hts, ctx, ctx, out, out, ctx, hts,
+                                      checked_product({heads, t}), hts, q, k, v, wsize, x_size}));
+    }
+  }
   // the heatmap of --svg and --html: one cell per weight
   if (pictures) lim.check_cells("the heatmap of the weights (heads x T x S = " + dims({heads, t, s}) + ")", hts);
 }
@@ -1123,6 +1136,7 @@ template <class T>
 struct outputs {
   rt::multihead_result<T> result;
   std::vector<rt::multihead_result<T>> batch;
+  std::optional<backward_result<T>> backward;  // the case gave d_output
   std::string text, json, svg, html;  // json, svg, html: empty unless asked for
 };
 
@@ -1178,6 +1192,9 @@ template <class T>
 outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg, bool want_html,
                         const limits& lim) {
   if (is_batch(doc)) {
+    if (doc.json().contains("d_output"))
+      throw input_error(doc.error("d_output", "the backward takes one sequence, and this case is a batch (x [B, T, d]): "
+                                              "run a sequence alone with its d_output").what());
     if (want_svg || want_html)
       throw input_error(doc.file() + ": " + (want_html ? "--html" : "--svg") +
                         " draws one sequence, and this case is a batch (x [B, T, d]): run a sequence alone to draw it "
@@ -1196,10 +1213,16 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     if (pc.half == "bfloat16") round_inputs<rt::bfloat16>(x, context, w, opt);
     else if (pc.half == "float16") round_inputs<rt::float16>(x, context, w, opt);
   }
+  std::optional<backward_result<T>> bw;
+  if (doc.json().contains("d_output")) {
+    bw.emplace();
+    const std::size_t d_out = w.o ? w.o->out_features() : w.v.out_features() / (pc.kv_heads ? pc.kv_heads : pc.heads) * pc.heads;
+    bw->d_output = read_d_output<T>(doc, has_context, pc.rope.has_value(), x.rows(), d_out, bw->sum);
+  }
   if (want_svg || want_html)  // a page or figure: never beyond 2^24 weights (tools/attend_page.hpp)
     attend_page::check_size(pc.file, want_html ? "--html" : "--svg", pc.heads, x.rows(), has_context ? context.rows() : x.rows());
   try {
-    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, want_svg || want_html);
+    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, want_svg || want_html, 0, bw.has_value());
   } catch (const qkv::io::limit_error& e) {
     throw input_error(doc.file() + ": " + e.what());
   }
@@ -1210,8 +1233,16 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   const std::size_t s_len = has_context ? context.rows() : x.rows();
   o.text = trace(pc, x, context, has_context, w, opt, r);
   if (as_json) o.json = json_output(r, x.rows(), s_len, opt);
+  if (bw) {
+    run_backward(x, w, opt, r, *bw);
+    o.text += backward_trace(pc.layout == rt::weight_layout::out_in, w, opt, r, *bw,
+                             [](const rt::dynamic_matrix<T>& m) { return torch_str(m); });
+    if (as_json) o.json.insert(o.json.size() - 2, json_gradients(*bw, w.o.has_value()));  // before "}\n"
+    o.backward = std::move(bw);
+  }
   if (!want_svg && !want_html) return o;
-  const auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads);
+  auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads);
+  if (o.backward) d.backward = &*o.backward;
   if (want_svg)  // the title names the case by its last path component, shortened (short_name)
     o.svg = attend_page::svg(short_name(pc.file), r, d.mask, x.rows(), s_len, pc.tokens, pc.context_tokens, has_context);
   if (want_html)

@@ -157,11 +157,12 @@ def expected_sum(P, mid, i, j):
     if not h or not h.get('op'):
         return None
     op, A, B = h['op'], h['a'], h['b']
-    if op in ('dot', 'matmul'):
+    if op in ('dot', 'matmul', 'rowdot'):
         terms = []
         for k in range(h['n']):
             a = P.get(A, i, h['ac'] + k)
-            b = P.get(B, j, h['bc'] + k) if op == 'dot' else P.get(B, h['br'] + k, h['bc'] + j)
+            b = P.get(B, j, h['bc'] + k) if op == 'dot' else P.get(B, i, h['bc'] + k) if op == 'rowdot' \
+                else P.get(B, h['br'] + k, h['bc'] + j)
             if a is None or b is None:
                 return None
             terms.append((a, b))
@@ -184,6 +185,13 @@ def expected_sum(P, mid, i, j):
         s = Fraction(h['scale'])
         # scale x a (one rounding) + b (one rounding): <= 2u (|s a| + |b|)
         return s * a + b, 2 * U * (abs(s * a) + abs(b)), {}
+    if op == 'softmax_backward':
+        # P (dP - D): one subtraction, one product, each one rounding in double:
+        # |computed - exact| <= u |dP - D| |P| + u |P (dP - D)| (1 + u) <= 3u |P| (|dP| + |D|)
+        p, dp, d = P.get(A, i, j), P.get(B, i, j), P.get(h['bias'], i, 0)
+        if not finite(p, dp, d) or (h.get('mask') and p == 0 and P.get(mid, i, j) == 0):
+            return None  # masked: explained in words
+        return p * (dp - d), 3 * U * abs(p) * (abs(dp) + abs(d)), {}
     if op == 'add':
         a, b = P.get(A, i, j), P.get(B, i, j)
         if not finite(a, b):
@@ -351,7 +359,7 @@ sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
 EXAMPLES = [e['name'] for e in examples.with_page()]
 CASES = ['illustrated', 'statquest', 'cross_multihead', 'causal', 'chapter_two', 'rope_interleaved', 'kv_heads',
-         'lower_right', 'window', 'alibi', 'bias']
+         'lower_right', 'window', 'alibi', 'bias', 'backward_hand', 'backward_heads', 'backward_gqa']
 PER_MATRIX = 48  # cells checked per matrix (all of a smaller one); chosen with a fixed seed
 rng = random.Random(28)
 pages = []

@@ -314,6 +314,46 @@ for case in CHAPTER_TWO:
         Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('0')
     screenshot(html, 'page_attend_%s.png' % case)
 
+# --- the backward on an attend page (docs/pages.md, "Gradients on a page"): dS's cells explain
+# themselves as P × (dP − D) with --json's numbers, D as a row dot, dP as a dot product
+for case in ['backward_hand', 'backward_heads', 'backward_gqa']:
+    path = os.path.join(ROOT, 'tests/cli/attend', case + '.json')
+    html = os.path.join(OUT, 'page_attend_%s.html' % case)
+    run('attend', path, '--html', html)
+    js = json.loads(run('attend', path, '--json'))
+    weights['attend ' + case] = os.path.getsize(html)
+    load(html)
+    name = 'attend ' + case
+    titles = driver.execute_script('return [...document.querySelectorAll("section.step h2")].map(h => h.textContent)')
+    check(any(t.startswith('The backward') for t in titles) and any('SoftmaxBackward0' in t for t in titles),
+          '%s: the backward\'s steps are on the page: %s' % (name, titles))
+    P, dP, D, dS = (js[k]['data'] for k in ('weights', 'd_weights', 'D', 'd_scaled_scores'))
+    H, T = len(P), len(P[0])
+    tol = 2e-6 if js['weights']['dtype'] == 'float32' else 1e-12
+    for h in range(H):
+        hs = '[%d]' % h if H > 1 else ''
+        for (i, j) in {(T - 1, 0), (T - 1, T - 1), (T // 2, 0)}:
+            r = hover(cell('d_scaled_scores' + hs, i, j))
+            if js['mask']['data'][i][j]:  # a masked key: explained in words, its gradient exactly 0
+                check(r['visible'] and 'masked:' in r['text'] and 'exactly 0' in r['text'] and dS[h][i][j] == 0,
+                      '%s: masked dS%s(%d, %d) says so and is 0: %r' % (name, hs, i, j, r['text']))
+                continue
+            check(r['visible'] and '\u00d7 (' in r['text'] and '\u2212' in r['text'],
+                  '%s: dS%s(%d, %d) explains itself as P × (dP − D): %r' % (name, hs, i, j, r['text']))
+            want = P[h][i][j] * (dP[h][i][j] - D[h][i])
+            check(r['sum'] is not None and close(r['sum'], want, 1e-12) and close(r['sum'], dS[h][i][j], tol),
+                  '%s: dS%s(%d, %d) = %r, --json\'s P (dP - D) = %r, its dS %r' % (name, hs, i, j, r['sum'], want, dS[h][i][j]))
+            r = hover(cell('D' + hs, i, 0))
+            check(r['sum'] is not None and close(r['sum'], D[h][i], tol) and len(r['terms']) > 0,
+                  '%s: D%s(%d) is the row dot of --json\'s %r: %r' % (name, hs, i, D[h][i], r['sum']))
+            r = hover(cell('d_weights' + hs, i, j))
+            check(r['sum'] is not None and close(r['sum'], dP[h][i][j], tol),
+                  '%s: dP%s(%d, %d) sums to --json\'s %r: %r' % (name, hs, i, j, dP[h][i][j], r['sum']))
+    dx = js['d_x']['data']
+    r = hover(cell('d_x', 0, 0))
+    check(r['sum'] is not None and close(r['sum'], dx[0][0], 1e-5), '%s: d_x(0, 0) sums to --json\'s %r: %r' % (name, dx[0][0], r['sum']))
+    screenshot(html, 'page_attend_%s.png' % case)
+
 # --- the examples' pages ----------------------------------------------------------------------
 def printed(out, header):
     """the rows of a matrix the walkthrough printed under the line starting with `header`

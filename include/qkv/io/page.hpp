@@ -58,7 +58,8 @@ struct page_limits {
 
 /// how a matrix was computed, for its cells' explanations (the page computes them from the data)
 struct page_how {
-  std::string op;      // "" (given), "dot", "matmul", "scale", "softmax", "add", "relu", "layernorm", "transpose", "rope"
+  std::string op;      // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
+                       // "layernorm", "transpose", "rope"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -103,6 +104,22 @@ struct page_how {
     page_how h;
     h.op = "rope", h.a = std::move(a), h.b = std::move(cos), h.bias = std::move(sin), h.n = head_dim;
     h.ac = rotary_dim, h.note = std::move(layout);
+    return h;
+  }
+  /// C(i, 0) = sum_m A(i, ac + m) B(i, bc + m): a row of A dotted with the same row of B
+  /// (the softmax backward's D = rowsum(dO ∘ O)), a column of T
+  static page_how row_dot(std::string a, std::string b, std::size_t n, std::size_t ac = 0, std::size_t bc = 0) {
+    page_how h;
+    h.op = "rowdot", h.a = std::move(a), h.b = std::move(b), h.n = n, h.ac = ac, h.bc = bc;
+    return h;
+  }
+  /// C(i, j) = A(i, j) (B(i, j) - D(i, 0)): the softmax's backward (SoftmaxBackward0), A the
+  /// weights P, B their gradient dP, `d` the column D = rowsum(dP ∘ P); where masked (`mask_note`
+  /// says why), P = 0 and C exactly 0
+  static page_how softmax_backward(std::string weights, std::string d_weights, std::string d, std::string mask_note = {}) {
+    page_how h;
+    h.op = "softmax_backward", h.a = std::move(weights), h.b = std::move(d_weights), h.bias = std::move(d);
+    h.mask = std::move(mask_note);
     return h;
   }
   /// C(i, j) = A(i, j) + B(i, j) (a residual connection)

@@ -125,16 +125,18 @@ function explain(id, i, j) {
   var m = M[id], v = get(m, i, j), h = m.how || {op: ''}, x = {id: id, i: i, j: j, value: v, lines: [], terms: null};
   x.title = cellName(m, i, j) + ' = ' + vt(m, v);
   var A = M[h.a], B = M[h.b];
-  if (h.op === 'dot' || h.op === 'matmul') {
+  if (h.op === 'dot' || h.op === 'matmul' || h.op === 'rowdot') {
     var terms = [], missing = false;
     for (var k = 0; k < h.n; ++k) {
       var a = get(A, i, h.ac + k);
-      var b = h.op === 'dot' ? get(B, j, h.bc + k) : get(B, h.br + k, h.bc + j);
+      var b = h.op === 'dot' ? get(B, j, h.bc + k) : h.op === 'rowdot' ? get(B, i, h.bc + k) : get(B, h.br + k, h.bc + j);
       if (a === undefined || b === undefined) { missing = true; break; }
       terms.push([a, b]);
     }
     var bias = h.bias ? get(M[h.bias], 0, j) : undefined;
-    if (h.op === 'dot') {
+    if (h.op === 'rowdot') {
+      x.formula = 'rowsum(' + A.caption + ' \u2218 ' + B.caption + ') of row ' + rl(A, i) + ' = \u03a3 over ' + h.n + ' terms of ' + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(' + rl(B, i) + ', m)';
+    } else if (h.op === 'dot') {
       x.formula = A.caption + '[' + rl(A, i) + '] \u00b7 ' + B.caption + '[' + rl(B, j) + ']' + (h.bias ? ' + ' + M[h.bias].caption + '[' + cl(m, j) + ']' : '') +
         (h.n === 1 ? ' = ' : ' = \u03a3 over ' + h.n + ' terms of ') + A.caption + '(' + rl(A, i) + ', m) \u00d7 ' + B.caption + '(' + rl(B, j) + ', m)';
     } else {
@@ -186,6 +188,17 @@ function explain(id, i, j) {
     x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j]}; x.A = A;
     x.sum = ex[j] / tot;
     return x;
+  }
+  if (h.op === 'softmax_backward') {
+    var p7 = get(A, i, j), dp7 = get(B, i, j), D7 = M[h.bias], d7 = get(D7, i, 0);
+    if (p7 === undefined || dp7 === undefined || d7 === undefined) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
+    if (h.mask && v === 0 && p7 === 0) {
+      x.formula = 'masked: ' + h.mask + ', so its weight is 0 and its gradient exactly 0 (nothing flows to a key the query does not see)';
+      x.masked = true; return x;
+    }
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u00d7 (' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') \u2212 ' + D7.caption + '(' + rl(D7, i) + ')) = ' +
+      vt(A, p7) + ' \u00d7 (' + vt(B, dp7) + ' \u2212 ' + vt(D7, d7) + ') (SoftmaxBackward0: the weight times how much its d_weight exceeds the row\u2019s weighted mean D)';
+    x.sum = p7 * (dp7 - d7); return x;
   }
   if (h.op === 'add') {
     var a2 = get(A, i, j), b2 = get(B, i, j);

@@ -87,14 +87,16 @@ struct solver {
       if (Bias == nullptr || !(tbias = truth(h.bias))) return std::nullopt;
     }
     values v(R * C);
-    if (h.op == "dot" || h.op == "matmul") {
+    if (h.op == "dot" || h.op == "matmul" || h.op == "rowdot") {
       if (B == nullptr) return std::nullopt;
       for (std::size_t i = 0; i < R; ++i)
         for (std::size_t j = 0; j < C; ++j) {
           real s = 0;
           for (std::size_t k = 0; k < h.n; ++k) {
             const auto a = at(*A, *ta, i, h.ac + k);
-            const auto b = h.op == "dot" ? at(*B, *tb, j, h.bc + k) : at(*B, *tb, h.br + k, h.bc + j);
+            const auto b = h.op == "dot"      ? at(*B, *tb, j, h.bc + k)
+                           : h.op == "rowdot" ? at(*B, *tb, i, h.bc + k)
+                                              : at(*B, *tb, h.br + k, h.bc + j);
             if (!a || !b) return std::nullopt;
             s += *a * *b;
           }
@@ -135,6 +137,16 @@ struct solver {
         }
         for (std::size_t j = 0; j < C; ++j) v[i * C + j] = sum > 0 ? real(v[i * C + j] / sum) : real(0);  // every key masked: 0
       }
+      return v;
+    }
+    if (h.op == "softmax_backward") {  // P (dP - D), D the column `bias`; 0 where P is 0 (masked)
+      if (B == nullptr || Bias == nullptr) return std::nullopt;
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) {
+          const auto p = at(*A, *ta, i, j), dp = at(*B, *tb, i, j), d = at(*Bias, *tbias, i, 0);
+          if (!p || !dp || !d) return std::nullopt;
+          v[i * C + j] = *p == 0 ? real(0) : real(*p * (*dp - *d));
+        }
       return v;
     }
     if (h.op == "add" || h.op == "relu" || h.op == "transpose") {

@@ -9,7 +9,8 @@ no case file), a JSON list of
 Every run also checks the stream contract: on an error (status 2) nothing on stdout and a
 message on stderr; with --json and status 0, stdout is one JSON object with scale, mask and
 scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md (then rope's tables and
-alibi_slopes when the case uses them, each of its shape), each a {"dtype", "shape",
+alibi_slopes when the case uses them, each of its shape; with d_output, the gradients after
+them, docs/cli.md "The backward"), each a {"dtype", "shape",
 "data"} tensor whose data matches its shape (a batch case: {"batch", "lengths", "sequences"},
 each sequence such an object); with --svg FILE / --html FILE and status 0, FILE exists and is
 well-formed XML (SVG / XHTML). Prints one line per expectation; exits 1 if any failed."""
@@ -50,10 +51,18 @@ def check_run(cmd, status, stream, text):
             for j in objects:
                 keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
                 extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
-                # then, when the case uses them, RoPE's tables and ALiBi's slopes (docs/cli.md)
+                # then, when the case uses them, RoPE's tables and ALiBi's slopes (docs/cli.md),
+                # and with d_output (docs/cli.md, "The backward") the gradients, in this order, the
+                # biases' and d_wo / d_bo only when the case has them
                 terms = [k for k in ["rope", "alibi_slopes"] if k in j]
-                if list(j.keys()) != extras + keys + terms:
-                    problems.append(f"keys {list(j.keys())}, expected {extras + keys + terms}")
+                grads = ["d_output", "d_wo", "d_bo", "d_concat", "d_weights", "D", "d_scaled_scores", "d_queries",
+                         "d_keys", "d_values", "d_wq", "d_bq", "d_wk", "d_bk", "d_wv", "d_bv", "d_x"]
+                head = extras + keys + terms
+                extra = list(j.keys())[len(head):]
+                if list(j.keys())[:len(head)] != head or extra != [g for g in grads if g in extra] or \
+                        (extra and not {"d_output", "d_concat", "d_weights", "D", "d_scaled_scores", "d_queries", "d_keys",
+                                        "d_values", "d_wq", "d_wk", "d_wv", "d_x"} <= set(extra)):
+                    problems.append(f"keys {list(j.keys())}, expected {head} (and with d_output the gradients {grads})")
                 if "rope" in j:
                     r = j["rope"]
                     t, s = j["queries"]["shape"][0], j["keys"]["shape"][0]
@@ -63,6 +72,7 @@ def check_run(cmd, status, stream, text):
                             problems.append(f"rope.{name} has shape {r[name]['shape']}, expected {[rows, half]}")
                 if "alibi_slopes" in j and j["alibi_slopes"]["shape"] != [j["scores"]["shape"][0]]:
                     problems.append(f"alibi_slopes has shape {j['alibi_slopes']['shape']}, one per head expected")
+                keys = keys + extra
                 if not isinstance(j.get("scale"), (int, float)):
                     problems.append("scale is not a number")
                 for k in ["mask", "scaled_scores"] + keys:
