@@ -50,8 +50,7 @@ std::atomic<long long> live{0}, peak{0};
 inline void add(long long n) {
   const long long now = live.fetch_add(n) + n;
   long long p = peak.load();
-  while (now > p && !peak.compare_exchange_weak(p, now)) {
-  }
+  while (now > p && !peak.compare_exchange_weak(p, now)) {}
 }
 }  // namespace heap
 
@@ -116,7 +115,7 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
 /// one workload: inputs (x, or q/k/v for attention only), weights, and its flop count
 struct workload {
   std::size_t T, S, d_in, dq, dv, d_out, heads;
-  bool project;       // with Q/K/V projections (else q, k, v are the inputs)
+  bool project;  // with Q/K/V projections (else q, k, v are the inputs)
   bool bias, out_proj;
   rt::weight_layout layout;
   float scale;
@@ -139,18 +138,33 @@ workload make(int id) {
   const bool causal = id == 6 || id == 7;  // W4c, W5c: W4 and W5, causal
   if (causal) id -= 2;
   switch (id) {
-    case 1: w = {3, 3, 4, 3, 3, 3, 1, true, false, false, rt::weight_layout::in_out, 1.0f, {}, {}, {}, {}, {}}; break;
-    case 2: w = {6, 6, 16, 24, 28, 28, 1, true, false, false, rt::weight_layout::out_in, 1 / std::sqrt(24.0f), {}, {}, {}, {}, {}}; break;
-    case 3: w = {128, 128, 768, 768, 768, 768, 12, true, true, true, rt::weight_layout::out_in, 0.125f, {}, {}, {}, {}, {}}; break;
-    case 4: w = {2048, 2048, 64, 64, 64, 64, 1, false, false, false, rt::weight_layout::out_in, 0.125f, {}, {}, {}, {}, {}}; break;
-    case 5: w = {1024, 1024, 768, 768, 768, 768, 12, false, false, false, rt::weight_layout::out_in, 0.125f, {}, {}, {}, {}, {}}; break;
+    case 1:
+      w = {3, 3, 4, 3, 3, 3, 1, true, false, false, rt::weight_layout::in_out, 1.0f, {}, {}, {}, {}, {}};
+      break;
+    case 2:
+      w = {6,  6,  16, 24, 28, 28, 1, true, false, false, rt::weight_layout::out_in, 1 / std::sqrt(24.0f),
+           {}, {}, {}, {}, {}};
+      break;
+    case 3:
+      w = {128,    128, 768, 768, 768, 768, 12, true, true, true, rt::weight_layout::out_in,
+           0.125f, {},  {},  {},  {},  {}};
+      break;
+    case 4:
+      w = {2048,   2048, 64, 64, 64, 64, 1, false, false, false, rt::weight_layout::out_in,
+           0.125f, {},   {}, {}, {}, {}};
+      break;
+    case 5:
+      w = {1024,   1024, 768, 768, 768, 768, 12, false, false, false, rt::weight_layout::out_in,
+           0.125f, {},   {},  {},  {},  {}};
+      break;
   }
   if (w.project) {
     w.x = random(w.T, w.d_in, 1);
     const bool oi = w.layout == rt::weight_layout::out_in;
     auto lin = [&](std::size_t out, std::size_t in, unsigned seed) {
       rt::linear_weights<float> l;
-      l.weight = oi ? random(out, in, seed, 1 / std::sqrt(float(in))) : random(in, out, seed, 1 / std::sqrt(float(in)));
+      l.weight = oi ? random(out, in, seed, 1 / std::sqrt(float(in)))
+                    : random(in, out, seed, 1 / std::sqrt(float(in)));
       l.layout = w.layout;
       if (w.bias) l.bias = random_vector(out, seed + 100);
       return l;
@@ -169,8 +183,14 @@ workload make(int id) {
 }
 
 const char* workload_name(int id) {
-  static const char* names[] = {"", "W1_illustrated", "W2_sentence", "W3_bert_layer", "W4_long_2048",
-                                "W5_long_multihead_1024", "W4c_long_2048_causal", "W5c_long_multihead_1024_causal"};
+  static const char* names[] = {"",
+                                "W1_illustrated",
+                                "W2_sentence",
+                                "W3_bert_layer",
+                                "W4_long_2048",
+                                "W5_long_multihead_1024",
+                                "W4c_long_2048_causal",
+                                "W5c_long_multihead_1024_causal"};
   return names[id];
 }
 
@@ -378,8 +398,8 @@ struct openblas_impl {
     }
     const int T = int(w.T), S = int(w.S), dh = int(w.dq / w.heads), dvh = int(w.dv / w.heads);
     for (int h = 0; h < int(w.heads); ++h) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, dh, w.scale, Q->data() + h * dh, int(Q->cols()),
-                  K->data() + h * dh, int(K->cols()), 0.0f, s.data(), S);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, S, dh, w.scale, Q->data() + h * dh,
+                  int(Q->cols()), K->data() + h * dh, int(K->cols()), 0.0f, s.data(), S);
       for (int i = 0; i < T; ++i) {
         float* row = s.row(std::size_t(i));
         if (w.causal) std::fill(row + i + 1, row + S, -INFINITY);  // masked before the softmax
@@ -389,8 +409,8 @@ struct openblas_impl {
         const float inv = 1.0f / sum;
         for (int j = 0; j < S; ++j) row[j] *= inv;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dvh, S, 1.0f, s.data(), S, V->data() + h * dvh,
-                  int(V->cols()), 0.0f, ctx.data() + h * dvh, int(ctx.cols()));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dvh, S, 1.0f, s.data(), S,
+                  V->data() + h * dvh, int(V->cols()), 0.0f, ctx.data() + h * dvh, int(ctx.cols()));
     }
     if (w.out_proj) linear(ctx, *w.w.o, out);
     benchmark::DoNotOptimize(ctx.data());
@@ -419,7 +439,8 @@ void run(benchmark::State& state, int id, bool memory) {
   Impl impl(w);
   impl();  // warm up: thread-local buffers, pages, the pool's threads
   for (auto _ : state) impl();
-  state.counters["GFLOP/s"] = benchmark::Counter(w.flops() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(w.flops() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 #ifdef QKV_BENCH_EIGEN
   // Eigen allocates with malloc (its aligned_malloc), which the operator new count above cannot
   // see: its figure would be wrong, so none is reported (its scores are T x S, 16 MiB, by construction)
@@ -514,20 +535,43 @@ int register_all() {
   for (int id = 1; id <= 7; ++id) {
     const std::string n = workload_name(id);
     const bool mem = id == 4 || id == 6;
-    benchmark::RegisterBenchmark((n + "/qkv").c_str(), [id, mem](benchmark::State& s) { run<qkv_impl>(s, id, mem); })
-        ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((n + "/qkv").c_str(),
+                                 [id, mem](benchmark::State& s) { run<qkv_impl>(s, id, mem); })
+        ->ArgName("threads")
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
     if (id <= 3)
-      benchmark::RegisterBenchmark((n + "/qkv_unpacked").c_str(), [id, mem](benchmark::State& s) { run<qkv_unpacked_impl>(s, id, mem); })
-          ->ArgName("threads")->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((n + "/naive").c_str(), [id, mem](benchmark::State& s) { run<naive_impl>(s, id, mem); })
-        ->ArgName("threads")->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((n + "/qkv_unpacked").c_str(),
+                                   [id, mem](benchmark::State& s) { run<qkv_unpacked_impl>(s, id, mem); })
+          ->ArgName("threads")
+          ->Arg(1)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((n + "/naive").c_str(),
+                                 [id, mem](benchmark::State& s) { run<naive_impl>(s, id, mem); })
+        ->ArgName("threads")
+        ->Arg(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
 #ifdef QKV_BENCH_EIGEN
-    benchmark::RegisterBenchmark((n + "/eigen").c_str(), [id, mem](benchmark::State& s) { run<eigen_impl>(s, id, mem); })
-        ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((n + "/eigen").c_str(),
+                                 [id, mem](benchmark::State& s) { run<eigen_impl>(s, id, mem); })
+        ->ArgName("threads")
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
 #endif
 #ifdef QKV_BENCH_OPENBLAS
-    benchmark::RegisterBenchmark((n + "/openblas").c_str(), [id, mem](benchmark::State& s) { run<openblas_impl>(s, id, mem); })
-        ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((n + "/openblas").c_str(),
+                                 [id, mem](benchmark::State& s) { run<openblas_impl>(s, id, mem); })
+        ->ArgName("threads")
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
 #endif
   }
   benchmark::RegisterBenchmark("exp/vexp", exp_vexp);

@@ -38,8 +38,7 @@ std::atomic<long long> live{0}, peak{0};
 inline void add(long long n) {
   const long long now = live.fetch_add(n) + n;
   long long p = peak.load();
-  while (now > p && !peak.compare_exchange_weak(p, now)) {
-  }
+  while (now > p && !peak.compare_exchange_weak(p, now)) {}
 }
 }  // namespace heap
 
@@ -100,7 +99,8 @@ matrixf random(std::size_t r, std::size_t c, unsigned seed, float sigma = 1) {
 enum class step { forward, forward_saving, backward, forward_backward };
 
 /// W4 (heads = 1, T = 2048, d = 64) and W5 (heads = 12, T = 1024, d = 768)
-void attention_only(benchmark::State& state, std::size_t T, std::size_t d, std::size_t heads, bool causal, step what) {
+void attention_only(benchmark::State& state, std::size_t T, std::size_t d, std::size_t heads, bool causal,
+                    step what) {
   const std::size_t threads = std::size_t(state.range(0));
   const matrixf q = random(T, d, 1), k = random(T, d, 2), v = random(T, d, 3), d_out = random(T, d, 4);
   const float scale = 0.125f;
@@ -111,17 +111,19 @@ void attention_only(benchmark::State& state, std::size_t T, std::size_t d, std::
   rt::attention_gradients<float> g;
   rt::thread_pool pool(threads);
   const auto forward = [&] {
-    rt::detail::attend_heads_streaming<float>(q.view(), k.view(), v.view(), out.view(), heads, scale, mask, &pool,
-                                              [](std::size_t, std::size_t, std::size_t) {});
+    rt::detail::attend_heads_streaming<float>(q.view(), k.view(), v.view(), out.view(), heads, scale, mask,
+                                              &pool, [](std::size_t, std::size_t, std::size_t) {});
   };
   const auto saving = [&] {
-    rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), heads, scale, mask, stats, &pool);
+    rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), heads, scale, mask,
+                                              stats, &pool);
   };
   const auto backward = [&](rt::thread_pool* p) {
-    rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), heads, scale, mask, stats, g, p);
+    rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), heads, scale, mask,
+                                  stats, g, p);
   };
   saving();
-  backward(&pool);  // sizes the gradients
+  backward(&pool);               // sizes the gradients
   if (what == step::backward) {  // extra memory, on a fresh thread with a fresh pool
     long long extra = 0;
     std::thread([&] {
@@ -158,7 +160,8 @@ void bert_layer(benchmark::State& state, step what) {
     l->weight = random(E, E, seed++, 1 / std::sqrt(float(E)));
     l->bias = std::vector<float>(E, 0.01f);
   }
-  w.o = rt::linear_weights<float>{random(E, E, seed++, 1 / std::sqrt(float(E))), std::vector<float>(E, 0.01f)};
+  w.o =
+      rt::linear_weights<float>{random(E, E, seed++, 1 / std::sqrt(float(E))), std::vector<float>(E, 0.01f)};
   rt::attention_options<float> opt;
   opt.heads = 12;
   opt.keep_weights = false;
@@ -167,7 +170,9 @@ void bert_layer(benchmark::State& state, step what) {
   rt::attention_gradients<float> g;
   rt::thread_pool pool(threads);
   const auto saving = [&] { rt::attention_forward_for_backward<float>(x.view(), w, opt, r, stats, &pool); };
-  const auto backward = [&](rt::thread_pool* p) { rt::attention_backward<float>(x.view(), w, opt, r, stats, dy.view(), g, p); };
+  const auto backward = [&](rt::thread_pool* p) {
+    rt::attention_backward<float>(x.view(), w, opt, r, stats, dy.view(), g, p);
+  };
   saving();
   backward(&pool);
   rt::attention<float>(x.view(), x.view(), w, opt, plain, &pool);
@@ -205,17 +210,31 @@ int register_all() {
   for (const bool causal : {false, true})
     for (const auto& [sname, s] : steps) {
       const std::string c = causal ? "_causal" : "";
-      benchmark::RegisterBenchmark(("W7_backward/W4" + c + "/" + sname).c_str(),
-                                   [causal, s = s](benchmark::State& st) { attention_only(st, 2048, 64, 1, causal, s); })
-          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
-      benchmark::RegisterBenchmark(("W7_backward/W5" + c + "/" + sname).c_str(),
-                                   [causal, s = s](benchmark::State& st) { attention_only(st, 1024, 768, 12, causal, s); })
-          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(
+          ("W7_backward/W4" + c + "/" + sname).c_str(),
+          [causal, s = s](benchmark::State& st) { attention_only(st, 2048, 64, 1, causal, s); })
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(
+          ("W7_backward/W5" + c + "/" + sname).c_str(),
+          [causal, s = s](benchmark::State& st) { attention_only(st, 1024, 768, 12, causal, s); })
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
     }
   for (const auto& [sname, s] : steps)
     benchmark::RegisterBenchmark((std::string("W7_backward/W3/") + sname).c_str(),
                                  [s = s](benchmark::State& st) { bert_layer(st, s); })
-        ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        ->ArgName("threads")
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   return 0;
 }
 

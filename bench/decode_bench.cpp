@@ -100,7 +100,8 @@ void ratios(benchmark::State& state, int threads, double gbs) {
 constexpr std::size_t triad_n = std::size_t(64) << 20;
 
 /// one triad pass over the three arrays, split in `threads` parts; seconds
-double triad_once(std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c, int threads) {
+double triad_once(std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c,
+                  int threads) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t parts = std::size_t(threads) * 8;
   rt::default_pool().parallel_for(parts, [&](std::size_t t) {
@@ -117,14 +118,16 @@ double triad_once(std::vector<float>& a, const std::vector<float>& b, const std:
 /// one read-only pass: the sum of the three arrays, read side by side as the triad reads (three
 /// streams: this machine's cores read more with several streams than with one), split in
 /// `threads` parts, 4 accumulators so the adds never wait on each other; seconds
-double read_once(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c, int threads) {
+double read_once(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c,
+                 int threads) {
   using V = rt::simd<float>;
   constexpr std::size_t W = rt::lanes<float>;
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t parts = std::size_t(threads) * 8;
   std::vector<float> sums(parts);
   rt::default_pool().parallel_for(parts, [&](std::size_t t) {
-    const std::size_t i0 = triad_n * t / parts / (4 * W) * (4 * W), i1 = triad_n * (t + 1) / parts / (4 * W) * (4 * W);
+    const std::size_t i0 = triad_n * t / parts / (4 * W) * (4 * W),
+                      i1 = triad_n * (t + 1) / parts / (4 * W) * (4 * W);
     V s[4] = {V(0.0f), V(0.0f), V(0.0f), V(0.0f)};
     const float *pa = a.data(), *pb = b.data(), *pc = c.data();
     for (std::size_t i = i0; i < i1; i += 4 * W)
@@ -207,8 +210,8 @@ void qkv_decode(benchmark::State& state) {
   rt::cache_attention_options opt;
   opt.heads = H;
   decode(state, double(HK * S * 2 * D * sizeof(St)), [&](std::size_t l, const float* q, float* out) {
-    rt::decode_attend(c, l, rt::matrix_view<const float>{q, 1, H * D, H * D, 1}, rt::matrix_view<float>{out, 1, H * D, H * D, 1},
-                      opt);
+    rt::decode_attend(c, l, rt::matrix_view<const float>{q, 1, H * D, H * D, 1},
+                      rt::matrix_view<float>{out, 1, H * D, H * D, 1}, opt);
   });
 }
 
@@ -250,9 +253,11 @@ void openblas_decode(benchmark::State& state) {
   decode(state, double(HK * S * 2 * D * sizeof(float)), [&](std::size_t l, const float* q, float* out) {
     for (std::size_t h = 0; h < H; ++h) {
       const auto k = c.keys(l, h / (H / HK)), v = c.values(l, h / (H / HK));
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(S), int(D), scale, k.data, int(D), q + h * D, 1, 0.0f, p.data(), 1);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(S), int(D), scale, k.data, int(D), q + h * D, 1, 0.0f,
+                  p.data(), 1);
       plain_softmax(p.data(), S);
-      cblas_sgemv(CblasRowMajor, CblasTrans, int(S), int(D), 1.0f, v.data, int(D), p.data(), 1, 0.0f, out + h * D, 1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, int(S), int(D), 1.0f, v.data, int(D), p.data(), 1, 0.0f,
+                  out + h * D, 1);
     }
   });
 }

@@ -19,8 +19,7 @@ using clock_type = std::chrono::steady_clock;
 /// keep the caller busy (not asleep) for `us` microseconds, as a kernel's serial part would
 void busy_for(double us) {
   const auto start = clock_type::now();
-  while (std::chrono::duration<double, std::micro>(clock_type::now() - start).count() < us) {
-  }
+  while (std::chrono::duration<double, std::micro>(clock_type::now() - start).count() < us) {}
 }
 
 // args: gap in microseconds, spin in microseconds

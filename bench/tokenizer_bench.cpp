@@ -34,8 +34,9 @@ int main(int argc, char** argv) {
   }
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  const qkv::io::wordpiece_tokenizer tok(qkv::io::wordpiece_vocab::from_file(argv[1]),
-                                         slow ? qkv::io::tokenizer_flavor::slow : qkv::io::tokenizer_flavor::fast);
+  const qkv::io::wordpiece_tokenizer tok(
+      qkv::io::wordpiece_vocab::from_file(argv[1]),
+      slow ? qkv::io::tokenizer_flavor::slow : qkv::io::tokenizer_flavor::fast);
   const auto t1 = clock::now();
   std::size_t tokens = 0;
   for (const auto& line : lines) tokens += qkv::io::encode(tok, line).size();
@@ -43,7 +44,8 @@ int main(int argc, char** argv) {
   const double load_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   const double s = std::chrono::duration<double>(t2 - t1).count();
   std::printf(
-      "{\"impl\": \"qkv\", \"flavor\": \"%s\", \"load_ms\": %.1f, \"lines\": %zu, \"bytes\": %zu, \"tokens\": %zu, "
+      "{\"impl\": \"qkv\", \"flavor\": \"%s\", \"load_ms\": %.1f, \"lines\": %zu, \"bytes\": %zu, "
+      "\"tokens\": %zu, "
       "\"seconds\": %.3f, \"tokens_per_s\": %.0f, \"mb_per_s\": %.2f}\n",
       slow ? "slow" : "fast", load_ms, lines.size(), bytes, tokens, s, static_cast<double>(tokens) / s,
       static_cast<double>(bytes) / s / 1e6);

@@ -21,8 +21,10 @@ void one(const qkv::io::json_document& doc) {
   qkv::cli::attend_detail::parsed_case pc;
   pc.file = doc.file();
   (void)qkv::cli::attend_detail::read_attend_dtype(doc, pc.half);  // "bfloat16", "float16": inputs rounded
-  if (qkv::cli::attend_detail::is_batch(doc)) {  // a batch (x [B, T, d]): trace and --json, one result per sequence
-    const auto o = qkv::cli::attend_detail::make_outputs<T>(doc, pc, true, false, false, qkv::fuzz::small_limits());
+  if (qkv::cli::attend_detail::is_batch(
+          doc)) {  // a batch (x [B, T, d]): trace and --json, one result per sequence
+    const auto o =
+        qkv::cli::attend_detail::make_outputs<T>(doc, pc, true, false, false, qkv::fuzz::small_limits());
     if (o.text.empty() || o.json.empty() || o.batch.empty()) std::abort();
     const auto back = qkv::io::json_document::parse(o.json, "output");
     const auto& seqs = back.json().at("sequences");
@@ -33,7 +35,8 @@ void one(const qkv::io::json_document& doc) {
     }
     return;
   }
-  const auto o = qkv::cli::attend_detail::make_outputs<T>(doc, pc, true, true, true, qkv::fuzz::small_limits());
+  const auto o =
+      qkv::cli::attend_detail::make_outputs<T>(doc, pc, true, true, true, qkv::fuzz::small_limits());
   if (o.text.empty() || o.json.empty() || o.svg.empty() || o.html.empty()) std::abort();
   qkv::fuzz::check_round_trip(o.json, "output", o.result.output);
   qkv::fuzz::check_round_trip(o.json, "queries", o.result.queries);
@@ -45,14 +48,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // as qkv::fuzz::run_case, but with the attend dtypes: "bfloat16" and "float16" run as float
   // (their inputs rounded), which cli::read_dtype (run_case's) does not know
   try {
-    const auto doc = qkv::io::json_document::parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
+    const auto doc =
+        qkv::io::json_document::parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
     qkv::cli::attend_detail::check_case(doc);
     std::string half;
-    if (qkv::cli::attend_detail::read_attend_dtype(doc, half) == qkv::cli::dtype::float64) one<double>(doc);
-    else one<float>(doc);
+    if (qkv::cli::attend_detail::read_attend_dtype(doc, half) == qkv::cli::dtype::float64)
+      one<double>(doc);
+    else
+      one<float>(doc);
   } catch (const qkv::cli::input_error&) {
   } catch (const qkv::io::json_error&) {
-  } catch (const qkv::runtime::shape_error&) {
-  }
+  } catch (const qkv::runtime::shape_error&) {}
   return 0;
 }

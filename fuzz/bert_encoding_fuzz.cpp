@@ -55,7 +55,8 @@ void check(const qkv::io::wordpiece_tokenizer& tok, const qkv::io::bert_encoding
   std::size_t real = 0;  // tokens before the padding
   while (real < n && e.attention_mask[real] == 1) ++real;
   for (std::size_t i = real; i < n; ++i)
-    require(e.attention_mask[i] == 0 && e.tokens[i] == "[PAD]" && e.token_type_ids[i] == 0 && e.sequence_ids[i] == -1);
+    require(e.attention_mask[i] == 0 && e.tokens[i] == "[PAD]" && e.token_type_ids[i] == 0 &&
+            e.sequence_ids[i] == -1);
   if (o.truncation != qkv::io::truncation_strategy::none) require(real <= max_length);
   if (o.padding == qkv::io::padding_strategy::max_length) require(n >= max_length);
   if (o.padding == qkv::io::padding_strategy::none && !batch_padded) require(real == n);
@@ -74,7 +75,8 @@ void check(const qkv::io::wordpiece_tokenizer& tok, const qkv::io::bert_encoding
       continue;
     }
     require(seq == 0 || (seq == 1 && pair));
-    require(e.token_type_ids[i] == seq && e.special_tokens_mask[i] == 0 && seps == static_cast<std::size_t>(seq));
+    require(e.token_type_ids[i] == seq && e.special_tokens_mask[i] == 0 &&
+            seps == static_cast<std::size_t>(seq));
     const std::string_view own = seq == 0 ? text : *pair;
     const auto [b, en] = e.byte_offsets[i];
     const auto [cb, ce] = e.offsets[i];
@@ -87,7 +89,8 @@ void check(const qkv::io::wordpiece_tokenizer& tok, const qkv::io::bert_encoding
     if (t.size() > 2 && t.front() == '[' && selected == t) continue;  // a special token in the text
     const auto again = tok.tokenize(selected);
     require(!again.empty());
-    if (t != "[UNK]") require(letters(again).find(t.rfind("##", 0) == 0 ? t.substr(2) : t) != std::string::npos);
+    if (t != "[UNK]")
+      require(letters(again).find(t.rfind("##", 0) == 0 ? t.substr(2) : t) != std::string::npos);
   }
   require(seps == (pair ? 2u : 1u));
 }
@@ -100,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   qkv::io::encode_options o;
   o.truncation = static_cast<qkv::io::truncation_strategy>(flags & 3u);
   const unsigned pad = (flags >> 2) & 3u;
-  o.padding = pad == 1 ? qkv::io::padding_strategy::max_length
+  o.padding = pad == 1   ? qkv::io::padding_strategy::max_length
               : pad == 2 ? qkv::io::padding_strategy::longest
                          : qkv::io::padding_strategy::none;
   o.max_length = data[1];
@@ -113,7 +116,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto& tok = bert(slow);
   try {
     if (o.padding == qkv::io::padding_strategy::longest) {
-      std::vector<qkv::io::text_pair> items{{std::string(text), pair ? std::optional<std::string>(*pair) : std::nullopt}};
+      std::vector<qkv::io::text_pair> items{
+          {std::string(text), pair ? std::optional<std::string>(*pair) : std::nullopt}};
       if (pair) items.push_back({std::string(*pair), std::nullopt});
       const auto batch = qkv::io::encode_batch(tok, items, o);
       for (std::size_t i = 1; i < batch.size(); ++i) require(batch[i].size() == batch[0].size());

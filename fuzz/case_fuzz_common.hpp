@@ -31,13 +31,16 @@ inline cli::limits small_limits() {
 template <class T>
 [[nodiscard]] bool same(T a, T b) {
   if (std::isnan(a) && std::isnan(b)) return true;
-  if constexpr (std::is_same_v<T, float>) return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
-  else return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+  if constexpr (std::is_same_v<T, float>)
+    return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+  else
+    return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
 }
 
 /// m, written by the tool as the field `field` of `json`, reads back as itself; abort otherwise
 template <class T>
-void check_round_trip(const std::string& json, const std::string& field, const runtime::dynamic_matrix<T>& m) {
+void check_round_trip(const std::string& json, const std::string& field,
+                      const runtime::dynamic_matrix<T>& m) {
   const auto doc = io::json_document::parse(json, "output");
   const auto back = io::read_matrix_field<T>(doc, field);
   if (back.rows() != m.rows() || back.cols() != m.cols()) std::abort();
@@ -51,14 +54,16 @@ void check_round_trip(const std::string& json, const std::string& field, const r
 template <class Check, class One>
 int run_case(const std::uint8_t* data, std::size_t size, Check check, One one) {
   try {
-    const auto doc = io::json_document::parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
+    const auto doc =
+        io::json_document::parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz.json");
     check(doc);
-    if (cli::read_dtype(doc) == cli::dtype::float64) one(doc, double{});
-    else one(doc, float{});
+    if (cli::read_dtype(doc) == cli::dtype::float64)
+      one(doc, double{});
+    else
+      one(doc, float{});
   } catch (const cli::input_error&) {
   } catch (const io::json_error&) {
-  } catch (const runtime::shape_error&) {
-  }
+  } catch (const runtime::shape_error&) {}
   return 0;
 }
 

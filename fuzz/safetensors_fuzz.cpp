@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    const auto f = qkv::io::safetensors_file::from_bytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
+    const auto f =
+        qkv::io::safetensors_file::from_bytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
     for (const auto& t : f.tensors()) {
       // checked tensors lie inside the input
       if (t.end > size || t.begin > t.end) std::abort();
@@ -25,7 +26,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       (void)f.raw(t.name);
     }
-  } catch (const qkv::io::safetensors_error&) {
-  }
+  } catch (const qkv::io::safetensors_error&) {}
   return 0;
 }

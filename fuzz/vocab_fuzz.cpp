@@ -16,9 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (v.id(v.token(static_cast<std::int64_t>(i))) != static_cast<std::int64_t>(i)) std::abort();
     const qkv::io::wordpiece_tokenizer t(v);
     const auto e = t.encode("Hello, wörld! [MASK] 中文 unaffable");
-    if (e.tokens.size() != e.ids.size() || e.tokens.front() != "[CLS]" || e.tokens.back() != "[SEP]") std::abort();
+    if (e.tokens.size() != e.ids.size() || e.tokens.front() != "[CLS]" || e.tokens.back() != "[SEP]")
+      std::abort();
   } catch (const qkv::io::vocab_error&) {
-  } catch (const qkv::io::unicode::invalid_utf8&) {
-  }
+  } catch (const qkv::io::unicode::invalid_utf8&) {}
   return 0;
 }

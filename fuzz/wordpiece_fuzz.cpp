@@ -23,9 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bool valid = true;
   try {
     (void)qkv::io::unicode::decode_utf8(text);
-  } catch (const qkv::io::unicode::invalid_utf8&) {
-    valid = false;
-  }
+  } catch (const qkv::io::unicode::invalid_utf8&) { valid = false; }
   try {
     const auto e = bert().encode(text);
     if (!valid) std::abort();  // invalid UTF-8 must be refused

@@ -43,13 +43,17 @@ struct backward_result {
 template <class T>
 runtime::dynamic_matrix<T> read_d_output(const qkv::io::json_document& doc, bool has_context, bool has_rope,
                                          std::size_t t_len, std::size_t d_out, bool& sum) {
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   if (has_context)
-    throw err("d_output", "the backward (runtime/multihead_backward.hpp) is self-attention's: this case has a context "
-                          "(cross-attention), whose backward qkv does not compute yet; drop context or d_output");
+    throw err("d_output",
+              "the backward (runtime/multihead_backward.hpp) is self-attention's: this case has a context "
+              "(cross-attention), whose backward qkv does not compute yet; drop context or d_output");
   if (has_rope)
-    throw err("d_output", "the backward of rotary embeddings (rope) is not implemented yet "
-                          "(runtime/multihead_backward.hpp refuses attention_options::rope); drop rope or d_output");
+    throw err("d_output",
+              "the backward of rotary embeddings (rope) is not implemented yet "
+              "(runtime/multihead_backward.hpp refuses attention_options::rope); drop rope or d_output");
   const auto& j = doc.json().at("d_output");
   const std::string shape = runtime::shape_string(t_len, d_out);
   if (j.is_string()) {
@@ -61,7 +65,8 @@ runtime::dynamic_matrix<T> read_d_output(const qkv::io::json_document& doc, bool
   }
   auto m = qkv::io::read_matrix_field<T>(doc, "d_output", shape + " (T x d_out, the output's shape)");
   if (m.rows() != t_len || m.cols() != d_out)
-    throw err("d_output", "expected " + shape + " (T x d_out: one gradient per element of the output), got " + m.shape());
+    throw err("d_output",
+              "expected " + shape + " (T x d_out: one gradient per element of the output), got " + m.shape());
   return m;
 }
 
@@ -94,9 +99,11 @@ void run_backward(const runtime::dynamic_matrix<T>& x, const runtime::attention_
       bw.row_dots(h, i) = d;
       for (std::size_t j = 0; j < p.cols(); ++j) {
         T s = T(0);
-        for (std::size_t c = 0; c < dvh; ++c) s = s + bw.g.d_concat(i, h * dvh + c) * r.values(j, g * dvh + c);
+        for (std::size_t c = 0; c < dvh; ++c)
+          s = s + bw.g.d_concat(i, h * dvh + c) * r.values(j, g * dvh + c);
         dp(i, j) = s;
-        const bool masked = rt::detail::masked_score<T>(mask, i, j, p.cols(), T(0)) == -std::numeric_limits<T>::infinity();
+        const bool masked =
+            rt::detail::masked_score<T>(mask, i, j, p.cols(), T(0)) == -std::numeric_limits<T>::infinity();
         ds(i, j) = masked ? T(0) : p(i, j) * (s - d);
       }
     }
@@ -166,73 +173,90 @@ runtime::dynamic_matrix<T> columns(const runtime::dynamic_matrix<T>& m, std::siz
 /// (docs/gradients.md), each gradient printed as PyTorch prints a tensor. `str` prints a matrix
 /// (the forward trace's torch_str).
 template <class T, class Str>
-std::string backward_trace(bool out_in, const runtime::attention_weights<T>& w, const runtime::attention_options<T>& opt,
-                           const runtime::multihead_result<T>& r, const backward_result<T>& bw, Str str) {
+std::string backward_trace(bool out_in, const runtime::attention_weights<T>& w,
+                           const runtime::attention_options<T>& opt, const runtime::multihead_result<T>& r,
+                           const backward_result<T>& bw, Str str) {
   const auto& g = bw.g;
   const std::size_t H = opt.heads, HK = opt.kv_heads ? opt.kv_heads : H, group = H / HK;
   const std::size_t dh = r.queries.cols() / H, dvh = r.values.cols() / HK;
   std::ostringstream o;
   o << "\nThe backward (runtime/multihead_backward.hpp), for the upstream gradient d_output "
-    << (bw.sum ? "= \"sum\" (the gradient of output.sum(): all ones), " : "(the case's), ") << bw.d_output.shape()
-    << " =\n" << str(bw.d_output) << "\n"
+    << (bw.sum ? "= \"sum\" (the gradient of output.sum(): all ones), " : "(the case's), ")
+    << bw.d_output.shape() << " =\n"
+    << str(bw.d_output) << "\n"
     << "Each step gives the gradient of the loss with respect to a forward step's input from the one "
        "with respect to its output, in reverse order; PyTorch's autograd names it by the grad_fn shown "
        "(docs/gradients.md).\n";
   const char* mm = "MmBackward0";
   if (w.o) {
     const bool b = !w.o->bias.empty();
-    o << "\n" << (b ? "AddmmBackward0" : mm) << ": the output projection output = concat" << (out_in ? " Woᵀ" : " Wo")
+    o << "\n"
+      << (b ? "AddmmBackward0" : mm) << ": the output projection output = concat" << (out_in ? " Woᵀ" : " Wo")
       << (b ? " + bo" : "") << "\n";
-    o << "d_wo = " << (out_in ? "d_outputᵀ · concat" : "concatᵀ · d_output") << ", " << g.d_w_output.shape() << " =\n"
+    o << "d_wo = " << (out_in ? "d_outputᵀ · concat" : "concatᵀ · d_output") << ", " << g.d_w_output.shape()
+      << " =\n"
       << str(g.d_w_output) << "\n";
     if (b) o << "d_bo = the column sums of d_output =\n" << str(as_row(g.d_b_output)) << "\n";
-    o << "d_concat = d_output · Wo" << (out_in ? "" : "ᵀ") << ", " << g.d_concat.shape() << " =\n" << str(g.d_concat) << "\n";
+    o << "d_concat = d_output · Wo" << (out_in ? "" : "ᵀ") << ", " << g.d_concat.shape() << " =\n"
+      << str(g.d_concat) << "\n";
   } else {
     o << "\n(no output projection: d_concat = d_output)\n";
   }
   if (H > 1)
-    o << "\nCatBackward0: the heads side by side: head h's d_context is columns " << "h·" << dvh << " .. h·" << dvh
-      << " + " << dvh - 1 << " of d_concat\n";
+    o << "\nCatBackward0: the heads side by side: head h's d_context is columns "
+      << "h·" << dvh << " .. h·" << dvh << " + " << dvh - 1 << " of d_concat\n";
   for (std::size_t h = 0; h < H; ++h) {
     const std::size_t kvh = h / group;
     const std::string head = H > 1 ? " of head " + std::to_string(h) : "";
     const auto d_context = columns(g.d_concat, h * dvh, dvh);
-    o << "\n" << mm << ": context" << head << " = weights · values (d_context" << head << " " << d_context.shape() << ")\n";
+    o << "\n"
+      << mm << ": context" << head << " = weights · values (d_context" << head << " " << d_context.shape()
+      << ")\n";
     o << "d_weights" << head << " (dP) = d_context · valuesᵀ =\n" << str(bw.d_weights[h]) << "\n";
     o << "d_values" << head << " = weightsᵀ · d_context";
     if (group > 1)
-      o << " (key/value head " << kvh << " is shared by query heads " << kvh * group << " .. " << kvh * group + group - 1
-        << ": its d_values is the sum of theirs, printed once per key/value head)";
-    if (h % group == 0) o << " =\n" << str(columns(g.d_values, kvh * dvh, dvh)) << "\n";
-    else o << ": printed under head " << kvh * group << "\n";
+      o << " (key/value head " << kvh << " is shared by query heads " << kvh * group << " .. "
+        << kvh * group + group - 1 << ": its d_values is the sum of theirs, printed once per key/value head)";
+    if (h % group == 0)
+      o << " =\n" << str(columns(g.d_values, kvh * dvh, dvh)) << "\n";
+    else
+      o << ": printed under head " << kvh * group << "\n";
     o << "D" << head << " = rowsum(d_context ∘ context) = rowsum(d_weights ∘ weights), one per query =\n"
       << str(row_of(bw.row_dots, h)) << "\n";
-    o << "SoftmaxBackward0: d_scaled_scores" << head << " (dS) = weights ∘ (d_weights − D), 0 where masked =\n"
+    o << "SoftmaxBackward0: d_scaled_scores" << head
+      << " (dS) = weights ∘ (d_weights − D), 0 where masked =\n"
       << str(bw.d_scaled_scores[h]) << "\n";
     o << "MulBackward0 (the scale " << double(r.scale)
-      << "; tutorial 004 divides by sqrt(d_k) instead: DivBackward0, the same number): d_scores = scale · d_scaled_scores\n";
+      << "; tutorial 004 divides by sqrt(d_k) instead: DivBackward0, the same number): d_scores = scale · "
+         "d_scaled_scores\n";
     o << mm << " and TransposeBackward0: scores = queries · keysᵀ\n";
-    o << "d_queries" << head << " = scale · d_scaled_scores · keys =\n" << str(columns(g.d_queries, h * dh, dh)) << "\n";
-    o << "d_keys" << head << " = scale · d_scaled_scoresᵀ · queries (the transpose's gradient transposed back)";
+    o << "d_queries" << head << " = scale · d_scaled_scores · keys =\n"
+      << str(columns(g.d_queries, h * dh, dh)) << "\n";
+    o << "d_keys" << head
+      << " = scale · d_scaled_scoresᵀ · queries (the transpose's gradient transposed back)";
     if (h % group == 0)
-      o << (group > 1 ? ", summed over the query heads sharing it" : "") << " =\n" << str(columns(g.d_keys, kvh * dh, dh)) << "\n";
+      o << (group > 1 ? ", summed over the query heads sharing it" : "") << " =\n"
+        << str(columns(g.d_keys, kvh * dh, dh)) << "\n";
     else
       o << ": printed under head " << kvh * group << "\n";
   }
   const char* p = out_in ? "ᵀ · x" : "";
   auto proj = [&](const char* name, const char* d, const runtime::linear_weights<T>& l,
                   const runtime::dynamic_matrix<T>& dw, const std::vector<T>& db, const char* b) {
-    o << "\n" << (l.bias.empty() ? mm : "AddmmBackward0") << ": " << name << " = x W"
-      << name[0] << (out_in ? "ᵀ" : "") << (l.bias.empty() ? "" : std::string(" + b") + name[0]) << "\n";
-    o << "d_w" << name[0] << " = " << (out_in ? std::string(d) + p : std::string("xᵀ · ") + d) << ", " << dw.shape() << " =\n"
+    o << "\n"
+      << (l.bias.empty() ? mm : "AddmmBackward0") << ": " << name << " = x W" << name[0]
+      << (out_in ? "ᵀ" : "") << (l.bias.empty() ? "" : std::string(" + b") + name[0]) << "\n";
+    o << "d_w" << name[0] << " = " << (out_in ? std::string(d) + p : std::string("xᵀ · ") + d) << ", "
+      << dw.shape() << " =\n"
       << str(dw) << "\n";
     if (!db.empty()) o << b << " = the column sums of " << d << " =\n" << str(as_row(db)) << "\n";
   };
   proj("queries", "d_queries", w.q, g.d_w_query, g.d_b_query, "d_bq");
   proj("keys", "d_keys", w.k, g.d_w_key, g.d_b_key, "d_bk");
   proj("values", "d_values", w.v, g.d_w_value, g.d_b_value, "d_bv");
-  o << "\nAddBackward0: x feeds all three projections, so d_x = d_queries · Wq" << (out_in ? "" : "ᵀ") << " + d_keys · Wk"
-    << (out_in ? "" : "ᵀ") << " + d_values · Wv" << (out_in ? "" : "ᵀ") << ", " << g.d_x.shape() << " =\n"
+  o << "\nAddBackward0: x feeds all three projections, so d_x = d_queries · Wq" << (out_in ? "" : "ᵀ")
+    << " + d_keys · Wk" << (out_in ? "" : "ᵀ") << " + d_values · Wv" << (out_in ? "" : "ᵀ") << ", "
+    << g.d_x.shape() << " =\n"
     << str(g.d_x) << "\n";
   return o.str();
 }

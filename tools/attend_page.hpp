@@ -35,17 +35,20 @@ inline constexpr std::size_t svg_side = 64;
 
 /// throws input_error (exit 2) when --html / --svg would need more than max_weights weights;
 /// called before the attention is computed
-inline void check_size(const std::string& file, const std::string& option, std::uint64_t heads, std::uint64_t t,
-                       std::uint64_t s) {
+inline void check_size(const std::string& file, const std::string& option, std::uint64_t heads,
+                       std::uint64_t t, std::uint64_t s) {
   // the product, saturating instead of wrapping around
   auto times = [](std::uint64_t a, std::uint64_t b) {
-    return b != 0 && a > std::numeric_limits<std::uint64_t>::max() / b ? std::numeric_limits<std::uint64_t>::max() : a * b;
+    return b != 0 && a > std::numeric_limits<std::uint64_t>::max() / b
+               ? std::numeric_limits<std::uint64_t>::max()
+               : a * b;
   };
   const std::uint64_t n = times(times(heads, t), s);
   if (n > max_weights)
-    throw input_error(file + ": " + option + " would need " + std::to_string(heads) + " x " + std::to_string(t) + " x " +
-                      std::to_string(s) + " = " + std::to_string(n) + " attention weights (heads x queries x keys), above " +
-                      "the limit of " + std::to_string(max_weights) + " (2^24) for a page or figure; pages and figures are " +
+    throw input_error(file + ": " + option + " would need " + std::to_string(heads) + " x " +
+                      std::to_string(t) + " x " + std::to_string(s) + " = " + std::to_string(n) +
+                      " attention weights (heads x queries x keys), above " + "the limit of " +
+                      std::to_string(max_weights) + " (2^24) for a page or figure; pages and figures are " +
                       "summarised above 65536 numbers, see docs/pages.md");
 }
 
@@ -75,17 +78,22 @@ std::vector<double> values_of(const rt::dynamic_matrix<T>& m) {
   return std::vector<double>(m.data(), m.data() + m.size());
 }
 
-inline std::vector<std::string> labels_or(const std::vector<std::string>& tokens, const char* prefix, std::size_t n) {
+inline std::vector<std::string> labels_or(const std::vector<std::string>& tokens, const char* prefix,
+                                          std::size_t n) {
   return tokens.size() == n ? tokens : qkv::io::page::labels(prefix, n);
 }
 
 /// a matrix's transpose, hidden (an operand of the gradients' products)
 template <class T>
-void hidden_transpose(qkv::io::page& p, const std::string& id, const rt::dynamic_matrix<T>& m, const std::string& dtype) {
+void hidden_transpose(qkv::io::page& p, const std::string& id, const rt::dynamic_matrix<T>& m,
+                      const std::string& dtype) {
   rt::dynamic_matrix<T> t(m.cols(), m.rows());
   for (std::size_t i = 0; i < m.rows(); ++i)
     for (std::size_t j = 0; j < m.cols(); ++j) t(j, i) = m(i, j);
-  p.matrix(id + "\u1d40", t.rows(), t.cols(), values_of(t)).dtype(dtype).hidden().how(qkv::io::page_how::transposed(id));
+  p.matrix(id + "\u1d40", t.rows(), t.cols(), values_of(t))
+      .dtype(dtype)
+      .hidden()
+      .how(qkv::io::page_how::transposed(id));
 }
 
 /// @brief the backward's steps on the page (docs/pages.md, "Gradients"): every gradient as a
@@ -94,11 +102,13 @@ void hidden_transpose(qkv::io::page& p, const std::string& id, const rt::dynamic
 template <class T>
 void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::attention_weights<T>& w,
                     const rt::multihead_result<T>& r, const attend_detail::backward_result<T>& bw,
-                    const std::string& scale_text, const std::string& mask_note, const std::vector<std::string>& qrow,
-                    const std::vector<std::string>& krow, const std::string& dtype) {
+                    const std::string& scale_text, const std::string& mask_note,
+                    const std::vector<std::string>& qrow, const std::vector<std::string>& krow,
+                    const std::string& dtype) {
   using how = qkv::io::page_how;
   const auto& g = bw.g;
-  const std::size_t t_len = x.rows(), s_len = t_len, H = r.weights.size(), HK = r.values.cols() * H / r.concat.cols();
+  const std::size_t t_len = x.rows(), s_len = t_len, H = r.weights.size(),
+                    HK = r.values.cols() * H / r.concat.cols();
   const std::size_t group = H / HK, dq = r.queries.cols(), dk = dq / H, dvh = r.concat.cols() / H;
   const bool out_in = w.q.layout == rt::weight_layout::out_in;
   auto add = [&](const std::string& id, const rt::dynamic_matrix<T>& m) {
@@ -110,12 +120,15 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
   const std::string concat = H > 1 ? "concat" : "context";
   rt::dynamic_matrix<T> ones(1, t_len, T(1));
   p.matrix("ones", 1, t_len, values_of(ones)).dtype(dtype).hidden();
-  p.step("The backward: the gradients for d_output " + std::string(bw.sum ? "= \"sum\" (output.sum(): all ones)" : "(the case's)"),
-         "Each gradient is the derivative of the loss with respect to one forward matrix, computed in reverse "
-         "order from d_output (runtime/multihead_backward.hpp); each cell explains itself from this page's numbers "
-         "as the forward's cells do, with the grad_fn PyTorch records for the step (docs/gradients.md). "
-         "The gradients have no 50-digit truth line on this page (neither has the forward's: the tool's pages "
-         "show what qkv computed and how).");
+  p.step(
+      "The backward: the gradients for d_output " +
+          std::string(bw.sum ? "= \"sum\" (output.sum(): all ones)" : "(the case's)"),
+      "Each gradient is the derivative of the loss with respect to one forward matrix, computed in reverse "
+      "order from d_output (runtime/multihead_backward.hpp); each cell explains itself from this page's "
+      "numbers "
+      "as the forward's cells do, with the grad_fn PyTorch records for the step (docs/gradients.md). "
+      "The gradients have no 50-digit truth line on this page (neither has the forward's: the tool's pages "
+      "show what qkv computed and how).");
   add("d_output", bw.d_output).rows(qrow);
   if (w.o) {
     p.step(std::string(w.o->bias.empty() ? "MmBackward0" : "AddmmBackward0") + ": the output projection");
@@ -127,44 +140,66 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
       add("d_wo", g.d_w_output).how(how::matmul(concat + "\u1d40", "d_output", t_len));
     }
     if (!g.d_b_output.empty()) add_vector("d_bo", g.d_b_output).how(how::matmul("ones", "d_output", t_len));
-    add("d_concat", g.d_concat).rows(qrow).how(out_in ? how::matmul("d_output", "wo", w.o->out_features())
-                                                      : how::dot("d_output", "wo", w.o->out_features()));
+    add("d_concat", g.d_concat)
+        .rows(qrow)
+        .how(out_in ? how::matmul("d_output", "wo", w.o->out_features())
+                    : how::dot("d_output", "wo", w.o->out_features()));
   } else {
     p.text("No output projection: d_concat is d_output.");
-    p.matrix("zeros", t_len, g.d_concat.cols(), std::vector<double>(t_len * g.d_concat.cols(), 0.0)).dtype(dtype).hidden();
+    p.matrix("zeros", t_len, g.d_concat.cols(), std::vector<double>(t_len * g.d_concat.cols(), 0.0))
+        .dtype(dtype)
+        .hidden();
     add("d_concat", g.d_concat).rows(qrow).how(how::add("d_output", "zeros"));
   }
   for (std::size_t h = 0; h < H; ++h) {
     const std::size_t kv = h / group;
     const std::string hs = H > 1 ? "[" + std::to_string(h) + "]" : "";
     p.step("MmBackward0 and SoftmaxBackward0" + std::string(H > 1 ? ": head " + std::to_string(h) : "") +
-           ": d_weights = d_context \u00b7 values\u1d40, D, d_scaled_scores = weights \u2218 (d_weights \u2212 D)");
-    add("d_weights" + hs, bw.d_weights[h]).rows(qrow).cols(krow).caption("dP" + hs)
+           ": d_weights = d_context \u00b7 values\u1d40, D, d_scaled_scores = weights \u2218 (d_weights "
+           "\u2212 D)");
+    add("d_weights" + hs, bw.d_weights[h])
+        .rows(qrow)
+        .cols(krow)
+        .caption("dP" + hs)
         .how(how::dot("d_concat", "values", dvh, h * dvh, kv * dvh));
     rt::dynamic_matrix<T> dcol(t_len, 1);
     for (std::size_t i = 0; i < t_len; ++i) dcol(i, 0) = bw.row_dots(h, i);
     add("D" + hs, dcol).rows(qrow).how(how::row_dot("d_concat", "context" + hs, dvh, h * dvh, 0));
-    add("d_scaled_scores" + hs, bw.d_scaled_scores[h]).rows(qrow).cols(krow).caption("dS" + hs)
+    add("d_scaled_scores" + hs, bw.d_scaled_scores[h])
+        .rows(qrow)
+        .cols(krow)
+        .caption("dS" + hs)
         .how(how::softmax_backward("weights" + hs, "d_weights" + hs, "D" + hs, mask_note));
     rt::dynamic_matrix<T> dsc(t_len, s_len);
     for (std::size_t i = 0; i < t_len; ++i)
       for (std::size_t j = 0; j < s_len; ++j) dsc(i, j) = T(r.scale * bw.d_scaled_scores[h](i, j));
-    add("d_scores" + hs, dsc).rows(qrow).cols(krow).how(how::scaled("d_scaled_scores" + hs, double(r.scale), scale_text));
-    add("d_queries" + hs, attend_detail::columns(g.d_queries, h * dk, dk)).rows(qrow)
+    add("d_scores" + hs, dsc)
+        .rows(qrow)
+        .cols(krow)
+        .how(how::scaled("d_scaled_scores" + hs, double(r.scale), scale_text));
+    add("d_queries" + hs, attend_detail::columns(g.d_queries, h * dk, dk))
+        .rows(qrow)
         .how(how::matmul("d_scores" + hs, "keys", s_len, 0, 0, kv * dk));
     if (group == 1) {
       hidden_transpose(p, "d_scores" + hs, dsc, dtype);
-      add("d_keys" + hs, attend_detail::columns(g.d_keys, h * dk, dk)).rows(krow)
+      add("d_keys" + hs, attend_detail::columns(g.d_keys, h * dk, dk))
+          .rows(krow)
           .how(how::matmul("d_scores" + hs + "\u1d40", "queries", t_len, 0, 0, h * dk));
       hidden_transpose(p, "weights" + hs, r.weights[h], dtype);
-      add("d_values" + hs, attend_detail::columns(g.d_values, h * dvh, dvh)).rows(krow)
+      add("d_values" + hs, attend_detail::columns(g.d_values, h * dvh, dvh))
+          .rows(krow)
           .how(how::matmul("weights" + hs + "\u1d40", "d_concat", t_len, 0, 0, h * dvh));
     } else if (h % group == group - 1) {
-      p.text("Key/value head " + std::to_string(kv) + " is shared by query heads " + std::to_string(kv * group) + " to " +
-             std::to_string(h) + ": its d_keys and d_values are the sums of theirs (scale d_scaled_scores\u1d40 queries and "
+      p.text("Key/value head " + std::to_string(kv) + " is shared by query heads " +
+             std::to_string(kv * group) + " to " + std::to_string(h) +
+             ": its d_keys and d_values are the sums of theirs (scale d_scaled_scores\u1d40 queries and "
              "weights\u1d40 d_context per head), as the runtime computed them.");
-      add("d_keys[kv " + std::to_string(kv) + "]", attend_detail::columns(g.d_keys, kv * dk, dk)).rows(krow).derived();
-      add("d_values[kv " + std::to_string(kv) + "]", attend_detail::columns(g.d_values, kv * dvh, dvh)).rows(krow).derived();
+      add("d_keys[kv " + std::to_string(kv) + "]", attend_detail::columns(g.d_keys, kv * dk, dk))
+          .rows(krow)
+          .derived();
+      add("d_values[kv " + std::to_string(kv) + "]", attend_detail::columns(g.d_values, kv * dvh, dvh))
+          .rows(krow)
+          .derived();
     }
   }
   p.step("MmBackward0 / AddmmBackward0: the projections' weights and biases, and d_x");
@@ -184,7 +219,8 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
     } else {
       add(std::string("d_w") + names[k], *dws[k]).how(how::matmul("x\u1d40", all, t_len));
     }
-    if (!dbs[k]->empty()) add_vector(std::string("d_b") + names[k], *dbs[k]).how(how::matmul("ones", all, t_len));
+    if (!dbs[k]->empty())
+      add_vector(std::string("d_b") + names[k], *dbs[k]).how(how::matmul("ones", all, t_len));
     (void)lw[k];
   }
   // d_x = [dQ | dK | dV] [Wq; Wk; Wv] (out_in; in_out: the transposes): one sum over every column of the three
@@ -198,18 +234,25 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
     const auto& wm = lw[k]->weight;  // out_in: (out, in) = (dg.cols, dm); in_out: (dm, dg.cols)
     for (std::size_t a = 0; a < wm.rows(); ++a)
       for (std::size_t b = 0; b < wm.cols(); ++b) {
-        if (out_in) rhs(c0 + a, b) = wm(a, b);
-        else rhs(a, c0 + b) = wm(a, b);
+        if (out_in)
+          rhs(c0 + a, b) = wm(a, b);
+        else
+          rhs(a, c0 + b) = wm(a, b);
       }
     c0 += dg.cols();
   }
   add("[d_queries | d_keys | d_values]", lhs).hidden();
   add(out_in ? "[Wq; Wk; Wv]" : "[Wq | Wk | Wv]", rhs).hidden();
-  add("d_x", g.d_x).rows(qrow).how(out_in ? how::matmul("[d_queries | d_keys | d_values]", "[Wq; Wk; Wv]", n)
-                                          : how::dot("[d_queries | d_keys | d_values]", "[Wq | Wk | Wv]", n));
-  p.text("d_x sums what flows back through all three projections (x feeds the queries, the keys and the values): "
-         "d_queries Wq + d_keys Wk + d_values Wv" + std::string(out_in ? "" : " (each W transposed: in_out)") +
-         ", one sum over their " + std::to_string(n) + " columns side by side.");
+  add("d_x", g.d_x)
+      .rows(qrow)
+      .how(out_in ? how::matmul("[d_queries | d_keys | d_values]", "[Wq; Wk; Wv]", n)
+                  : how::dot("[d_queries | d_keys | d_values]", "[Wq | Wk | Wv]", n));
+  p.text(
+      "d_x sums what flows back through all three projections (x feeds the queries, the keys and the "
+      "values): "
+      "d_queries Wq + d_keys Wk + d_values Wv" +
+      std::string(out_in ? "" : " (each W transposed: in_out)") + ", one sum over their " +
+      std::to_string(n) + " columns side by side.");
 }
 
 /// the learner's page of an attend case; `trace` is the text qkv attend prints (its Step lines
@@ -217,8 +260,9 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
 template <class T>
 std::string page(const std::string& file, const std::string& trace, const rt::dynamic_matrix<T>& x,
                  const rt::dynamic_matrix<T>& context, bool has_context, const rt::attention_weights<T>& w,
-                 const rt::attention_options<T>& opt, const rt::multihead_result<T>& r, const std::string& scale_text,
-                 const page_data<T>& d, const std::vector<std::string>& tokens = {},
+                 const rt::attention_options<T>& opt, const rt::multihead_result<T>& r,
+                 const std::string& scale_text, const page_data<T>& d,
+                 const std::vector<std::string>& tokens = {},
                  const std::vector<std::string>& context_tokens = {}) {
   using how = qkv::io::page_how;
   const std::size_t t_len = x.rows(), s_len = has_context ? context.rows() : x.rows(), H = r.weights.size();
@@ -245,7 +289,9 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
                         const rt::linear_weights<T>& l, const std::string& wname, const std::string& bname,
                         const std::vector<std::string>& rows) {
     if (!l.bias.empty())
-      p.matrix(bname, 1, l.bias.size(), std::vector<double>(l.bias.begin(), l.bias.end())).dtype(dtype).hidden();
+      p.matrix(bname, 1, l.bias.size(), std::vector<double>(l.bias.begin(), l.bias.end()))
+          .dtype(dtype)
+          .hidden();
     const std::size_t in = l.in_features();
     auto ref = add(id, y).rows(rows);
     ref.how(out_in ? how::dot(src, wname, in, 0, 0, l.bias.empty() ? "" : bname)
@@ -262,7 +308,8 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
     while (!title.empty() && (title.back() == '=' || title.back() == ' ')) title.pop_back();
     const int n = line.rfind("Step ", 0) == 0 ? std::atoi(line.c_str() + 5) : 0;
     std::size_t h = 0;
-    if (const auto at = line.find("of head "); at != std::string::npos) h = std::strtoul(line.c_str() + at + 8, nullptr, 10);
+    if (const auto at = line.find("of head "); at != std::string::npos)
+      h = std::strtoul(line.c_str() + at + 8, nullptr, 10);
     const std::string hs = H > 1 ? "[" + std::to_string(h) + "]" : "";
     p.step(title);
     if (n == 1) {
@@ -288,18 +335,23 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
         const auto pq = positions(ro.position_offset, t_len), pk = positions(kp, s_len);
         std::ostringstream base;
         base << ro.base;
-        p.text("Rotary position embeddings (RoPE, " + layout + "): in each head, the first " + std::to_string(rw) + " of " +
-               std::to_string(dk) + " columns are rotated in pairs by the angle position \u00d7 base^(\u22122i/" +
-               std::to_string(rw) + "), base " + base.str() +
-               "; the queries sit at positions " + std::to_string(ro.position_offset) + "\u2026 and the keys at " +
-               std::to_string(kp) + "\u2026. The tables are the cos and sin the runtime rotated with (angles in double, "
+        p.text("Rotary position embeddings (RoPE, " + layout + "): in each head, the first " +
+               std::to_string(rw) + " of " + std::to_string(dk) +
+               " columns are rotated in pairs by the angle position \u00d7 base^(\u22122i/" +
+               std::to_string(rw) + "), base " + base.str() + "; the queries sit at positions " +
+               std::to_string(ro.position_offset) + "\u2026 and the keys at " + std::to_string(kp) +
+               "\u2026. The tables are the cos and sin the runtime rotated with (angles in double, "
                "each cos and sin rounded once).");
         add("cos (queries)", *d.cos_q).rows(pq).derived();
         add("sin (queries)", *d.sin_q).rows(pq).derived();
         add("cos (keys)", *d.cos_k).rows(pk).derived();
         add("sin (keys)", *d.sin_k).rows(pk).derived();
-        add("queries", r.queries).rows(qrow).how(how::rope("queries before RoPE", "cos (queries)", "sin (queries)", dk, rw, layout));
-        add("keys", r.keys).rows(krow).how(how::rope("keys before RoPE", "cos (keys)", "sin (keys)", dk, rw, layout));
+        add("queries", r.queries)
+            .rows(qrow)
+            .how(how::rope("queries before RoPE", "cos (queries)", "sin (queries)", dk, rw, layout));
+        add("keys", r.keys)
+            .rows(krow)
+            .how(how::rope("keys before RoPE", "cos (keys)", "sin (keys)", dk, rw, layout));
       } else {
         projection("queries", r.queries, "x", w.q, "wq", "bq", qrow);
         projection("keys", r.keys, src, w.k, "wk", "bk", krow);
@@ -308,30 +360,41 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
       if (HK != H)
         p.text("Grouped-query attention: " + std::to_string(H) + " query heads share " + std::to_string(HK) +
                " key/value heads (kv_heads); query head h reads key/value head h / " + std::to_string(group) +
-               ", columns " + std::to_string(dk) + " \u00d7 (h / " + std::to_string(group) + ") onwards of keys and values.");
+               ", columns " + std::to_string(dk) + " \u00d7 (h / " + std::to_string(group) +
+               ") onwards of keys and values.");
     } else if (n == 3) {
       const std::size_t g = h / group;  // the key/value head of query head h
-      add("scores" + hs, r.scores[h]).rows(qrow).cols(krow).how(how::dot("queries", "keys", dk, h * dk, g * dk));
-      if (HK != H) p.text("Query head " + std::to_string(h) + " reads key/value head " + std::to_string(g) + ".");
+      add("scores" + hs, r.scores[h])
+          .rows(qrow)
+          .cols(krow)
+          .how(how::dot("queries", "keys", dk, h * dk, g * dk));
+      if (HK != H)
+        p.text("Query head " + std::to_string(h) + " reads key/value head " + std::to_string(g) + ".");
     } else if (n == 4) {
       std::string added;
       if (!d.added.empty()) {
         added = "added" + hs;
         add(added, d.added[h]).rows(qrow).cols(krow).caption(d.added_note + hs).derived();
       }
-      add("scaled" + hs, d.scaled[h]).rows(qrow).cols(krow).caption("scaled, masked scores" + hs)
+      add("scaled" + hs, d.scaled[h])
+          .rows(qrow)
+          .cols(krow)
+          .caption("scaled, masked scores" + hs)
           .how(how::scaled("scores" + hs, double(r.scale), scale_text, mask_note, added));
       add("weights" + hs, r.weights[h]).rows(qrow).cols(krow).how(how::softmax("scaled" + hs));
       weight_ids.push_back("weights" + hs);
       if (h + 1 == H) {
         std::vector<std::string> names;
         for (std::size_t k = 0; k < H; ++k) names.push_back("head " + std::to_string(k));
-        p.heatmap("attention weights" + std::string(H > 1 ? " per head" : "") + " (rows: queries, columns: keys)",
-                  weight_ids, names);
+        p.heatmap(
+            "attention weights" + std::string(H > 1 ? " per head" : "") + " (rows: queries, columns: keys)",
+            weight_ids, names);
         if (!mask.empty()) p.heatmap_mask(mask);
       }
     } else if (n == 5) {
-      add("context" + hs, r.context[h]).rows(qrow).caption("context" + hs)
+      add("context" + hs, r.context[h])
+          .rows(qrow)
+          .caption("context" + hs)
           .how(how::matmul("weights" + hs, "values", s_len, 0, 0, h / group * dvh));
     } else if (n == 6 && H > 1) {
       add("concat", r.concat).rows(qrow);
@@ -352,8 +415,8 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
 /// cells in all, each head downsampled to at most svg_side x svg_side blocks (their mean), and
 /// the title says so
 template <class T>
-std::string svg(const std::string& file, const rt::multihead_result<T>& r, std::vector<bool> mask, std::size_t t_len,
-                std::size_t s_len, const std::vector<std::string>& tokens = {},
+std::string svg(const std::string& file, const rt::multihead_result<T>& r, std::vector<bool> mask,
+                std::size_t t_len, std::size_t s_len, const std::vector<std::string>& tokens = {},
                 const std::vector<std::string>& context_tokens = {}, bool has_context = false) {
   const std::size_t H = r.weights.size();
   auto rows = labels_or(tokens, "q", t_len);
@@ -375,7 +438,8 @@ std::string svg(const std::string& file, const rt::multihead_result<T>& r, std::
         double sum = 0;
         std::size_t n = 0;
         for (std::size_t i = bi * fr; i < std::min(t_len, (bi + 1) * fr); ++i)
-          for (std::size_t j = bj * fc; j < std::min(s_len, (bj + 1) * fc); ++j, ++n) sum += double(r.weights[h](i, j));
+          for (std::size_t j = bj * fc; j < std::min(s_len, (bj + 1) * fc); ++j, ++n)
+            sum += double(r.weights[h](i, j));
         p.values[bi * bc + bj] = sum / double(n);
       }
     panels.push_back(std::move(p));
@@ -391,7 +455,8 @@ std::string svg(const std::string& file, const rt::multihead_result<T>& r, std::
     };
     rows = block(rows, t_len, fr, br);
     cols = block(cols, s_len, fc, bc);
-    o.title += " (downsampled: each cell the mean of " + std::to_string(fr) + " x " + std::to_string(fc) + " weights)";
+    o.title += " (downsampled: each cell the mean of " + std::to_string(fr) + " x " + std::to_string(fc) +
+               " weights)";
     o.cell = 10;
     if (!mask.empty()) {  // a block is hatched when every entry in it is masked
       std::vector<bool> m(br * bc, true);

@@ -82,17 +82,20 @@ inline bool parse_limit_option(const args& a, std::size_t& k, limits& l) {
 /// type (`case_type`, with `why`: where it comes from) and the fix, never read silently as
 /// another type. Tags that are no floating type ("bool", "int64": masks, flags, whole numbers)
 /// are not compared.
-inline void check_tensor_dtypes(const io::json_document& doc, const std::string& allowed_tag, const std::string& case_type,
-                                const std::string& why, const std::string& fix) {
+inline void check_tensor_dtypes(const io::json_document& doc, const std::string& allowed_tag,
+                                const std::string& case_type, const std::string& why,
+                                const std::string& fix) {
   if (!doc.json().is_object()) return;
   for (const auto& [key, value] : doc.json().items()) {
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("data") || !value.at("dtype").is_string())
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("data") ||
+        !value.at("dtype").is_string())
       continue;
     const auto tag = value.at("dtype").get<std::string>();
     const bool floating = tag == "float32" || tag == "float64" || tag == "bfloat16" || tag == "float16";
     if (floating && tag != allowed_tag)
-      throw input_error(doc.error(key, "the tensor is tagged \"" + tag + "\" but the case reads its numbers as " + case_type +
-                                           " (" + why + "); " + fix)
+      throw input_error(doc.error(key, "the tensor is tagged \"" + tag +
+                                           "\" but the case reads its numbers as " + case_type + " (" + why +
+                                           "); " + fix)
                             .what());
   }
 }
@@ -107,14 +110,17 @@ inline double read_scalar(const io::json_document& doc, const std::string& field
   if (s.is_object()) {
     const auto t = io::read_tensor<double>(doc, field, s);
     if (!t.shape.empty())
-      throw input_error(doc.error(field, "expected " + what + ": a number or a 0-d tensor (shape []), got a tensor of shape " +
+      throw input_error(doc.error(field, "expected " + what +
+                                             ": a number or a 0-d tensor (shape []), got a tensor of shape " +
                                              io::detail::shape_text(t.shape))
                             .what());
     return t.data[0];
   }
-  throw input_error(doc.error(field, "expected " + what + " (a number or a 0-d tensor {\"dtype\", \"shape\": [], \"data\"}), got " +
-                                         s.dump())
-                        .what());
+  throw input_error(
+      doc.error(field, "expected " + what +
+                           " (a number or a 0-d tensor {\"dtype\", \"shape\": [], \"data\"}), got " +
+                           s.dump())
+          .what());
 }
 
 /// @brief `scale`, read by read_scalar, must be finite in T, the type it multiplies the scores
@@ -124,13 +130,16 @@ template <class T>
 [[nodiscard]] T read_finite_scale(const io::json_document& doc, const std::string& field = "scale") {
   const double v = read_scalar(doc, field, "a finite number");
   if (!std::isfinite(v) || !std::isfinite(static_cast<T>(v)))
-    throw input_error(doc.error(field, "expected a finite number" +
-                                           std::string(std::isfinite(v) ? " within " + std::string(io::dtype_name<T>()) +
-                                                                              "'s range (its largest is " +
-                                                                              io::detail::shortest<T>(std::numeric_limits<T>::max()) + ")"
-                                                                        : "") +
-                                           ", got " + (std::isnan(v) ? std::string("NaN") : doc.json().at(field).dump()))
-                          .what());
+    throw input_error(
+        doc.error(field,
+                  "expected a finite number" +
+                      std::string(std::isfinite(v)
+                                      ? " within " + std::string(io::dtype_name<T>()) +
+                                            "'s range (its largest is " +
+                                            io::detail::shortest<T>(std::numeric_limits<T>::max()) + ")"
+                                      : "") +
+                      ", got " + (std::isnan(v) ? std::string("NaN") : doc.json().at(field).dump()))
+            .what());
   return static_cast<T>(v);
 }
 
@@ -155,7 +164,8 @@ enum class dtype { float32, float64 };
     std::error_code ec;
     const auto abs = std::filesystem::absolute(path, ec);
     std::string url = "file://";
-    for (char c : (ec ? path : abs.string())) url += c == ' ' ? std::string("%20") : c == '%' ? std::string("%25") : std::string(1, c);
+    for (char c : (ec ? path : abs.string()))
+      url += c == ' ' ? std::string("%20") : c == '%' ? std::string("%25") : std::string(1, c);
     line += " (open " + url + " in a browser)";
   }
   return line + "\n";

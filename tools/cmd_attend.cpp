@@ -29,7 +29,8 @@ int cmd_attend(const args& a) {
       (a[k] == "--svg" ? svg : html) = std::string(a[k + 1]);
       ++k;
     } else if (a[k].size() > 1 && a[k][0] == '-') {  // "-": the case on standard input
-      throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(attend_detail::usage) + ")");
+      throw input_error("unknown option '" + std::string(a[k]) +
+                        "' (usage: " + std::string(attend_detail::usage) + ")");
     } else if (path.empty()) {
       path = std::string(a[k]);
     } else {
@@ -46,16 +47,13 @@ int cmd_attend(const args& a) {
     pc.file = shown;
     const dtype d = attend_detail::read_attend_dtype(doc, pc.half);
     attend_detail::check_attend_dtypes(doc);  // every tensor's tag agrees with d
-    return d == dtype::float64
-               ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
-               : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
+    return d == dtype::float64 ? attend_detail::run<double>(doc, pc, as_json, svg, html, lim)
+                               : attend_detail::run<float>(doc, pc, as_json, svg, html, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
     throw input_error(shown + ": " + e.what());
-  } catch (const qkv::runtime::size_limit_error& e) {
-    throw input_error(shown + ": " + e.what());
-  }
+  } catch (const qkv::runtime::size_limit_error& e) { throw input_error(shown + ": " + e.what()); }
 }
 
 }  // namespace qkv::cli

@@ -58,10 +58,36 @@ inline constexpr std::string_view usage =
     "qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]";
 
 inline const std::set<std::string>& known_fields() {
-  static const std::set<std::string> f{"dtype", "x",  "context", "wq",    "wk",     "wv",      "bq", "q", "k", "v",
-                                       "bk",    "bv", "weight_layout", "heads", "wo", "bo", "scale",
-                                       "causal", "allowed", "tokens", "context_tokens", "key_padding",
-                                       "rope", "kv_heads", "causal_alignment", "window", "alibi", "bias", "lengths", "d_output"};
+  static const std::set<std::string> f{"dtype",
+                                       "x",
+                                       "context",
+                                       "wq",
+                                       "wk",
+                                       "wv",
+                                       "bq",
+                                       "q",
+                                       "k",
+                                       "v",
+                                       "bk",
+                                       "bv",
+                                       "weight_layout",
+                                       "heads",
+                                       "wo",
+                                       "bo",
+                                       "scale",
+                                       "causal",
+                                       "allowed",
+                                       "tokens",
+                                       "context_tokens",
+                                       "key_padding",
+                                       "rope",
+                                       "kv_heads",
+                                       "causal_alignment",
+                                       "window",
+                                       "alibi",
+                                       "bias",
+                                       "lengths",
+                                       "d_output"};
   return f;
 }
 
@@ -111,8 +137,8 @@ struct parsed_case {
   std::optional<rt::rope_options> rope;             // the case's `rope`, checked (or none)
   std::size_t kv_heads = 0;                         // the case's kv_heads (0: as many as heads)
   bool chapter_two = false;                         // rope, kv_heads, alignment, window, alibi or bias given
-  std::string half;                                 // "bfloat16" or "float16": the inputs' type (float32 arithmetic), or ""
-  bool projected = false;                           // the case gave q, k, v (already projected), not x and weights
+  std::string half;        // "bfloat16" or "float16": the inputs' type (float32 arithmetic), or ""
+  bool projected = false;  // the case gave q, k, v (already projected), not x and weights
 };
 
 /// a string as Python's repr() quotes it: in single quotes, or in double quotes when it holds a
@@ -174,23 +200,26 @@ inline std::vector<std::string> key_labels(const parsed_case& pc, std::size_t s_
 /// key_padding_mask: true = the key is padding and is ignored). apply_key_padding gives the
 /// padding to the runtime, so it skips a padded key (weight 0) and a query whose every key is
 /// padded or masked gets weights 0 and context 0.
-inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len, bool has_context,
-                         std::size_t s_len) {
+inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len,
+                                bool has_context, std::size_t s_len) {
   const auto& j = doc.json();
   pc.has_context = has_context;
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   auto read_labels = [&](const std::string& field, std::size_t n, const std::string& rows_of) {
     const auto& a = j.at(field);
     if (!a.is_array())
-      throw err(field, "expected an array of " + std::to_string(n) + " strings, one per row of " + rows_of + ", got " +
-                           qkv::io::detail::kind_of(a));
+      throw err(field, "expected an array of " + std::to_string(n) + " strings, one per row of " + rows_of +
+                           ", got " + qkv::io::detail::kind_of(a));
     if (a.size() != n)
-      throw err(field, "expected " + std::to_string(n) + " labels, one per row of " + rows_of + " (" + std::to_string(n) +
-                           " rows), got " + std::to_string(a.size()));
+      throw err(field, "expected " + std::to_string(n) + " labels, one per row of " + rows_of + " (" +
+                           std::to_string(n) + " rows), got " + std::to_string(a.size()));
     std::vector<std::string> labels;
     for (std::size_t k = 0; k < a.size(); ++k) {
       if (!a[k].is_string())
-        throw err(field + "[" + std::to_string(k) + "]", "expected a string, got " + qkv::io::detail::kind_of(a[k]));
+        throw err(field + "[" + std::to_string(k) + "]",
+                  "expected a string, got " + qkv::io::detail::kind_of(a[k]));
       labels.push_back(a[k].get<std::string>());
     }
     return labels;
@@ -198,26 +227,31 @@ inline void read_learner_fields(const qkv::io::json_document& doc, parsed_case& 
   if (j.contains("tokens")) pc.tokens = read_labels("tokens", t_len, pc.projected ? "q" : "x");
   if (j.contains("context_tokens")) {
     if (!has_context)
-      throw err("context_tokens", "labels the rows of context, but the case has no context (the keys are x's rows, "
-                                  "labelled by tokens)");
+      throw err("context_tokens",
+                "labels the rows of context, but the case has no context (the keys are x's rows, "
+                "labelled by tokens)");
     pc.context_tokens = read_labels("context_tokens", s_len, "context");
   }
   if (!j.contains("key_padding")) return;
   const std::string keys_of = pc.projected ? "k" : has_context ? "context" : "x";
   const auto& a = j.at("key_padding");
   if (!a.is_array())
-    throw err("key_padding", "expected an array of " + std::to_string(s_len) + " booleans, one per key (row of " +
-                                 keys_of + "), got " + qkv::io::detail::kind_of(a));
+    throw err("key_padding", "expected an array of " + std::to_string(s_len) +
+                                 " booleans, one per key (row of " + keys_of + "), got " +
+                                 qkv::io::detail::kind_of(a));
   if (a.size() != s_len)
-    throw err("key_padding", "expected " + std::to_string(s_len) + " flags, one per key (the " + std::to_string(s_len) +
-                                 " rows of " + keys_of + "), got " + std::to_string(a.size()));
+    throw err("key_padding", "expected " + std::to_string(s_len) + " flags, one per key (the " +
+                                 std::to_string(s_len) + " rows of " + keys_of + "), got " +
+                                 std::to_string(a.size()));
   for (std::size_t k = 0; k < a.size(); ++k) {
     const auto& f = a[k];
-    const bool ok = f.is_boolean() || (f.is_number_integer() && (f.get<long long>() == 0 || f.get<long long>() == 1));
+    const bool ok =
+        f.is_boolean() || (f.is_number_integer() && (f.get<long long>() == 0 || f.get<long long>() == 1));
     if (!ok)
       throw err("key_padding[" + std::to_string(k) + "]",
                 "expected true (padding: ignored) or false (a real key), or 1 or 0, got " + f.dump());
-    pc.key_padding.push_back(f.is_boolean() ? (f.get<bool>() ? 1 : 0) : static_cast<unsigned char>(f.get<long long>()));
+    pc.key_padding.push_back(f.is_boolean() ? (f.get<bool>() ? 1 : 0)
+                                            : static_cast<unsigned char>(f.get<long long>()));
   }
 }
 
@@ -237,55 +271,76 @@ inline constexpr std::uint64_t max_rope_position = std::uint64_t(1) << 24;
 /// @brief `rope`: {"layout": "half_split" | "interleaved", "base": 10000, "rotary_dim": 0 (the
 /// whole head), "position_offset": 0, "key_position_offset": position_offset}, every member
 /// optional; checked against the head's width and the positions' limit
-inline void read_rope(const qkv::io::json_document& doc, parsed_case& pc, std::size_t head_dim, std::size_t t_len,
-                      std::size_t s_len) {
+inline void read_rope(const qkv::io::json_document& doc, parsed_case& pc, std::size_t head_dim,
+                      std::size_t t_len, std::size_t s_len) {
   const auto& j = doc.json();
   if (!j.contains("rope")) return;
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   const auto& r = j.at("rope");
   if (!r.is_object())
-    throw err("rope", "expected an object {\"layout\", \"base\", \"rotary_dim\", \"position_offset\", "
-                      "\"key_position_offset\"} (each optional), got " + qkv::io::detail::kind_of(r));
+    throw err("rope",
+              "expected an object {\"layout\", \"base\", \"rotary_dim\", \"position_offset\", "
+              "\"key_position_offset\"} (each optional), got " +
+                  qkv::io::detail::kind_of(r));
   if (t_len > max_rope_position || s_len > max_rope_position)
-    throw err("rope", "takes at most " + std::to_string(max_rope_position) + " positions (2^24), the case has " +
-                          std::to_string(t_len) + " queries and " + std::to_string(s_len) + " keys");
+    throw err("rope", "takes at most " + std::to_string(max_rope_position) +
+                          " positions (2^24), the case has " + std::to_string(t_len) + " queries and " +
+                          std::to_string(s_len) + " keys");
   rt::rope_options o;
   auto whole = [&](const std::string& key, std::uint64_t max, const std::string& why) -> std::uint64_t {
     const auto& v = r.at(key);
     if (!v.is_number_unsigned() || v.get<std::uint64_t>() > max)
-      throw err("rope." + key, "expected a whole number from 0 to " + std::to_string(max) + " (" + why + "), got " + v.dump());
+      throw err("rope." + key, "expected a whole number from 0 to " + std::to_string(max) + " (" + why +
+                                   "), got " + v.dump());
     return v.get<std::uint64_t>();
   };
   const std::string below = "positions stay below 2^24 = " + std::to_string(max_rope_position);
   for (const auto& [key, v] : r.items()) {
     if (key == "layout") {
-      if (v == "half_split") o.layout = rt::rope_layout::half_split;
-      else if (v == "interleaved") o.layout = rt::rope_layout::interleaved;
-      else throw err("rope.layout", "expected \"half_split\" (LLaMA, GPT-NeoX) or \"interleaved\" (RoFormer, GPT-J), got " + v.dump());
+      if (v == "half_split")
+        o.layout = rt::rope_layout::half_split;
+      else if (v == "interleaved")
+        o.layout = rt::rope_layout::interleaved;
+      else
+        throw err("rope.layout",
+                  "expected \"half_split\" (LLaMA, GPT-NeoX) or \"interleaved\" (RoFormer, GPT-J), got " +
+                      v.dump());
     } else if (key == "base") {
       if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
-        throw err("rope.base", "expected a positive finite number (10000 in RoFormer and LLaMA), got " + v.dump());
+        throw err("rope.base",
+                  "expected a positive finite number (10000 in RoFormer and LLaMA), got " + v.dump());
       o.base = v.get<double>();
     } else if (key == "rotary_dim") {
       if (!v.is_number_unsigned() || v.get<std::uint64_t>() > head_dim || v.get<std::uint64_t>() % 2 != 0)
-        throw err("rope.rotary_dim", "expected an even whole number (columns are rotated in pairs) from 0 (the whole head) to the head's " +
-                                         std::to_string(head_dim) + " columns, got " + v.dump());
+        throw err("rope.rotary_dim",
+                  "expected an even whole number (columns are rotated in pairs) from 0 (the whole head) to "
+                  "the head's " +
+                      std::to_string(head_dim) + " columns, got " + v.dump());
       o.rotary_dim = v.get<std::size_t>();
     } else if (key == "position_offset") {
-      o.position_offset = static_cast<std::size_t>(whole(key, max_rope_position - t_len, below + " with " + std::to_string(t_len) + " queries"));
+      o.position_offset = static_cast<std::size_t>(
+          whole(key, max_rope_position - t_len, below + " with " + std::to_string(t_len) + " queries"));
     } else if (key == "key_position_offset") {
-      o.key_position_offset = static_cast<std::size_t>(whole(key, max_rope_position - s_len, below + " with " + std::to_string(s_len) + " keys"));
+      o.key_position_offset = static_cast<std::size_t>(
+          whole(key, max_rope_position - s_len, below + " with " + std::to_string(s_len) + " keys"));
     } else {
-      throw err("rope." + key, "unknown field; rope's fields are layout, base, rotary_dim, position_offset, key_position_offset");
+      throw err(
+          "rope." + key,
+          "unknown field; rope's fields are layout, base, rotary_dim, position_offset, key_position_offset");
     }
   }
   if (head_dim % 2 != 0 && o.rotary_dim == 0)
-    throw err("rope", "the heads are " + std::to_string(head_dim) +
-                          " columns wide, an odd number: give an even rope.rotary_dim (columns are rotated in pairs)");
+    throw err(
+        "rope",
+        "the heads are " + std::to_string(head_dim) +
+            " columns wide, an odd number: give an even rope.rotary_dim (columns are rotated in pairs)");
   if (!o.key_position_offset && o.position_offset > max_rope_position - s_len)
     throw err("rope.position_offset", "the keys take position_offset too (no key_position_offset given): " +
                                           std::to_string(o.position_offset) + " + " + std::to_string(s_len) +
-                                          " keys is past the limit of " + std::to_string(max_rope_position) + " positions");
+                                          " keys is past the limit of " + std::to_string(max_rope_position) +
+                                          " positions");
   pc.rope = o;
 }
 
@@ -302,7 +357,10 @@ inline dtype read_attend_dtype(const qkv::io::json_document& doc, std::string& h
       return dtype::float32;
     }
     if (d != "float32" && d != "float64")
-      throw input_error(doc.error("dtype", "expected \"float32\", \"float64\", \"bfloat16\" or \"float16\", got " + d.dump()).what());
+      throw input_error(
+          doc.error("dtype",
+                    "expected \"float32\", \"float64\", \"bfloat16\" or \"float16\", got " + d.dump())
+              .what());
   }
   return read_dtype(doc);
 }
@@ -322,9 +380,10 @@ inline void check_attend_dtypes(const qkv::io::json_document& doc) {
   const std::string why = !given ? "it has no top-level \"dtype\", and float32 is the default"
                           : half ? "its \"dtype\": \"" + d + "\": " + d + " numbers, float32 arithmetic"
                                  : "its \"dtype\": \"" + d + "\"";
-  const std::string fix = half ? "tag it \"float32\" or leave it untagged (each number is rounded to " + d + " as read)"
-                               : std::string("give the case \"dtype\": \"") + (d == "float32" ? "float64" : "float32") +
-                                     "\" to compute in that type, or tag the tensor \"" + d + "\"";
+  const std::string fix =
+      half ? "tag it \"float32\" or leave it untagged (each number is rounded to " + d + " as read)"
+           : std::string("give the case \"dtype\": \"") + (d == "float32" ? "float64" : "float32") +
+                 "\" to compute in that type, or tag the tensor \"" + d + "\"";
   check_tensor_dtypes(doc, arithmetic, half ? "float32 (rounded to " + d + ")" : arithmetic, why, fix);
 }
 
@@ -335,8 +394,8 @@ void round_values(float* p, std::size_t n) {
   for (std::size_t e = 0; e < n; ++e) p[e] = static_cast<float>(S(p[e]));
 }
 template <class S>
-void round_inputs(rt::dynamic_matrix<float>& x, rt::dynamic_matrix<float>& context, rt::attention_weights<float>& w,
-                  rt::attention_options<float>& opt) {
+void round_inputs(rt::dynamic_matrix<float>& x, rt::dynamic_matrix<float>& context,
+                  rt::attention_weights<float>& w, rt::attention_options<float>& opt) {
   auto round = [](float* p, std::size_t n) { round_values<S>(p, n); };
   round(x.data(), x.size());
   round(context.data(), context.size());
@@ -354,7 +413,9 @@ void round_inputs(rt::dynamic_matrix<float>& x, rt::dynamic_matrix<float>& conte
 /// `heads` and `kv_heads` into pc; returns the key/value heads (kv_heads, or heads)
 inline std::size_t read_heads(const qkv::io::json_document& doc, parsed_case& pc) {
   const auto& j = doc.json();
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   if (j.contains("heads")) {
     const auto& h = j.at("heads");
     if (!h.is_number_unsigned() || h.get<std::size_t>() == 0)
@@ -365,9 +426,11 @@ inline std::size_t read_heads(const qkv::io::json_document& doc, parsed_case& pc
   if (j.contains("kv_heads")) {
     const auto& h = j.at("kv_heads");
     if (!h.is_number_unsigned() || h.get<std::size_t>() == 0 || pc.heads % h.get<std::size_t>() != 0)
-      throw err("kv_heads", "expected a positive whole number that divides heads = " + std::to_string(pc.heads) +
-                                " (grouped-query attention: query head h uses key/value head h / (heads / kv_heads); 1 = multi-query), got " +
-                                h.dump());
+      throw err("kv_heads",
+                "expected a positive whole number that divides heads = " + std::to_string(pc.heads) +
+                    " (grouped-query attention: query head h uses key/value head h / (heads / kv_heads); 1 = "
+                    "multi-query), got " +
+                    h.dump());
     pc.kv_heads = hk = h.get<std::size_t>();
   }
   return hk;
@@ -378,9 +441,12 @@ inline std::size_t read_heads(const qkv::io::json_document& doc, parsed_case& pc
 /// keys (the rows of `cname`), with messages naming the field
 template <class T>
 void read_options(const qkv::io::json_document& doc, parsed_case& pc, std::size_t t_len, std::size_t s_len,
-                  std::size_t dq, const std::string& cname, bool has_context, rt::attention_options<T>& opt, bool batch) {
+                  std::size_t dq, const std::string& cname, bool has_context, rt::attention_options<T>& opt,
+                  bool batch) {
   const auto& j = doc.json();
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   if (j.contains("scale")) {  // a number or a 0-d tensor, finite in T (cli.hpp)
     opt.scale = read_finite_scale<T>(doc);
     pc.scale = double(*opt.scale);
@@ -394,28 +460,37 @@ void read_options(const qkv::io::json_document& doc, parsed_case& pc, std::size_
     auto a = qkv::io::read_matrix_field<unsigned char>(doc, "allowed", "T x S booleans");
     if (a.rows() != t_len || a.cols() != s_len)
       throw err("allowed", "expected " + rt::shape_string(t_len, s_len) + " (T x S: a row per query of " +
-                               (pc.projected ? "q" : "x") + ", a column per key of " +
-                               cname + "), got " + a.shape());
+                               (pc.projected ? "q" : "x") + ", a column per key of " + cname + "), got " +
+                               a.shape());
     opt.allowed = std::move(a);
     pc.has_allowed = true;
   }
-  if (batch) pc.has_context = has_context;
-  else read_learner_fields(doc, pc, t_len, has_context, s_len);
+  if (batch)
+    pc.has_context = has_context;
+  else
+    read_learner_fields(doc, pc, t_len, has_context, s_len);
   read_rope(doc, pc, dq / pc.heads, t_len, s_len);
   opt.rope = pc.rope;
   opt.kv_heads = pc.kv_heads;
   if (j.contains("causal_alignment")) {
     const auto& a = j.at("causal_alignment");
-    if (a == "upper_left") opt.alignment = rt::causal_alignment::upper_left;
-    else if (a == "lower_right") opt.alignment = rt::causal_alignment::lower_right;
-    else throw err("causal_alignment", "expected \"upper_left\" (query i at position i) or \"lower_right\" (query i at "
-                                       "position i + S - T, KV-cache decoding), got " + a.dump());
+    if (a == "upper_left")
+      opt.alignment = rt::causal_alignment::upper_left;
+    else if (a == "lower_right")
+      opt.alignment = rt::causal_alignment::lower_right;
+    else
+      throw err("causal_alignment",
+                "expected \"upper_left\" (query i at position i) or \"lower_right\" (query i at "
+                "position i + S - T, KV-cache decoding), got " +
+                    a.dump());
   }
   if (j.contains("window")) {
     const auto& wd = j.at("window");
     if (!wd.is_number_unsigned())
-      throw err("window", "expected a whole number (0 = none; else a query at position p sees keys j with p - window < j), got " +
-                              wd.dump());
+      throw err("window",
+                "expected a whole number (0 = none; else a query at position p sees keys j with p - window < "
+                "j), got " +
+                    wd.dump());
     opt.window = wd.get<std::size_t>();
   }
   if (j.contains("alibi")) {
@@ -427,12 +502,12 @@ void read_options(const qkv::io::json_document& doc, parsed_case& pc, std::size_
     auto b = qkv::io::read_matrix_field<T>(doc, "bias", "T x S or heads*T x S numbers");
     if (!((b.rows() == t_len || b.rows() == pc.heads * t_len) && b.cols() == s_len))
       throw err("bias", "expected " + rt::shape_string(t_len, s_len) + " (T x S, every head) or " +
-                            rt::shape_string(pc.heads * t_len, s_len) + " (heads*T x S, head h's rows h*T ..), got " +
-                            b.shape());
+                            rt::shape_string(pc.heads * t_len, s_len) +
+                            " (heads*T x S, head h's rows h*T ..), got " + b.shape());
     opt.bias = std::move(b);
   }
-  pc.chapter_two = pc.rope || j.contains("kv_heads") || j.contains("causal_alignment") || j.contains("window") ||
-                   j.contains("alibi") || j.contains("bias");
+  pc.chapter_two = pc.rope || j.contains("kv_heads") || j.contains("causal_alignment") ||
+                   j.contains("window") || j.contains("alibi") || j.contains("bias");
   opt.heads = pc.heads;
   opt.keep_weights = true;
 }
@@ -445,25 +520,33 @@ void read_fields(const qkv::io::json_document& doc, parsed_case& pc, const rt::d
                  const rt::dynamic_matrix<T>& context, bool has_context, rt::attention_weights<T>& w,
                  rt::attention_options<T>& opt, bool batch) {
   const auto& j = doc.json();
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   const auto& c = has_context ? context : x;
   const std::string cname = has_context ? "context" : "x";
   if (j.contains("weight_layout")) {
     const auto& l = j.at("weight_layout");
-    if (l == "out_in") pc.layout = rt::weight_layout::out_in;
-    else if (l == "in_out") pc.layout = rt::weight_layout::in_out;
-    else throw err("weight_layout", "expected \"out_in\" or \"in_out\", got " + l.dump());
+    if (l == "out_in")
+      pc.layout = rt::weight_layout::out_in;
+    else if (l == "in_out")
+      pc.layout = rt::weight_layout::in_out;
+    else
+      throw err("weight_layout", "expected \"out_in\" or \"in_out\", got " + l.dump());
   }
   const bool out_in = pc.layout == rt::weight_layout::out_in;
   // one projection: its input width must be `in` (the columns of x or context)
   auto read_linear = [&](const std::string& name, const std::string& out_name, std::size_t in,
                          const std::string& in_name, rt::linear_weights<T>& l, const std::string& bias) {
-    const std::string expected = out_in ? out_name + " x " + std::to_string(in) : std::to_string(in) + " x " + out_name;
+    const std::string expected =
+        out_in ? out_name + " x " + std::to_string(in) : std::to_string(in) + " x " + out_name;
     l.layout = pc.layout;
     l.weight = qkv::io::read_matrix_field<T>(doc, name, expected);
     if (l.in_features() != in || l.out_features() == 0)
-      throw err(name, "expected " + expected + " (" + (out_in ? "out_in: (out, in), its columns" : "in_out: (in, out), its rows") +
-                          " must match the " + std::to_string(in) + " columns of " + in_name + "), got " + l.weight.shape());
+      throw err(name, "expected " + expected + " (" +
+                          (out_in ? "out_in: (out, in), its columns" : "in_out: (in, out), its rows") +
+                          " must match the " + std::to_string(in) + " columns of " + in_name + "), got " +
+                          l.weight.shape());
     if (j.contains(bias)) l.bias = qkv::io::read_vector<T>(doc, bias, j.at(bias), l.out_features());
   };
   read_linear("wq", "d_q", x.cols(), "x", w.q, "bq");
@@ -475,19 +558,23 @@ void read_fields(const qkv::io::json_document& doc, parsed_case& pc, const rt::d
   const std::size_t dq = w.q.out_features(), dv = w.v.out_features();
   if (dq % pc.heads != 0 || dv % hk != 0)
     throw err("heads", std::to_string(pc.heads) + " heads must divide d_q = " + std::to_string(dq) + " (wq " +
-                           w.q.weight.shape() + ") and " + (hk == pc.heads ? "" : std::to_string(hk) + " kv_heads ") +
+                           w.q.weight.shape() + ") and " +
+                           (hk == pc.heads ? "" : std::to_string(hk) + " kv_heads ") +
                            "d_v = " + std::to_string(dv) + " (wv " + w.v.weight.shape() + ") evenly");
   if (w.k.out_features() != dq / pc.heads * hk)
     throw err("wk", "expected " + std::to_string(dq / pc.heads * hk) + " outputs, " +
                         (hk == pc.heads ? "as many as wq (" + w.q.weight.shape() + ")"
-                                        : kv_note + " key/value heads of d_q / heads = " + std::to_string(dq / pc.heads) +
-                                              " columns (wq is " + w.q.weight.shape() + ")") +
+                                        : kv_note + " key/value heads of d_q / heads = " +
+                                              std::to_string(dq / pc.heads) + " columns (wq is " +
+                                              w.q.weight.shape() + ")") +
                         ", got " + w.k.weight.shape());
   const std::size_t dcat = dv / hk * pc.heads;  // the concatenated heads
   if (j.contains("wo")) {
     rt::linear_weights<T> o;
-    read_linear("wo", "d_out", dcat, "the concatenated heads (" + std::to_string(pc.heads) + " x d_v / " +
-                                         (hk == pc.heads ? "heads" : "kv_heads") + " = " + std::to_string(dcat) + ")", o, "bo");
+    read_linear("wo", "d_out", dcat,
+                "the concatenated heads (" + std::to_string(pc.heads) + " x d_v / " +
+                    (hk == pc.heads ? "heads" : "kv_heads") + " = " + std::to_string(dcat) + ")",
+                o, "bo");
     w.o = std::move(o);
   } else if (j.contains("bo")) {
     throw err("bo", "an output bias needs an output projection wo");
@@ -501,9 +588,12 @@ template <class T>
 void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_matrix<T>& x,
                rt::dynamic_matrix<T>& context, bool& has_context, rt::attention_weights<T>& w,
                rt::attention_options<T>& opt) {
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   x = qkv::io::read_matrix_field<T>(doc, "x", "T x d, one token per row");
-  if (x.rows() == 0 || x.cols() == 0) throw err("x", "expected at least one token and one feature, got " + x.shape());
+  if (x.rows() == 0 || x.cols() == 0)
+    throw err("x", "expected at least one token and one feature, got " + x.shape());
   has_context = doc.json().contains("context");
   if (has_context) {
     context = qkv::io::read_matrix_field<T>(doc, "context", "S x d_c, one key/value token per row");
@@ -516,29 +606,43 @@ void read_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_m
 /// the top level of a case: one object, only known fields, the required ones present
 inline void check_case(const qkv::io::json_document& doc) {
   if (!doc.json().is_object())
-    throw input_error(doc.file() + ": expected one JSON object with the fields x, wq, wk, wv, ... (docs/cli.md), got " +
+    throw input_error(doc.file() +
+                      ": expected one JSON object with the fields x, wq, wk, wv, ... (docs/cli.md), got " +
                       qkv::io::detail::kind_of(doc.json()));
   for (const auto& [key, value] : doc.json().items())
     if (!known_fields().count(key))
-      throw input_error(doc.error(key, "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
-                                       "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, "
-                                       "rope, kv_heads, causal_alignment, window, alibi, bias, lengths, d_output").what());
+      throw input_error(
+          doc.error(
+                 key,
+                 "unknown field; the fields are dtype, x, context, wq, wk, wv, bq, bk, bv, "
+                 "weight_layout, heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, "
+                 "rope, kv_heads, causal_alignment, window, alibi, bias, lengths, d_output")
+              .what());
   const auto& j = doc.json();
-  if (j.contains("q") || j.contains("k") || j.contains("v")) {  // already projected: q, k, v, no x and no weights
+  if (j.contains("q") || j.contains("k") ||
+      j.contains("v")) {  // already projected: q, k, v, no x and no weights
     for (const char* f : {"q", "k", "v"})
       if (!j.contains(f))
-        throw input_error(doc.error(f, "missing: a case of already-projected queries, keys and values gives all three "
-                                       "(q, k, v), or none of them and x, wq, wk, wv").what());
-    for (const char* f : {"x", "context", "wq", "wk", "wv", "bq", "bk", "bv", "weight_layout", "wo", "bo", "lengths"})
+        throw input_error(
+            doc.error(f,
+                      "missing: a case of already-projected queries, keys and values gives all three "
+                      "(q, k, v), or none of them and x, wq, wk, wv")
+                .what());
+    for (const char* f :
+         {"x", "context", "wq", "wk", "wv", "bq", "bk", "bv", "weight_layout", "wo", "bo", "lengths"})
       if (j.contains(f))
-        throw input_error(doc.error(f, "the case gives q, k, v (already projected), so it takes no x, context, weights "
-                                       "(wq, wk, wv, bq, bk, bv, weight_layout, wo, bo) or lengths: give either q, k, v or "
-                                       "x and wq, wk, wv").what());
+        throw input_error(
+            doc.error(f,
+                      "the case gives q, k, v (already projected), so it takes no x, context, weights "
+                      "(wq, wk, wv, bq, bk, bv, weight_layout, wo, bo) or lengths: give either q, k, v or "
+                      "x and wq, wk, wv")
+                .what());
     return;
   }
   for (const char* f : {"x", "wq", "wk", "wv"})
     if (!doc.json().contains(f))
-      throw input_error(doc.error(f, "missing (required: x, wq, wk, wv; or q, k, v already projected)").what());
+      throw input_error(
+          doc.error(f, "missing (required: x, wq, wk, wv; or q, k, v already projected)").what());
 }
 
 /// @brief a case of already-projected queries, keys and values (docs/cli.md, "q, k, v"): q
@@ -548,23 +652,27 @@ inline void check_case(const qkv::io::json_document& doc) {
 template <class T>
 void read_projected_case(const qkv::io::json_document& doc, parsed_case& pc, rt::dynamic_matrix<T>& q,
                          rt::dynamic_matrix<T>& k, rt::dynamic_matrix<T>& v, rt::attention_options<T>& opt) {
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   pc.projected = true;
   q = qkv::io::read_matrix_field<T>(doc, "q", "T x heads*d_k, one query per row");
-  if (q.rows() == 0 || q.cols() == 0) throw err("q", "expected at least one query and one column, got " + q.shape());
+  if (q.rows() == 0 || q.cols() == 0)
+    throw err("q", "expected at least one query and one column, got " + q.shape());
   const std::size_t hk = read_heads(doc, pc);
   if (q.cols() % pc.heads != 0)
-    throw err("q", "expected heads x d_k columns (" + std::to_string(pc.heads) + " heads side by side), got " + q.shape());
+    throw err("q", "expected heads x d_k columns (" + std::to_string(pc.heads) +
+                       " heads side by side), got " + q.shape());
   const std::size_t dk = q.cols() / pc.heads;
   k = qkv::io::read_matrix_field<T>(doc, "k", "S x kv_heads*d_k, one key per row");
   if (k.rows() == 0 || k.cols() != hk * dk)
     throw err("k", "expected S x " + std::to_string(hk * dk) + " (at least one key; " + std::to_string(hk) +
-                       (hk == pc.heads ? " heads" : " key/value heads (kv_heads)") + " of q's d_k = " + std::to_string(dk) +
-                       " columns, q is " + q.shape() + "), got " + k.shape());
+                       (hk == pc.heads ? " heads" : " key/value heads (kv_heads)") + " of q's d_k = " +
+                       std::to_string(dk) + " columns, q is " + q.shape() + "), got " + k.shape());
   v = qkv::io::read_matrix_field<T>(doc, "v", "S x kv_heads*d_v, one value per row");
   if (v.rows() != k.rows() || v.cols() == 0 || v.cols() % hk != 0)
-    throw err("v", "expected " + std::to_string(k.rows()) + " rows (a value per key of k " + k.shape() + ") of " +
-                       std::to_string(hk) + (hk == pc.heads ? " heads" : " key/value heads") +
+    throw err("v", "expected " + std::to_string(k.rows()) + " rows (a value per key of k " + k.shape() +
+                       ") of " + std::to_string(hk) + (hk == pc.heads ? " heads" : " key/value heads") +
                        " x d_v columns, got " + v.shape());
   const bool keys_labelled_apart = k.rows() != q.rows() || doc.json().contains("context_tokens");
   read_options(doc, pc, q.rows(), k.rows(), q.cols(), "k", keys_labelled_apart, opt, false);
@@ -575,14 +683,15 @@ void read_projected_case(const qkv::io::json_document& doc, parsed_case& pc, rt:
 /// `batch`: 0 for a one-sequence case, else B, the sequences of a batch case (all of x's and c's
 /// shape): every buffer is then the sum over the batch (B times one sequence's), "B x " named.
 template <class T>
-void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c, const rt::attention_weights<T>& w,
-                 std::size_t heads, const limits& lim, bool as_json, bool pictures, std::uint64_t batch = 0,
-                 bool backward = false) {
+void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
+                 const rt::attention_weights<T>& w, std::size_t heads, const limits& lim, bool as_json,
+                 bool pictures, std::uint64_t batch = 0, bool backward = false) {
   using qkv::io::checked_product;
   // with kv_heads, keys and values are narrower than the queries and the concatenated heads
   const std::uint64_t hk = w.q.out_features() == 0 ? heads : heads * w.k.out_features() / w.q.out_features();
-  const std::uint64_t t = x.rows(), s = c.rows(), dq = w.q.out_features(), dk = w.k.out_features(), dvv = w.v.out_features(),
-                      dv = hk == 0 ? dvv : dvv / hk * heads, dout = w.o ? w.o->out_features() : dv;
+  const std::uint64_t t = x.rows(), s = c.rows(), dq = w.q.out_features(), dk = w.k.out_features(),
+                      dvv = w.v.out_features(), dv = hk == 0 ? dvv : dvv / hk * heads,
+                      dout = w.o ? w.o->out_features() : dv;
   const std::uint64_t nb = batch ? batch : 1;
   const std::string bn = batch ? "B x " : "";
   auto dims = [&](std::initializer_list<std::uint64_t> d) {
@@ -590,39 +699,50 @@ void check_sizes(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
     for (auto v : d) r += (r.empty() ? "" : " x ") + std::to_string(v);
     return r;
   };
-  const std::uint64_t q = checked_product({nb, t, dq}), k = checked_product({nb, s, dk}), v = checked_product({nb, s, dvv}),
-                      hts = checked_product({nb, heads, t, s}), ctx = checked_product({nb, t, dv}),
-                      out = checked_product({nb, t, dout});
+  const std::uint64_t q = checked_product({nb, t, dq}), k = checked_product({nb, s, dk}),
+                      v = checked_product({nb, s, dvv}), hts = checked_product({nb, heads, t, s}),
+                      ctx = checked_product({nb, t, dv}), out = checked_product({nb, t, dout});
   lim.check("the queries (" + bn + "T x d_q = " + dims({t, dq}) + ")", q);
   lim.check("the keys (" + bn + "S x d_k = " + dims({s, dk}) + ")", k);
   lim.check("the values (" + bn + "S x d_v = " + dims({s, dvv}) + ")", v);
-  lim.check("the scores and the weights kept (each " + bn + "heads x T x S = " + dims({heads, t, s}) + ")", hts);
+  lim.check("the scores and the weights kept (each " + bn + "heads x T x S = " + dims({heads, t, s}) + ")",
+            hts);
   lim.check("the context (" + bn + "T x d_v = " + dims({t, dv}) + ")", ctx);
   lim.check("the output (" + bn + "T x d_out = " + dims({t, dout}) + ")", out);
   if (as_json)
-    lim.check("the --json output (every tensor: mask, scaled scores, queries, keys, values, scores, weights, context, concat, output)",
-              qkv::io::checked_sum({checked_product({nb, t, s}), hts, q, k, v, hts, hts, ctx, ctx, out}));
+    lim.check(
+        "the --json output (every tensor: mask, scaled scores, queries, keys, values, scores, weights, "
+        "context, concat, output)",
+        qkv::io::checked_sum({checked_product({nb, t, s}), hts, q, k, v, hts, hts, ctx, ctx, out}));
   if (backward) {  // d_weights and d_scaled_scores per head; every other gradient has a forward tensor's shape
-    lim.check("the backward's d_weights and d_scaled_scores (each heads x T x S = " + dims({heads, t, s}) + ")", hts);
+    lim.check(
+        "the backward's d_weights and d_scaled_scores (each heads x T x S = " + dims({heads, t, s}) + ")",
+        hts);
     if (as_json) {
-      const std::uint64_t x_size = checked_product({t, x.cols()}), wsize = qkv::io::checked_sum(
-          {w.q.weight.size(), w.k.weight.size(), w.v.weight.size(), w.o ? w.o->weight.size() : 0, dq, dk, dvv, dout});
-      lim.check("the --json output with the gradients (every forward tensor, d_output, d_concat, d_weights, D, "
-                "d_scaled_scores, d_queries, d_keys, d_values, the weights' and biases' gradients, d_x)",
-                qkv::io::checked_sum({checked_product({nb, t, s}), hts, q, k, v, hts, hts, ctx, ctx, out, out, ctx, hts,
-                                      checked_product({heads, t}), hts, q, k, v, wsize, x_size}));
+      const std::uint64_t x_size = checked_product({t, x.cols()}),
+                          wsize =
+                              qkv::io::checked_sum({w.q.weight.size(), w.k.weight.size(), w.v.weight.size(),
+                                                    w.o ? w.o->weight.size() : 0, dq, dk, dvv, dout});
+      lim.check(
+          "the --json output with the gradients (every forward tensor, d_output, d_concat, d_weights, D, "
+          "d_scaled_scores, d_queries, d_keys, d_values, the weights' and biases' gradients, d_x)",
+          qkv::io::checked_sum(
+              {checked_product({nb, t, s}), hts, q, k, v, hts,   hts,   ctx, ctx, out, out, ctx, hts,
+               checked_product({heads, t}), hts, q, k, v, wsize, x_size}));
     }
   }
   // the heatmap of --svg and --html: one cell per weight
-  if (pictures) lim.check_cells("the heatmap of the weights (heads x T x S = " + dims({heads, t, s}) + ")", hts);
+  if (pictures)
+    lim.check_cells("the heatmap of the weights (heads x T x S = " + dims({heads, t, s}) + ")", hts);
 }
 
 /// the runtime's mask for head h (attention()'s steps: causal with its alignment, window,
 /// allowed, key_padding, and when `scores` is set, ALiBi and the bias rows of head h)
 template <class T>
-rt::attention_mask head_mask(const rt::attention_options<T>& opt, std::size_t h, std::size_t t_len, std::size_t s_len,
-                             bool scores) {
-  return scores ? rt::detail::head_mask(opt, h, opt.heads, t_len, s_len) : rt::detail::options_mask(opt, t_len, s_len);
+rt::attention_mask head_mask(const rt::attention_options<T>& opt, std::size_t h, std::size_t t_len,
+                             std::size_t s_len, bool scores) {
+  return scores ? rt::detail::head_mask(opt, h, opt.heads, t_len, s_len)
+                : rt::detail::options_mask(opt, t_len, s_len);
 }
 
 /// the mask as the attention applied it, (T, S): 1 where key j is masked for query i (causal,
@@ -635,14 +755,16 @@ rt::mask_matrix effective_mask(const rt::attention_options<T>& opt, std::size_t 
   const auto mask = head_mask(opt, 0, t_len, s_len, false);
   for (std::size_t i = 0; i < t_len; ++i)
     for (std::size_t k = 0; k < s_len; ++k)
-      m(i, k) = rt::detail::masked_score<T>(mask, i, k, s_len, T(0)) == -std::numeric_limits<T>::infinity() ? 1 : 0;
+      m(i, k) =
+          rt::detail::masked_score<T>(mask, i, k, s_len, T(0)) == -std::numeric_limits<T>::infinity() ? 1 : 0;
   return m;
 }
 
 /// per head, the scores the softmax saw: scale * (q · k) as the runtime rounds it (one
 /// multiplication in T), then the bias and ALiBi terms as the runtime adds them, -inf where masked
 template <class T>
-std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::multihead_result<T>& r, const rt::attention_options<T>& opt) {
+std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::multihead_result<T>& r,
+                                                        const rt::attention_options<T>& opt) {
   std::vector<rt::dynamic_matrix<T>> out;
   for (std::size_t h = 0; h < r.scores.size(); ++h) {
     const auto& raw = r.scores[h];
@@ -658,8 +780,8 @@ std::vector<rt::dynamic_matrix<T>> scaled_masked_scores(const rt::multihead_resu
 /// runtime::rope_table's cos (or sin) for `count` positions from `first`, (count, r/2): the
 /// numbers apply_rope multiplies by, position p's row p - first
 template <class T>
-rt::dynamic_matrix<T> rope_table_matrix(const rt::rope_options& ro, std::size_t rw, std::size_t first, std::size_t count,
-                                        bool cosine) {
+rt::dynamic_matrix<T> rope_table_matrix(const rt::rope_options& ro, std::size_t rw, std::size_t first,
+                                        std::size_t count, bool cosine) {
   const rt::rope_table<T> t(ro, rw, first, count);
   rt::dynamic_matrix<T> m(count, rw / 2);
   for (std::size_t p = 0; p < count; ++p)
@@ -671,8 +793,8 @@ rt::dynamic_matrix<T> rope_table_matrix(const rt::rope_options& ro, std::size_t 
 /// first query and key positions, cos_q, sin_q (T, r/2), cos_k, sin_k (S, r/2): the tables the
 /// rotation used} and "alibi_slopes" (heads numbers in the case's type: m_h as added)
 template <class T>
-void json_position_terms(std::string& s, const rt::multihead_result<T>& r, std::size_t t_len, std::size_t s_len,
-                         const rt::attention_options<T>& opt) {
+void json_position_terms(std::string& s, const rt::multihead_result<T>& r, std::size_t t_len,
+                         std::size_t s_len, const rt::attention_options<T>& opt) {
   if (opt.rope) {
     const auto& ro = *opt.rope;
     const std::size_t dh = r.queries.cols() / opt.heads, rw = ro.rotary_dim ? ro.rotary_dim : dh,
@@ -682,8 +804,9 @@ void json_position_terms(std::string& s, const rt::multihead_result<T>& r, std::
     s += "\", \"base\": ";
     qkv::io::write_number(s, ro.base);
     s += ", \"rotary_dim\": " + std::to_string(rw) + ", \"head_dim\": " + std::to_string(dh) +
-         ", \"query_positions\": [" + std::to_string(ro.position_offset) + ", " + std::to_string(ro.position_offset + t_len) +
-         "], \"key_positions\": [" + std::to_string(kp) + ", " + std::to_string(kp + s_len) + "],\n  \"cos_q\": ";
+         ", \"query_positions\": [" + std::to_string(ro.position_offset) + ", " +
+         std::to_string(ro.position_offset + t_len) + "], \"key_positions\": [" + std::to_string(kp) + ", " +
+         std::to_string(kp + s_len) + "],\n  \"cos_q\": ";
     qkv::io::write_tensor(s, rope_table_matrix<T>(ro, rw, ro.position_offset, t_len, true));
     s += ",\n  \"sin_q\": ";
     qkv::io::write_tensor(s, rope_table_matrix<T>(ro, rw, ro.position_offset, t_len, false));
@@ -695,7 +818,8 @@ void json_position_terms(std::string& s, const rt::multihead_result<T>& r, std::
   }
   if (opt.alibi) {
     std::vector<T> m;
-    for (const double slope : rt::alibi_slopes(opt.heads)) m.push_back(static_cast<T>(slope));  // as mask_scores adds it
+    for (const double slope : rt::alibi_slopes(opt.heads))
+      m.push_back(static_cast<T>(slope));  // as mask_scores adds it
     s += ",\n \"alibi_slopes\": ";
     qkv::io::write_tensor(s, m);
   }
@@ -737,17 +861,25 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
                   const rt::multihead_result<T>& r) {
   const bool out_in = pc.layout == rt::weight_layout::out_in;
   const auto& c = has_context || pc.projected ? context : x;  // projected: x is q and context k
-  const std::size_t H = pc.heads, HK = pc.kv_heads ? pc.kv_heads : H, dq = r.queries.cols(), dv = r.values.cols();
+  const std::size_t H = pc.heads, HK = pc.kv_heads ? pc.kv_heads : H, dq = r.queries.cols(),
+                    dv = r.values.cols();
   std::ostringstream o;
   o << "qkv attend " << pc.file << ": "
     << (pc.half.empty() ? std::string(qkv::io::dtype_name<T>())
-                        : pc.half + " inputs (each number rounded to " + pc.half + ", to nearest even) with float32 arithmetic")
-    << ", " << (pc.projected ? "attention of the given q, k, v (already projected: no x, no weights), "
-                             : has_context ? "cross-attention, " : "self-attention, ")
+                        : pc.half + " inputs (each number rounded to " + pc.half +
+                              ", to nearest even) with float32 arithmetic")
+    << ", "
+    << (pc.projected  ? "attention of the given q, k, v (already projected: no x, no weights), "
+        : has_context ? "cross-attention, "
+                      : "self-attention, ")
     << x.rows() << " queries over " << c.rows() << " keys, " << H << (H == 1 ? " head" : " heads")
-    << " (d_q = " << dq << ", d_v = " << dv << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
-    << (HK != H ? "; " + std::to_string(HK) + " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head h / " +
-                      std::to_string(H / HK) + ")" : "")
+    << " (d_q = " << dq << ", d_v = " << dv
+    << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
+    << (HK != H ? "; " + std::to_string(HK) +
+                      " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head "
+                      "h / " +
+                      std::to_string(H / HK) + ")"
+                : "")
     << ")\n"
     << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n\n";
   if (pc.projected) {  // q, k, v given: no projections to show
@@ -756,46 +888,62 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     if (!pc.tokens.empty()) o << "tokens (the rows of q) = " << label_list(pc.tokens) << "\n";
     o << "keys = k, " << r.keys.shape() << " =\n" << torch_str(r.keys) << "\n";
     o << "values = v, " << r.values.shape() << " =\n" << torch_str(r.values) << "\n";
-    if (!pc.context_tokens.empty()) o << "context_tokens (the rows of k and v) = " << label_list(pc.context_tokens) << "\n";
+    if (!pc.context_tokens.empty())
+      o << "context_tokens (the rows of k and v) = " << label_list(pc.context_tokens) << "\n";
   } else {
     o << "Step 1: the inputs, one token per row\n";
     o << "x " << x.shape() << " =\n" << torch_str(x) << "\n";
     if (!pc.tokens.empty()) o << "tokens (the rows of x) = " << label_list(pc.tokens) << "\n";
     if (has_context) o << "context " << context.shape() << " =\n" << torch_str(context) << "\n";
-    if (!pc.context_tokens.empty()) o << "context_tokens (the rows of context) = " << label_list(pc.context_tokens) << "\n";
+    if (!pc.context_tokens.empty())
+      o << "context_tokens (the rows of context) = " << label_list(pc.context_tokens) << "\n";
     const std::string src = has_context ? "context" : "x";
     const std::string prod = out_in ? " Wᵀ" : " W";
-    o << "\nStep 2: queries, keys and values (" << (out_in ? "out_in: y = x Wᵀ + b, nn.Linear" : "in_out: y = x W + b") << ")\n";
-    o << "queries = x" << prod << "q" << (w.q.bias.empty() ? "" : " + bq") << ", " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
-    o << "keys = " << src << prod << "k" << (w.k.bias.empty() ? "" : " + bk") << ", " << r.keys.shape() << " =\n" << torch_str(r.keys) << "\n";
-    o << "values = " << src << prod << "v" << (w.v.bias.empty() ? "" : " + bv") << ", " << r.values.shape() << " =\n" << torch_str(r.values) << "\n";
+    o << "\nStep 2: queries, keys and values ("
+      << (out_in ? "out_in: y = x Wᵀ + b, nn.Linear" : "in_out: y = x W + b") << ")\n";
+    o << "queries = x" << prod << "q" << (w.q.bias.empty() ? "" : " + bq") << ", " << r.queries.shape()
+      << " =\n"
+      << torch_str(r.queries) << "\n";
+    o << "keys = " << src << prod << "k" << (w.k.bias.empty() ? "" : " + bk") << ", " << r.keys.shape()
+      << " =\n"
+      << torch_str(r.keys) << "\n";
+    o << "values = " << src << prod << "v" << (w.v.bias.empty() ? "" : " + bv") << ", " << r.values.shape()
+      << " =\n"
+      << torch_str(r.values) << "\n";
   }
   if (pc.rope) {
     const auto& ro = *pc.rope;
     const std::size_t hd = dq / H, kp = ro.key_position_offset.value_or(ro.position_offset);
     o << "rotary position embeddings (RoPE, runtime/rope.hpp): "
       << (ro.layout == rt::rope_layout::half_split ? "half_split (pairs i, i + r/2: LLaMA, GPT-NeoX)"
-                                                    : "interleaved (pairs 2i, 2i + 1: RoFormer, GPT-J)")
+                                                   : "interleaved (pairs 2i, 2i + 1: RoFormer, GPT-J)")
       << ", base " << ro.base << ", r = " << (ro.rotary_dim ? ro.rotary_dim : hd) << " of each head's " << hd
-      << " columns rotated; queries at positions " << ro.position_offset << ".." << ro.position_offset + x.rows() - 1
-      << ", keys at " << kp << ".." << kp + c.rows() - 1 << ". The queries and keys above are the rotated ones.\n";
+      << " columns rotated; queries at positions " << ro.position_offset << ".."
+      << ro.position_offset + x.rows() - 1 << ", keys at " << kp << ".." << kp + c.rows() - 1
+      << ". The queries and keys above are the rotated ones.\n";
   }
   std::ostringstream scale;
   scale << double(r.scale);
   const std::string how = pc.scale ? (*pc.scale == 1 ? "1 (unscaled)" : scale.str())
                                    : scale.str() + " = 1/sqrt(" + std::to_string(dq / H) + ")";
   std::string mask = "none";
-  if (opt.causal && pc.has_allowed) mask = "causal and allowed";
+  if (opt.causal && pc.has_allowed)
+    mask = "causal and allowed";
   else if (opt.causal)
-    mask = opt.alignment == rt::causal_alignment::lower_right && x.rows() != c.rows() ? "causal (key j <= query i + S - T)"
-                                                                                     : "causal (key j <= query i)";
-  else if (pc.has_allowed) mask = "allowed (false = -inf)";
+    mask = opt.alignment == rt::causal_alignment::lower_right && x.rows() != c.rows()
+               ? "causal (key j <= query i + S - T)"
+               : "causal (key j <= query i)";
+  else if (pc.has_allowed)
+    mask = "allowed (false = -inf)";
   {  // decode's steps (runtime/attention.hpp): alignment, window, ALiBi, bias
     std::vector<std::string> more;
     if (opt.causal && opt.alignment == rt::causal_alignment::lower_right && x.rows() != c.rows())
       more.push_back("aligned lower_right (query i at position i + S - T = i + " +
-                     std::to_string(static_cast<long long>(c.rows()) - static_cast<long long>(x.rows())) + ")");
-    if (opt.window) more.push_back("window " + std::to_string(opt.window) + " (keys j with p - " + std::to_string(opt.window) + " < j)");
+                     std::to_string(static_cast<long long>(c.rows()) - static_cast<long long>(x.rows())) +
+                     ")");
+    if (opt.window)
+      more.push_back("window " + std::to_string(opt.window) + " (keys j with p - " +
+                     std::to_string(opt.window) + " < j)");
     if (opt.alibi) more.push_back("ALiBi (m_h (j - p) added, slopes of Press et al. 2022)");
     if (opt.bias) more.push_back("the case's bias added (" + opt.bias->shape() + ")");
     for (const auto& m : more) mask = mask == "none" ? m : mask + ", " + m;
@@ -805,7 +953,8 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     std::vector<std::string> padded;
     for (std::size_t k = 0; k < pc.key_padding.size(); ++k)
       if (pc.key_padding[k]) padded.push_back(keys[k]);
-    const std::string kp = "key_padding (padded keys -inf: " + (padded.empty() ? std::string("none") : label_list(padded)) + ")";
+    const std::string kp =
+        "key_padding (padded keys -inf: " + (padded.empty() ? std::string("none") : label_list(padded)) + ")";
     mask = mask == "none" ? kp : mask + " and " + kp;
   }
   std::string axes;
@@ -815,10 +964,12 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   const auto scaled = scaled_masked_scores(r, opt);
   for (std::size_t h = 0; h < H; ++h) {
     const std::string head = H > 1 ? " of head " + std::to_string(h) : "";
-    o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n" << axes << torch_str(r.scores[h]) << "\n";
-    o << "scaled, masked scores" << head << " = scale * scores, -inf where masked (the softmax's input) =\n" << axes
-      << torch_str(scaled[h]) << "\n";
-    std::vector<std::string> nan_rows;  // rows a NaN reached (a NaN or an infinity in the inputs): they do not sum to 1
+    o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n"
+      << axes << torch_str(r.scores[h]) << "\n";
+    o << "scaled, masked scores" << head << " = scale * scores, -inf where masked (the softmax's input) =\n"
+      << axes << torch_str(scaled[h]) << "\n";
+    std::vector<std::string>
+        nan_rows;  // rows a NaN reached (a NaN or an infinity in the inputs): they do not sum to 1
     const auto qlabels = query_labels(pc, x.rows());
     for (std::size_t i = 0; i < r.weights[h].rows(); ++i)
       for (std::size_t k = 0; k < r.weights[h].cols(); ++k)
@@ -826,23 +977,33 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
           nan_rows.push_back(qlabels[i]);
           break;
         }
-    o << "Step 4: weights" << head << " = softmax of each row of scale * scores + mask (scale " << how << ", mask " << mask
+    o << "Step 4: weights" << head << " = softmax of each row of scale * scores + mask (scale " << how
+      << ", mask " << mask
       << (nan_rows.size() == r.weights[h].rows()
               ? "), every row NaN (a NaN or an infinity reached the scores)"
               : "), each row sums to 1 (a row with every key masked is 0)" +
                     (nan_rows.empty() ? std::string()
-                                      : " except the NaN rows " + label_list(nan_rows) + " (a NaN or an infinity reached their scores)"))
-      << " =\n" << axes << torch_str(r.weights[h]) << "\n";
+                                      : " except the NaN rows " + label_list(nan_rows) +
+                                            " (a NaN or an infinity reached their scores)"))
+      << " =\n"
+      << axes << torch_str(r.weights[h]) << "\n";
     o << "Step 5: context" << head << " = weights · values"
-      << (HK != H ? " of key/value head " + std::to_string(h / (H / HK)) : H > 1 ? " of head " + std::to_string(h) : "") << ", "
-      << r.context[h].shape() << " =\n" << torch_str(r.context[h]) << "\n";
+      << (HK != H ? " of key/value head " + std::to_string(h / (H / HK))
+          : H > 1 ? " of head " + std::to_string(h)
+                  : "")
+      << ", " << r.context[h].shape() << " =\n"
+      << torch_str(r.context[h]) << "\n";
   }
-  if (H > 1) o << "\nStep 6: the heads side by side, concat " << r.concat.shape() << " =\n" << torch_str(r.concat) << "\n";
+  if (H > 1)
+    o << "\nStep 6: the heads side by side, concat " << r.concat.shape() << " =\n"
+      << torch_str(r.concat) << "\n";
   if (w.o)
-    o << "\nStep " << (H > 1 ? 7 : 6) << ": output = concat" << (out_in ? " Woᵀ" : " Wo") << (w.o->bias.empty() ? "" : " + bo")
-      << ", " << r.output.shape() << " =\n" << torch_str(r.output) << "\n";
+    o << "\nStep " << (H > 1 ? 7 : 6) << ": output = concat" << (out_in ? " Woᵀ" : " Wo")
+      << (w.o->bias.empty() ? "" : " + bo") << ", " << r.output.shape() << " =\n"
+      << torch_str(r.output) << "\n";
   else
-    o << "\nOutput (no output projection: the concatenated heads), " << r.output.shape() << " =\n" << torch_str(r.output) << "\n";
+    o << "\nOutput (no output projection: the concatenated heads), " << r.output.shape() << " =\n"
+      << torch_str(r.output) << "\n";
   return o.str();
 }
 
@@ -863,7 +1024,8 @@ inline std::string scale_text(const parsed_case& pc, double scale, std::size_t d
 /// otherwise (never seen; tests/cli/attend_pages_test.py checks the page against --json).
 template <class T>
 attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
-                                         const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
+                                         const rt::attention_weights<T>& w,
+                                         const rt::attention_options<T>& opt,
                                          const rt::multihead_result<T>& r, std::size_t heads) {
   attend_page::page_data<T> d;
   const std::size_t t_len = x.rows(), s_len = c.rows();
@@ -892,13 +1054,15 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
       for (const auto& a : d.added) all_heads = all_heads && a(i, k) == ninf;
       any |= (mask[i * s_len + k] = structural(i, k) != 0 || all_heads);
     }
-  if (any) d.mask = std::move(mask);  // nothing masked: no mask, so the figure's legend has no "masked" swatch
+  if (any)
+    d.mask = std::move(mask);  // nothing masked: no mask, so the figure's legend has no "masked" swatch
   std::vector<std::string> why;
   if (opt.causal)
     why.push_back(opt.alignment == rt::causal_alignment::lower_right && t_len != s_len
                       ? "the key comes after the query's position i + S - T (causal, aligned lower_right)"
                       : "the key comes after the query (causal)");
-  if (opt.window) why.push_back("the key is outside the window of " + std::to_string(opt.window) + " positions");
+  if (opt.window)
+    why.push_back("the key is outside the window of " + std::to_string(opt.window) + " positions");
   if (opt.allowed || opt.key_padding) why.push_back("the case's allowed or key_padding masks it");
   if (opt.bias) why.push_back("the case's bias is -inf here");
   for (std::size_t k = 0; k < why.size(); ++k)
@@ -921,7 +1085,8 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
       return true;
     };
     if (!same(q, r.queries) || !same(k, r.keys))
-      throw std::logic_error("qkv attend: the page's rotation of the projections differs from attention()'s queries or keys");
+      throw std::logic_error(
+          "qkv attend: the page's rotation of the projections differs from attention()'s queries or keys");
     auto table = [&](std::size_t first, std::size_t count, bool cosine) {
       return rope_table_matrix<T>(ro, rw, first, count, cosine);
     };
@@ -961,7 +1126,9 @@ struct batch_input {
 template <class T>
 std::vector<rt::dynamic_matrix<T>> read_sequences(const qkv::io::json_document& doc, const std::string& field,
                                                   const std::string& dims, const std::string& what) {
-  auto err = [&](const std::string& f, const std::string& msg) { return input_error(doc.error(f, msg).what()); };
+  auto err = [&](const std::string& f, const std::string& msg) {
+    return input_error(doc.error(f, msg).what());
+  };
   const auto& j = doc.json().at(field);
   if (j.is_array() && !j.empty()) {  // the shape of each sequence, before the flat reader's check
     auto shape = [](const nlohmann::json& m) -> std::vector<std::size_t> {
@@ -973,19 +1140,25 @@ std::vector<rt::dynamic_matrix<T>> read_sequences(const qkv::io::json_document& 
       const auto sb = shape(j[b]);
       if (!sb.empty() && !first.empty() && sb != first)
         throw err(field + "[" + std::to_string(b) + "]",
-                  "sequence " + std::to_string(b) + " is " + qkv::io::detail::shape_text(sb) + " but sequence 0 is " +
-                      qkv::io::detail::shape_text(first) + ": a batch gives every sequence one shape [" + dims +
-                      "] (pad the shorter sequences to one length and mark the padding with lengths or key_padding)");
+                  "sequence " + std::to_string(b) + " is " + qkv::io::detail::shape_text(sb) +
+                      " but sequence 0 is " + qkv::io::detail::shape_text(first) +
+                      ": a batch gives every sequence one shape [" + dims +
+                      "] (pad the shorter sequences to one length and mark the padding with lengths or "
+                      "key_padding)");
     }
   }
   const auto t = qkv::io::read_tensor<T>(doc, field, j);
   if (t.shape.size() != 3)
-    throw err(field, "expected a 3-d tensor [B, " + dims + "] (a batch of B sequences padded to one length, " + what +
+    throw err(field, "expected a 3-d tensor [B, " + dims +
+                         "] (a batch of B sequences padded to one length, " + what +
                          (doc.json().contains("lengths") ? ": lengths is given" : "") + "), got shape " +
                          qkv::io::detail::shape_text(t.shape));
-  if (t.shape[0] == 0) throw err(field, "an empty batch (shape " + qkv::io::detail::shape_text(t.shape) + "): expected at least one sequence");
+  if (t.shape[0] == 0)
+    throw err(field, "an empty batch (shape " + qkv::io::detail::shape_text(t.shape) +
+                         "): expected at least one sequence");
   if (t.shape[1] == 0 || t.shape[2] == 0)
-    throw err(field, "expected at least one token and one feature per sequence, got shape " + qkv::io::detail::shape_text(t.shape));
+    throw err(field, "expected at least one token and one feature per sequence, got shape " +
+                         qkv::io::detail::shape_text(t.shape));
   std::vector<rt::dynamic_matrix<T>> out;
   const std::size_t n = t.shape[1] * t.shape[2];
   for (std::size_t b = 0; b < t.shape[0]; ++b) {
@@ -999,27 +1172,34 @@ std::vector<rt::dynamic_matrix<T>> read_sequences(const qkv::io::json_document& 
 /// against sequence 0's shapes, which every sequence shares); fields that label or mask one
 /// sequence (tokens, context_tokens, allowed) are refused
 template <class T>
-batch_input<T> read_batch_case(const qkv::io::json_document& doc, parsed_case& pc, rt::attention_weights<T>& w,
-                               rt::attention_options<T>& opt) {
+batch_input<T> read_batch_case(const qkv::io::json_document& doc, parsed_case& pc,
+                               rt::attention_weights<T>& w, rt::attention_options<T>& opt) {
   const auto& j = doc.json();
-  auto err = [&](const std::string& f, const std::string& msg) { return input_error(doc.error(f, msg).what()); };
+  auto err = [&](const std::string& f, const std::string& msg) {
+    return input_error(doc.error(f, msg).what());
+  };
   if (j.contains("allowed"))
-    throw err("allowed", "a batch case (x [B, T, d]) takes no T x S mask: give each sequence's padding as key_padding "
-                         "[B, S] or lengths [B], and a mask shared by every sequence as a bias with -Infinity");
+    throw err("allowed",
+              "a batch case (x [B, T, d]) takes no T x S mask: give each sequence's padding as key_padding "
+              "[B, S] or lengths [B], and a mask shared by every sequence as a bias with -Infinity");
   for (const char* f : {"tokens", "context_tokens"})
     if (j.contains(f))
-      throw err(f, "labels the rows of one sequence; a batch case (x [B, T, d]) has no labels (run a sequence alone "
-                   "to label it)");
+      throw err(
+          f,
+          "labels the rows of one sequence; a batch case (x [B, T, d]) has no labels (run a sequence alone "
+          "to label it)");
   batch_input<T> in;
   in.x = read_sequences<T>(doc, "x", "T, d", "one token per row");
   const bool has_context = j.contains("context");
   if (has_context) {
     in.context = read_sequences<T>(doc, "context", "S, d_c", "one key/value token per row");
     if (in.context.size() != in.x.size())
-      throw err("context", "has " + std::to_string(in.context.size()) + " sequences but x has " + std::to_string(in.x.size()) +
-                               ": one context per sequence (context " +
-                               qkv::io::detail::shape_text({in.context.size(), in.context[0].rows(), in.context[0].cols()}) + ", x " +
-                               qkv::io::detail::shape_text({in.x.size(), in.x[0].rows(), in.x[0].cols()}) + ")");
+      throw err(
+          "context",
+          "has " + std::to_string(in.context.size()) + " sequences but x has " + std::to_string(in.x.size()) +
+              ": one context per sequence (context " +
+              qkv::io::detail::shape_text({in.context.size(), in.context[0].rows(), in.context[0].cols()}) +
+              ", x " + qkv::io::detail::shape_text({in.x.size(), in.x[0].rows(), in.x[0].cols()}) + ")");
   }
   const std::size_t B = in.x.size(), S = has_context ? in.context[0].rows() : in.x[0].rows();
   const std::string keys = has_context ? "context" : "x";
@@ -1029,11 +1209,13 @@ batch_input<T> read_batch_case(const qkv::io::json_document& doc, parsed_case& p
   if (j.contains("key_padding")) {
     const auto t = qkv::io::read_tensor<unsigned char>(doc, "key_padding", j.at("key_padding"));
     if (t.shape != std::vector<std::size_t>{B, S})
-      throw err("key_padding", "expected [" + std::to_string(B) + ", " + std::to_string(S) +
-                                   "] booleans (a row per sequence, a flag per key of " + keys +
-                                   ": true = padding, ignored; nn.MultiheadAttention's key_padding_mask), got shape " +
-                                   qkv::io::detail::shape_text(t.shape));
-    for (std::size_t b = 0; b < B; ++b) in.padding.emplace_back(t.data.begin() + b * S, t.data.begin() + (b + 1) * S);
+      throw err("key_padding",
+                "expected [" + std::to_string(B) + ", " + std::to_string(S) +
+                    "] booleans (a row per sequence, a flag per key of " + keys +
+                    ": true = padding, ignored; nn.MultiheadAttention's key_padding_mask), got shape " +
+                    qkv::io::detail::shape_text(t.shape));
+    for (std::size_t b = 0; b < B; ++b)
+      in.padding.emplace_back(t.data.begin() + b * S, t.data.begin() + (b + 1) * S);
   }
   if (j.contains("lengths")) {
     const auto& l = j.at("lengths");
@@ -1043,9 +1225,10 @@ batch_input<T> read_batch_case(const qkv::io::json_document& doc, parsed_case& p
                                qkv::io::detail::kind_of(l));
     for (std::size_t b = 0; b < B; ++b) {
       if (!l[b].is_number_unsigned() || l[b].get<std::uint64_t>() > S)
-        throw err("lengths[" + std::to_string(b) + "]", "expected a whole number from 0 to " + std::to_string(S) +
-                                                         " (sequence " + std::to_string(b) + "'s keys: the " + std::to_string(S) +
-                                                         " rows of " + keys + "[" + std::to_string(b) + "]), got " + l[b].dump());
+        throw err("lengths[" + std::to_string(b) + "]",
+                  "expected a whole number from 0 to " + std::to_string(S) + " (sequence " +
+                      std::to_string(b) + "'s keys: the " + std::to_string(S) + " rows of " + keys + "[" +
+                      std::to_string(b) + "]), got " + l[b].dump());
       const std::size_t n = l[b].get<std::size_t>();
       auto& f = in.padding.emplace_back(S, 0);
       for (std::size_t k = n; k < S; ++k) f[k] = 1;
@@ -1076,21 +1259,23 @@ void make_batch_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   auto in = read_batch_case<T>(doc, pc, w, opt);
   const bool has_context = !in.context.empty();
   if constexpr (std::is_same_v<T, float>) {  // 16-bit inputs: rounded as stored, float32 arithmetic
-    rt::dynamic_matrix<float> none;  // no context: x[0] is not rounded twice (it would not change)
+    rt::dynamic_matrix<float> none;          // no context: x[0] is not rounded twice (it would not change)
     auto round_all = [&]<class S>() {
       round_inputs<S>(in.x[0], has_context ? in.context[0] : none, w, opt);
       for (std::size_t b = 1; b < in.x.size(); ++b) round_values<S>(in.x[b].data(), in.x[b].size());
-      for (std::size_t b = 1; b < in.context.size(); ++b) round_values<S>(in.context[b].data(), in.context[b].size());
+      for (std::size_t b = 1; b < in.context.size(); ++b)
+        round_values<S>(in.context[b].data(), in.context[b].size());
     };
-    if (pc.half == "bfloat16") round_all.template operator()<rt::bfloat16>();
-    else if (pc.half == "float16") round_all.template operator()<rt::float16>();
+    if (pc.half == "bfloat16")
+      round_all.template operator()<rt::bfloat16>();
+    else if (pc.half == "float16")
+      round_all.template operator()<rt::float16>();
   }
-  const std::size_t B = in.x.size(), t_len = in.x[0].rows(), s_len = has_context ? in.context[0].rows() : t_len;
+  const std::size_t B = in.x.size(), t_len = in.x[0].rows(),
+                    s_len = has_context ? in.context[0].rows() : t_len;
   try {  // summed over the batch, before the attention allocates anything
     check_sizes(in.x[0], has_context ? in.context[0] : in.x[0], w, pc.heads, lim, as_json, false, B);
-  } catch (const qkv::io::limit_error& e) {
-    throw input_error(doc.file() + ": " + e.what());
-  }
+  } catch (const qkv::io::limit_error& e) { throw input_error(doc.file() + ": " + e.what()); }
   std::vector<rt::batch_sequence<T>> seqs;
   for (std::size_t b = 0; b < B; ++b) {
     rt::batch_sequence<T> s{in.x[b].view()};
@@ -1104,8 +1289,10 @@ void make_batch_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     << qkv::io::detail::shape_text({B, t_len, in.x[0].cols()})
     << (has_context ? ", context " + qkv::io::detail::shape_text({B, s_len, in.context[0].cols()}) : "")
     << " (B, T, d): one set of weights, read once, for every sequence; each sequence runs as it would alone "
-       "(runtime/batch.hpp: bit for bit), its padded keys skipped (weight 0); the query rows at padded positions "
-       "are computed too, as nn.MultiheadAttention computes them (PyTorch masks keys, not queries); a sequence "
+       "(runtime/batch.hpp: bit for bit), its padded keys skipped (weight 0); the query rows at padded "
+       "positions "
+       "are computed too, as nn.MultiheadAttention computes them (PyTorch masks keys, not queries); a "
+       "sequence "
        "whose every key is padded gets weights 0, context 0 and output bo (or 0), where PyTorch gives NaN\n";
   std::string js = "{\"batch\": " + std::to_string(B) + ",\n \"lengths\": [";
   for (std::size_t b = 0; b < B; ++b) {
@@ -1116,7 +1303,9 @@ void make_batch_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     std::size_t real = s_len;
     for (auto f : pb.key_padding) real -= f != 0;
     o << "\n=== sequence " << b << " of " << B << " (x[" << b << "]): length " << real << " of " << s_len
-      << " keys, padded keys " << (in.padding.empty() ? std::string("none (no lengths or key_padding given)") : padded_list(pb.key_padding))
+      << " keys, padded keys "
+      << (in.padding.empty() ? std::string("none (no lengths or key_padding given)")
+                             : padded_list(pb.key_padding))
       << (real == 0 ? ": every key padded, so weights 0, context 0, output bo (or 0)" : "") << " ===\n";
     o << trace(pb, in.x[b], has_context ? in.context[b] : in.x[b], has_context, w, ob, results[b]);
     js += (b ? ", " : "") + std::to_string(real);
@@ -1137,18 +1326,19 @@ struct outputs {
   rt::multihead_result<T> result;
   std::vector<rt::multihead_result<T>> batch;
   std::optional<backward_result<T>> backward;  // the case gave d_output
-  std::string text, json, svg, html;  // json, svg, html: empty unless asked for
+  std::string text, json, svg, html;           // json, svg, html: empty unless asked for
 };
 
 /// @brief a case of already-projected q, k, v (read_projected_case): runtime::multihead_attention
 /// on them (no projections, no output projection), the trace (its Step 1 the given q, k, v), the
 /// --json and the --svg heatmap as for any case; --html (a page about the projections) refused
 template <class T>
-outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg,
-                                  bool want_html, const limits& lim) {
+outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json,
+                                  bool want_svg, bool want_html, const limits& lim) {
   if (want_html)
-    throw input_error(doc.file() + ": --html draws the page of x and its projections, and this case gives q, k, v "
-                                   "already projected: use --svg for the heatmap, or --json");
+    throw input_error(doc.file() +
+                      ": --html draws the page of x and its projections, and this case gives q, k, v "
+                      "already projected: use --svg for the heatmap, or --json");
   rt::dynamic_matrix<T> q, k, v;
   rt::attention_options<T> opt;
   read_projected_case(doc, pc, q, k, v, opt);
@@ -1157,8 +1347,10 @@ outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case
       for (auto* m : {&q, &k, &v}) round_values<S>(m->data(), m->size());
       if (opt.bias) round_values<S>(opt.bias->data(), opt.bias->size());
     };
-    if (pc.half == "bfloat16") round_all.template operator()<rt::bfloat16>();
-    else if (pc.half == "float16") round_all.template operator()<rt::float16>();
+    if (pc.half == "bfloat16")
+      round_all.template operator()<rt::bfloat16>();
+    else if (pc.half == "float16")
+      round_all.template operator()<rt::float16>();
   }
   if (want_svg) attend_page::check_size(pc.file, "--svg", pc.heads, q.rows(), k.rows());
   try {  // check_sizes reads the widths from the weights: (out, 0) stand-ins of q's, k's and v's widths
@@ -1167,9 +1359,7 @@ outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case
     widths.k.weight.resize(k.cols(), 0);
     widths.v.weight.resize(v.cols(), 0);
     check_sizes(q, k, widths, pc.heads, lim, as_json, want_svg);
-  } catch (const qkv::io::limit_error& e) {
-    throw input_error(doc.file() + ": " + e.what());
-  }
+  } catch (const qkv::io::limit_error& e) { throw input_error(doc.file() + ": " + e.what()); }
   outputs<T> o;
   apply_key_padding(pc, opt);
   o.result = rt::multihead_attention(q, k, v, opt);
@@ -1189,16 +1379,19 @@ outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case
 /// @brief read the case, check every size against the limits, run the attention and make every
 /// output asked for; writes nothing (the fuzz target fuzz/attend_case_fuzz.cpp calls this)
 template <class T>
-outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg, bool want_html,
-                        const limits& lim) {
+outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg,
+                        bool want_html, const limits& lim) {
   if (is_batch(doc)) {
     if (doc.json().contains("d_output"))
-      throw input_error(doc.error("d_output", "the backward takes one sequence, and this case is a batch (x [B, T, d]): "
-                                              "run a sequence alone with its d_output").what());
+      throw input_error(doc.error("d_output",
+                                  "the backward takes one sequence, and this case is a batch (x [B, T, d]): "
+                                  "run a sequence alone with its d_output")
+                            .what());
     if (want_svg || want_html)
-      throw input_error(doc.file() + ": " + (want_html ? "--html" : "--svg") +
-                        " draws one sequence, and this case is a batch (x [B, T, d]): run a sequence alone to draw it "
-                        "(its x[b] as x, its padding as key_padding)");
+      throw input_error(
+          doc.file() + ": " + (want_html ? "--html" : "--svg") +
+          " draws one sequence, and this case is a batch (x [B, T, d]): run a sequence alone to draw it "
+          "(its x[b] as x, its padding as key_padding)");
     outputs<T> o;
     make_batch_outputs<T>(doc, pc, as_json, lim, o.batch, o.text, o.json);
     return o;
@@ -1210,22 +1403,25 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   rt::attention_options<T> opt;
   read_case(doc, pc, x, context, has_context, w, opt);
   if constexpr (std::is_same_v<T, float>) {  // 16-bit inputs: rounded as stored, float32 arithmetic
-    if (pc.half == "bfloat16") round_inputs<rt::bfloat16>(x, context, w, opt);
-    else if (pc.half == "float16") round_inputs<rt::float16>(x, context, w, opt);
+    if (pc.half == "bfloat16")
+      round_inputs<rt::bfloat16>(x, context, w, opt);
+    else if (pc.half == "float16")
+      round_inputs<rt::float16>(x, context, w, opt);
   }
   std::optional<backward_result<T>> bw;
   if (doc.json().contains("d_output")) {
     bw.emplace();
-    const std::size_t d_out = w.o ? w.o->out_features() : w.v.out_features() / (pc.kv_heads ? pc.kv_heads : pc.heads) * pc.heads;
+    const std::size_t d_out =
+        w.o ? w.o->out_features() : w.v.out_features() / (pc.kv_heads ? pc.kv_heads : pc.heads) * pc.heads;
     bw->d_output = read_d_output<T>(doc, has_context, pc.rope.has_value(), x.rows(), d_out, bw->sum);
   }
   if (want_svg || want_html)  // a page or figure: never beyond 2^24 weights (tools/attend_page.hpp)
-    attend_page::check_size(pc.file, want_html ? "--html" : "--svg", pc.heads, x.rows(), has_context ? context.rows() : x.rows());
+    attend_page::check_size(pc.file, want_html ? "--html" : "--svg", pc.heads, x.rows(),
+                            has_context ? context.rows() : x.rows());
   try {
-    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, want_svg || want_html, 0, bw.has_value());
-  } catch (const qkv::io::limit_error& e) {
-    throw input_error(doc.file() + ": " + e.what());
-  }
+    check_sizes(x, has_context ? context : x, w, pc.heads, lim, as_json, want_svg || want_html, 0,
+                bw.has_value());
+  } catch (const qkv::io::limit_error& e) { throw input_error(doc.file() + ": " + e.what()); }
   outputs<T> o;
   apply_key_padding(pc, opt);  // S flags (read_learner_fields checked their number)
   o.result = rt::attention(x, has_context ? context : x, w, opt);
@@ -1244,16 +1440,18 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads);
   if (o.backward) d.backward = &*o.backward;
   if (want_svg)  // the title names the case by its last path component, shortened (short_name)
-    o.svg = attend_page::svg(short_name(pc.file), r, d.mask, x.rows(), s_len, pc.tokens, pc.context_tokens, has_context);
+    o.svg = attend_page::svg(short_name(pc.file), r, d.mask, x.rows(), s_len, pc.tokens, pc.context_tokens,
+                             has_context);
   if (want_html)
     o.html = attend_page::page(pc.file, o.text, x, context, has_context, w, opt, r,
-                               scale_text(pc, r.scale, r.queries.cols() / pc.heads), d, pc.tokens, pc.context_tokens);
+                               scale_text(pc, r.scale, r.queries.cols() / pc.heads), d, pc.tokens,
+                               pc.context_tokens);
   return o;
 }
 
 template <class T>
-int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg, const std::string& html,
-        const limits& lim) {
+int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg,
+        const std::string& html, const limits& lim) {
   // every output made before anything is written
   const auto o = make_outputs<T>(doc, pc, as_json, !svg.empty(), !html.empty(), lim);
   std::vector<qkv::io::text_output> files;
@@ -1293,15 +1491,14 @@ inline void check_outputs(const std::string& path, const std::string& svg, const
 // The attention itself, for float and double, is compiled once, in tools/cmd_attend.cpp (the
 // library qkv_commands, which the tool and fuzz/attend_case_fuzz.cpp's replay link): a file that
 // includes this header does not instantiate it again.
-extern template outputs<float> make_outputs<float>(const qkv::io::json_document&, parsed_case&, bool, bool, bool,
-                                                   const limits&);
-extern template outputs<double> make_outputs<double>(const qkv::io::json_document&, parsed_case&, bool, bool, bool,
-                                                     const limits&);
+extern template outputs<float> make_outputs<float>(const qkv::io::json_document&, parsed_case&, bool, bool,
+                                                   bool, const limits&);
+extern template outputs<double> make_outputs<double>(const qkv::io::json_document&, parsed_case&, bool, bool,
+                                                     bool, const limits&);
 
 }  // namespace attend_detail
 
 /// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]`
 int cmd_attend(const args& a);  // tools/cmd_attend.cpp
-
 
 }  // namespace qkv::cli

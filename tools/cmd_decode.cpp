@@ -9,18 +9,18 @@ std::string make_output(const qkv::io::json_document& doc, bool as_json, const l
   const auto c = read_case(doc, max_cache_bytes);
   const std::uint64_t T = c.q.rows(), n = qkv::io::checked_product({T, c.heads, c.dv});
   try {
-    lim.check("the decoded rows (T x heads*d_v = " + std::to_string(T) + " x " + std::to_string(c.heads * c.dv) + ")", n);
+    lim.check("the decoded rows (T x heads*d_v = " + std::to_string(T) + " x " +
+                  std::to_string(c.heads * c.dv) + ")",
+              n);
     // decoding, the full causal reference and the bound each compute heads x T x T scores (as
     // qkv attend keeps them): the work grows as T^2, so T^2 is bounded as attend's weights are
-    lim.check("the scores computed (heads x T x T = " + std::to_string(c.heads) + " x " + std::to_string(T) + " x " +
-                  std::to_string(T) + ")",
+    lim.check("the scores computed (heads x T x T = " + std::to_string(c.heads) + " x " + std::to_string(T) +
+                  " x " + std::to_string(T) + ")",
               qkv::io::checked_product({c.heads, T, T}));
-    lim.check("the outputs (decoded rows, full causal attention" + std::string(c.kern == kernel::decode_attend ? ", bound" : "") +
-                  ")",
+    lim.check("the outputs (decoded rows, full causal attention" +
+                  std::string(c.kern == kernel::decode_attend ? ", bound" : "") + ")",
               qkv::io::checked_product({n, c.kern == kernel::decode_attend ? 3u : 2u}));
-  } catch (const qkv::io::limit_error& e) {
-    throw input_error(doc.file() + ": " + e.what());
-  }
+  } catch (const qkv::io::limit_error& e) { throw input_error(doc.file() + ": " + e.what()); }
   decode_result r;
   switch (c.store) {
     case storage::float32: r = run_decode<float>(c, max_cache_bytes); break;
@@ -51,11 +51,13 @@ int cmd_decode(const args& a) {
       std::uint64_t n = 0;
       const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
       if (v.empty() || r.ec != std::errc{} || r.ptr != v.data() + v.size() || n == 0)
-        throw input_error("--max-cache-bytes: '" + std::string(v) + "' is not a positive whole number (below 2^64)");
+        throw input_error("--max-cache-bytes: '" + std::string(v) +
+                          "' is not a positive whole number (below 2^64)");
       max_cache = n;
       ++k;
     } else if (a[k].size() > 1 && a[k][0] == '-') {  // "-": the case on standard input
-      throw input_error("unknown option '" + std::string(a[k]) + "' (usage: " + std::string(decode_detail::usage) + ")");
+      throw input_error("unknown option '" + std::string(a[k]) +
+                        "' (usage: " + std::string(decode_detail::usage) + ")");
     } else if (path.empty()) {
       path = std::string(a[k]);
     } else {
@@ -69,7 +71,8 @@ int cmd_decode(const args& a) {
     bool holds = true;
     std::cout << decode_detail::make_output(doc, as_json, lim, max_cache, &holds);
     if (!holds) {
-      std::cerr << "qkv decode: " << shown << ": the decoded rows do not stand in the runtime's documented relation to "
+      std::cerr << "qkv decode: " << shown
+                << ": the decoded rows do not stand in the runtime's documented relation to "
                 << "full causal attention (docs/numerics.md, \"KV cache\")\n";
       return 1;
     }
@@ -78,9 +81,7 @@ int cmd_decode(const args& a) {
     throw input_error(e.what());
   } catch (const qkv::runtime::shape_error& e) {
     throw input_error(shown + ": " + e.what());
-  } catch (const qkv::runtime::size_limit_error& e) {
-    throw input_error(shown + ": " + e.what());
-  }
+  } catch (const qkv::runtime::size_limit_error& e) { throw input_error(shown + ": " + e.what()); }
 }
 
 }  // namespace qkv::cli

@@ -59,7 +59,8 @@ namespace decode_detail {
 
 namespace rt = qkv::runtime;
 
-inline constexpr std::string_view usage = "qkv decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]";
+inline constexpr std::string_view usage =
+    "qkv decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]";
 /// the default of --max-cache-bytes: 1 GiB
 inline constexpr std::uint64_t default_max_cache_bytes = std::uint64_t{1} << 30;
 
@@ -78,8 +79,9 @@ struct decode_case {
 };
 
 inline const std::set<std::string>& known_fields() {
-  static const std::set<std::string> f{"q", "k", "v", "heads", "kv_heads", "prompt", "capacity",
-                                       "storage", "kernel", "window", "alibi", "scale", "rope"};
+  static const std::set<std::string> f{"q",      "k",        "v",       "heads",  "kv_heads",
+                                       "prompt", "capacity", "storage", "kernel", "window",
+                                       "alibi",  "scale",    "rope"};
   return f;
 }
 
@@ -91,19 +93,25 @@ inline std::size_t storage_bytes(storage s) { return s == storage::float32 ? 4 :
 /// read and check every field (exit 2 naming the file and the field)
 inline decode_case read_case(const qkv::io::json_document& doc, std::uint64_t max_cache_bytes) {
   const auto& j = doc.json();
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
   if (!j.is_object())
-    throw input_error(doc.file() + ": expected one JSON object with the fields q, k, v, ... (docs/cli.md), got " +
+    throw input_error(doc.file() +
+                      ": expected one JSON object with the fields q, k, v, ... (docs/cli.md), got " +
                       qkv::io::detail::kind_of(j));
   for (const auto& [key, value] : j.items())
     if (!known_fields().count(key))
-      throw err(key, "unknown field; the fields are q, k, v, heads, kv_heads, prompt, capacity, storage, kernel, window, "
-                     "alibi, scale, rope");
+      throw err(key,
+                "unknown field; the fields are q, k, v, heads, kv_heads, prompt, capacity, storage, kernel, "
+                "window, "
+                "alibi, scale, rope");
   for (const char* f : {"q", "k", "v"})
     if (!j.contains(f)) throw err(f, "missing (required: q, k, v)");
   // q, k and v are float32 (the cache's storage is a separate field): a tensor tagged with
   // another floating type is refused, never read silently as float32 (cli.hpp)
-  check_tensor_dtypes(doc, "float32", "float32", "qkv decode computes in float32; \"storage\" sets only the cache's type",
+  check_tensor_dtypes(doc, "float32", "float32",
+                      "qkv decode computes in float32; \"storage\" sets only the cache's type",
                       "give its numbers as float32 (tag it \"float32\" or leave it untagged)");
   decode_case c;
   c.file = doc.file();
@@ -119,74 +127,97 @@ inline decode_case read_case(const qkv::io::json_document& doc, std::uint64_t ma
   if (j.contains("kv_heads")) {
     const auto& h = j.at("kv_heads");
     if (!h.is_number_unsigned() || h.get<std::uint64_t>() == 0 || c.heads % h.get<std::uint64_t>() != 0)
-      throw err("kv_heads", "expected a positive whole number that divides heads = " + std::to_string(c.heads) +
-                                " (query head h reads key/value head h / (heads / kv_heads)), got " + h.dump());
+      throw err("kv_heads",
+                "expected a positive whole number that divides heads = " + std::to_string(c.heads) +
+                    " (query head h reads key/value head h / (heads / kv_heads)), got " + h.dump());
     c.kv_heads = h.get<std::size_t>();
   }
   c.q = qkv::io::read_matrix_field<float>(doc, "q", "T x heads*d_k, one token's query per row");
-  if (c.q.rows() == 0 || c.q.cols() == 0) throw err("q", "expected at least one token and one column, got " + c.q.shape());
+  if (c.q.rows() == 0 || c.q.cols() == 0)
+    throw err("q", "expected at least one token and one column, got " + c.q.shape());
   if (c.q.cols() % c.heads != 0)
-    throw err("q", "expected heads x d_k columns (" + std::to_string(c.heads) + " heads), got " + c.q.shape());
+    throw err("q",
+              "expected heads x d_k columns (" + std::to_string(c.heads) + " heads), got " + c.q.shape());
   c.dk = c.q.cols() / c.heads;
   const std::size_t T = c.q.rows();
   c.k = qkv::io::read_matrix_field<float>(doc, "k", "T x kv_heads*d_k");
   if (c.k.rows() != T || c.k.cols() != c.kv_heads * c.dk)
-    throw err("k", "expected " + rt::shape_string(T, c.kv_heads * c.dk) + " (a key per token of q " + c.q.shape() + ", " +
-                       std::to_string(c.kv_heads) + " key/value heads of d_k = " + std::to_string(c.dk) + "), got " +
-                       c.k.shape());
+    throw err("k", "expected " + rt::shape_string(T, c.kv_heads * c.dk) + " (a key per token of q " +
+                       c.q.shape() + ", " + std::to_string(c.kv_heads) +
+                       " key/value heads of d_k = " + std::to_string(c.dk) + "), got " + c.k.shape());
   c.v = qkv::io::read_matrix_field<float>(doc, "v", "T x kv_heads*d_v");
   if (c.v.rows() != T || c.v.cols() == 0 || c.v.cols() % c.kv_heads != 0)
-    throw err("v", "expected " + std::to_string(T) + " rows (a value per token of q " + c.q.shape() + ") of kv_heads x d_v = " +
-                       std::to_string(c.kv_heads) + " x d_v columns, got " + c.v.shape());
+    throw err("v", "expected " + std::to_string(T) + " rows (a value per token of q " + c.q.shape() +
+                       ") of kv_heads x d_v = " + std::to_string(c.kv_heads) + " x d_v columns, got " +
+                       c.v.shape());
   c.dv = c.v.cols() / c.kv_heads;
   if (j.contains("prompt"))
-    c.prompt = whole("prompt", 1, T, "a whole number from 1 to the " + std::to_string(T) +
-                                         " tokens (the tokens appended and attended at once before decoding one by one)");
+    c.prompt = whole("prompt", 1, T,
+                     "a whole number from 1 to the " + std::to_string(T) +
+                         " tokens (the tokens appended and attended at once before decoding one by one)");
   c.capacity = T;
   if (j.contains("capacity"))
-    c.capacity = whole("capacity", T, big, "a whole number of cache positions, at least the " + std::to_string(T) + " tokens");
+    c.capacity = whole("capacity", T, big,
+                       "a whole number of cache positions, at least the " + std::to_string(T) + " tokens");
   if (j.contains("window"))
-    c.window = whole("window", 0, big, "a whole number (0 = none; else a token at position p sees keys j with p - window < j)");
+    c.window = whole("window", 0, big,
+                     "a whole number (0 = none; else a token at position p sees keys j with p - window < j)");
   if (j.contains("alibi")) {
     const auto& a = j.at("alibi");
     if (!a.is_boolean()) throw err("alibi", "expected true or false, got " + a.dump());
     c.alibi = a.get<bool>();
   }
-  if (j.contains("scale")) c.scale = read_finite_scale<float>(doc);  // a number or a 0-d tensor, finite in float
+  if (j.contains("scale"))
+    c.scale = read_finite_scale<float>(doc);  // a number or a 0-d tensor, finite in float
   if (j.contains("rope")) {  // attend's field (same members, same checks), minus key_position_offset
     const auto& r = j.at("rope");
     if (r.is_object() && r.contains("key_position_offset"))
-      throw err("rope.key_position_offset", "a token's query and key sit at one position here (the cache rotates the key "
-                                            "at append, rope_queries the query at the same position): give position_offset only");
+      throw err("rope.key_position_offset",
+                "a token's query and key sit at one position here (the cache rotates the key "
+                "at append, rope_queries the query at the same position): give position_offset only");
     attend_detail::parsed_case pc;
     attend_detail::read_rope(doc, pc, c.dk, T, T);
     c.rope = pc.rope;
   }
   if (j.contains("storage")) {
     const auto& s = j.at("storage");
-    if (s == "float32") c.store = storage::float32;
-    else if (s == "bfloat16") c.store = storage::bfloat16;
-    else if (s == "float16") c.store = storage::float16;
-    else throw err("storage", "expected \"float32\", \"bfloat16\" or \"float16\" (the cache's element type), got " + s.dump());
+    if (s == "float32")
+      c.store = storage::float32;
+    else if (s == "bfloat16")
+      c.store = storage::bfloat16;
+    else if (s == "float16")
+      c.store = storage::float16;
+    else
+      throw err(
+          "storage",
+          "expected \"float32\", \"bfloat16\" or \"float16\" (the cache's element type), got " + s.dump());
   }
   if (j.contains("kernel")) {
     const auto& s = j.at("kernel");
-    if (s == "decode_attend") c.kern = kernel::decode_attend;
-    else if (s == "attend") c.kern = kernel::attend;
-    else throw err("kernel", "expected \"decode_attend\" (the one-token fast path) or \"attend\" (the general kernels), got " + s.dump());
+    if (s == "decode_attend")
+      c.kern = kernel::decode_attend;
+    else if (s == "attend")
+      c.kern = kernel::attend;
+    else
+      throw err(
+          "kernel",
+          "expected \"decode_attend\" (the one-token fast path) or \"attend\" (the general kernels), got " +
+              s.dump());
   }
   // the cache's bytes, before it exists (kv_cache's constructor checks max_bytes again)
   const long double bytes = static_cast<long double>(c.kv_heads) * static_cast<long double>(c.capacity) *
-                            static_cast<long double>(c.dk + c.dv) * static_cast<long double>(storage_bytes(c.store));
+                            static_cast<long double>(c.dk + c.dv) *
+                            static_cast<long double>(storage_bytes(c.store));
   if (bytes > static_cast<long double>(max_cache_bytes)) {
     std::ostringstream b;
     b.precision(20);
     b << bytes;
     throw err(j.contains("capacity") ? "capacity" : "q",
-              "the cache would take " + std::to_string(c.kv_heads) + " heads x " + std::to_string(c.capacity) +
-                  " positions x (" + std::to_string(c.dk) + " + " + std::to_string(c.dv) + ") x " +
-                  std::to_string(storage_bytes(c.store)) + " bytes = " + b.str() + " bytes, above the limit of " +
-                  std::to_string(max_cache_bytes) + " (raise it with --max-cache-bytes N)");
+              "the cache would take " + std::to_string(c.kv_heads) + " heads x " +
+                  std::to_string(c.capacity) + " positions x (" + std::to_string(c.dk) + " + " +
+                  std::to_string(c.dv) + ") x " + std::to_string(storage_bytes(c.store)) +
+                  " bytes = " + b.str() + " bytes, above the limit of " + std::to_string(max_cache_bytes) +
+                  " (raise it with --max-cache-bytes N)");
   }
   return c;
 }
@@ -212,8 +243,8 @@ inline double gamma_float(std::size_t n) {
 /// 2u(|s| + |a|), softmax within 2 ulp per exp and one rescale per key block, the weighted sum
 /// gamma(S + 2)). Computed in double, once, O(T^2 H (d_k + d_v)).
 inline rt::dynamic_matrix<double> float_bound(const decode_case& c, const rt::dynamic_matrix<float>& qr,
-                                              const rt::dynamic_matrix<float>& kr, const rt::dynamic_matrix<float>& vr,
-                                              float scale) {
+                                              const rt::dynamic_matrix<float>& kr,
+                                              const rt::dynamic_matrix<float>& vr, float scale) {
   const std::size_t T = c.q.rows(), H = c.heads, group = c.heads / c.kv_heads, d = c.dk, D = c.dv;
   const double u = std::ldexp(1.0, -24);
   const auto slopes = rt::alibi_slopes(H);
@@ -258,10 +289,10 @@ inline rt::dynamic_matrix<double> float_bound(const decode_case& c, const rt::dy
 }
 
 struct decode_result {
-  rt::dynamic_matrix<float> rows, full;   // the decoded rows; full causal attention of the sequence
-  rt::dynamic_matrix<double> bound;       // per element: bound(float) (kernel decode_attend only)
-  double max_diff = 0;                    // max |rows - full|
-  double worst_ratio = 0;                 // max |rows - full| / (2 bound) (decode_attend)
+  rt::dynamic_matrix<float> rows, full;  // the decoded rows; full causal attention of the sequence
+  rt::dynamic_matrix<double> bound;      // per element: bound(float) (kernel decode_attend only)
+  double max_diff = 0;                   // max |rows - full|
+  double worst_ratio = 0;                // max |rows - full| / (2 bound) (decode_attend)
   bool bit_for_bit = true, holds = true;
   std::size_t cache_bytes = 0;
 };
@@ -272,7 +303,7 @@ decode_result run_decode(const decode_case& c, std::uint64_t max_cache_bytes) {
   decode_result r;
   rt::kv_cache<S> cache(1, HK, c.dk, c.dv, c.capacity, static_cast<std::size_t>(max_cache_bytes));
   cache.set_rope(c.rope);  // append rotates each key at its position (none: stored as given)
-  auto q = c.q;  // the queries, rotated by rope_queries block by block as they are attended
+  auto q = c.q;            // the queries, rotated by rope_queries block by block as they are attended
   r.cache_bytes = HK * c.capacity * (c.dk + c.dv) * sizeof(S);
   rt::cache_attention_options opt;
   opt.heads = H;
@@ -284,14 +315,17 @@ decode_result run_decode(const decode_case& c, std::uint64_t max_cache_bytes) {
   // the prompt: appended and attended at once (T = prompt queries, lower_right)
   cache.append(0, rt::row_block(c.k.view(), 0, c.prompt), rt::row_block(c.v.view(), 0, c.prompt));
   rt::rope_queries(cache, 0, rt::row_block(q.view(), 0, c.prompt));
-  rt::attend(cache, 0, rt::row_block(q.view(), 0, c.prompt), rt::row_block(r.rows.view(), 0, c.prompt), opt, slopes);
+  rt::attend(cache, 0, rt::row_block(q.view(), 0, c.prompt), rt::row_block(r.rows.view(), 0, c.prompt), opt,
+             slopes);
   for (std::size_t t = c.prompt; t < T; ++t) {  // then one token at a time
     cache.append(0, rt::row_block(c.k.view(), t, 1), rt::row_block(c.v.view(), t, 1));
     const auto qt = rt::row_block(q.view(), t, 1);
     rt::rope_queries(cache, 0, qt);
     const auto out = rt::row_block(r.rows.view(), t, 1);
-    if (c.kern == kernel::attend) rt::attend(cache, 0, qt, out, opt, slopes);
-    else rt::decode_attend(cache, 0, qt, out, opt, slopes);
+    if (c.kern == kernel::attend)
+      rt::attend(cache, 0, qt, out, opt, slopes);
+    else
+      rt::decode_attend(cache, 0, qt, out, opt, slopes);
   }
   // the reference: full causal attention of the T tokens on the stored keys and values; with
   // rope, q and k rotated whole by apply_rope (positions position_offset ..; the key rotated in
@@ -312,15 +346,16 @@ decode_result run_decode(const decode_case& c, std::uint64_t max_cache_bytes) {
     m.window = c.window;
     if (c.alibi) m.alibi_slope = slopes[h];
     const std::size_t g = h / group;
-    rt::scaled_dot_product_attention<float>(rt::column_block(rt::matrix_view<const float>(qr.view()), h * c.dk, c.dk),
-                                            rt::column_block(rt::matrix_view<const float>(kr.view()), g * c.dk, c.dk),
-                                            rt::column_block(rt::matrix_view<const float>(vr.view()), g * c.dv, c.dv),
-                                            rt::column_block(r.full.view(), h * c.dv, c.dv), scale, m, nullptr, nullptr,
-                                            nullptr);
+    rt::scaled_dot_product_attention<float>(
+        rt::column_block(rt::matrix_view<const float>(qr.view()), h * c.dk, c.dk),
+        rt::column_block(rt::matrix_view<const float>(kr.view()), g * c.dk, c.dk),
+        rt::column_block(rt::matrix_view<const float>(vr.view()), g * c.dv, c.dv),
+        rt::column_block(r.full.view(), h * c.dv, c.dv), scale, m, nullptr, nullptr, nullptr);
   }
   // the same bits, or both NaN (a NaN's payload is not the relation's business)
   auto same = [](float a, float b) {
-    return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b) || (std::isnan(a) && std::isnan(b));
+    return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b) ||
+           (std::isnan(a) && std::isnan(b));
   };
   for (std::size_t e = 0; e < r.rows.size(); ++e) {
     const float a = r.rows.data()[e], b = r.full.data()[e];
@@ -348,17 +383,20 @@ inline std::string text_output(const decode_case& c, const decode_result& r) {
   std::ostringstream o;
   std::ostringstream sc;
   sc << (c.scale ? double(*c.scale) : double(rt::default_scale<float>(c.dk)));
-  o << "qkv decode " << c.file << ": " << T << " tokens, " << c.heads << (c.heads == 1 ? " query head" : " query heads")
-    << " on " << c.kv_heads << " key/value " << (c.kv_heads == 1 ? "head" : "heads") << " (d_k = " << c.dk
-    << ", d_v = " << c.dv << "), cache storage " << storage_name(c.store) << " (" << c.capacity << " positions, "
-    << r.cache_bytes << " bytes), kernel " << (c.kern == kernel::attend ? "attend" : "decode_attend") << ", scale "
-    << sc.str() << (c.scale ? "" : " = 1/sqrt(" + std::to_string(c.dk) + ")") << ", window "
-    << (c.window ? std::to_string(c.window) : std::string("none")) << ", ALiBi " << (c.alibi ? "on" : "off") << ", RoPE ";
+  o << "qkv decode " << c.file << ": " << T << " tokens, " << c.heads
+    << (c.heads == 1 ? " query head" : " query heads") << " on " << c.kv_heads << " key/value "
+    << (c.kv_heads == 1 ? "head" : "heads") << " (d_k = " << c.dk << ", d_v = " << c.dv << "), cache storage "
+    << storage_name(c.store) << " (" << c.capacity << " positions, " << r.cache_bytes << " bytes), kernel "
+    << (c.kern == kernel::attend ? "attend" : "decode_attend") << ", scale " << sc.str()
+    << (c.scale ? "" : " = 1/sqrt(" + std::to_string(c.dk) + ")") << ", window "
+    << (c.window ? std::to_string(c.window) : std::string("none")) << ", ALiBi " << (c.alibi ? "on" : "off")
+    << ", RoPE ";
   if (c.rope) {
     const auto& ro = *c.rope;
-    o << (ro.layout == rt::rope_layout::half_split ? "half_split" : "interleaved") << " (base " << ro.base << ", "
-      << (ro.rotary_dim ? ro.rotary_dim : c.dk) << " of " << c.dk << " columns, tokens at positions " << ro.position_offset
-      << ".." << ro.position_offset + T - 1 << ": each key rotated by the cache on append, each query by rope_queries)";
+    o << (ro.layout == rt::rope_layout::half_split ? "half_split" : "interleaved") << " (base " << ro.base
+      << ", " << (ro.rotary_dim ? ro.rotary_dim : c.dk) << " of " << c.dk << " columns, tokens at positions "
+      << ro.position_offset << ".." << ro.position_offset + T - 1
+      << ": each key rotated by the cache on append, each query by rope_queries)";
   } else {
     o << "off";
   }
@@ -368,37 +406,45 @@ inline std::string text_output(const decode_case& c, const decode_result& r) {
     for (std::size_t x = 0; x < m.cols(); ++x) m(0, x) = r.rows(i, x);
     return attend_detail::torch_str(m);
   };
-  o << "Prompt: tokens 0.." << c.prompt - 1 << " appended to the cache, their queries attended at once (runtime::attend, "
+  o << "Prompt: tokens 0.." << c.prompt - 1
+    << " appended to the cache, their queries attended at once (runtime::attend, "
     << "causal aligned lower_right)\n";
   for (std::size_t i = 0; i < c.prompt; ++i) o << "token " << i << ": output = " << row(i) << "\n";
   if (c.prompt < T)
     o << "\nDecoding: each token's key and value appended, its query attended against the cache ("
-      << (c.kern == kernel::attend ? "runtime::attend" : "runtime::decode_attend, the one-token fast path") << ")\n";
-  for (std::size_t i = c.prompt; i < T; ++i) o << "token " << i << " (cache length " << i + 1 << "): output = " << row(i) << "\n";
-  o << "\nCompared with full causal attention (aligned lower_right) of the same " << T << " tokens on the keys and values"
+      << (c.kern == kernel::attend ? "runtime::attend" : "runtime::decode_attend, the one-token fast path")
+      << ")\n";
+  for (std::size_t i = c.prompt; i < T; ++i)
+    o << "token " << i << " (cache length " << i + 1 << "): output = " << row(i) << "\n";
+  o << "\nCompared with full causal attention (aligned lower_right) of the same " << T
+    << " tokens on the keys and values"
     << (c.store == storage::float32 ? "" : " as stored (rounded to " + storage_name(c.store) + ")") << ": ";
   std::ostringstream d;
   d << r.max_diff;
   if (c.kern == kernel::attend) {
-    o << (r.bit_for_bit ? "bit for bit (every row; the runtime's relation for attend, docs/numerics.md \"KV cache\")"
-                        : "NOT bit for bit (max |difference| " + d.str() + "): the runtime's relation does not hold") << "\n";
+    o << (r.bit_for_bit
+              ? "bit for bit (every row; the runtime's relation for attend, docs/numerics.md \"KV cache\")"
+              : "NOT bit for bit (max |difference| " + d.str() + "): the runtime's relation does not hold")
+      << "\n";
   } else {
     std::ostringstream w;
     w << r.worst_ratio;
-    o << (r.bit_for_bit ? "bit for bit" : "max |difference| " + d.str()) << "; the prompt's rows bit for bit (attend), "
+    o << (r.bit_for_bit ? "bit for bit" : "max |difference| " + d.str())
+      << "; the prompt's rows bit for bit (attend), "
       << "the decoded rows within twice the derived float bound (decode_attend sums in another order; "
-      << "docs/numerics.md \"KV cache\"): " << (r.holds ? "holds" : "DOES NOT HOLD") << ", worst |difference| / (2 bound) = "
-      << w.str() << "\n";
+      << "docs/numerics.md \"KV cache\"): " << (r.holds ? "holds" : "DOES NOT HOLD")
+      << ", worst |difference| / (2 bound) = " << w.str() << "\n";
   }
   return o.str();
 }
 
 inline std::string json_output(const decode_case& c, const decode_result& r) {
   std::string s = "{\"storage\": \"" + storage_name(c.store) + "\", \"kernel\": \"" +
-                  (c.kern == kernel::attend ? "attend" : "decode_attend") + "\", \"prompt\": " + std::to_string(c.prompt) +
-                  ", \"cache_bytes\": " + std::to_string(r.cache_bytes) + ",\n \"bit_for_bit\": " +
-                  (r.bit_for_bit ? "true" : "false") + ", \"holds\": " + (r.holds ? "true" : "false") +
-                  ", \"max_abs_difference\": ";
+                  (c.kern == kernel::attend ? "attend" : "decode_attend") +
+                  "\", \"prompt\": " + std::to_string(c.prompt) +
+                  ", \"cache_bytes\": " + std::to_string(r.cache_bytes) +
+                  ",\n \"bit_for_bit\": " + (r.bit_for_bit ? "true" : "false") +
+                  ", \"holds\": " + (r.holds ? "true" : "false") + ", \"max_abs_difference\": ";
   qkv::io::write_number(s, r.max_diff);
   s += ",\n \"outputs\": ";
   qkv::io::write_tensor(s, r.rows);
@@ -414,13 +460,11 @@ inline std::string json_output(const decode_case& c, const decode_result& r) {
 /// read, check the limits, decode, compare; writes nothing (the fuzz target calls it). Defined
 /// in tools/cmd_decode.cpp, compiled once for the tool and the fuzz replay
 std::string make_output(const qkv::io::json_document& doc, bool as_json, const limits& lim,
-                               std::uint64_t max_cache_bytes, bool* holds = nullptr);
-
+                        std::uint64_t max_cache_bytes, bool* holds = nullptr);
 
 }  // namespace decode_detail
 
 /// `qkv decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]`
 int cmd_decode(const args& a);  // tools/cmd_decode.cpp
-
 
 }  // namespace qkv::cli

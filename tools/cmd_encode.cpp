@@ -20,11 +20,15 @@ int cmd_encode(const args& a) {
   for (std::size_t k = 0; k < a.size(); ++k) {
     const auto arg = a[k];
     if (parse_limit_option(a, k, lim)) continue;
-    if (arg == "--json") as_json = true;
+    if (arg == "--json")
+      as_json = true;
     else if (arg.size() > 1 && arg[0] == '-')  // "-": the case on standard input
-      throw input_error("unknown option '" + std::string(arg) + "' (usage: " + std::string(encode_detail::usage) + ")");
-    else if (path.empty()) path = std::string(arg);
-    else throw input_error("one case file expected, got '" + path + "' and '" + std::string(arg) + "'");
+      throw input_error("unknown option '" + std::string(arg) +
+                        "' (usage: " + std::string(encode_detail::usage) + ")");
+    else if (path.empty())
+      path = std::string(arg);
+    else
+      throw input_error("one case file expected, got '" + path + "' and '" + std::string(arg) + "'");
   }
   if (path.empty()) throw input_error("usage: " + std::string(encode_detail::usage));
   const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
@@ -35,9 +39,7 @@ int cmd_encode(const args& a) {
                                              : encode_detail::run<float>(doc, as_json, lim);
   } catch (const qkv::io::json_error& e) {
     throw input_error(e.what());
-  } catch (const qkv::runtime::shape_error& e) {
-    throw input_error(shown + ": " + e.what());
-  }
+  } catch (const qkv::runtime::shape_error& e) { throw input_error(shown + ": " + e.what()); }
 }
 
 }  // namespace qkv::cli

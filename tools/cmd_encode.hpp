@@ -45,10 +45,18 @@ namespace rt = qkv::runtime;
 
 /// one layer's state_dict names, in PyTorch's order
 inline const std::vector<std::string>& layer_keys() {
-  static const std::vector<std::string> k{"self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
-                                          "self_attn.out_proj.bias",  "linear1.weight",         "linear1.bias",
-                                          "linear2.weight",           "linear2.bias",           "norm1.weight",
-                                          "norm1.bias",               "norm2.weight",           "norm2.bias"};
+  static const std::vector<std::string> k{"self_attn.in_proj_weight",
+                                          "self_attn.in_proj_bias",
+                                          "self_attn.out_proj.weight",
+                                          "self_attn.out_proj.bias",
+                                          "linear1.weight",
+                                          "linear1.bias",
+                                          "linear2.weight",
+                                          "linear2.bias",
+                                          "norm1.weight",
+                                          "norm1.bias",
+                                          "norm2.weight",
+                                          "norm2.bias"};
   return k;
 }
 
@@ -60,19 +68,25 @@ inline std::string joined(const std::vector<std::string>& v) {
 
 /// the config object, every field checked
 inline rt::encoder_options read_config(const qkv::io::json_document& doc, std::size_t tokens,
-                                      std::optional<std::vector<unsigned char>>& key_padding) {
+                                       std::optional<std::vector<unsigned char>>& key_padding) {
   const auto& j = doc.json().at("config");
-  auto err = [&](const std::string& field, const std::string& msg) { return input_error(doc.error(field, msg).what()); };
-  if (!j.is_object()) throw err("config", "expected an object {d_model, nhead, dim_feedforward, ...}, got " + qkv::io::detail::kind_of(j));
-  static const std::set<std::string> known{"d_model", "nhead", "dim_feedforward", "activation", "norm_first",
-                                           "layer_norm_eps", "causal", "key_padding"};
+  auto err = [&](const std::string& field, const std::string& msg) {
+    return input_error(doc.error(field, msg).what());
+  };
+  if (!j.is_object())
+    throw err("config", "expected an object {d_model, nhead, dim_feedforward, ...}, got " +
+                            qkv::io::detail::kind_of(j));
+  static const std::set<std::string> known{"d_model",    "nhead",          "dim_feedforward", "activation",
+                                           "norm_first", "layer_norm_eps", "causal",          "key_padding"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
-      throw err("config." + key, "unknown field; the fields are d_model, nhead, dim_feedforward, activation, norm_first, "
-                                 "layer_norm_eps, causal, key_padding");
+      throw err("config." + key,
+                "unknown field; the fields are d_model, nhead, dim_feedforward, activation, norm_first, "
+                "layer_norm_eps, causal, key_padding");
   rt::encoder_options c;
   auto positive = [&](const char* name) {
-    if (!j.contains(name)) throw err(std::string("config.") + name, "missing (required: d_model, nhead, dim_feedforward)");
+    if (!j.contains(name))
+      throw err(std::string("config.") + name, "missing (required: d_model, nhead, dim_feedforward)");
     const auto& v = j.at(name);
     if (!v.is_number_unsigned() || v.get<std::size_t>() == 0)
       throw err(std::string("config.") + name, "expected a positive whole number, got " + v.dump());
@@ -82,12 +96,16 @@ inline rt::encoder_options read_config(const qkv::io::json_document& doc, std::s
   c.nhead = positive("nhead");
   c.dim_feedforward = positive("dim_feedforward");
   if (c.d_model % c.nhead != 0)
-    throw err("config.nhead", std::to_string(c.nhead) + " heads must divide d_model = " + std::to_string(c.d_model) + " evenly");
+    throw err("config.nhead", std::to_string(c.nhead) +
+                                  " heads must divide d_model = " + std::to_string(c.d_model) + " evenly");
   if (j.contains("activation")) {
     const auto& a = j.at("activation");
-    if (a == "relu") c.act = qkv::activation::relu;
-    else if (a == "gelu") c.act = qkv::activation::gelu;
-    else throw err("config.activation", "expected \"relu\" or \"gelu\", got " + a.dump());
+    if (a == "relu")
+      c.act = qkv::activation::relu;
+    else if (a == "gelu")
+      c.act = qkv::activation::gelu;
+    else
+      throw err("config.activation", "expected \"relu\" or \"gelu\", got " + a.dump());
   }
   auto flag = [&](const char* name, bool& out) {
     if (!j.contains(name)) return;
@@ -106,11 +124,14 @@ inline rt::encoder_options read_config(const qkv::io::json_document& doc, std::s
   if (j.contains("key_padding")) {
     const auto& k = j.at("key_padding");
     if (!k.is_array() || k.size() != tokens)
-      throw err("config.key_padding", "expected " + std::to_string(tokens) + " booleans (one per token of x, true = padding), got " +
+      throw err("config.key_padding", "expected " + std::to_string(tokens) +
+                                          " booleans (one per token of x, true = padding), got " +
                                           qkv::io::detail::kind_of(k));
     key_padding = std::vector<unsigned char>(tokens);
     for (std::size_t t = 0; t < tokens; ++t) {
-      if (!k[t].is_boolean()) throw err("config.key_padding", "element [" + std::to_string(t) + "] must be true or false, got " + k[t].dump());
+      if (!k[t].is_boolean())
+        throw err("config.key_padding",
+                  "element [" + std::to_string(t) + "] must be true or false, got " + k[t].dump());
       (*key_padding)[t] = k[t].get<bool>() ? 1 : 0;
     }
   }
@@ -119,24 +140,33 @@ inline rt::encoder_options read_config(const qkv::io::json_document& doc, std::s
 
 /// layers[l]: exactly the 12 state_dict names, each of the shape the config implies
 template <class T>
-rt::encoder_layer_parameters<T> read_layer(const qkv::io::json_document& doc, const nlohmann::json& j, std::size_t l,
-                                           const rt::encoder_options& c) {
+rt::encoder_layer_parameters<T> read_layer(const qkv::io::json_document& doc, const nlohmann::json& j,
+                                           std::size_t l, const rt::encoder_options& c) {
   const std::string at = "layers[" + std::to_string(l) + "]";
-  if (!j.is_object()) throw input_error(doc.error(at, "expected an object of state_dict tensors, got " + qkv::io::detail::kind_of(j)).what());
+  if (!j.is_object())
+    throw input_error(
+        doc.error(at, "expected an object of state_dict tensors, got " + qkv::io::detail::kind_of(j)).what());
   for (const auto& [key, value] : j.items())
     if (std::find(layer_keys().begin(), layer_keys().end(), key) == layer_keys().end())
-      throw input_error(doc.error(at + "." + key, "unknown name; a layer's names are " + joined(layer_keys())).what());
+      throw input_error(
+          doc.error(at + "." + key, "unknown name; a layer's names are " + joined(layer_keys())).what());
   for (const auto& key : layer_keys())
-    if (!j.contains(key)) throw input_error(doc.error(at + "." + key, "missing (a layer needs all of " + joined(layer_keys()) + ")").what());
+    if (!j.contains(key))
+      throw input_error(
+          doc.error(at + "." + key, "missing (a layer needs all of " + joined(layer_keys()) + ")").what());
   const std::size_t d = c.d_model, f = c.dim_feedforward;
   auto matrix = [&](const std::string& key, std::size_t rows, std::size_t cols, const std::string& what) {
     const std::string field = at + "." + key;
     auto m = qkv::io::read_matrix<T>(doc, field, j.at(key), what);
     if (m.rows() != rows || m.cols() != cols)
-      throw input_error(doc.error(field, "expected " + what + " = " + rt::shape_string(rows, cols) + ", got " + m.shape()).what());
+      throw input_error(
+          doc.error(field, "expected " + what + " = " + rt::shape_string(rows, cols) + ", got " + m.shape())
+              .what());
     return m;
   };
-  auto vector = [&](const std::string& key, std::size_t n) { return qkv::io::read_vector<T>(doc, at + "." + key, j.at(key), n); };
+  auto vector = [&](const std::string& key, std::size_t n) {
+    return qkv::io::read_vector<T>(doc, at + "." + key, j.at(key), n);
+  };
   rt::encoder_layer_parameters<T> w;
   w.in_proj_weight = matrix("self_attn.in_proj_weight", 3 * d, d, "3 d_model x d_model");
   w.in_proj_bias = vector("self_attn.in_proj_bias", 3 * d);
@@ -154,32 +184,36 @@ rt::encoder_layer_parameters<T> read_layer(const qkv::io::json_document& doc, co
 }
 
 template <class T>
-std::string trace(const std::string& file, const rt::encoder_options& c, const std::optional<std::vector<unsigned char>>& padding,
-                  const rt::dynamic_matrix<T>& x, const std::vector<rt::encoder_layer_result<T>>& traces) {
+std::string trace(const std::string& file, const rt::encoder_options& c,
+                  const std::optional<std::vector<unsigned char>>& padding, const rt::dynamic_matrix<T>& x,
+                  const std::vector<rt::encoder_layer_result<T>>& traces) {
   using attend_detail::torch_str;
   std::ostringstream s;
   s << "qkv encode " << file << ": " << traces.size() << " x nn.TransformerEncoderLayer(d_model=" << c.d_model
-    << ", nhead=" << c.nhead << ", dim_feedforward=" << c.dim_feedforward << ", activation=\"" << qkv::activation_name(c.act)
-    << "\", layer_norm_eps=" << c.layer_norm_eps << ", norm_first=" << (c.norm_first ? "True" : "False")
-    << ", batch_first=True, dropout=0)\n";
+    << ", nhead=" << c.nhead << ", dim_feedforward=" << c.dim_feedforward << ", activation=\""
+    << qkv::activation_name(c.act) << "\", layer_norm_eps=" << c.layer_norm_eps
+    << ", norm_first=" << (c.norm_first ? "True" : "False") << ", batch_first=True, dropout=0)\n";
   s << "masks: " << (c.causal ? "causal" : "no causal mask");
   if (padding) {
     s << ", key padding [";
-    for (std::size_t t = 0; t < padding->size(); ++t) s << (t ? ", " : "") << ((*padding)[t] ? "True" : "False");
+    for (std::size_t t = 0; t < padding->size(); ++t)
+      s << (t ? ", " : "") << ((*padding)[t] ? "True" : "False");
     s << "]";
   }
   s << "\n\nx (" << x.shape() << ")\n" << torch_str(x) << "\n";
   for (std::size_t l = 0; l < traces.size(); ++l) {
     const auto& t = traces[l];
-    s << "\n== layer " << l << (c.norm_first ? ": h = x + sa(norm1(x)); out = h + ff(norm2(h))\n"
-                                             : ": h = norm1(x + sa(x)); out = norm2(h + ff(h))\n");
+    s << "\n== layer " << l
+      << (c.norm_first ? ": h = x + sa(norm1(x)); out = h + ff(norm2(h))\n"
+                       : ": h = norm1(x + sa(x)); out = norm2(h + ff(h))\n");
     if (c.norm_first) s << "norm1(x)\n" << torch_str(t.attention_input) << "\n";
     for (std::size_t h = 0; h < t.attention.weights.size(); ++h)
       s << "head " << h << " weights = softmax(q_h k_hᵀ / sqrt(" << c.d_model / c.nhead << ") + mask)\n"
         << torch_str(t.attention.weights[h]) << "\n";
     s << "sa = concat(heads) W_outᵀ + b_out\n" << torch_str(t.attention.output) << "\n";
     s << (c.norm_first ? "h = x + sa\n" : "h = norm1(x + sa)\n") << torch_str(t.hidden) << "\n";
-    s << "ff = linear2(" << qkv::activation_name(c.act) << "(linear1(" << (c.norm_first ? "norm2(h)" : "h") << ")))\n"
+    s << "ff = linear2(" << qkv::activation_name(c.act) << "(linear1(" << (c.norm_first ? "norm2(h)" : "h")
+      << ")))\n"
       << torch_str(t.feed_forward_output) << "\n";
     s << (c.norm_first ? "output = h + ff\n" : "output = norm2(h + ff)\n") << torch_str(t.output) << "\n";
   }
@@ -189,28 +223,33 @@ std::string trace(const std::string& file, const rt::encoder_options& c, const s
 /// the top level of a case: one object, only known fields, the required ones present
 inline void check_case(const qkv::io::json_document& doc) {
   if (!doc.json().is_object())
-    throw input_error(doc.file() + ": expected one JSON object with the fields x, config, layers (docs/cli.md), got " +
+    throw input_error(doc.file() +
+                      ": expected one JSON object with the fields x, config, layers (docs/cli.md), got " +
                       qkv::io::detail::kind_of(doc.json()));
   static const std::set<std::string> known{"x", "config", "layers", "dtype"};
   for (const auto& [key, value] : doc.json().items())
-    if (!known.count(key)) throw input_error(doc.error(key, "unknown field; the fields are x, config, layers, dtype").what());
+    if (!known.count(key))
+      throw input_error(doc.error(key, "unknown field; the fields are x, config, layers, dtype").what());
   for (const char* f : {"x", "config", "layers"})
-    if (!doc.json().contains(f)) throw input_error(doc.error(f, "missing (required: x, config, layers)").what());
+    if (!doc.json().contains(f))
+      throw input_error(doc.error(f, "missing (required: x, config, layers)").what());
 }
 
 /// @brief the buffers each layer keeps and the --json output against the limit (limit_error
 /// naming the first too large); before any layer runs
-inline void check_sizes(std::uint64_t tokens, const rt::encoder_options& c, std::uint64_t layers, const limits& lim,
-                        bool as_json) {
+inline void check_sizes(std::uint64_t tokens, const rt::encoder_options& c, std::uint64_t layers,
+                        const limits& lim, bool as_json) {
   using qkv::io::checked_product;
   const std::uint64_t t = tokens, d = c.d_model, f = c.dim_feedforward, h = c.nhead;
   const std::string td = std::to_string(t) + " x " + std::to_string(d);
-  lim.check("each layer's scores and weights kept for the trace (each nhead x T x T = " + std::to_string(h) + " x " +
-                std::to_string(t) + " x " + std::to_string(t) + ")",
+  lim.check("each layer's scores and weights kept for the trace (each nhead x T x T = " + std::to_string(h) +
+                " x " + std::to_string(t) + " x " + std::to_string(t) + ")",
             checked_product({h, t, t}));
-  lim.check("each layer's feed-forward activations (T x dim_feedforward = " + std::to_string(t) + " x " + std::to_string(f) + ")",
+  lim.check("each layer's feed-forward activations (T x dim_feedforward = " + std::to_string(t) + " x " +
+                std::to_string(f) + ")",
             checked_product({t, f}));
-  lim.check("each layer's queries, keys, values and outputs (each T x d_model = " + td + ")", checked_product({t, d}));
+  lim.check("each layer's queries, keys, values and outputs (each T x d_model = " + td + ")",
+            checked_product({t, d}));
   if (as_json)
     lim.check("the --json output (every layer's output and the output, (layers + 1) x T x d_model = " +
                   std::to_string(layers) + " + 1 x " + td + ")",
@@ -234,15 +273,17 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, bool as_json, const l
   std::optional<std::vector<unsigned char>> padding;
   const auto c = read_config(doc, x.rows(), padding);
   if (x.cols() != c.d_model)
-    throw input_error(doc.error("x", "expected T x d_model = T x " + std::to_string(c.d_model) + ", got " + x.shape()).what());
+    throw input_error(
+        doc.error("x", "expected T x d_model = T x " + std::to_string(c.d_model) + ", got " + x.shape())
+            .what());
   const auto& lj = doc.json().at("layers");
   if (!lj.is_array() || lj.empty())
-    throw input_error(doc.error("layers", "expected a list of at least one layer, got " + qkv::io::detail::kind_of(lj)).what());
+    throw input_error(
+        doc.error("layers", "expected a list of at least one layer, got " + qkv::io::detail::kind_of(lj))
+            .what());
   try {
     check_sizes(x.rows(), c, lj.size(), lim, as_json);
-  } catch (const qkv::io::limit_error& e) {
-    throw input_error(doc.file() + ": " + e.what());
-  }
+  } catch (const qkv::io::limit_error& e) { throw input_error(doc.file() + ": " + e.what()); }
   std::vector<rt::encoder_layer_parameters<T>> layers;
   for (std::size_t l = 0; l < lj.size(); ++l) layers.push_back(read_layer<T>(doc, lj[l], l, c));
   rt::encoder_run_options run;
@@ -290,6 +331,5 @@ extern template outputs<double> make_outputs<double>(const qkv::io::json_documen
 
 /// `qkv encode CASE.json [--json] [--max-elements N]`
 int cmd_encode(const args& a);  // tools/cmd_encode.cpp
-
 
 }  // namespace qkv::cli

@@ -44,10 +44,10 @@ inline std::string explain_page(const worked_example& e) {
     qkv::io::page probe("");
     if (other.fill_page(probe)) with += (with.empty() ? "" : ", ") + std::string(other.name);
   }
-  throw input_error("example '" + std::string(e.name) + "' has no page yet; the examples with a page are: " + with);
+  throw input_error("example '" + std::string(e.name) +
+                    "' has no page yet; the examples with a page are: " + with);
 }
 
 int cmd_explain(const args& a);  // tools/cmd_explain.cpp
-
 
 }  // namespace qkv::cli

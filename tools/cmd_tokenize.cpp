@@ -34,31 +34,39 @@ int cmd_tokenize(const args& a) {
       pair = std::string(value(i));
     } else if (o == "--flavor") {
       const auto v = value(i);
-      if (v == "fast") flavor = io::tokenizer_flavor::fast;
-      else if (v == "slow") flavor = io::tokenizer_flavor::slow;
-      else throw fail("--flavor is fast or slow, not '" + std::string(v) + "'");
+      if (v == "fast")
+        flavor = io::tokenizer_flavor::fast;
+      else if (v == "slow")
+        flavor = io::tokenizer_flavor::slow;
+      else
+        throw fail("--flavor is fast or slow, not '" + std::string(v) + "'");
     } else if (o == "--max-length") {
       const std::string v(value(i));
       std::size_t n = 0, used = 0;
       try {
         n = std::stoul(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
+      } catch (const std::exception&) { used = 0; }
       if (used != v.size() || v.empty() || v[0] == '-' || n > (std::size_t{1} << 20))
         throw fail("--max-length is a whole number from 0 to 1048576, not '" + v + "'");
       opt.max_length = n;
     } else if (o == "--truncation") {
       const auto v = value(i);
-      if (v == "longest_first" || v == "true") opt.truncation = io::truncation_strategy::longest_first;
-      else if (v == "only_first") opt.truncation = io::truncation_strategy::only_first;
-      else if (v == "only_second") opt.truncation = io::truncation_strategy::only_second;
-      else throw fail("--truncation is longest_first, only_first or only_second, not '" + std::string(v) + "'");
+      if (v == "longest_first" || v == "true")
+        opt.truncation = io::truncation_strategy::longest_first;
+      else if (v == "only_first")
+        opt.truncation = io::truncation_strategy::only_first;
+      else if (v == "only_second")
+        opt.truncation = io::truncation_strategy::only_second;
+      else
+        throw fail("--truncation is longest_first, only_first or only_second, not '" + std::string(v) + "'");
     } else if (o == "--padding") {
       const auto v = value(i);
-      if (v == "max_length") opt.padding = io::padding_strategy::max_length;
-      else if (v == "longest") opt.padding = io::padding_strategy::longest;
-      else throw fail("--padding is max_length or longest, not '" + std::string(v) + "'");
+      if (v == "max_length")
+        opt.padding = io::padding_strategy::max_length;
+      else if (v == "longest")
+        opt.padding = io::padding_strategy::longest;
+      else
+        throw fail("--padding is max_length or longest, not '" + std::string(v) + "'");
     } else if (o == "--") {
       // everything after -- is the text (a text may start with '-')
       if (i + 2 != a.size() || have_text) throw fail("expected one TEXT after --");
@@ -83,9 +91,7 @@ int cmd_tokenize(const args& a) {
   auto encode = [&](std::string_view t, const std::optional<std::string>& p, const std::string& where) {
     try {
       return io::encode(tokenizer, t, p ? std::optional<std::string_view>(*p) : std::nullopt, opt);
-    } catch (const std::exception& e) {
-      throw input_error(where + ": " + e.what());
-    }
+    } catch (const std::exception& e) { throw input_error(where + ": " + e.what()); }
   };
 
   if (have_text) {

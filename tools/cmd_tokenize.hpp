@@ -64,10 +64,14 @@ void json_list(std::ostream& out, const char* name, const std::vector<T>& v, boo
   out << (first ? "{" : ", ") << '"' << name << "\": [";
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (i) out << ", ";
-    if constexpr (std::is_same_v<T, std::string>) out << json_string(v[i]);
-    else if constexpr (std::is_same_v<T, bool>) out << (v[i] ? "true" : "false");
-    else if constexpr (std::is_same_v<T, io::token_offsets>) out << '[' << v[i].first << ", " << v[i].second << ']';
-    else out << v[i];
+    if constexpr (std::is_same_v<T, std::string>)
+      out << json_string(v[i]);
+    else if constexpr (std::is_same_v<T, bool>)
+      out << (v[i] ? "true" : "false");
+    else if constexpr (std::is_same_v<T, io::token_offsets>)
+      out << '[' << v[i].first << ", " << v[i].second << ']';
+    else
+      out << v[i];
   }
   out << ']';
 }
@@ -104,6 +108,5 @@ inline constexpr std::string_view tokenize_usage =
     "  --jsonl            with --input: each line is a JSON string, or {\"text\": ..., \"pair\": ...}\n";
 
 int cmd_tokenize(const args& a);  // tools/cmd_tokenize.cpp
-
 
 }  // namespace qkv::cli

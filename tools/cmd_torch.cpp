@@ -25,7 +25,8 @@ int cmd_torch(const args& a) {
         dtype = value;
       }
     } else if (arg.starts_with("--")) {
-      throw input_error("unknown option '" + std::string(arg) + "'; usage: qkv torch --seed S [--dtype float32|float64] OP...");
+      throw input_error("unknown option '" + std::string(arg) +
+                        "'; usage: qkv torch --seed S [--dtype float32|float64] OP...");
     } else {
       texts.push_back(arg);
     }

@@ -35,7 +35,7 @@ inline constexpr std::uint64_t max_total_elements = std::uint64_t{1} << 25;
 enum class kind { rand, randn, uniform, normal, linear, embedding, xavier, mha, seed };
 
 struct op {
-  std::string_view text;           // as given, echoed in the output
+  std::string_view text;  // as given, echoed in the output
   kind k{};
   std::vector<std::uint64_t> dims;  // rand, randn, uniform, normal, xavier
   double a = 0, b = 0;              // uniform: lo, hi; normal: mean, std
@@ -76,7 +76,8 @@ struct op {
 }
 
 /// a positive size (dimension, feature count)
-[[nodiscard]] inline std::uint64_t parse_size(std::string_view s, std::string_view op, std::string_view what) {
+[[nodiscard]] inline std::uint64_t parse_size(std::string_view s, std::string_view op,
+                                              std::string_view what) {
   const char* end = s.data() + s.size();
   if (!s.empty() && s[0] == '-')
     throw input_error("op '" + std::string(op) + "': " + std::string(what) + " '" + std::string(s) +
@@ -91,7 +92,8 @@ struct op {
   return v;
 }
 
-[[nodiscard]] inline std::int64_t parse_index(std::string_view s, std::string_view op, std::string_view what) {
+[[nodiscard]] inline std::int64_t parse_index(std::string_view s, std::string_view op,
+                                              std::string_view what) {
   const char* end = s.data() + s.size();
   std::int64_t v = 0;
   const auto r = std::from_chars(s.data(), end, v);
@@ -120,7 +122,8 @@ struct op {
 }
 
 /// the element count of a shape, refusing (before anything is allocated) more than max_elements
-[[nodiscard]] inline std::uint64_t checked_elements(const std::vector<std::uint64_t>& dims, std::string_view op) {
+[[nodiscard]] inline std::uint64_t checked_elements(const std::vector<std::uint64_t>& dims,
+                                                    std::string_view op) {
   std::uint64_t n = 1;
   for (auto d : dims) {
     if (d > max_elements || n > max_elements / d)
@@ -131,7 +134,9 @@ struct op {
   return n;
 }
 
-[[nodiscard]] inline std::string_view kind_name(std::string_view text) { return text.substr(0, text.find(':')); }
+[[nodiscard]] inline std::string_view kind_name(std::string_view text) {
+  return text.substr(0, text.find(':'));
+}
 
 /// parse one op and check it completely; the elements it will make are added to total
 [[nodiscard]] inline op parse_op(std::string_view text, std::string_view dtype, std::uint64_t& total) {
@@ -164,7 +169,8 @@ struct op {
     o.a = parse_number(p[2], text, "LO");
     o.b = parse_number(p[3], text, "HI");
     if (!(o.a <= o.b))
-      throw input_error("op '" + std::string(text) + "': LO must not be above HI (uniform_ expects a [from, to) range)");
+      throw input_error("op '" + std::string(text) +
+                        "': LO must not be above HI (uniform_ expects a [from, to) range)");
     if (!(o.a >= -type_max && o.b <= type_max))
       throw input_error("op '" + std::string(text) + "': LO and HI must fit in " + std::string(dtype));
     if (!(o.b - o.a <= type_max))
@@ -377,9 +383,7 @@ void run(const std::vector<op>& ops, std::uint64_t seed, std::string& out) {
         write_tensor(out, "out_proj_bias", opb, {e}, false);
         break;
       }
-      case kind::seed:
-        g.manual_seed(o.seed);
-        break;
+      case kind::seed: g.manual_seed(o.seed); break;
     }
     out += "}}";
   }
@@ -390,6 +394,5 @@ void run(const std::vector<op>& ops, std::uint64_t seed, std::string& out) {
 
 /// qkv torch --seed S [--dtype float32|float64] OP...
 int cmd_torch(const args& a);  // tools/cmd_torch.cpp
-
 
 }  // namespace qkv::cli

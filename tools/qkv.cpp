@@ -29,11 +29,12 @@ constexpr command commands[] = {
      "usage: qkv explain EXAMPLE [--html FILE]\n\n"
      "Runs a worked example (examples/) and prints its walkthrough; writes no file unless\n"
      "--html FILE asks for the example's learner's page (docs/pages.md).\n"
-     "EXAMPLE, one of the examples this qkv was built with (examples/examples.json lists them):\n"
-     QKV_EXAMPLE_NAMES_WRAPPED,
+     "EXAMPLE, one of the examples this qkv was built with (examples/examples.json lists "
+     "them):\n" QKV_EXAMPLE_NAMES_WRAPPED,
      qkv::cli::cmd_explain},
-    {"tokenize", "tokenize [--json] [--pair TEXT] TEXT | --input FILE\n"
-                 "                            BERT uncased WordPiece as Hugging Face gives it (tokenize --help)",
+    {"tokenize",
+     "tokenize [--json] [--pair TEXT] TEXT | --input FILE\n"
+     "                            BERT uncased WordPiece as Hugging Face gives it (tokenize --help)",
      "",  // cmd_tokenize answers --help itself
      qkv::cli::cmd_tokenize},
     {"torch", "torch --seed S OP...      PyTorch's generator after manual_seed(S): rand, randn, Linear, ...",
@@ -43,8 +44,9 @@ constexpr command commands[] = {
      "    linear:IN:OUT[:nobias]  embedding:NUM:DIM[:PAD]  xavier:A,B,...  mha:E:H  seed:S\n"
      "At most 2^24 elements per op and 2^25 in all (docs/cli.md).\n",
      qkv::cli::cmd_torch},
-    {"attend", "attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n"
-               "                            attention for a case given as JSON: a trace, or every tensor",
+    {"attend",
+     "attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n"
+     "                            attention for a case given as JSON: a trace, or every tensor",
      "usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n\n"
      "Attention on the runtime path for a case given as JSON: the fields x, wq, wk, wv, and\n"
      "optionally dtype (float32, float64, bfloat16, float16), context, bq, bk, bv, weight_layout,\n"
@@ -52,15 +54,17 @@ constexpr command commands[] = {
      "causal_alignment, window, alibi, bias (docs/cli.md). Prints a step-by-step trace.\n"
      "A batch: x [B, T, d] (context [B, S, d_c]) with lengths [B] or key_padding [B, S]\n"
      "(true = padding, PyTorch's key_padding_mask); the weights serve every sequence.\n"
-     "  --json            every tensor as JSON instead (NaN and infinities as \"NaN\", \"Infinity\", \"-Infinity\")\n"
+     "  --json            every tensor as JSON instead (NaN and infinities as \"NaN\", \"Infinity\", "
+     "\"-Infinity\")\n"
      "  --svg FILE        write the heatmap of the weights to FILE\n"
      "  --html FILE       write a page with the trace, the matrices and the heatmap to FILE\n"
      "  --max-elements N  the most numbers any buffer or output may hold (default 16777216 = 2^24)\n"
      "  --max-cells N     the most cells the heatmap may draw (default 262144 = 2^18)\n"
      "Files are written whole or not at all, and only when everything else succeeded.\n",
      qkv::cli::cmd_attend},
-    {"decode", "decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]\n"
-               "                            causal decoding through the KV cache, compared with full causal attention",
+    {"decode",
+     "decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]\n"
+     "                            causal decoding through the KV cache, compared with full causal attention",
      "usage: qkv decode CASE.json [--json] [--max-elements N] [--max-cache-bytes N]\n\n"
      "Causal decoding through the runtime's KV cache for a case given as JSON: the fields q, k, v\n"
      "(one row per token), and optionally heads, kv_heads, prompt, capacity, storage (float32,\n"
@@ -72,8 +76,10 @@ constexpr command commands[] = {
      "  --max-cache-bytes N  the most bytes the cache may take (default 1073741824 = 2^30)\n"
      "Exit 1 when the documented relation does not hold (a runtime bug), 2 on bad input.\n",
      qkv::cli::cmd_decode},
-    {"encode", "encode CASE.json [--json] [--max-elements N]\n"
-               "                            transformer encoder layers (nn.TransformerEncoderLayer) on the runtime path",
+    {"encode",
+     "encode CASE.json [--json] [--max-elements N]\n"
+     "                            transformer encoder layers (nn.TransformerEncoderLayer) on the runtime "
+     "path",
      "usage: qkv encode CASE.json [--json] [--max-elements N]\n\n"
      "A stack of nn.TransformerEncoderLayer (batch_first, dropout 0) for a case given as JSON:\n"
      "the fields x, config, layers, and optionally dtype (docs/cli.md). Prints a trace.\n"

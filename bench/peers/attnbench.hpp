@@ -29,38 +29,38 @@
 namespace attnbench {
 
 struct Workload {
-    const char* id;     // "W1" ...
-    const char* name;   // "tiny" ...
-    int n;              // tokens (queries == keys)
-    int d_model;        // input width of X (projection workloads); 0 otherwise
-    int heads;
-    int d_k;            // per-head query/key width
-    int d_v;            // per-head value width
-    bool project;       // Q,K,V are computed from X
-    bool bias;          // projections (and the output projection) have biases
-    bool out_proj;      // output projection back to d_model
-    bool causal = false;  // query i attends to keys 0..i only (W4c, W5c)
+  const char* id;    // "W1" ...
+  const char* name;  // "tiny" ...
+  int n;             // tokens (queries == keys)
+  int d_model;       // input width of X (projection workloads); 0 otherwise
+  int heads;
+  int d_k;              // per-head query/key width
+  int d_v;              // per-head value width
+  bool project;         // Q,K,V are computed from X
+  bool bias;            // projections (and the output projection) have biases
+  bool out_proj;        // output projection back to d_model
+  bool causal = false;  // query i attends to keys 0..i only (W4c, W5c)
 
-    int qk_cols() const { return heads * d_k; }
-    int v_cols() const { return heads * d_v; }
-    int out_cols() const { return out_proj ? d_model : v_cols(); }
-    // 2*m*n*k for every matmul; softmax, scaling and bias adds are not counted.
-    double matmul_flops() const {
-        double f = 0;
-        if (project) f += 2.0 * n * d_model * (2.0 * qk_cols() + v_cols());
-        // causal: the n (n + 1) / 2 (query, key) pairs a query sees
-        f += 2.0 * heads * (causal ? double(n) * (n + 1) / 2 : double(n) * n) * (d_k + d_v);
-        if (out_proj) f += 2.0 * n * double(v_cols()) * d_model;
-        return f;
-    }
-    double softmax_elems() const { return double(heads) * (causal ? double(n) * (n + 1) / 2 : double(n) * n); }
+  int qk_cols() const { return heads * d_k; }
+  int v_cols() const { return heads * d_v; }
+  int out_cols() const { return out_proj ? d_model : v_cols(); }
+  // 2*m*n*k for every matmul; softmax, scaling and bias adds are not counted.
+  double matmul_flops() const {
+    double f = 0;
+    if (project) f += 2.0 * n * d_model * (2.0 * qk_cols() + v_cols());
+    // causal: the n (n + 1) / 2 (query, key) pairs a query sees
+    f += 2.0 * heads * (causal ? double(n) * (n + 1) / 2 : double(n) * n) * (d_k + d_v);
+    if (out_proj) f += 2.0 * n * double(v_cols()) * d_model;
+    return f;
+  }
+  double softmax_elems() const { return double(heads) * (causal ? double(n) * (n + 1) / 2 : double(n) * n); }
 };
 
 struct Inputs {
-    const float *X = nullptr, *Wq = nullptr, *Wk = nullptr, *Wv = nullptr;
-    const float *bq = nullptr, *bk = nullptr, *bv = nullptr;
-    const float *Wo = nullptr, *bo = nullptr;
-    const float *Q = nullptr, *K = nullptr, *V = nullptr;
+  const float *X = nullptr, *Wq = nullptr, *Wk = nullptr, *Wv = nullptr;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;
+  const float *Wo = nullptr, *bo = nullptr;
+  const float *Q = nullptr, *K = nullptr, *V = nullptr;
 };
 
 // Computes one forward pass into out [n, w.out_cols()].  Timed.
@@ -75,24 +75,24 @@ using Factory = std::function<Runner(const Workload&, const Inputs&, int threads
 using AttnFn = void (*)(const Workload&, const Inputs&, float* out, int threads);
 
 struct Impl {
-    std::string name;
-    Factory factory;
-    bool validate = true;  // false for diagnostic rows that are not attention
-    std::string note;
+  std::string name;
+  Factory factory;
+  bool validate = true;  // false for diagnostic rows that are not attention
+  std::string note;
 };
 
 inline std::vector<Impl>& registry() {
-    static std::vector<Impl> r;
-    return r;
+  static std::vector<Impl> r;
+  return r;
 }
 struct Registrar {
-    explicit Registrar(Impl i) { registry().push_back(std::move(i)); }
+  explicit Registrar(Impl i) { registry().push_back(std::move(i)); }
 };
 
 inline Factory factory_from_fn(AttnFn fn) {
-    return [fn](const Workload& w, const Inputs& in, int threads) -> Runner {
-        return [fn, w, in, threads](float* out) { fn(w, in, out, threads); };
-    };
+  return [fn](const Workload& w, const Inputs& in, int threads) -> Runner {
+    return [fn, w, in, threads](float* out) { fn(w, in, out, threads); };
+  };
 }
 
 }  // namespace attnbench
@@ -101,9 +101,9 @@ inline Factory factory_from_fn(AttnFn fn) {
 #define ATTNBENCH_CAT(a, b) ATTNBENCH_CAT2(a, b)
 // ATTNBENCH_REGISTER_FN("mylib", my_fn);                   // AttnFn
 // ATTNBENCH_REGISTER_FACTORY("mylib-packed", my_factory);  // Factory
-#define ATTNBENCH_REGISTER_FN(NAME, FN, ...)                          \
-    static ::attnbench::Registrar ATTNBENCH_CAT(attnbench_reg_, __LINE__)( \
-        ::attnbench::Impl{NAME, ::attnbench::factory_from_fn(FN), ##__VA_ARGS__})
-#define ATTNBENCH_REGISTER_FACTORY(NAME, FACTORY, ...)                \
-    static ::attnbench::Registrar ATTNBENCH_CAT(attnbench_reg_, __LINE__)( \
-        ::attnbench::Impl{NAME, ::attnbench::Factory(FACTORY), ##__VA_ARGS__})
+#define ATTNBENCH_REGISTER_FN(NAME, FN, ...)   \
+  static ::attnbench::Registrar ATTNBENCH_CAT( \
+      attnbench_reg_, __LINE__)(::attnbench::Impl{NAME, ::attnbench::factory_from_fn(FN), ##__VA_ARGS__})
+#define ATTNBENCH_REGISTER_FACTORY(NAME, FACTORY, ...) \
+  static ::attnbench::Registrar ATTNBENCH_CAT(         \
+      attnbench_reg_, __LINE__)(::attnbench::Impl{NAME, ::attnbench::Factory(FACTORY), ##__VA_ARGS__})

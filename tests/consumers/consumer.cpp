@@ -31,24 +31,20 @@ static_assert(qkv::check::equal(r.scores, matrix<double, 3, 3>{{{2, 4, 4}, {4, 1
 // u = 2^-53), the 3-term sum adds 2u, the division u: each weight within 5u relative, and a
 // weight is < 1, so 5 * 2^-53 = 5.6e-16 < 1e-15 absolute.
 static_assert(qkv::check::near(qkv::softmax_rows(r.scores),
-                               matrix<double, 3, 3>{{{0.063378938333037621, 0.46831053083348118,
-                                                      0.46831053083348118},
-                                                     {6.0336648545583371e-06, 0.98200786489581682,
-                                                      0.017986101439328644},
-                                                     {2.9538722303456454e-04, 0.88053690177496158,
-                                                      0.11916771100200384}}},
+                               matrix<double, 3, 3>{
+                                   {{0.063378938333037621, 0.46831053083348118, 0.46831053083348118},
+                                    {6.0336648545583371e-06, 0.98200786489581682, 0.017986101439328644},
+                                    {2.9538722303456454e-04, 0.88053690177496158, 0.11916771100200384}}},
                                1e-15));
 // context = weights V, V = [[1,2,3],[2,8,0],[2,6,3]]; row 0 = 0.0634 [1,2,3] + 0.4683 ([2,8,0] +
 // [2,6,3]) = [1.9366210616669624, 6.6831053083348122, 1.5950684074995565].
 // Tolerance: each weight off by <= 1e-15 times |v| <= 8, three terms: 2.4e-14; the products
 // and the 3-term sum round by 3u of a result <= 8: 2.7e-15; together < 3e-14.
 static_assert(qkv::check::near(r.context,
-                               matrix<double, 3, 3>{{{1.9366210616669624, 6.6831053083348122,
-                                                      1.5950684074995565},
-                                                     {1.9999939663351454, 7.9639915951322156,
-                                                      0.053976405312549602},
-                                                     {1.9997046127769655, 7.7598922546577853,
-                                                      0.35838929467511521}}},
+                               matrix<double, 3, 3>{
+                                   {{1.9366210616669624, 6.6831053083348122, 1.5950684074995565},
+                                    {1.9999939663351454, 7.9639915951322156, 0.053976405312549602},
+                                    {1.9997046127769655, 7.7598922546577853, 0.35838929467511521}}},
                                3e-14));
 
 }  // namespace
@@ -64,8 +60,8 @@ int main() {
       // exactly equal, not near: the package carries -ffp-contract=off, the FMA policy
       if (rr.weights(i, j) != r.weights(i, j) || rr.context(i, j) != r.context(i, j)) ++bad;
     }
-  std::printf("qkv consumer: context row 0 = [%.17g, %.17g, %.17g]\n", rr.context(0, 0),
-              rr.context(0, 1), rr.context(0, 2));
+  std::printf("qkv consumer: context row 0 = [%.17g, %.17g, %.17g]\n", rr.context(0, 0), rr.context(0, 1),
+              rr.context(0, 2));
   if (bad != 0) {
     std::printf("qkv consumer: %d of 18 run-time results differ from the compile-time ones\n", bad);
     return 1;

@@ -31,7 +31,7 @@ int main() {
   const auto keys = qkv::runtime::matrix_product(x, w_key);
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t j = 0; j < 3; ++j) bad += keys(i, j) != want(i, j);
-  // the package's -march reached this file: AVX2 + FMA or wider, not the SSE2 fallback
+      // the package's -march reached this file: AVX2 + FMA or wider, not the SSE2 fallback
 #ifndef QKV_RUNTIME_PORTABLE  // a qkv configured with simd_arch=none carries no -march, on purpose
   const std::string_view isa = qkv::runtime::instruction_set;
   if (isa == "sse2") {

@@ -67,13 +67,18 @@ TEST_CASE("project_backward is the exact central difference of the projection, i
   const auto g_columns = qkv::project_backward(qkv::transposed(x), w_out_in, dY, qkv::columns);
   const auto g_bias = qkv::project_backward(x, w_out_in, b, dY, qkv::out_in);
   for (std::size_t n = 0; n < 12; ++n) {
-    CHECK(g_in_out.d_w.v[n] == central([&](const auto& w) { return qkv::project(x, w, qkv::in_out); }, w_in_out, dY, n));
-    CHECK(g_out_in.d_w.v[n] == central([&](const auto& w) { return qkv::project(x, w, qkv::out_in); }, w_out_in, dY, n));
+    CHECK(g_in_out.d_w.v[n] ==
+          central([&](const auto& w) { return qkv::project(x, w, qkv::in_out); }, w_in_out, dY, n));
+    CHECK(g_out_in.d_w.v[n] ==
+          central([&](const auto& w) { return qkv::project(x, w, qkv::out_in); }, w_out_in, dY, n));
     CHECK(g_columns.d_w.v[n] ==
-          central([&](const auto& w) { return qkv::project(qkv::transposed(x), w, qkv::columns); }, w_out_in, dY, n));
+          central([&](const auto& w) { return qkv::project(qkv::transposed(x), w, qkv::columns); }, w_out_in,
+                  dY, n));
     CHECK(g_bias.d_w.v[n] == g_out_in.d_w.v[n]);
-    CHECK(g_in_out.d_x.v[n] == central([&](const auto& x1) { return qkv::project(x1, w_in_out, qkv::in_out); }, x, dY, n));
-    CHECK(g_out_in.d_x.v[n] == central([&](const auto& x1) { return qkv::project(x1, w_out_in, qkv::out_in); }, x, dY, n));
+    CHECK(g_in_out.d_x.v[n] ==
+          central([&](const auto& x1) { return qkv::project(x1, w_in_out, qkv::in_out); }, x, dY, n));
+    CHECK(g_out_in.d_x.v[n] ==
+          central([&](const auto& x1) { return qkv::project(x1, w_out_in, qkv::out_in); }, x, dY, n));
   }
   // the bias's gradient is the column sums of dY: [1/3 + 0 + 2, -2 + 5/7 + 1, 1 - 1 - 1/9]
   CHECK(g_bias.d_b == matrix<q, 1, 3>{{{q(7, 3), q(-2, 7), q(-1, 9)}}});
@@ -81,13 +86,15 @@ TEST_CASE("project_backward is the exact central difference of the projection, i
   CHECK(g_columns.d_x == qkv::transposed(g_out_in.d_x));
 }
 
-TEST_CASE("the rows of the softmax backward sum to 0, and a multiplied scale multiplies the gradient, exactly") {
+TEST_CASE(
+    "the rows of the softmax backward sum to 0, and a multiplied scale multiplies the gradient, exactly") {
   constexpr matrix<q, 2, 3> P{{{q(1, 2), q(1, 3), q(1, 6)}, {0, q(3, 4), q(1, 4)}}};
   constexpr matrix<q, 2, 3> dP{{{1, -2, 5}, {7, q(1, 2), -1}}};
   constexpr auto dS = qkv::softmax_backward(P, dP);
   static_assert(qkv::row_sums(dS) == matrix<q, 2, 1>{});
   // row 1: D = 1/2 - 2/3 + 5/6 = 2/3: dS = [1/2 (1 - 2/3), 1/3 (-2 - 2/3), 1/6 (5 - 2/3)] = [1/6, -8/9, 13/18]
-  static_assert(dS == matrix<q, 2, 3>{{{q(1, 6), q(-8, 9), q(13, 18)}, {0, q(3, 4) * (q(1, 2) - q(1, 8)), q(1, 4) * (-1 - q(1, 8))}}});
+  static_assert(dS == matrix<q, 2, 3>{{{q(1, 6), q(-8, 9), q(13, 18)},
+                                       {0, q(3, 4) * (q(1, 2) - q(1, 8)), q(1, 4) * (-1 - q(1, 8))}}});
   constexpr auto scaled = qkv::scale_backward(dS, qkv::scaling<q>::multiply_by(q(1, 4)), 3);
   static_assert(scaled == qkv::scaled(q(1, 4), dS));
   CHECK(qkv::row_sums(dS) == matrix<q, 2, 1>{});
@@ -119,7 +126,7 @@ TEST_CASE("a masked key gets exactly 0 and a NaN in its value never reaches a gr
     CHECK(g.d_scores(i, 2) == 0.0);
     for (std::size_t c = 0; c < 3; ++c) CHECK(!is_nan(g.d_queries(i, c)));
   }
-  for (std::size_t c = 0; c < 3; ++c) CHECK(g.d_keys(2, c) == 0.0);   // no query attends to it
+  for (std::size_t c = 0; c < 3; ++c) CHECK(g.d_keys(2, c) == 0.0);  // no query attends to it
   for (std::size_t c = 0; c < 2; ++c) CHECK(g.d_values(2, c) == 0.0);
   for (std::size_t n = 0; n < 12; ++n) CHECK(!is_nan(g.d_keys.v[n]));
   // the masked dP itself is NaN (dO v_2ᵀ, the NaN value): it is not a gradient of anything the
@@ -140,7 +147,8 @@ TEST_CASE("a fully masked row has every gradient 0") {
   // and the values get nothing from query 1: dV = sum over queries 0, 2, 3 only
   for (std::size_t j = 0; j < 4; ++j)
     for (std::size_t c = 0; c < 2; ++c)
-      CHECK(g.d_values(j, c) == r.weights(0, j) * dO4(0, c) + r.weights(2, j) * dO4(2, c) + r.weights(3, j) * dO4(3, c));
+      CHECK(g.d_values(j, c) ==
+            r.weights(0, j) * dO4(0, c) + r.weights(2, j) * dO4(2, c) + r.weights(3, j) * dO4(3, c));
 }
 
 TEST_CASE("a causal mask: key j gets gradients from queries j and later only") {
@@ -183,10 +191,13 @@ TEST_CASE("grouped-query backward: a shared key/value head gets the sum of its q
   constexpr matrix<double, 3, 8> q{{{1, 0.5, -1, 0.25, 2, 0, -0.5, 1},
                                     {0.5, 1, 0, -0.5, 0.25, 1, 0, 0.75},
                                     {-1, 2, 0.5, 0, 1, 0.125, 1.5, -1}}};
-  constexpr matrix<double, 5, 4> k{{{0.5, 1, 0, 2}, {1, -0.5, 0.25, 0}, {0, 0.75, -1, 1},
-                                    {2, 0, 0.5, -0.25}, {0.125, 1, 1, 0.5}}};
-  constexpr matrix<double, 5, 6> v{{{1, 2, 0, -1, 0.5, 1}, {-1, 0.5, 2, 0, 1, 0.25}, {3, -2, 1, 1, 0, 0.5},
-                                    {0.25, 1, -0.5, 2, 1, 0}, {1, 1, 1, -1, 0.5, 2}}};
+  constexpr matrix<double, 5, 4> k{
+      {{0.5, 1, 0, 2}, {1, -0.5, 0.25, 0}, {0, 0.75, -1, 1}, {2, 0, 0.5, -0.25}, {0.125, 1, 1, 0.5}}};
+  constexpr matrix<double, 5, 6> v{{{1, 2, 0, -1, 0.5, 1},
+                                    {-1, 0.5, 2, 0, 1, 0.25},
+                                    {3, -2, 1, 1, 0, 0.5},
+                                    {0.25, 1, -0.5, 2, 1, 0},
+                                    {1, 1, 1, -1, 0.5, 2}}};
   constexpr matrix<double, 3, 12> dO = qkv::filled<double, 3, 12>(0.5);
   constexpr auto r = qkv::grouped_query_attend_projected<4, 2>(q, k, v);
   constexpr auto g = qkv::grouped_query_attention_backward<4, 2>(r, dO);
@@ -202,7 +213,8 @@ TEST_CASE("grouped-query backward: a shared key/value head gets the sum of its q
   for (std::size_t s = 0; s < 5; ++s)
     for (std::size_t h = 0; h < 2; ++h)
       for (std::size_t c = 0; c < 3; ++c)
-        CHECK(g.d_values(s, h * 3 + c) == gm.d_values(s, 2 * h * 3 + c) + gm.d_values(s, (2 * h + 1) * 3 + c));
+        CHECK(g.d_values(s, h * 3 + c) ==
+              gm.d_values(s, 2 * h * 3 + c) + gm.d_values(s, (2 * h + 1) * 3 + c));
 }
 
 TEST_CASE("multi-head backward: each head's gradients are one head's attention_backward, side by side") {
@@ -210,9 +222,10 @@ TEST_CASE("multi-head backward: each head's gradients are one head's attention_b
   constexpr matrix<double, 4, 4> dO{{{1, -1, 0.5, 2}, {0.25, 0, 1, -1}, {2, 1, 0, 0.5}, {-0.5, 1, 1, 0}}};
   constexpr auto r = qkv::multihead_attend_projected<2>(q, q, q);
   constexpr auto g = qkv::multihead_backward<2>(r, dO);
-  const auto h1 = qkv::attention_backward(qkv::attend_projected(qkv::block<4, 2>(q, 0, 2), qkv::block<4, 2>(q, 0, 2),
-                                                                qkv::block<4, 2>(q, 0, 2), {}),
-                                          qkv::block<4, 2>(dO, 0, 2));
+  const auto h1 =
+      qkv::attention_backward(qkv::attend_projected(qkv::block<4, 2>(q, 0, 2), qkv::block<4, 2>(q, 0, 2),
+                                                    qkv::block<4, 2>(q, 0, 2), {}),
+                              qkv::block<4, 2>(dO, 0, 2));
   CHECK(qkv::block<4, 2>(g.d_queries, 0, 2) == h1.d_queries);
   CHECK(qkv::block<4, 2>(g.d_keys, 0, 2) == h1.d_keys);
   CHECK(qkv::block<4, 2>(g.d_values, 0, 2) == h1.d_values);
@@ -227,15 +240,17 @@ TEST_CASE("multi-head backward: each head's gradients are one head's attention_b
 
 TEST_CASE("nn.MultiheadAttention's every gradient in one call, within derived bounds of PyTorch's float64") {
   namespace mha = qkv_test::torch_backward::mha;
-  using qkv::bounds::product_error;
   using qkv::transposed;
+  using qkv::bounds::product_error;
   const matrix<double, 3, 4> x(mha::x), d_output(mha::d_output);
   const matrix<double, 4, 4> wo(mha::out_proj_weight);
   const matrix<double, 12, 4> w_in(mha::in_proj_weight);
   const matrix<double, 1, 12> b_in(mha::in_proj_bias);
   const matrix<double, 1, 4> bo(mha::out_proj_bias);
-  const auto wq = qkv::block<4, 4>(w_in, 0, 0), wk = qkv::block<4, 4>(w_in, 4, 0), wv = qkv::block<4, 4>(w_in, 8, 0);
-  const auto bq = qkv::block<1, 4>(b_in, 0, 0), bk = qkv::block<1, 4>(b_in, 0, 4), bv = qkv::block<1, 4>(b_in, 0, 8);
+  const auto wq = qkv::block<4, 4>(w_in, 0, 0), wk = qkv::block<4, 4>(w_in, 4, 0),
+             wv = qkv::block<4, 4>(w_in, 8, 0);
+  const auto bq = qkv::block<1, 4>(b_in, 0, 0), bk = qkv::block<1, 4>(b_in, 0, 4),
+             bv = qkv::block<1, 4>(b_in, 0, 8);
   const auto q = qkv::project(x, wq, bq, qkv::out_in), k = qkv::project(x, wk, bk, qkv::out_in),
              v = qkv::project(x, wv, bv, qkv::out_in);
   const auto r = qkv::multihead_attend_projected<2>(q, k, v);
@@ -257,24 +272,30 @@ TEST_CASE("nn.MultiheadAttention's every gradient in one call, within derived bo
   const double u = qkv::bounds::unit_roundoff<double>(), c = 1.4142135, s = 1 / c;
   const auto absm = [](const auto& m) { return qkv::bounds::abs(m); };
   const auto e_proj = [&](const matrix<double, 4, 4>& w, const matrix<double, 1, 4>& b) {
-    return qkv::scaled(qkv::bounds::gamma<double>(5), qkv::add_row_vector(qkv::matrix_product(absm(x), transposed(absm(w))), absm(b)));
+    return qkv::scaled(qkv::bounds::gamma<double>(5),
+                       qkv::add_row_vector(qkv::matrix_product(absm(x), transposed(absm(w))), absm(b)));
   };
   const auto e_q = e_proj(wq, bq), e_k = e_proj(wk, bk), e_v = e_proj(wv, bv);
   const auto e_dc = product_error<double>(d_output, wo);
   matrix<double, 3, 4> e_concat{}, e_dq{}, e_dk{}, e_dv{};
   for (std::size_t h = 0; h < 2; ++h) {
-    const auto qh = qkv::block<3, 2>(q, 0, 2 * h), kh = qkv::block<3, 2>(k, 0, 2 * h), vh = qkv::block<3, 2>(v, 0, 2 * h);
-    const auto eq = qkv::block<3, 2>(e_q, 0, 2 * h), ek = qkv::block<3, 2>(e_k, 0, 2 * h), ev = qkv::block<3, 2>(e_v, 0, 2 * h);
+    const auto qh = qkv::block<3, 2>(q, 0, 2 * h), kh = qkv::block<3, 2>(k, 0, 2 * h),
+               vh = qkv::block<3, 2>(v, 0, 2 * h);
+    const auto eq = qkv::block<3, 2>(e_q, 0, 2 * h), ek = qkv::block<3, 2>(e_k, 0, 2 * h),
+               ev = qkv::block<3, 2>(e_v, 0, 2 * h);
     const auto e_s = product_error<double>(qh, eq, transposed(kh), transposed(ek));
-    const auto e_ss = qkv::scaled(1 / c, e_s + qkv::scaled(2 * u, qkv::matrix_product(absm(qh), transposed(absm(kh)))));
+    const auto e_ss =
+        qkv::scaled(1 / c, e_s + qkv::scaled(2 * u, qkv::matrix_product(absm(qh), transposed(absm(kh)))));
     const auto& P = r.weights[h];
     const auto e_p = qkv::bounds::softmax_rows_error<double>(r.scaled_scores[h], P, e_ss);
     const auto e_o = product_error<double>(P, e_p, vh, ev);
     const auto b = qkv::bounds::attention_backward_error<double>(P, e_p, vh, ev, kh, ek, qh, eq,
                                                                  qkv::block<3, 2>(g.d_concat, 0, 2 * h),
                                                                  qkv::block<3, 2>(e_dc, 0, 2 * h), s, 2.0);
-    const auto extra = qkv::scaled(2 * u * s, qkv::matrix_product(absm(g.attention.d_scaled_scores[h]), absm(kh)));
-    const auto extra_k = qkv::scaled(2 * u * s, qkv::matrix_product(transposed(absm(g.attention.d_scaled_scores[h])), absm(qh)));
+    const auto extra =
+        qkv::scaled(2 * u * s, qkv::matrix_product(absm(g.attention.d_scaled_scores[h]), absm(kh)));
+    const auto extra_k = qkv::scaled(
+        2 * u * s, qkv::matrix_product(transposed(absm(g.attention.d_scaled_scores[h])), absm(qh)));
     for (std::size_t i = 0; i < 3; ++i)
       for (std::size_t cc = 0; cc < 2; ++cc) {
         e_concat(i, 2 * h + cc) = e_o(i, cc);
@@ -292,9 +313,10 @@ TEST_CASE("nn.MultiheadAttention's every gradient in one call, within derived bo
   };
   const auto& a = g.attention;
   const auto e_dx = qkv::bounds::sum3_error<double>(
-      qkv::matrix_product(a.d_queries, wq), product_error<double>(a.d_queries, e_dq, wq, matrix<double, 4, 4>{}),
-      qkv::matrix_product(a.d_keys, wk), product_error<double>(a.d_keys, e_dk, wk, matrix<double, 4, 4>{}),
-      qkv::matrix_product(a.d_values, wv), product_error<double>(a.d_values, e_dv, wv, matrix<double, 4, 4>{}));
+      qkv::matrix_product(a.d_queries, wq),
+      product_error<double>(a.d_queries, e_dq, wq, matrix<double, 4, 4>{}), qkv::matrix_product(a.d_keys, wk),
+      product_error<double>(a.d_keys, e_dk, wk, matrix<double, 4, 4>{}), qkv::matrix_product(a.d_values, wv),
+      product_error<double>(a.d_values, e_dv, wv, matrix<double, 4, 4>{}));
   const auto e_wo = product_error<double>(transposed(d_output), matrix<double, 4, 3>{}, r.concat, e_concat);
   const auto e_bo = qkv::scaled(qkv::bounds::gamma<double>(3), qkv::column_sums(absm(d_output)));
 
@@ -347,13 +369,16 @@ TEST_CASE("flash backward with a causal mask is the materialised backward within
   const matrix<double, 4, 3> z3{};
   const matrix<double, 4, 2> z2{};
   const double s = 1 / 1.7320508;  // 1 / sqrt(3), rounded up
-  const auto bm = qkv::bounds::attention_backward_error<double>(r.weights, e_p, v4, z2, k4, z3, q4, z3, dO4, z2, s, 2);
-  const auto bf = qkv::bounds::flash_backward_error<double>(r.weights, e_pf, v4, z2, k4, z3, q4, z3, dO4, z2, r.context, e_o, s, 2);
+  const auto bm =
+      qkv::bounds::attention_backward_error<double>(r.weights, e_p, v4, z2, k4, z3, q4, z3, dO4, z2, s, 2);
+  const auto bf = qkv::bounds::flash_backward_error<double>(r.weights, e_pf, v4, z2, k4, z3, q4, z3, dO4, z2,
+                                                            r.context, e_o, s, 2);
   for (std::size_t n = 0; n < 12; ++n) {
     CHECK(std::abs(fg.d_queries.v[n] - g.d_queries.v[n]) <= bm.d_queries.v[n] + bf.d_queries.v[n]);
     CHECK(std::abs(fg.d_keys.v[n] - g.d_keys.v[n]) <= bm.d_keys.v[n] + bf.d_keys.v[n]);
   }
-  for (std::size_t n = 0; n < 8; ++n) CHECK(std::abs(fg.d_values.v[n] - g.d_values.v[n]) <= bm.d_values.v[n] + bf.d_values.v[n]);
+  for (std::size_t n = 0; n < 8; ++n)
+    CHECK(std::abs(fg.d_values.v[n] - g.d_values.v[n]) <= bm.d_values.v[n] + bf.d_values.v[n]);
 }
 
 TEST_CASE("flash backward of a fully masked row gives that query no gradient") {

@@ -33,7 +33,8 @@ static_assert(qkv::causal_mask<3, 2>(causal_alignment::lower_right) ==
               matrix<bool, 3, 2>{{{false, false}, {true, false}, {true, true}}});
 static_assert(qkv::aligned_position(0, 3, 2, causal_alignment::lower_right) == -1);
 // a window of 1: each query sees itself only
-static_assert(qkv::sliding_window_mask<3, 3>(1) == matrix<bool, 3, 3>{{{true, false, false}, {false, true, false}, {false, false, true}}});
+static_assert(qkv::sliding_window_mask<3, 3>(1) ==
+              matrix<bool, 3, 3>{{{true, false, false}, {false, true, false}, {false, false, true}}});
 // one head: the paper's get_slopes(1) = [2^-8]
 static_assert(qkv::alibi_slopes<1>()[0] == 1.0 / 256);
 // ALiBi for one new query against 4 keys (lower right): m (j - 3)
@@ -86,7 +87,8 @@ TEST_CASE("a NaN value outside the window never reaches the output") {
   qkv::kv_cache<double, 4, 1, 1> cache;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   cache.append(matrix<double, 3, 1>{{{1}, {2}, {3}}}, matrix<double, 3, 1>{{{nan}, {2}, {4}}});
-  const auto windowed = qkv::attend_cache(matrix<double, 1, 1>{{{0}}}, cache, causal_options(), causal_alignment::lower_right, 2);
+  const auto windowed = qkv::attend_cache(matrix<double, 1, 1>{{{0}}}, cache, causal_options(),
+                                          causal_alignment::lower_right, 2);
   // keys 1 and 2 only, scores 0 and 0: weights 1/2 each, output (2 + 4) / 2
   CHECK(windowed.weights(0, 0) == 0);
   CHECK(windowed.context(0, 0) == 3);
@@ -107,7 +109,8 @@ TEST_CASE("without causal, attention against a KV cache sees every held key and 
 }
 
 TEST_CASE("RoPE from a first position equals the same rows of RoPE from position 0, bit for bit") {
-  const matrix<double, 4, 4> x{{{0.1, 0.2, 0.3, 0.4}, {0.5, 0.6, 0.7, 0.8}, {0.9, 1.0, 1.1, 1.2}, {1.3, 1.4, 1.5, 1.6}}};
+  const matrix<double, 4, 4> x{
+      {{0.1, 0.2, 0.3, 0.4}, {0.5, 0.6, 0.7, 0.8}, {0.9, 1.0, 1.1, 1.2}, {1.3, 1.4, 1.5, 1.6}}};
   for (const auto layout : {qkv::rope_layout::interleaved, qkv::rope_layout::half_split}) {
     const auto all = qkv::rope(x, layout);
     const auto tail = qkv::rope(qkv::block<2, 4>(x, 2, 0), layout, 2);

@@ -61,18 +61,23 @@ void check_case(const std::string& name) {
   for (std::size_t l = 0; l < L; ++l) {
     const auto e = qkv::bounds::encoder_layer_error<T>(r.layers[l], p.layers[l], o, ours);
     const auto e64 = qkv::bounds::encoder_layer_error<double>(r64.layers[l], p64.layers[l], o64, theirs);
-    const std::string at = name + " (" + (sizeof(T) == 4 ? "float32" : "float64") + ") layer " + std::to_string(l);
-    const auto want = [&](const char* field) { return fx.get<double, N, D>(fx.expected("float64", l, field), field); };
-    expect_rows_within(r.layers[l].attention_output, want("attention_output"), plus(e.attention_output, e64.attention_output),
-                       at + " attention_output");
+    const std::string at =
+        name + " (" + (sizeof(T) == 4 ? "float32" : "float64") + ") layer " + std::to_string(l);
+    const auto want = [&](const char* field) {
+      return fx.get<double, N, D>(fx.expected("float64", l, field), field);
+    };
+    expect_rows_within(r.layers[l].attention_output, want("attention_output"),
+                       plus(e.attention_output, e64.attention_output), at + " attention_output");
     expect_rows_within(r.layers[l].hidden, want("hidden"), plus(e.hidden, e64.hidden), at + " hidden");
     expect_rows_within(r.layers[l].feed_forward.output, want("feed_forward_output"),
                        plus(e.feed_forward_output, e64.feed_forward_output), at + " feed_forward_output");
-    const double ratio = expect_rows_within(r.layers[l].output, want("output"), plus(e.output, e64.output), at + " output");
+    const double ratio =
+        expect_rows_within(r.layers[l].output, want("output"), plus(e.output, e64.output), at + " output");
     std::printf("%-48s output within %.3g of its bound (bound %.3g)\n", at.c_str(), ratio,
                 qkv::max_abs_difference(plus(e.output, e64.output), matrix<double, N, D>{}));
     // the attention weights of every head: each weight is a softmax; a masked key gets exactly 0
-    const auto w = fx.get<double, H * N, N>(fx.expected("float64", l, "attention_weights"), "attention_weights");
+    const auto w =
+        fx.get<double, H * N, N>(fx.expected("float64", l, "attention_weights"), "attention_weights");
     for (std::size_t h = 0; h < H; ++h)
       for (std::size_t i = 0; i < N; ++i)
         for (std::size_t j = 0; j < N; ++j) {
@@ -94,7 +99,8 @@ void check_torch_float32(const std::string& name) {
   const encoder_fixture fx(name);
   qkv::encoder_parameters<float, D, H, F, L> p;
   for (std::size_t l = 0; l < L; ++l) p.layers[l] = fx.layer<float, D, H, F>(l);
-  const auto r = qkv::encoder_steps(fx.get<float, N, D>(fx.json().at("x"), "x"), p, fx.options<float>(), fx.padding<N>());
+  const auto r = qkv::encoder_steps(fx.get<float, N, D>(fx.json().at("x"), "x"), p, fx.options<float>(),
+                                    fx.padding<N>());
   const auto e32 = qkv::bounds::encoder_error<float>(r, p, fx.options<float>());
   const auto e64 = qkv::bounds::encoder_error<double>(r, p, fx.options<float>());
   expect_rows_within(fx.get<float, N, D>(fx.expected("float32", std::size_t(-1), "output"), "output"),
@@ -104,7 +110,8 @@ void check_torch_float32(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("an encoder layer equals nn.TransformerEncoderLayer within derived bounds", T, float, double) {
+TEST_CASE_TEMPLATE("an encoder layer equals nn.TransformerEncoderLayer within derived bounds", T, float,
+                   double) {
   SUBCASE("post-norm, relu, no mask") { check_case<T, 5, 8, 2, 16, 1>("post_norm_relu"); }
   SUBCASE("post-norm, gelu, causal") { check_case<T, 5, 8, 2, 16, 1>("post_norm_gelu_causal"); }
   SUBCASE("pre-norm, relu, key padding") { check_case<T, 5, 8, 2, 16, 1>("pre_norm_relu_padding"); }
@@ -113,8 +120,11 @@ TEST_CASE_TEMPLATE("an encoder layer equals nn.TransformerEncoderLayer within de
   }
 }
 
-TEST_CASE_TEMPLATE("a stack of two layers equals nn.TransformerEncoder within derived bounds", T, float, double) {
-  SUBCASE("post-norm, gelu, key padding") { check_case<T, 6, 8, 2, 16, 2>("post_norm_gelu_padding_two_layers"); }
+TEST_CASE_TEMPLATE("a stack of two layers equals nn.TransformerEncoder within derived bounds", T, float,
+                   double) {
+  SUBCASE("post-norm, gelu, key padding") {
+    check_case<T, 6, 8, 2, 16, 2>("post_norm_gelu_padding_two_layers");
+  }
   SUBCASE("pre-norm, relu, causal") { check_case<T, 6, 8, 2, 16, 2>("pre_norm_relu_causal_two_layers"); }
 }
 

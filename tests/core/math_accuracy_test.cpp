@@ -48,7 +48,9 @@ constexpr double screen_threshold = 0.49;
 const std::uint64_t points = qkv::test::sample_points(1'000'000);  // per function and type
 
 template <class T>
-constexpr const char* type_name() { return std::is_same_v<T, float> ? "float" : "double"; }
+constexpr const char* type_name() {
+  return std::is_same_v<T, float> ? "float" : "double";
+}
 
 // the spacing of T's numbers at x (x in the high-precision type B)
 template <class T, class B>
@@ -140,20 +142,19 @@ std::vector<worst_case> run_sweeps(const std::vector<sweep<T>>& sweeps) {
 
 template <class T>
 std::vector<sweep<T>> sweeps() {
-  using qkv::test::exp_argument, qkv::test::log_argument, qkv::test::sqrt_argument,
-      qkv::test::trig_argument;
+  using qkv::test::exp_argument, qkv::test::log_argument, qkv::test::sqrt_argument, qkv::test::trig_argument;
   const bool is_float = std::is_same_v<T, float>;
   std::vector<sweep<T>> s{
-      {"exp", exp_argument<T>, [](T x) { return qkv::exp(x); },
-       [](const big& x) { return big(mp::exp(x)); }, nullptr, 1},
-      {"log", log_argument<T>, [](T x) { return qkv::log(x); },
-       [](const big& x) { return big(mp::log(x)); }, nullptr, 2},
+      {"exp", exp_argument<T>, [](T x) { return qkv::exp(x); }, [](const big& x) { return big(mp::exp(x)); },
+       nullptr, 1},
+      {"log", log_argument<T>, [](T x) { return qkv::log(x); }, [](const big& x) { return big(mp::log(x)); },
+       nullptr, 2},
       {"sqrt", sqrt_argument<T>, [](T x) { return qkv::sqrt(x); },
        [](const big& x) { return big(mp::sqrt(x)); }, nullptr, 3},
-      {"sin", trig_argument<T>, [](T x) { return qkv::sin(x); },
-       [](const big& x) { return big(mp::sin(x)); }, nullptr, 4},
-      {"cos", trig_argument<T>, [](T x) { return qkv::cos(x); },
-       [](const big& x) { return big(mp::cos(x)); }, nullptr, 5},
+      {"sin", trig_argument<T>, [](T x) { return qkv::sin(x); }, [](const big& x) { return big(mp::sin(x)); },
+       nullptr, 4},
+      {"cos", trig_argument<T>, [](T x) { return qkv::cos(x); }, [](const big& x) { return big(mp::cos(x)); },
+       nullptr, 5},
   };
   if (is_float) {  // sin and cos keep 50 digits: near a zero the reduction needs them
     s[0].screened_truth = [](const screen& x) { return screen(mp::exp(x)); };
@@ -168,9 +169,8 @@ void check_accuracy() {
   const auto s = sweeps<T>();
   const auto worst = run_sweeps(s);
   for (std::size_t k = 0; k < s.size(); ++k) {
-    std::printf("%-4s %-6s %llu points: worst %.8f ulp at x = %a (%.9g)", s[k].name.c_str(),
-                type_name<T>(), static_cast<unsigned long long>(points), worst[k].ulp, worst[k].x,
-                worst[k].x);
+    std::printf("%-4s %-6s %llu points: worst %.8f ulp at x = %a (%.9g)", s[k].name.c_str(), type_name<T>(),
+                static_cast<unsigned long long>(points), worst[k].ulp, worst[k].x, worst[k].x);
     if (s[k].screened_truth)
       std::printf(", %llu measured again with 50 digits",
                   static_cast<unsigned long long>(worst[k].escalated));
@@ -255,15 +255,14 @@ void check_fma() {
   run_on_two_threads(jobs);
   const std::uint64_t wrong = half[0].wrong + half[1].wrong;
   const double worst = std::max(half[0].worst_ulp, half[1].worst_ulp);
-  std::printf("fma  %-6s %llu triples against the exact a*b + c: %llu not correctly rounded, "
-              "worst %.8f ulp\n",
-              type_name<T>(), static_cast<unsigned long long>(points),
-              static_cast<unsigned long long>(wrong), worst);
+  std::printf(
+      "fma  %-6s %llu triples against the exact a*b + c: %llu not correctly rounded, "
+      "worst %.8f ulp\n",
+      type_name<T>(), static_cast<unsigned long long>(points), static_cast<unsigned long long>(wrong), worst);
   for (const auto& h : half)
     if (h.wrong != 0)
-      std::printf("  first wrong: fma(%a, %a, %a) = %a\n", static_cast<double>(h.a),
-                  static_cast<double>(h.b), static_cast<double>(h.c),
-                  static_cast<double>(qkv::fma(h.a, h.b, h.c)));
+      std::printf("  first wrong: fma(%a, %a, %a) = %a\n", static_cast<double>(h.a), static_cast<double>(h.b),
+                  static_cast<double>(h.c), static_cast<double>(qkv::fma(h.a, h.b, h.c)));
   CHECK(wrong == 0);
   CHECK(worst <= 0.5);
 }

@@ -37,14 +37,18 @@ using qkv::test::splitmix64;
 enum class fn { log, sin, cos };
 const char* name(fn f) { return f == fn::log ? "log" : f == fn::sin ? "sin" : "cos"; }
 
-double qkv_of(fn f, double x) { return f == fn::log ? qkv::log(x) : f == fn::sin ? qkv::sin(x) : qkv::cos(x); }
+double qkv_of(fn f, double x) {
+  return f == fn::log ? qkv::log(x) : f == fn::sin ? qkv::sin(x) : qkv::cos(x);
+}
 big truth(fn f, double x) {
   const big b(x);
-  return f == fn::log ? big(boost::multiprecision::log(b))
-                      : f == fn::sin ? big(boost::multiprecision::sin(b)) : big(boost::multiprecision::cos(b));
+  return f == fn::log   ? big(boost::multiprecision::log(b))
+         : f == fn::sin ? big(boost::multiprecision::sin(b))
+                        : big(boost::multiprecision::cos(b));
 }
 bool takes_accurate_path(fn f, double x) {
-  return f == fn::log ? !qkv::detail::log_fast(x).rounded : !qkv::detail::sin_cos_fast(x, f == fn::cos).rounded;
+  return f == fn::log ? !qkv::detail::log_fast(x).rounded
+                      : !qkv::detail::sin_cos_fast(x, f == fn::cos).rounded;
 }
 
 // is y the double nearest to t? (t strictly closer to y than to either neighbour)
@@ -68,7 +72,8 @@ double argument(fn f, splitmix64& g, std::uint64_t i) {
     return qkv::test::log_argument<double>(g, i);
   }
   switch (i % 8) {
-    case 0: case 1: return 6.283185307179586 * (static_cast<double>(g.next() >> 11) * 0x1p-53);  // the draws
+    case 0:
+    case 1: return 6.283185307179586 * (static_cast<double>(g.next() >> 11) * 0x1p-53);  // the draws
     case 2: return g.uniform(-1647099.0, 1647099.0);  // the whole range below 2^20 pi/2
     default: return qkv::test::trig_argument<double>(g, i);
   }
@@ -96,7 +101,8 @@ TEST_CASE("log, sin and cos in double are correctly rounded on the literature's 
       check(fn::sin, s);
       check(fn::cos, s);
     }
-  MESSAGE(total << " hard-case evaluations, " << accurate << " through the accurate path, " << wrong << " wrong");
+  MESSAGE(total << " hard-case evaluations, " << accurate << " through the accurate path, " << wrong
+                << " wrong");
   CHECK(wrong == 0);
   // the list's hardest cases cannot be settled by the fast path's 2^-65 / 2^-70 bound
   CHECK(accurate >= 150);
@@ -114,8 +120,8 @@ TEST_CASE("log, sin and cos in double are correctly rounded on random arguments"
         if (!nearest(qkv_of(f, x), truth(f, x))) {
           if (w++ < 3) std::printf("%s(%a) = %a is not correctly rounded\n", name(f), x, qkv_of(f, x));
         }
-        if (std::isfinite(x) && std::abs(x) < 1647099.0 && (f == fn::log ? x > 0 && x != 1.0 : std::abs(x) >= 0x1p-26) &&
-            takes_accurate_path(f, x))
+        if (std::isfinite(x) && std::abs(x) < 1647099.0 &&
+            (f == fn::log ? x > 0 && x != 1.0 : std::abs(x) >= 0x1p-26) && takes_accurate_path(f, x))
           ++a;
       }
       wrong += w;
@@ -124,8 +130,9 @@ TEST_CASE("log, sin and cos in double are correctly rounded on random arguments"
     std::thread t(work, 0);
     work(1);
     t.join();
-    MESSAGE(std::string(name(f)) << ": " << n << " random arguments, " << wrong.load() << " not correctly rounded, "
-                    << accurate.load() << " through the accurate path");
+    MESSAGE(std::string(name(f)) << ": " << n << " random arguments, " << wrong.load()
+                                 << " not correctly rounded, " << accurate.load()
+                                 << " through the accurate path");
     CHECK(wrong.load() == 0);
   }
 }

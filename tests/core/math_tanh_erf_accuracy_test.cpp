@@ -42,7 +42,9 @@ const std::uint64_t points = qkv::test::sample_points(1'000'000);  // per functi
 constexpr double screen_threshold = 0.49;
 
 template <class T>
-constexpr const char* type_name() { return std::is_same_v<T, float> ? "float" : "double"; }
+constexpr const char* type_name() {
+  return std::is_same_v<T, float> ? "float" : "double";
+}
 
 // the spacing of T's numbers at x, for x in any floating type F
 template <class T, class F>
@@ -79,10 +81,10 @@ big tanh_from_exp(const big& x) {
 enum class function { tanh, erf };
 
 struct outcome {
-  double worst = 0;            // ulp, by the best truth at that point
+  double worst = 0;  // ulp, by the best truth at that point
   double worst_x = 0;
-  double screen_gap = 0;       // largest |tier 1 - tier 2| seen, in ulp of T
-  double quad_gap = 0;         // largest |tier 2 - tier 3| seen, in ulp of T
+  double screen_gap = 0;        // largest |tier 1 - tier 2| seen, in ulp of T
+  double quad_gap = 0;          // largest |tier 2 - tier 3| seen, in ulp of T
   std::uint64_t escalated = 0;  // points measured with tier 2
 };
 
@@ -91,8 +93,7 @@ outcome run(function f, std::uint64_t begin, std::uint64_t end) {
   splitmix64 g{(f == function::tanh ? 31u : 32u) * 0x100000001ull + begin};
   outcome out;
   for (std::uint64_t i = begin; i < end; ++i) {
-    const T x = f == function::tanh ? qkv::test::tanh_argument<T>(g, i)
-                                    : qkv::test::erf_argument<T>(g, i);
+    const T x = f == function::tanh ? qkv::test::tanh_argument<T>(g, i) : qkv::test::erf_argument<T>(g, i);
     const T y = f == function::tanh ? qkv::tanh(x) : qkv::erf(x);
     const long double lx = x;
     const long double screen = f == function::tanh ? tanhl(lx) : erfl(lx);
@@ -135,11 +136,11 @@ void check(function f, const char* name) {
   const outcome& w = half[0].worst >= half[1].worst ? half[0] : half[1];
   const double screen_gap = std::max(half[0].screen_gap, half[1].screen_gap);
   const double quad_gap = std::max(half[0].quad_gap, half[1].quad_gap);
-  std::printf("%-4s %-6s %llu points: worst %.8f ulp at x = %a (%.9g); %llu measured with Boost,"
-              " long double within %.2g ulp of it, Boost's two truths within %.2g ulp\n",
-              name, type_name<T>(), static_cast<unsigned long long>(points), w.worst, w.worst_x,
-              w.worst_x, static_cast<unsigned long long>(half[0].escalated + half[1].escalated),
-              screen_gap, quad_gap);
+  std::printf(
+      "%-4s %-6s %llu points: worst %.8f ulp at x = %a (%.9g); %llu measured with Boost,"
+      " long double within %.2g ulp of it, Boost's two truths within %.2g ulp\n",
+      name, type_name<T>(), static_cast<unsigned long long>(points), w.worst, w.worst_x, w.worst_x,
+      static_cast<unsigned long long>(half[0].escalated + half[1].escalated), screen_gap, quad_gap);
   CHECK(w.worst <= 1.0);
   CHECK(screen_gap < 1.0 - screen_threshold - 0.5);  // the screen cannot hide an error above 0.5
   CHECK(quad_gap < 0x1p-40);

@@ -22,7 +22,9 @@ using qkv::test::bits_of;
 using qkv::test::splitmix64;
 
 template <class T>
-constexpr const char* type_name() { return std::is_same_v<T, float> ? "float" : "double"; }
+constexpr const char* type_name() {
+  return std::is_same_v<T, float> ? "float" : "double";
+}
 
 // distance in units in the last place between two results: the number of representable
 // numbers between them (0: the same number; NaN and NaN: 0; a NaN against a number: "infinite")
@@ -55,9 +57,22 @@ struct pair {
 template <class T>
 constexpr std::array<T, 16> special_arguments() {
   using lim = std::numeric_limits<T>;
-  return {T(0), -T(0), lim::denorm_min(), -lim::denorm_min(), lim::min(), lim::max(), -lim::max(),
-          lim::infinity(), -lim::infinity(), lim::quiet_NaN(), T(1), T(-1), T(0.5), T(88.7),
-          T(-103.9), T(1e4)};
+  return {T(0),
+          -T(0),
+          lim::denorm_min(),
+          -lim::denorm_min(),
+          lim::min(),
+          lim::max(),
+          -lim::max(),
+          lim::infinity(),
+          -lim::infinity(),
+          lim::quiet_NaN(),
+          T(1),
+          T(-1),
+          T(0.5),
+          T(88.7),
+          T(-103.9),
+          T(1e4)};
 }
 
 constexpr std::size_t table_size = 256;
@@ -83,61 +98,67 @@ void check_same_bits(const char* name, const std::array<pair<T>, N>& at_compile_
     if (std::bit_cast<bits_of<T>>(at_run_time) != std::bit_cast<bits_of<T>>(y)) {
       if (++mismatches <= 5)
         std::printf("%s<%s>(%a): compile time %a, run time %a\n", name, type_name<T>(),
-                    static_cast<double>(x), static_cast<double>(y),
-                    static_cast<double>(at_run_time));
+                    static_cast<double>(x), static_cast<double>(y), static_cast<double>(at_run_time));
     }
   }
-  CHECK_MESSAGE(mismatches == 0, name, "<", type_name<T>(), ">: ", mismatches, " of ", N,
-                " differ");
+  CHECK_MESSAGE(mismatches == 0, name, "<", type_name<T>(), ">: ", mismatches, " of ", N, " differ");
 }
 
 // the functions as objects, so that one template instantiates each at both times
 struct exp_fn {
   template <class T>
-  constexpr T operator()(T x) const { return qkv::exp(x); }
+  constexpr T operator()(T x) const {
+    return qkv::exp(x);
+  }
 };
 struct log_fn {
   template <class T>
-  constexpr T operator()(T x) const { return qkv::log(x); }
+  constexpr T operator()(T x) const {
+    return qkv::log(x);
+  }
 };
 struct sqrt_fn {
   template <class T>
-  constexpr T operator()(T x) const { return qkv::sqrt(x); }
+  constexpr T operator()(T x) const {
+    return qkv::sqrt(x);
+  }
 };
 struct sin_fn {
   template <class T>
-  constexpr T operator()(T x) const { return qkv::sin(x); }
+  constexpr T operator()(T x) const {
+    return qkv::sin(x);
+  }
 };
 struct cos_fn {
   template <class T>
-  constexpr T operator()(T x) const { return qkv::cos(x); }
+  constexpr T operator()(T x) const {
+    return qkv::cos(x);
+  }
 };
 struct tanh_fn {
   template <class T>
-  constexpr T operator()(T x) const { return qkv::tanh(x); }
+  constexpr T operator()(T x) const {
+    return qkv::tanh(x);
+  }
 };
 struct erf_fn {
   template <class T>
-  constexpr T operator()(T x) const { return qkv::erf(x); }
+  constexpr T operator()(T x) const {
+    return qkv::erf(x);
+  }
 };
 
 template <class T>
 struct arguments {
-  static constexpr auto exp = [](splitmix64& g, std::uint64_t i) {
-    return qkv::test::exp_argument<T>(g, i);
-  };
-  static constexpr auto log = [](splitmix64& g, std::uint64_t i) {
-    return qkv::test::log_argument<T>(g, i);
-  };
+  static constexpr auto exp = [](splitmix64& g, std::uint64_t i) { return qkv::test::exp_argument<T>(g, i); };
+  static constexpr auto log = [](splitmix64& g, std::uint64_t i) { return qkv::test::log_argument<T>(g, i); };
   static constexpr auto sqrt = [](splitmix64& g, std::uint64_t i) {
     return qkv::test::sqrt_argument<T>(g, i);
   };
   static constexpr auto tanh = [](splitmix64& g, std::uint64_t i) {
     return qkv::test::tanh_argument<T>(g, i);
   };
-  static constexpr auto erf = [](splitmix64& g, std::uint64_t i) {
-    return qkv::test::erf_argument<T>(g, i);
-  };
+  static constexpr auto erf = [](splitmix64& g, std::uint64_t i) { return qkv::test::erf_argument<T>(g, i); };
   // one argument in four anywhere in the finite range, to cover the Payne-Hanek reduction
   static constexpr auto trig = [](splitmix64& g, std::uint64_t i) {
     return i % 4 == 0 ? qkv::test::any_finite<T>(g) : qkv::test::trig_argument<T>(g, i);
@@ -174,8 +195,10 @@ TEST_CASE("math functions give the same bits at compile time and at run time") {
 // constant expression stays well inside clang's default 1 048 576 steps
 template <int F>
 constexpr const auto& hard_arguments() {
-  if constexpr (F == 0) return qkv_test::log_hard_cases;
-  else return qkv_test::sin_cos_hard_cases;
+  if constexpr (F == 0)
+    return qkv_test::log_hard_cases;
+  else
+    return qkv_test::sin_cos_hard_cases;
 }
 
 template <int F, std::size_t Begin>
@@ -206,7 +229,8 @@ void check_hard_slices(std::index_sequence<S...>, int& mismatches) {
 
 TEST_CASE("log, sin and cos of the hard cases give the same bits at compile time and at run time") {
   int mismatches = 0;
-  constexpr std::size_t nl = std::size(qkv_test::log_hard_cases), nt = std::size(qkv_test::sin_cos_hard_cases);
+  constexpr std::size_t nl = std::size(qkv_test::log_hard_cases),
+                        nt = std::size(qkv_test::sin_cos_hard_cases);
   check_hard_slices<0>(std::make_index_sequence<(nl + 15) / 16>{}, mismatches);
   check_hard_slices<1>(std::make_index_sequence<(nt + 15) / 16>{}, mismatches);
   check_hard_slices<2>(std::make_index_sequence<(nt + 15) / 16>{}, mismatches);
@@ -242,8 +266,7 @@ TEST_CASE("fma gives the same bits at compile time and at run time") {
     for (const auto& [a, b, c, r] : compiled) {
       using T = std::remove_cvref_t<decltype(a)>;
       volatile T va = a, vb = b, vc = c;
-      if (std::bit_cast<bits_of<T>>(qkv::fma(va, vb, vc)) != std::bit_cast<bits_of<T>>(r))
-        ++mismatches;
+      if (std::bit_cast<bits_of<T>>(qkv::fma(va, vb, vc)) != std::bit_cast<bits_of<T>>(r)) ++mismatches;
     }
     CHECK(mismatches == 0);
   };
@@ -272,9 +295,9 @@ std::uint64_t worst_against_libm(const char* name, Ours ours, Theirs theirs, Arg
     const std::uint64_t d = ulp_distance(ours(x), theirs(x));
     if (d > worst) worst = d, worst_x = x;
   }
-  std::printf("%-4s %-6s against libm, %llu points: worst %llu ulp apart (at %a)\n", name,
-              type_name<T>(), static_cast<unsigned long long>(libm_points),
-              static_cast<unsigned long long>(worst), static_cast<double>(worst_x));
+  std::printf("%-4s %-6s against libm, %llu points: worst %llu ulp apart (at %a)\n", name, type_name<T>(),
+              static_cast<unsigned long long>(libm_points), static_cast<unsigned long long>(worst),
+              static_cast<double>(worst_x));
   return worst;
 }
 
@@ -293,10 +316,10 @@ void check_against_libm() {
   CHECK(worst_against_libm<T>("cos", cos_fn{}, std_cos, arguments<T>::trig, 15) <= 1);
   // glibc's tanh and erf are within 2 ulp (its libm-test-ulps; tanh reaches 2 near 0.53),
   // ours within 1 (math_tanh_erf_accuracy_test.cpp): at most 3 apart
-  CHECK(worst_against_libm<T>("tanh", tanh_fn{}, [](T x) -> T { return std::tanh(x); },
-                              arguments<T>::tanh, 18) <= 3);
-  CHECK(worst_against_libm<T>("erf", erf_fn{}, [](T x) -> T { return std::erf(x); },
-                              arguments<T>::erf, 19) <= 3);
+  CHECK(worst_against_libm<T>(
+            "tanh", tanh_fn{}, [](T x) -> T { return std::tanh(x); }, arguments<T>::tanh, 18) <= 3);
+  CHECK(worst_against_libm<T>(
+            "erf", erf_fn{}, [](T x) -> T { return std::erf(x); }, arguments<T>::erf, 19) <= 3);
   // beyond 10^4: every binade up to the largest finite number (Payne-Hanek reduction)
   CHECK(worst_against_libm<T>("sin", sin_fn{}, std_sin, anywhere, 16) <= 1);
   CHECK(worst_against_libm<T>("cos", cos_fn{}, std_cos, anywhere, 17) <= 1);
@@ -326,8 +349,7 @@ TEST_CASE("special values at run time follow C's Annex F, as libm does") {
     }
     volatile T nan = std::numeric_limits<T>::quiet_NaN();
     CHECK((std::isnan(qkv::exp(nan)) && std::isnan(qkv::log(nan)) && std::isnan(qkv::sqrt(nan)) &&
-           std::isnan(qkv::sin(nan)) && std::isnan(qkv::cos(nan)) &&
-           std::isnan(qkv::fma(nan, T(1), T(1)))));
+           std::isnan(qkv::sin(nan)) && std::isnan(qkv::cos(nan)) && std::isnan(qkv::fma(nan, T(1), T(1)))));
   };
   check_specials(0.0);
   check_specials(0.0f);
@@ -347,9 +369,9 @@ void check_fma_against_std() {
     if (std::bit_cast<bits_of<T>>(ours) != std::bit_cast<bits_of<T>>(theirs) &&
         !(ours != ours && theirs != theirs)) {
       if (++mismatches <= 5)
-        std::printf("fma<%s>(%a, %a, %a) = %a, std::fma says %a\n", type_name<T>(),
-                    static_cast<double>(a), static_cast<double>(b), static_cast<double>(c),
-                    static_cast<double>(ours), static_cast<double>(theirs));
+        std::printf("fma<%s>(%a, %a, %a) = %a, std::fma says %a\n", type_name<T>(), static_cast<double>(a),
+                    static_cast<double>(b), static_cast<double>(c), static_cast<double>(ours),
+                    static_cast<double>(theirs));
     }
   }
   // every combination of special values
@@ -362,8 +384,8 @@ void check_fma_against_std() {
             !(ours != ours && theirs != theirs))
           ++mismatches;
       }
-  std::printf("fma  %-6s against std::fma, %llu triples + %zu special: %llu differ\n",
-              type_name<T>(), static_cast<unsigned long long>(libm_points),
+  std::printf("fma  %-6s against std::fma, %llu triples + %zu special: %llu differ\n", type_name<T>(),
+              static_cast<unsigned long long>(libm_points),
               specials.size() * specials.size() * specials.size(),
               static_cast<unsigned long long>(mismatches));
   CHECK(mismatches == 0);

@@ -26,7 +26,7 @@ TEST_CASE("approx_equal is false when an element is NaN") {
 }
 
 TEST_CASE("stacks concatenate their matrices side by side in order") {
-  qkv::stack<int, 3, 1, 2> s{{qkv::matrix<int, 1, 2>{{{1, 2}}}, qkv::matrix<int, 1, 2>{{{3, 4}}},
-                              qkv::matrix<int, 1, 2>{{{5, 6}}}}};
+  qkv::stack<int, 3, 1, 2> s{
+      {qkv::matrix<int, 1, 2>{{{1, 2}}}, qkv::matrix<int, 1, 2>{{{3, 4}}}, qkv::matrix<int, 1, 2>{{{5, 6}}}}};
   CHECK(qkv::hconcat(s) == qkv::matrix<int, 1, 6>{{{1, 2, 3, 4, 5, 6}}});
 }

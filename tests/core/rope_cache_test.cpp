@@ -47,8 +47,8 @@ constexpr decoded<T> decode(const qkv_inputs<T>& in, const qkv::rope_options& o)
   decoded<T> out{};
   for (std::size_t t = 0; t < S; ++t) {
     cache.append(qkv::block<1, Dk>(in.k, t, 0), qkv::block<1, Dv>(in.v, t, 0));  // rotated at position t
-    const auto q_t = qkv::rope_queries(qkv::block<1, Dk>(in.q, t, 0), cache);     // rotated at position t
-    const auto a = qkv::attend_cache(q_t, cache, causal);                          // lower_right
+    const auto q_t = qkv::rope_queries(qkv::block<1, Dk>(in.q, t, 0), cache);    // rotated at position t
+    const auto a = qkv::attend_cache(q_t, cache, causal);                        // lower_right
     for (std::size_t j = 0; j < S; ++j) out.weights(t, j) = a.weights(0, j);
     for (std::size_t c = 0; c < Dv; ++c) out.context(t, c) = a.context(0, c);
   }
@@ -116,13 +116,15 @@ static_assert([] {
   const auto y = qkv::rope(q, rope_layout::interleaved, 3, 10000.0, 2);
   // pair 0 of a width-2 head turns by p theta_0 = p rad, exactly as the first pair of a full head
   const auto full = qkv::rope(q, rope_layout::interleaved, 3);
-  return qkv::block<S, 2>(y, 0, 0) == qkv::block<S, 2>(full, 0, 0) && qkv::block<S, 4>(y, 0, 2) == qkv::block<S, 4>(q, 0, 2);
+  return qkv::block<S, 2>(y, 0, 0) == qkv::block<S, 2>(full, 0, 0) &&
+         qkv::block<S, 4>(y, 0, 2) == qkv::block<S, 4>(q, 0, 2);
 }());
 
 TEST_CASE("core rope refuses an odd or too wide rotary_dim, naming it") {
   const matrix<double, 2, 4> x{{{1, 2, 3, 4}, {5, 6, 7, 8}}};
   CHECK_THROWS_WITH_AS((void)qkv::rope(x, rope_layout::half_split, 0, 10000.0, 3),
-                       "qkv::rope: rotary_dim must be even and at most the row's width D", std::invalid_argument);
+                       "qkv::rope: rotary_dim must be even and at most the row's width D",
+                       std::invalid_argument);
   CHECK_THROWS_AS((void)qkv::rope(x, rope_layout::half_split, 0, 10000.0, 6), std::invalid_argument);
 }
 

@@ -115,11 +115,13 @@ TEST_CASE("float64 normal draws are PyTorch's bits except where glibc's log, sin
     exceptions += torch_at.size();
     const auto t = block_hashes(b, block);
     std::size_t torch_off = 0;
-    for (std::size_t k = 0; k < t.size(); ++k) torch_off += t[k] != parse_hex(c.at("torch_blocks")[k]) ? 1 : 0;
+    for (std::size_t k = 0; k < t.size(); ++k)
+      torch_off += t[k] != parse_hex(c.at("torch_blocks")[k]) ? 1 : 0;
     CHECK_MESSAGE(torch_off == 0, torch_off << " blocks differ from PyTorch beyond the listed values");
     // 3. the strided sample of PyTorch's values, readable in the fixture
     const auto stride = c.at("sample_stride").get<std::size_t>();
-    for (std::size_t s = 0; s < c.at("sample").size(); ++s) CHECK(b[s * stride] == parse_hex(c.at("sample")[s]));
+    for (std::size_t s = 0; s < c.at("sample").size(); ++s)
+      CHECK(b[s * stride] == parse_hex(c.at("sample")[s]));
     MESSAGE(name << ": " << c.at("values").get<std::size_t>() << " values, " << torch_at.size()
                  << " where glibc is not correctly rounded");
   }

@@ -190,7 +190,8 @@ int compare(const std::vector<T>& actual, const json& expected, const std::strin
     for (std::size_t i = 0; i < e.size(); ++i)
       if (bits_of(actual[i]) != bits_of(static_cast<T>(e[i]))) {
         if (bad == 0 && !quiet)
-          MESSAGE(where << ": first difference at " << i << ": " << actual[i] << " vs " << static_cast<T>(e[i]));
+          MESSAGE(where << ": first difference at " << i << ": " << actual[i] << " vs "
+                        << static_cast<T>(e[i]));
         const long long d = ulp_distance(actual[i], static_cast<T>(e[i]));
         if (d > max_ulp_seen) max_ulp_seen = d;
         ++bad;
@@ -204,7 +205,8 @@ int compare(const std::vector<T>& actual, const json& expected, const std::strin
     const T e = static_cast<T>(sample[k].get<double>());
     if (bits_of(actual[k * stride]) != bits_of(e)) {
       if (bad == 0 && !quiet)
-        MESSAGE(where << ": sample differs at element " << k * stride << ": " << actual[k * stride] << " vs " << e);
+        MESSAGE(where << ": sample differs at element " << k * stride << ": " << actual[k * stride] << " vs "
+                      << e);
       ++bad;
     }
   }
@@ -219,7 +221,8 @@ int compare(const std::vector<T>& actual, const json& expected, const std::strin
 // does this op use the C library's log/sin/cos in PyTorch (float64 blocks, element-wise path)?
 bool uses_libm(std::string_view op, std::string_view dtype, const json& tensors_json) {
   const auto kind = split(op, ':')[0];
-  const bool normal = kind == "randn" || kind == "normal" || kind == "normal_noncontiguous" || kind == "embedding";
+  const bool normal =
+      kind == "randn" || kind == "normal" || kind == "normal_noncontiguous" || kind == "embedding";
   if (!normal) return false;
   if (dtype == "float64") return true;
   // float32 element-wise path: fewer than 16 elements, or non-contiguous
@@ -232,10 +235,10 @@ bool uses_libm(std::string_view op, std::string_view dtype, const json& tensors_
 }
 
 struct case_result {
-  int exact_ops = 0;          // ops whose tensors are bit-exact
-  int libm_ops = 0;           // ops on the C library's path (float64 normal, element-wise)
-  int libm_ops_off = 0;       // ... of which some element differs (libm rounding)
-  int other_ops_off = 0;      // any other op with a difference: a real error
+  int exact_ops = 0;      // ops whose tensors are bit-exact
+  int libm_ops = 0;       // ops on the C library's path (float64 normal, element-wise)
+  int libm_ops_off = 0;   // ... of which some element differs (libm rounding)
+  int other_ops_off = 0;  // any other op with a difference: a real error
   long long libm_elements = 0, libm_elements_off = 0;  // whole-data tensors of the libm path
 };
 
@@ -249,7 +252,8 @@ void check_op(generator& g, const json& op, case_result& r, const std::string& w
     const auto& e = op.at("tensors").at(name);
     const int b = compare(values, e, where + " " + opname + " " + name, libm);
     bad += b;
-    if (libm && e.contains("data")) r.libm_elements += static_cast<long long>(values.size()), r.libm_elements_off += b;
+    if (libm && e.contains("data"))
+      r.libm_elements += static_cast<long long>(values.size()), r.libm_elements_off += b;
   }
   r.libm_ops += libm ? 1 : 0;
   if (bad == 0)
@@ -267,7 +271,8 @@ void check_op(generator& g, const json& op, case_result& r, const std::string& w
     REQUIRE_MESSAGE(cached.has_value(), where << " " << opname << ": a cached sample expected");
     const double e = op.at("cached_normal").get<double>();
     // the cached sample is r sin(theta) in double: libm's sin and log there, qkv's here
-    CHECK_MESSAGE(std::abs(*cached - e) <= 2 * std::abs(e) * 0x1p-52, where << " " << opname << ": cached sample");
+    CHECK_MESSAGE(std::abs(*cached - e) <= 2 * std::abs(e) * 0x1p-52,
+                  where << " " << opname << ": cached sample");
   }
 }
 
@@ -331,7 +336,7 @@ TEST_CASE("float64 normal values agree with PyTorch's C library log, sin and cos
   max_ulp_seen = 0;
   const auto r = all_cases();
   MESSAGE(r.libm_elements_off << " of " << r.libm_elements << " float64 normal values differ; max "
-          << max_ulp_seen << " ulp");
+                              << max_ulp_seen << " ulp");
   CHECK(r.libm_elements >= 4000);
   CHECK(max_ulp_seen <= 3);
 }
@@ -542,7 +547,8 @@ TEST_CASE("the FMA-compiled blocks and the portable blocks give the same bits") 
     std::vector<float> x(4096), y(4096);
     a.normal_(std::span<float>(x), 0.25, 1.5);
     b.uniform_(std::span<float>(y));
-    for (std::size_t i = 0; i < y.size(); i += 16) qkv::torch::detail::normal_block(y.data() + i, 0.25f, 1.5f);
+    for (std::size_t i = 0; i < y.size(); i += 16)
+      qkv::torch::detail::normal_block(y.data() + i, 0.25f, 1.5f);
     int differ = 0;
     for (std::size_t i = 0; i < x.size(); ++i) differ += bits_of(x[i]) != bits_of(y[i]);
     CHECK(differ == 0);
@@ -554,11 +560,11 @@ TEST_CASE("the compiler and the running program draw the same bits") {
   // volatile, so nothing is folded): exact fmas and sqrts on both sides, qkv::log/sin/cos on both
   // sides of the float64 paths
   struct draws {
-    qkv::matrix<double, 5, 8> randn64;       // float64 blocks with a tail (40 = 2 x 16 + 8)
-    qkv::matrix<double, 1, 5> small64;       // element-wise, with a cached sample left
-    qkv::matrix<float, 1, 3> small32;        // starts from that cached sample
-    qkv::matrix<float, 3, 11> normal32;      // AVX2 blocks with mean and std (fused)
-    qkv::matrix<double, 4, 5> uniform64;     // fused uniform_ in double
+    qkv::matrix<double, 5, 8> randn64;    // float64 blocks with a tail (40 = 2 x 16 + 8)
+    qkv::matrix<double, 1, 5> small64;    // element-wise, with a cached sample left
+    qkv::matrix<float, 1, 3> small32;     // starts from that cached sample
+    qkv::matrix<float, 3, 11> normal32;   // AVX2 blocks with mean and std (fused)
+    qkv::matrix<double, 4, 5> uniform64;  // fused uniform_ in double
     qkv::torch::linear_parameters<double, 3, 5> linear64;
   };
   auto draw = [](generator g) {

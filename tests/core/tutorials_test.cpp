@@ -69,12 +69,14 @@ void check_tutorial_000(const std::string& precision) {
 
   // the softmax: exact scores (ds = 0), only its own rounding
   const auto s = matrix_cast<double>(r.scores);
-  const auto dw = qkv::bounds::softmax_rows_error<F>(s, matrix_cast<double>(r.weights), matrix<double, 3, 3>{});
+  const auto dw =
+      qkv::bounds::softmax_rows_error<F>(s, matrix_cast<double>(r.weights), matrix<double, 3, 3>{});
   expect_within(r.weights, ref.get<double, 3, 3>("float64", "attn_scores_softmax"), plus(dw, 1e-16),
                 precision + " softmax");
   // outputs = weights @ values: weights off by dw, values exact
   const auto v = matrix_cast<double>(r.values);
-  const auto dout = qkv::bounds::product_error<F>(matrix_cast<double>(r.weights), dw, v, matrix<double, 3, 3>{});
+  const auto dout =
+      qkv::bounds::product_error<F>(matrix_cast<double>(r.weights), dw, v, matrix<double, 3, 3>{});
   expect_within(r.context, ref.get<double, 3, 3>("float64", "outputs_exact_softmax"), plus(dout, 1e-15),
                 precision + " outputs");
 
@@ -85,12 +87,14 @@ void check_tutorial_000(const std::string& precision) {
     for (std::size_t j = 0; j < 3; ++j)
       for (std::size_t c = 0; c < 3; ++c) {
         const double exact = wv_ref[i][j][c].get<double>();
-        const double bound = std::abs(v(i, c)) * dw(j, i) + qkv::bounds::unit_roundoff<F>() * std::abs(exact) + 1e-16;
+        const double bound =
+            std::abs(v(i, c)) * dw(j, i) + qkv::bounds::unit_roundoff<F>() * std::abs(exact) + 1e-16;
         CHECK(std::abs(double(wv(i, j, c)) - exact) <= bound);
       }
 
   // the tutorial's rounded softmax, read from the reference in this precision
-  const auto rounded = ref.get<F, 3, 3>(precision == "float32" ? "float32" : "float64", "attn_scores_softmax_rounded");
+  const auto rounded =
+      ref.get<F, 3, 3>(precision == "float32" ? "float32" : "float64", "attn_scores_softmax_rounded");
   const auto outputs_rounded = qkv::sum(qkv::weighted_values(rounded, r.values));
   // the same products summed in the same order as PyTorch's sum over dim 0: the same bits
   CHECK(matrix_cast<double>(outputs_rounded) == ref.get<double, 3, 3>(precision, "outputs_rounded_softmax"));
@@ -146,11 +150,13 @@ void check_tutorial_002(const std::string& precision) {
     expect_within(k, ref.get<double, 4, 1>("float64", "k_" + n), plus(dk, 1e-14), precision + " k_" + n);
     v[i] = qkv::matrix_product(W_v, x[i]);
     dv[i] = product_error<F>(Wv, matrix_cast<double>(x[i]));
-    expect_within(v[i], ref.get<double, 4, 1>("float64", "v_" + n), plus(dv[i], 1e-14), precision + " v_" + n);
+    expect_within(v[i], ref.get<double, 4, 1>("float64", "v_" + n), plus(dv[i], 1e-14),
+                  precision + " v_" + n);
     const auto w_T = qkv::matrix_product(qkv::transposed(q_2), k);  // (1, 1)
     const auto ds = product_error<F>(qkv::transposed(matrix_cast<double>(q_2)), qkv::transposed(dq),
                                      matrix_cast<double>(k), dk);
-    expect_within(w_T, ref.get<double, 1, 1>("float64", "w_T_2" + n), plus(ds, 1e-13), precision + " w_T_2" + n);
+    expect_within(w_T, ref.get<double, 1, 1>("float64", "w_T_2" + n), plus(ds, 1e-13),
+                  precision + " w_T_2" + n);
     e[i] = double(qkv::exp(w_T(0, 0)));
     // exp(s + ds) within 1 ulp: e (ds (1 + ds) + 2u (1 + ds))
     de[i] = e[i] * (ds(0, 0) * (1 + ds(0, 0)) + 2 * qkv::bounds::unit_roundoff<F>() * (1 + ds(0, 0)));
@@ -164,7 +170,8 @@ void check_tutorial_002(const std::string& precision) {
   for (int i = 0; i < 4; ++i) {
     w[i] = F(e[i]) / exp_sum;
     dw(i, 0) = 1.01 * (e[i] / exp_sum) * (de[i] / e[i] + dsum / exp_sum + qkv::bounds::unit_roundoff<F>());
-    CHECK(std::abs(w[i] - ref.get<double, 1, 1>("float64", "w_2" + std::to_string(i + 1))(0, 0)) <= dw(i, 0) + 1e-15);
+    CHECK(std::abs(w[i] - ref.get<double, 1, 1>("float64", "w_2" + std::to_string(i + 1))(0, 0)) <=
+          dw(i, 0) + 1e-15);
   }
   y_2 = w[0] * v[0] + w[1] * v[1] + w[2] * v[2] + w[3] * v[3];
   // y_2 = [v_1 .. v_4] w: a product with errors in both
@@ -210,8 +217,9 @@ void check_tutorial_004(const std::string& precision) {
                                    qkv::transposed(matrix_cast<double>(r.keys)), qkv::transposed(dk));
   expect_within(r.scores, ref.get<double, 3, 3>("float64", "sims"), plus(ds, 1e-14), precision + " sims");
   // division by fl(sqrt 2): the division rounds (u) and fl(sqrt 2) is off by u relative
-  const auto dscaled = qkv::divided(ds, 1.41421356) +
-                       qkv::scaled(2 * qkv::bounds::unit_roundoff<F>(), qkv::bounds::abs(matrix_cast<double>(r.scaled_scores)));
+  const auto dscaled =
+      qkv::divided(ds, 1.41421356) + qkv::scaled(2 * qkv::bounds::unit_roundoff<F>(),
+                                                 qkv::bounds::abs(matrix_cast<double>(r.scaled_scores)));
   expect_within(r.scaled_scores, ref.get<double, 3, 3>("float64", "scaled_sims"), plus(dscaled, 1e-14),
                 precision + " scaled_sims");
   const auto dw = qkv::bounds::softmax_rows_error<F>(matrix_cast<double>(r.scaled_scores),
@@ -219,7 +227,8 @@ void check_tutorial_004(const std::string& precision) {
   expect_within(r.weights, ref.get<double, 3, 3>("float64", "attention_percents"), plus(dw, 1e-14),
                 precision + " attention_percents");
   const auto dout = product_error<F>(matrix_cast<double>(r.weights), dw, matrix_cast<double>(r.values), dv);
-  expect_within(r.context, ref.get<double, 3, 2>("float64", "output"), plus(dout, 1e-14), precision + " output");
+  expect_within(r.context, ref.get<double, 3, 2>("float64", "output"), plus(dout, 1e-14),
+                precision + " output");
 }
 
 TEST_CASE("tutorial 004 at run time matches PyTorch in float32 and float64") {
@@ -236,8 +245,10 @@ TEST_CASE("the examples computed at run time give the same bits as at compile ti
                                         qkv::in_out, {qkv::scaling<float>::none()});
   CHECK(r000.weights == ill::attn_scores_softmax);
   CHECK(r000.context == ill::outputs_exact_softmax);
-  CHECK(qkv::softmax_rows(at_run_time(qkv::matrix_cast<double>(ill::attn_scores))) == ill::attn_scores_softmax_f64);
-  CHECK(qkv::softmax_all(at_run_time(qkv::matrix_cast<double>(ill::attn_scores))) == ill::whole_matrix_softmax);
+  CHECK(qkv::softmax_rows(at_run_time(qkv::matrix_cast<double>(ill::attn_scores))) ==
+        ill::attn_scores_softmax_f64);
+  CHECK(qkv::softmax_all(at_run_time(qkv::matrix_cast<double>(ill::attn_scores))) ==
+        ill::whole_matrix_softmax);
 
   namespace tm = qkv::examples::the_math;
   const auto r002 = qkv::self_attention(at_run_time(tm::X), tm::W_q, tm::W_k, tm::W_v, qkv::columns,

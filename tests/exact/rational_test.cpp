@@ -123,7 +123,11 @@ void check_against_cpp_rational(int max_bits, int pairs) {
     }
     for (int op = 0; op < 4; ++op)
       if (!fits(truth[op], max))
-        CHECK_THROWS_AS((void)(op == 0 ? a + b : op == 1 ? a - b : op == 2 ? a * b : a / b), std::overflow_error);
+        CHECK_THROWS_AS((void)(op == 0   ? a + b
+                               : op == 1 ? a - b
+                               : op == 2 ? a * b
+                                         : a / b),
+                        std::overflow_error);
     // correctly rounded conversions
     check_correctly_rounded(ea, a.template to<double>());
     check_correctly_rounded(ea, a.template to<float>());
@@ -163,7 +167,8 @@ TEST_CASE("every float and double, also subnormal, converts exactly and back") {
     if (!std::isfinite(f)) continue;
     const q256 q = q256::exactly(f);
     CHECK(to_cpp_rational(q) == exact_value(f));
-    CHECK(std::bit_cast<std::uint32_t>(q.to<float>()) == (f == 0 ? std::bit_cast<std::uint32_t>(0.0f) : bits));
+    CHECK(std::bit_cast<std::uint32_t>(q.to<float>()) ==
+          (f == 0 ? std::bit_cast<std::uint32_t>(0.0f) : bits));
     // a float as a double: the same value
     CHECK(q.to<double>() == static_cast<double>(f));
   }

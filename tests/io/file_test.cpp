@@ -56,8 +56,8 @@ TEST_CASE("a file that cannot be written leaves nothing behind and names the fil
                        doctest::Contains("cannot create '"), io::file_error);
   // a directory at the path: refused by name, the directory untouched
   fs::create_directory(s.dir / "d");
-  CHECK_THROWS_WITH_AS(io::write_text_file((s.dir / "d").string(), "x"), doctest::Contains("': is a directory"),
-                       io::file_error);
+  CHECK_THROWS_WITH_AS(io::write_text_file((s.dir / "d").string(), "x"),
+                       doctest::Contains("': is a directory"), io::file_error);
   CHECK(fs::is_directory(s.dir / "d"));
   CHECK(entries(s.dir) == 1);
 }
@@ -67,12 +67,14 @@ TEST_CASE("write_text_files writes all of its files or none of them") {
   const auto svg = s.dir / "a.svg", html = s.dir / "a.html";
   fs::create_directory(s.dir / "d");
   // the second fails: the first is not left behind
-  CHECK_THROWS_AS(io::write_text_files({{svg.string(), "<svg/>"}, {(s.dir / "d").string(), "<html/>"}}), io::file_error);
+  CHECK_THROWS_AS(io::write_text_files({{svg.string(), "<svg/>"}, {(s.dir / "d").string(), "<html/>"}}),
+                  io::file_error);
   CHECK(!fs::exists(svg));
   CHECK(entries(s.dir) == 1);
   // an existing file is untouched by a failed call
   io::write_text_file(svg.string(), "old");
-  CHECK_THROWS_AS(io::write_text_files({{svg.string(), "new"}, {(s.dir / "x" / "y").string(), "z"}}), io::file_error);
+  CHECK_THROWS_AS(io::write_text_files({{svg.string(), "new"}, {(s.dir / "x" / "y").string(), "z"}}),
+                  io::file_error);
   CHECK(read_all(svg) == "old");
   io::write_text_files({{svg.string(), "<svg/>"}, {html.string(), "<html/>"}});
   CHECK(read_all(svg) == "<svg/>");
@@ -100,13 +102,16 @@ TEST_CASE("checked_product saturates instead of wrapping, and check_limit names 
   constexpr auto max = std::numeric_limits<std::uint64_t>::max();
   static_assert(io::checked_product({3, 4, 5}) == 60);
   static_assert(io::checked_product({0, max, max}) == 0);
-  static_assert(io::checked_product({std::uint64_t{1} << 32, std::uint64_t{1} << 32}) == max);  // 2^64 does not fit
+  static_assert(io::checked_product({std::uint64_t{1} << 32, std::uint64_t{1} << 32}) ==
+                max);  // 2^64 does not fit
   static_assert(io::checked_sum({max, 1}) == max);
   CHECK_NOTHROW(io::check_limit("the weights", 16, 16));
-  CHECK_THROWS_WITH_AS(io::check_limit("the weights", 17, 16),
-                       "the weights would be 17 elements, above the limit of 16 (raise it with --max-elements N)",
-                       io::limit_error);
-  CHECK_THROWS_WITH_AS(io::check_limit("the page", max, 16, "cells", "--max-cells"),
-                       "the page would be at least 2^64 - 1 cells, above the limit of 16 (raise it with --max-cells N)",
-                       io::limit_error);
+  CHECK_THROWS_WITH_AS(
+      io::check_limit("the weights", 17, 16),
+      "the weights would be 17 elements, above the limit of 16 (raise it with --max-elements N)",
+      io::limit_error);
+  CHECK_THROWS_WITH_AS(
+      io::check_limit("the page", max, 16, "cells", "--max-cells"),
+      "the page would be at least 2^64 - 1 cells, above the limit of 16 (raise it with --max-cells N)",
+      io::limit_error);
 }

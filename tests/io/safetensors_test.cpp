@@ -28,10 +28,13 @@ namespace {
 struct temp_file {
   std::string path;
   explicit temp_file(const std::string& name)
-      : path((std::filesystem::temp_directory_path() / ("qkv_test_" + std::to_string(::getpid()) + "_" + name)).string()) {}
+      : path(
+            (std::filesystem::temp_directory_path() / ("qkv_test_" + std::to_string(::getpid()) + "_" + name))
+                .string()) {}
   ~temp_file() { std::remove(path.c_str()); }
   void write(const std::string& bytes) const {
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
 };
 
@@ -55,9 +58,9 @@ std::string f32_bytes(std::initializer_list<float> v) {
 
 TEST_CASE("a file laid out by hand as the format specifies reads back") {
   // header length 8 bytes LE, then the JSON, then two F32: 1.0 = 0x3F800000, -2.5 = 0xC0200000
-  const std::string bytes = file_from(
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-      std::string("\x00\x00\x80\x3f\x00\x00\x20\xc0", 8));
+  const std::string bytes =
+      file_from(R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                std::string("\x00\x00\x80\x3f\x00\x00\x20\xc0", 8));
   const auto f = safetensors_file::from_bytes(bytes);
   REQUIRE(f.tensors().size() == 1);
   CHECK(f.info("a").shape == std::vector<std::uint64_t>{2});
@@ -114,11 +117,12 @@ TEST_CASE("tensors written in F32, F16, BF16 and F64 read back through a file") 
   const std::vector<float> w = {0.5f, -1.25f, 3.0f, 1e-3f, 0.1f, -7.75f};
   const std::vector<double> d = {0.1, -2.0, 1e300};
   temp_file file("roundtrip.safetensors");
-  write_safetensors(file.path,
-                    {make_safetensors_tensor("w32", {2, 3}, w), make_safetensors_tensor("w16", {2, 3}, w, "F16"),
-                     make_safetensors_tensor("wbf", {3, 2}, w, "BF16"), make_safetensors_tensor("d", {3}, d),
-                     make_safetensors_tensor("empty", {0, 4}, std::vector<float>{})},
-                    {{"source", "qkv test"}});
+  write_safetensors(
+      file.path,
+      {make_safetensors_tensor("w32", {2, 3}, w), make_safetensors_tensor("w16", {2, 3}, w, "F16"),
+       make_safetensors_tensor("wbf", {3, 2}, w, "BF16"), make_safetensors_tensor("d", {3}, d),
+       make_safetensors_tensor("empty", {0, 4}, std::vector<float>{})},
+      {{"source", "qkv test"}});
   const auto f = safetensors_file::open(file.path);
   CHECK(f.tensors().size() == 5);
   CHECK(f.metadata().at("source") == "qkv test");
@@ -147,7 +151,8 @@ TEST_CASE("rows of a large embedding table are read without reading the rest") {
   const std::uint64_t rows = 3000, cols = 16;
   std::vector<float> table(rows * cols);
   for (std::uint64_t r = 0; r < rows; ++r)
-    for (std::uint64_t c = 0; c < cols; ++c) table[r * cols + c] = static_cast<float>(r) + static_cast<float>(c) / 100.0f;
+    for (std::uint64_t c = 0; c < cols; ++c)
+      table[r * cols + c] = static_cast<float>(r) + static_cast<float>(c) / 100.0f;
   temp_file file("rows.safetensors");
   write_safetensors(file.path, {make_safetensors_tensor("bias", {4}, std::vector<float>{1, 2, 3, 4}),
                                 make_safetensors_tensor("word_embeddings.weight", {rows, cols}, table)});
@@ -159,10 +164,13 @@ TEST_CASE("rows of a large embedding table are read without reading the rest") {
   CHECK(f.read_rows<double>("word_embeddings.weight", 2999, 1).front() == 2999.0);
   CHECK(f.read_rows<float>("word_embeddings.weight", 3000, 0).empty());
   CHECK_THROWS_WITH_AS((void)f.read_rows<float>("word_embeddings.weight", 2999, 2),
-                       doctest::Contains("has 3000 rows; rows 2999..2999+2 are out of range"), safetensors_error);
-  CHECK_THROWS_WITH_AS((void)f.read_rows<float>("word_embeddings.weight", 1, std::numeric_limits<std::uint64_t>::max()),
-                       doctest::Contains("out of range"), safetensors_error);
-  CHECK_THROWS_WITH_AS((void)f.read<float>("missing"), doctest::Contains("no tensor named 'missing'"), safetensors_error);
+                       doctest::Contains("has 3000 rows; rows 2999..2999+2 are out of range"),
+                       safetensors_error);
+  CHECK_THROWS_WITH_AS(
+      (void)f.read_rows<float>("word_embeddings.weight", 1, std::numeric_limits<std::uint64_t>::max()),
+      doctest::Contains("out of range"), safetensors_error);
+  CHECK_THROWS_WITH_AS((void)f.read<float>("missing"), doctest::Contains("no tensor named 'missing'"),
+                       safetensors_error);
 }
 
 TEST_CASE("malformed files give a clear error naming the problem") {
@@ -171,19 +179,19 @@ TEST_CASE("malformed files give a clear error naming the problem") {
   auto error_of = [](const std::string& bytes) -> std::string {
     try {
       (void)safetensors_file::from_bytes(bytes, "m.safetensors");
-    } catch (const safetensors_error& e) {
-      return e.what();
-    }
+    } catch (const safetensors_error& e) { return e.what(); }
     return "no error";
   };
   SUBCASE("a file too short for the header length") {
-    CHECK(error_of(std::string("\x05\x00\x00", 3)) == "m.safetensors: the file has 3 bytes; a safetensors file starts with an 8-byte header length");
+    CHECK(error_of(std::string("\x05\x00\x00", 3)) ==
+          "m.safetensors: the file has 3 bytes; a safetensors file starts with an 8-byte header length");
   }
   SUBCASE("a header length past the end of the file") {
     std::string bytes = file_from(good_header, data);
     bytes[0] = static_cast<char>(0xFF);
     bytes[7] = static_cast<char>(0x7F);  // 0x7F000000000000FF
-    CHECK(error_of(bytes).find("the header length 9151314442816848127 goes past the end of the file") != std::string::npos);
+    CHECK(error_of(bytes).find("the header length 9151314442816848127 goes past the end of the file") !=
+          std::string::npos);
   }
   SUBCASE("a header that is not JSON, or not an object") {
     CHECK(error_of(file_from("{not json}", "")).find("the header is not valid JSON") != std::string::npos);
@@ -197,7 +205,8 @@ TEST_CASE("malformed files give a clear error naming the problem") {
           "m.safetensors: tensor 'a': data_offsets [8,0] end before they begin");
     CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-1,8]}})", data)) ==
           "m.safetensors: tensor 'a': data_offsets [-1,8] are not byte offsets");
-    CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})", data))
+    CHECK(error_of(
+              file_from(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})", data))
               .find("go past the end of the data") != std::string::npos);
   }
   SUBCASE("overlapping tensors") {
@@ -213,18 +222,22 @@ TEST_CASE("malformed files give a clear error naming the problem") {
     CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data)) ==
           "m.safetensors: tensor 'a': the shape [3] of F32 needs 12 bytes, but data_offsets [0,8] hold 8");
     // 2^32 * 2^32 elements overflow 64 bits
-    CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", data))
+    CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+                             data))
               .find("has too many elements") != std::string::npos);
     // 2^62 elements of 4 bytes overflow 64 bits
-    CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,8]}})", data))
+    CHECK(error_of(
+              file_from(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,8]}})", data))
               .find("needs too many bytes") != std::string::npos);
     CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data)) ==
           "m.safetensors: tensor 'a': the shape [-2] is not a list of sizes");
   }
   SUBCASE("truncated data") {
     const std::string whole = file_from(good_header, data);
-    CHECK(error_of(whole.substr(0, whole.size() - 1)).find("go past the end of the data (7 bytes)") != std::string::npos);
-    CHECK(error_of(whole.substr(0, 8 + good_header.size() - 1)).find("goes past the end of the file") != std::string::npos);
+    CHECK(error_of(whole.substr(0, whole.size() - 1)).find("go past the end of the data (7 bytes)") !=
+          std::string::npos);
+    CHECK(error_of(whole.substr(0, 8 + good_header.size() - 1)).find("goes past the end of the file") !=
+          std::string::npos);
   }
   SUBCASE("a name given twice, missing fields, bad metadata") {
     CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
@@ -236,7 +249,8 @@ TEST_CASE("malformed files give a clear error naming the problem") {
           "m.safetensors: tensor 'a' has no shape array");
     CHECK(error_of(file_from(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", data)) ==
           "m.safetensors: tensor 'a' has no data_offsets [begin, end]");
-    CHECK(error_of(file_from(R"({"__metadata__":{"k":1}})", "")) == "m.safetensors: __metadata__['k'] is not a string");
+    CHECK(error_of(file_from(R"({"__metadata__":{"k":1}})", "")) ==
+          "m.safetensors: __metadata__['k'] is not a string");
   }
   SUBCASE("a missing file") {
     CHECK_THROWS_WITH_AS((void)safetensors_file::open("/nonexistent/model.safetensors"),

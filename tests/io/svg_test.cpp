@@ -59,7 +59,8 @@ TEST_CASE("the attention heatmap of two heads matches its golden file") {
   CHECK(svg.find("&quot;&amp;&apos;") != std::string::npos);
   CHECK(svg.find("a<b") == std::string::npos);
   // the tooltip of head 1, query 1 "a<b", key 3 "中": 0.4
-  CHECK(svg.find("<title>head 1: query 1 &quot;a&lt;b&quot;, key 3 &quot;中&quot; = 0.4</title>") != std::string::npos);
+  CHECK(svg.find("<title>head 1: query 1 &quot;a&lt;b&quot;, key 3 &quot;中&quot; = 0.4</title>") !=
+        std::string::npos);
 }
 
 TEST_CASE("the colour scale runs from the lightest to the darkest Blues anchor") {
@@ -91,9 +92,10 @@ TEST_CASE("a heatmap with its own range, a NaN and different row and column labe
 }
 
 TEST_CASE("a heatmap whose shape does not match its labels is refused, naming both") {
-  CHECK_THROWS_WITH_AS((void)heatmap_svg({"a", "b"}, {"a", "b"}, {heatmap_panel{"head 3", 2, 3, std::vector<double>(6)}}),
-                       "heatmap_svg: panel 0 ('head 3') is (2, 3) with 6 values, but the labels are (2, 2)",
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      (void)heatmap_svg({"a", "b"}, {"a", "b"}, {heatmap_panel{"head 3", 2, 3, std::vector<double>(6)}}),
+      "heatmap_svg: panel 0 ('head 3') is (2, 3) with 6 values, but the labels are (2, 2)",
+      std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)attention_svg({"a", "b"}, {{{1, 0}, {0, 1}}, {{1, 0}, {1}}}),
                        "attention_svg: head 1 row 1 has 1 weights for 2 key labels", std::invalid_argument);
   CHECK_THROWS_AS((void)heatmap_svg({"a"}, {"a"}, {}), std::invalid_argument);
@@ -102,7 +104,9 @@ TEST_CASE("a heatmap whose shape does not match its labels is refused, naming bo
 TEST_CASE("XML escaping replaces what XML cannot hold") {
   CHECK(xml_escape("<a href='x'>&</a>") == "&lt;a href=&apos;x&apos;&gt;&amp;&lt;/a&gt;");
   // a control character and invalid UTF-8 become U+FFFD
-  CHECK(xml_escape(std::string("a\x01") + "b") == "a\xEF\xBF\xBD" "b");
+  CHECK(xml_escape(std::string("a\x01") + "b") ==
+        "a\xEF\xBF\xBD"
+        "b");
   CHECK(xml_escape("caf\xe9") == "caf\xEF\xBF\xBD");
   CHECK(xml_escape("tab\tok") == "tab\tok");
 }
@@ -132,7 +136,7 @@ TEST_CASE("a matrix table with the wrong number of values or labels is refused")
   html_page page("t");
   CHECK_THROWS_WITH_AS(page.matrix("q", 2, 2, {1, 2, 3}), "html_page::matrix 'q' is (2, 2) but has 3 values",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(page.matrix("q", 1, 2, {1, 2}, {"a", "b"}), "html_page::matrix 'q' is (1, 2) but has 2 row labels",
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(page.matrix("q", 1, 2, {1, 2}, {"a", "b"}),
+                       "html_page::matrix 'q' is (1, 2) but has 2 row labels", std::invalid_argument);
   CHECK_THROWS_AS(page.matrix("q", {{1, 2}, {3}}), std::invalid_argument);
 }

@@ -80,8 +80,8 @@ TEST_CASE("every code point in three texts encodes as the Rust library encodes i
       for (const std::string& text : {"a" + c + "b", " " + c + " ", "X" + c + "\u0301y"}) {
         const auto e = fast().encode(text);
         for (std::size_t i = 0; i < e.ids.size(); ++i) {
-          std::snprintf(buf, sizeof buf, "%lld %zu %zu,", static_cast<long long>(e.ids[i]), e.offsets[i].first,
-                        e.offsets[i].second);
+          std::snprintf(buf, sizeof buf, "%lld %zu %zu,", static_cast<long long>(e.ids[i]),
+                        e.offsets[i].first, e.offsets[i].second);
           h = fnv(h, buf);
         }
         h = fnv(h, ";");
@@ -158,8 +158,8 @@ TEST_CASE("texts and pairs under truncation and padding give what the library gi
       continue;
     }
     if (c.contains("error")) {
-      CHECK_THROWS_WITH_AS((void)qkv::io::encode(fast(), text, pv, opt), c["error"].get<std::string>().c_str(),
-                           qkv::io::encode_error);
+      CHECK_THROWS_WITH_AS((void)qkv::io::encode(fast(), text, pv, opt),
+                           c["error"].get<std::string>().c_str(), qkv::io::encode_error);
       ++refused;
       continue;
     }
@@ -236,8 +236,8 @@ TEST_CASE("every token's offsets select the text that produced it") {
     check_offsets(slow(), c["text"].get<std::string>());
   }
   // generated texts: letters, accents, CJK, Hangul, punctuation, spaces, emoji, controls
-  const char32_t alphabet[] = {U'a', U'B', U'z', U'É', 0x301, 0x4E2D, 0xD55C, U',', U' ', U'\t', 0x1F600,
-                               0x200B, U'[', U']', 0x130, 0x1D165, 0x1D16D, 0xF900, 0x378, U'-'};
+  const char32_t alphabet[] = {U'a',    U'B',   U'z', U'É', 0x301, 0x4E2D,  0xD55C,  U',',   U' ',  U'\t',
+                               0x1F600, 0x200B, U'[', U']', 0x130, 0x1D165, 0x1D16D, 0xF900, 0x378, U'-'};
   std::uint64_t state = 12345;
   for (int n = 0; n < 2000; ++n) {
     std::string text;
@@ -287,10 +287,11 @@ TEST_CASE("pairs: [CLS] A [SEP] B [SEP] with token types 0 then 1, and key_paddi
   o.max_length = 10;
   o.padding = qkv::io::padding_strategy::max_length;
   const auto e = qkv::io::encode(fast(), "hello world", std::string_view("hi"), o);
-  CHECK(e.tokens == std::vector<std::string>{"[CLS]", "hello", "world", "[SEP]", "hi", "[SEP]", "[PAD]", "[PAD]",
-                                             "[PAD]", "[PAD]"});
+  CHECK(e.tokens == std::vector<std::string>{"[CLS]", "hello", "world", "[SEP]", "hi", "[SEP]", "[PAD]",
+                                             "[PAD]", "[PAD]", "[PAD]"});
   CHECK(e.token_type_ids == std::vector<std::int64_t>{0, 0, 0, 0, 1, 1, 0, 0, 0, 0});
-  CHECK(e.key_padding() == std::vector<bool>{false, false, false, false, false, false, true, true, true, true});
+  CHECK(e.key_padding() ==
+        std::vector<bool>{false, false, false, false, false, false, true, true, true, true});
   CHECK(e.sequence_ids == std::vector<int>{-1, 0, 0, -1, 1, -1, -1, -1, -1, -1});
   // offsets are in each sequence's own text: "hi" is 0..2 of the pair
   CHECK(offsets_of(e.offsets) ==
@@ -304,7 +305,8 @@ TEST_CASE("requests outside the stated limits are refused with a message") {
   CHECK_THROWS_WITH_AS((void)qkv::io::encode(fast(), "a", std::string_view("b"), o),
                        "max_length 2 is shorter than the 3 special tokens of a pair", std::invalid_argument);
   o.max_length = 2;
-  CHECK(qkv::io::encode(fast(), "a b c", std::nullopt, o).tokens == std::vector<std::string>{"[CLS]", "[SEP]"});
+  CHECK(qkv::io::encode(fast(), "a b c", std::nullopt, o).tokens ==
+        std::vector<std::string>{"[CLS]", "[SEP]"});
   o.truncation = qkv::io::truncation_strategy::none;
   o.padding = qkv::io::padding_strategy::max_length;
   o.max_length = (std::size_t{1} << 20) + 1;

@@ -27,7 +27,8 @@ std::vector<std::string> pieces(const std::string& text) { return bert().tokeniz
 TEST_CASE("the tutorial's sentence gives the ids BERT gives") {
   // data/bert-base-uncased/README.md: [CLS] let ' s token ##ize something ? [SEP]
   const auto e = bert().encode("let's tokenize something?");
-  CHECK(e.tokens == std::vector<std::string>{"[CLS]", "let", "'", "s", "token", "##ize", "something", "?", "[SEP]"});
+  CHECK(e.tokens ==
+        std::vector<std::string>{"[CLS]", "let", "'", "s", "token", "##ize", "something", "?", "[SEP]"});
   CHECK(e.ids == std::vector<std::int64_t>{101, 2292, 1005, 1055, 19204, 4697, 2242, 1029, 102});
 }
 
@@ -100,13 +101,13 @@ TEST_CASE("special tokens written in the text are kept whole, case-sensitively")
 TEST_CASE("invalid UTF-8 is refused with its byte offset") {
   using qkv::io::unicode::invalid_utf8;
   CHECK_THROWS_WITH_AS((void)bert().encode("ab\xff"), doctest::Contains("byte 2"), invalid_utf8);
-  CHECK_THROWS_AS((void)bert().encode("\xc3"), invalid_utf8);          // cut short
-  CHECK_THROWS_AS((void)bert().encode("\xc0\xaf"), invalid_utf8);      // overlong '/'
-  CHECK_THROWS_AS((void)bert().encode("\xe0\x80\xaf"), invalid_utf8);  // overlong '/'
-  CHECK_THROWS_AS((void)bert().encode("\xed\xa0\x80"), invalid_utf8);  // surrogate U+D800
+  CHECK_THROWS_AS((void)bert().encode("\xc3"), invalid_utf8);              // cut short
+  CHECK_THROWS_AS((void)bert().encode("\xc0\xaf"), invalid_utf8);          // overlong '/'
+  CHECK_THROWS_AS((void)bert().encode("\xe0\x80\xaf"), invalid_utf8);      // overlong '/'
+  CHECK_THROWS_AS((void)bert().encode("\xed\xa0\x80"), invalid_utf8);      // surrogate U+D800
   CHECK_THROWS_AS((void)bert().encode("\xf4\x90\x80\x80"), invalid_utf8);  // U+110000
-  CHECK_THROWS_AS((void)bert().encode("\x80"), invalid_utf8);          // stray continuation
-  CHECK_THROWS_AS((void)bert().encode("\xe2\x82x"), invalid_utf8);     // broken sequence
+  CHECK_THROWS_AS((void)bert().encode("\x80"), invalid_utf8);              // stray continuation
+  CHECK_THROWS_AS((void)bert().encode("\xe2\x82x"), invalid_utf8);         // broken sequence
 }
 
 TEST_CASE("NFD decomposes fully and puts combining marks in canonical order") {
@@ -133,11 +134,11 @@ TEST_CASE("the Unicode classes follow BERT's definitions") {
   CHECK(classify(0x3000) == char_class::whitespace);  // ideographic space, Zs
   CHECK(classify(0x2028) == char_class::whitespace);  // line separator: str.split() splits there
   CHECK(classify(0x0001) == char_class::control);
-  CHECK(classify(0x200B) == char_class::control);     // zero width space is Cf
-  CHECK(classify(0xE000) == char_class::control);     // private use, Co
-  CHECK(classify(0x0378) == char_class::control);     // unassigned, Cn
-  CHECK(classify(U'$') == char_class::punctuation);   // Sc, but BERT's ASCII rule
-  CHECK(classify(0x00BF) == char_class::punctuation); // ¿ Po
+  CHECK(classify(0x200B) == char_class::control);      // zero width space is Cf
+  CHECK(classify(0xE000) == char_class::control);      // private use, Co
+  CHECK(classify(0x0378) == char_class::control);      // unassigned, Cn
+  CHECK(classify(U'$') == char_class::punctuation);    // Sc, but BERT's ASCII rule
+  CHECK(classify(0x00BF) == char_class::punctuation);  // ¿ Po
   CHECK(classify(0x0301) == char_class::mark);
   CHECK(classify(0x10FFFF) == char_class::control);
 }
@@ -223,8 +224,8 @@ TEST_CASE("a small vocabulary reads one token per line, \\n or \\r\\n") {
 }
 
 TEST_CASE("an unusable vocabulary is refused with a message naming the line") {
-  CHECK_THROWS_WITH_AS((void)wordpiece_vocab::from_string("", "v.txt"),
-                       "v.txt is empty: it has no tokens", vocab_error);
+  CHECK_THROWS_WITH_AS((void)wordpiece_vocab::from_string("", "v.txt"), "v.txt is empty: it has no tokens",
+                       vocab_error);
   CHECK_THROWS_WITH_AS((void)wordpiece_vocab::from_string("[UNK]\n[CLS]\n[SEP]\na\nb\na\n", "v.txt"),
                        "v.txt line 6: duplicate token \"a\" (first on line 4)", vocab_error);
   CHECK_THROWS_WITH_AS((void)wordpiece_vocab::from_string("[CLS]\n[SEP]\na\n", "v.txt"),
@@ -236,8 +237,7 @@ TEST_CASE("an unusable vocabulary is refused with a message naming the line") {
   CHECK_THROWS_WITH_AS((void)wordpiece_vocab::from_string("[UNK]\n\n[CLS]\n[SEP]\n", "v.txt"),
                        "v.txt line 2 is empty (one token per line, no blank lines)", vocab_error);
   CHECK_THROWS_WITH_AS((void)wordpiece_vocab::from_string("[UNK]\n[CLS]\n[SEP]\nd\xe9j\xe0\n", "v.txt"),
-                       doctest::Contains("v.txt line 4 is not valid UTF-8"),
-                       qkv::io::unicode::invalid_utf8);
+                       doctest::Contains("v.txt line 4 is not valid UTF-8"), qkv::io::unicode::invalid_utf8);
   CHECK_THROWS_WITH_AS((void)wordpiece_vocab::from_file("/nonexistent/vocab.txt"),
                        "cannot open the vocabulary file '/nonexistent/vocab.txt'", vocab_error);
 }

@@ -130,8 +130,10 @@ TEST_CASE("the 50-digit backward of tutorial 004's module is the central differe
   const module004 m;
   const inputs<matrix<real, 3, 2>, matrix<real, 2, 2>, matrix<real, 2, 2>, matrix<real, 2, 2>> in{
       real_of(m.x), real_of(m.wq), real_of(m.wk), real_of(m.wv)};
-  check_all(in, qkv::out_in, qkv::filled<real, 3, 2>(real(1)), ref::scaling::divide_by_sqrt_dk(), "004, output.sum()");
-  check_all(in, qkv::out_in, real_of(torch::t004::d_context_drawn), ref::scaling::divide_by_sqrt_dk(), "004, dO drawn");
+  check_all(in, qkv::out_in, qkv::filled<real, 3, 2>(real(1)), ref::scaling::divide_by_sqrt_dk(),
+            "004, output.sum()");
+  check_all(in, qkv::out_in, real_of(torch::t004::d_context_drawn), ref::scaling::divide_by_sqrt_dk(),
+            "004, dO drawn");
 }
 
 TEST_CASE("the 50-digit backward of tutorial 001's sentence is the central difference of its forward") {
@@ -144,7 +146,8 @@ TEST_CASE("the 50-digit backward of tutorial 001's sentence is the central diffe
   const auto wv = gen2.rand<float, 28, 16>();
   const inputs<matrix<real, 16, 6>, matrix<real, 24, 16>, matrix<real, 24, 16>, matrix<real, 28, 16>> in{
       real_of(qkv::transposed(sentence)), real_of(wq), real_of(wk), real_of(wv)};
-  check_all(in, qkv::columns, real_of(torch::t001::d_context_drawn), ref::scaling::divide_by_sqrt_dk(), "001, dO drawn");
+  check_all(in, qkv::columns, real_of(torch::t001::d_context_drawn), ref::scaling::divide_by_sqrt_dk(),
+            "001, dO drawn");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -153,10 +156,11 @@ TEST_CASE("the 50-digit backward of tutorial 001's sentence is the central diffe
 // output.sum(): the case whose float32 dQ is hundreds of ulps off)
 
 TEST_CASE("tutorial 000's float gradients are within their derived bounds of the 50-digit truth") {
-  const auto truth = ref::self_attention_backward(real_of(x000), real_of(wq000), real_of(wk000), real_of(wv000),
-                                                  qkv::in_out, qkv::filled<real, 3, 3>(real(1)), ref::scaling::none());
-  const auto r = ref::self_attention_real(real_of(x000), real_of(wq000), real_of(wk000), real_of(wv000), qkv::in_out,
-                                          ref::scaling::none());
+  const auto truth =
+      ref::self_attention_backward(real_of(x000), real_of(wq000), real_of(wk000), real_of(wv000), qkv::in_out,
+                                   qkv::filled<real, 3, 3>(real(1)), ref::scaling::none());
+  const auto r = ref::self_attention_real(real_of(x000), real_of(wq000), real_of(wk000), real_of(wv000),
+                                          qkv::in_out, ref::scaling::none());
   const auto P = ref::to_double(r.weights), Q = ref::to_double(r.queries), K = ref::to_double(r.keys),
              V = ref::to_double(r.values);
   const matrix<double, 3, 3> zero{};
@@ -180,14 +184,17 @@ TEST_CASE("tutorial 000's float gradients are within their derived bounds of the
     return true;
   };
   CHECK(within(core32.attention.d_queries, truth.attention.d_queries, b32.d_queries));
-  CHECK(within(matrix<double, 3, 3>(torch::t000::sum_f32_d_queries), truth.attention.d_queries, b32.d_queries));
-  CHECK(within(matrix<double, 3, 3>(torch::t000::sum_f64_d_queries), truth.attention.d_queries, b64.d_queries));
+  CHECK(
+      within(matrix<double, 3, 3>(torch::t000::sum_f32_d_queries), truth.attention.d_queries, b32.d_queries));
+  CHECK(
+      within(matrix<double, 3, 3>(torch::t000::sum_f64_d_queries), truth.attention.d_queries, b64.d_queries));
   CHECK(within(core32.attention.d_keys, truth.attention.d_keys, b32.d_keys));
   CHECK(within(matrix<double, 3, 3>(torch::t000::sum_f32_d_keys), truth.attention.d_keys, b32.d_keys));
   CHECK(within(core32.attention.d_values, truth.attention.d_values, b32.d_values));
   CHECK(within(matrix<double, 3, 3>(torch::t000::sum_f32_d_values), truth.attention.d_values, b32.d_values));
   // the measured fact of example 15, against the truth: PyTorch's float32 dQ(2, 2) is 1.85e-6 off
-  const auto err = ref::error(matrix<double, 3, 3>(torch::t000::sum_f32_d_queries), truth.attention.d_queries);
+  const auto err =
+      ref::error(matrix<double, 3, 3>(torch::t000::sum_f32_d_queries), truth.attention.d_queries);
   CHECK(static_cast<double>(err(1, 1)) > 1.8e-6);
   CHECK(static_cast<double>(err(1, 1)) < 1.9e-6);
 }

@@ -58,7 +58,8 @@ void expect_within(const matrix<F, R, C>& computed, const matrix<T, R, C>& truth
 
 /// computed == truth exactly, element by element
 template <class F, std::size_t R, std::size_t C>
-void expect_exact(const matrix<F, R, C>& computed, const matrix<exact, R, C>& truth, const std::string& what) {
+void expect_exact(const matrix<F, R, C>& computed, const matrix<exact, R, C>& truth,
+                  const std::string& what) {
   INFO(what << " is computed without rounding");
   CHECK(ref::exact_matrix(computed) == truth);
 }
@@ -74,10 +75,9 @@ matrix<double, R, C> zeros() {
 TEST_CASE("tutorial 000: the reference's exact steps are the hand arithmetic") {
   const reference_file data("000_illustrated_self_attention.json");
   const auto x = data.get<float, 3, 4>("float32", "x");
-  const auto r = ref::self_attention(x, data.get<float, 4, 3>("float32", "w_query"),
-                                     data.get<float, 4, 3>("float32", "w_key"),
-                                     data.get<float, 4, 3>("float32", "w_value"), qkv::in_out,
-                                     ref::scaling::none());
+  const auto r = ref::self_attention(
+      x, data.get<float, 4, 3>("float32", "w_query"), data.get<float, 4, 3>("float32", "w_key"),
+      data.get<float, 4, 3>("float32", "w_value"), qkv::in_out, ref::scaling::none());
   // querys [1,0,2],[2,2,2],[2,1,3]; keys [0,1,1],[4,4,0],[2,3,1]; scores = querys keysᵀ
   CHECK(r.scores == ref::exact_matrix(matrix<int, 3, 3>{{{2, 4, 4}, {4, 16, 12}, {4, 12, 10}}}));
   // softmax([2, 4, 4]) = [1, e^2, e^2] / (1 + 2 e^2): to 50 digits
@@ -198,11 +198,14 @@ void check_tutorial_002(const char* section) {
   expect_within(core.keys, truth.keys, dk, s + " keys (core)");
   expect_within(core.values, truth.values, dv, s + " values (core)");
   // PyTorch computed q_2 and k_1..k_4, v_1..v_4 as column vectors: row t of the truth
-  expect_within(data.get<F, 1, 4>(s, "q_2"), qkv::row(truth.queries, 1), qkv::row(dq, 1), s + " q_2 (PyTorch)");
+  expect_within(data.get<F, 1, 4>(s, "q_2"), qkv::row(truth.queries, 1), qkv::row(dq, 1),
+                s + " q_2 (PyTorch)");
   for (std::size_t t = 0; t < 4; ++t) {
     const std::string n = std::to_string(t + 1);
-    expect_within(data.get<F, 1, 4>(s, "k_" + n), qkv::row(truth.keys, t), qkv::row(dk, t), s + " k_" + n + " (PyTorch)");
-    expect_within(data.get<F, 1, 4>(s, "v_" + n), qkv::row(truth.values, t), qkv::row(dv, t), s + " v_" + n + " (PyTorch)");
+    expect_within(data.get<F, 1, 4>(s, "k_" + n), qkv::row(truth.keys, t), qkv::row(dk, t),
+                  s + " k_" + n + " (PyTorch)");
+    expect_within(data.get<F, 1, 4>(s, "v_" + n), qkv::row(truth.values, t), qkv::row(dv, t),
+                  s + " v_" + n + " (PyTorch)");
   }
 
   // scores from the computed q and k: gamma_4 (|q| + dq)(|k| + dk) + dq |k| + |q| dk + dq dk
@@ -210,13 +213,15 @@ void check_tutorial_002(const char* section) {
   const auto ds = bounds::product_error<F>(q, dq, qkv::transposed(k), qkv::transposed(dk));
   expect_within(core.scores, truth.scores, ds, s + " scores (core)");
   matrix<F, 1, 4> w_T_2;
-  for (std::size_t t = 0; t < 4; ++t) w_T_2(0, t) = data.get<F, 1, 1>(s, "w_T_2" + std::to_string(t + 1))(0, 0);
+  for (std::size_t t = 0; t < 4; ++t)
+    w_T_2(0, t) = data.get<F, 1, 1>(s, "w_T_2" + std::to_string(t + 1))(0, 0);
   expect_within(w_T_2, qkv::row(truth.scores, 1), qkv::row(ds, 1), s + " w_T_2i (PyTorch)");
 
   // the hand softmax: exp(s + ds) = e^s e^ds, and exp within 1 ulp (2u):
   // de <= e ((e^ds - 1) + 2u e^ds) <= e (ds (1 + ds) + 2u (1 + ds)) for ds < 1
   constexpr double u = bounds::unit_roundoff<F>();
-  const auto e_truth = qkv::map(qkv::row(truth.scores, 1), [](const exact& x) { return ref::exp(ref::to_real(x)); });
+  const auto e_truth =
+      qkv::map(qkv::row(truth.scores, 1), [](const exact& x) { return ref::exp(ref::to_real(x)); });
   matrix<F, 1, 4> exp_w;
   matrix<double, 1, 4> de;
   for (std::size_t t = 0; t < 4; ++t) {
@@ -239,7 +244,8 @@ void check_tutorial_002(const char* section) {
   const auto v = ref::to_double(truth.values);
   const auto dy = bounds::product_error<F>(w, dw, v, dv);
   expect_within(core.context, truth.context, dy, s + " context (core)");
-  expect_within(data.get<F, 1, 4>(s, "y_2"), qkv::row(truth.context, 1), qkv::row(dy, 1), s + " y_2 (PyTorch)");
+  expect_within(data.get<F, 1, 4>(s, "y_2"), qkv::row(truth.context, 1), qkv::row(dy, 1),
+                s + " y_2 (PyTorch)");
 }
 
 TEST_CASE("tutorial 002 in float32 is within its derived bounds of the 50-digit truth") {
@@ -267,11 +273,11 @@ TEST_CASE("tutorial 002: the barebones scores x_2ᵀ x_j are exact rationals, an
   // each input has a 24-bit significand, so each product has at most 48 significant bits and
   // the exact sum of four at most 48 + (exponent spread) bits: double holds it exactly when
   // the spread is small, float32 cannot. Show both against the exact value.
-  const auto bound32 = bounds::product_error<float>(qkv::transposed(qkv::column(qkv::matrix_cast<double>(X), 1)),
-                                                    qkv::matrix_cast<double>(X));
+  const auto bound32 = bounds::product_error<float>(
+      qkv::transposed(qkv::column(qkv::matrix_cast<double>(X), 1)), qkv::matrix_cast<double>(X));
   expect_within(w_prime_f32, w_prime_exact, bound32, "barebones scores in float32");
-  const auto bound64 = bounds::product_error<double>(qkv::transposed(qkv::column(qkv::matrix_cast<double>(X), 1)),
-                                                     qkv::matrix_cast<double>(X));
+  const auto bound64 = bounds::product_error<double>(
+      qkv::transposed(qkv::column(qkv::matrix_cast<double>(X), 1)), qkv::matrix_cast<double>(X));
   expect_within(w_prime_f64, w_prime_exact, bound64, "barebones scores in float64");
   // w'_22 = |x_2|^2 > 0 exactly, and no other score comes near it
   CHECK(w_prime_exact(0, 1) > exact(4));
@@ -316,13 +322,16 @@ void check_tutorial_004(const char* section) {
   constexpr double u = bounds::unit_roundoff<F>();
   const auto s_abs = bounds::abs(ref::to_double(truth.scores));
   matrix<double, 3, 3> dscaled;
-  for (std::size_t i = 0; i < 9; ++i) dscaled.v[i] = (ds.v[i] + 3 * u * s_abs.v[i]) / 1.4142135623730951 * (1 + 3 * u);
-  expect_within(data.get<F, 3, 3>(s, "scaled_sims"), truth.scaled_scores, dscaled, s + " scaled sims (PyTorch)");
+  for (std::size_t i = 0; i < 9; ++i)
+    dscaled.v[i] = (ds.v[i] + 3 * u * s_abs.v[i]) / 1.4142135623730951 * (1 + 3 * u);
+  expect_within(data.get<F, 3, 3>(s, "scaled_sims"), truth.scaled_scores, dscaled,
+                s + " scaled sims (PyTorch)");
   expect_within(core.scaled_scores, truth.scaled_scores, dscaled, s + " scaled sims (core)");
 
   const auto w = ref::to_double(truth.weights);
   const auto dw = bounds::softmax_rows_error<F>(ref::to_double(truth.scaled_scores), w, dscaled);
-  expect_within(data.get<F, 3, 3>(s, "attention_percents"), truth.weights, dw, s + " attention percents (PyTorch)");
+  expect_within(data.get<F, 3, 3>(s, "attention_percents"), truth.weights, dw,
+                s + " attention percents (PyTorch)");
   expect_within(core.weights, truth.weights, dw, s + " attention percents (core)");
 
   const auto dout = bounds::product_error<F>(w, dw, ref::to_double(truth.values), dv);
@@ -341,8 +350,8 @@ TEST_CASE("tutorial 004 in float64 is within its derived bounds of the 50-digit 
 TEST_CASE("the reference's exact values and conversions") {
   // 0.1f is 13421773 / 2^27; 7.8 as a double is 8782019273372467 / 2^50
   CHECK(ref::exact_value(0.1f) == exact(13421773, 134217728));
-  CHECK(ref::exact_value(7.8) == exact(boost::multiprecision::cpp_int(8782019273372467LL),
-                                       boost::multiprecision::cpp_int(1) << 50));
+  CHECK(ref::exact_value(7.8) ==
+        exact(boost::multiprecision::cpp_int(8782019273372467LL), boost::multiprecision::cpp_int(1) << 50));
   CHECK(ref::exact_value(-3) == exact(-3));
   CHECK(ref::exact_value(qkv::exact::rational<long long>(39, 5)) == exact(39, 5));
   CHECK(ref::exact_decimal("-0.25") == exact(-1, 4));
@@ -377,8 +386,9 @@ void check_tutorial_001(const char* precision) {
   const auto W_v = weight_generator.rand<float, 28, 16>();
   // tokens as columns: X (16, 6)
   const auto X = at_run_time(qkv::matrix_cast<F>(qkv::transposed(E)));
-  const auto truth = ref::self_attention(X, qkv::matrix_cast<F>(W_q), qkv::matrix_cast<F>(W_k),
-                                         qkv::matrix_cast<F>(W_v), qkv::columns, ref::scaling::divide_by_sqrt_dk());
+  const auto truth =
+      ref::self_attention(X, qkv::matrix_cast<F>(W_q), qkv::matrix_cast<F>(W_k), qkv::matrix_cast<F>(W_v),
+                          qkv::columns, ref::scaling::divide_by_sqrt_dk());
   const auto core = qkv::self_attention(X, qkv::matrix_cast<F>(W_q), qkv::matrix_cast<F>(W_k),
                                         qkv::matrix_cast<F>(W_v), qkv::columns);
 
@@ -398,7 +408,8 @@ void check_tutorial_001(const char* precision) {
   constexpr double u = bounds::unit_roundoff<F>();
   const auto s_abs = bounds::abs(ref::to_double(truth.scores));
   matrix<double, 6, 6> dscaled;
-  for (std::size_t i = 0; i < 36; ++i) dscaled.v[i] = (ds.v[i] + 3 * u * s_abs.v[i]) / 4.898979485566356 * (1 + 3 * u);
+  for (std::size_t i = 0; i < 36; ++i)
+    dscaled.v[i] = (ds.v[i] + 3 * u * s_abs.v[i]) / 4.898979485566356 * (1 + 3 * u);
   expect_within(core.scaled_scores, truth.scaled_scores, dscaled, s + " omega / sqrt(24) (core)");
   const auto w = ref::to_double(truth.weights);
   const auto dw = bounds::softmax_rows_error<F>(ref::to_double(truth.scaled_scores), w, dscaled);
@@ -413,7 +424,8 @@ void check_tutorial_001(const char* precision) {
     expect_within(matrix<double, 6, 24>(pt::keys), truth.keys, dk, "float64 keys (PyTorch)");
     expect_within(matrix<double, 6, 28>(pt::values), truth.values, dv, "float64 values (PyTorch)");
     expect_within(matrix<double, 6, 6>(pt::omega), truth.scores, ds, "float64 omega (PyTorch)");
-    expect_within(matrix<double, 6, 6>(pt::attention_weights), truth.weights, dw, "float64 attention weights (PyTorch)");
+    expect_within(matrix<double, 6, 6>(pt::attention_weights), truth.weights, dw,
+                  "float64 attention weights (PyTorch)");
     expect_within(matrix<double, 6, 28>(pt::context), truth.context, dout, "float64 context (PyTorch)");
   }
 }

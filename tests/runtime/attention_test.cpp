@@ -27,7 +27,9 @@ using rt::dynamic_matrix;
 
 namespace {
 
-dynamic_matrix<double> zeros_like(const dynamic_matrix<double>& m) { return dynamic_matrix<double>(m.rows(), m.cols()); }
+dynamic_matrix<double> zeros_like(const dynamic_matrix<double>& m) {
+  return dynamic_matrix<double>(m.rows(), m.cols());
+}
 
 /// run one head through both runtime paths in F and check both against the double reference
 template <class F>
@@ -59,10 +61,15 @@ void check_one_head(std::size_t T, std::size_t S, std::size_t d, std::size_t dv,
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("single-head attention agrees with a double-precision reference, both paths", F, float, double) {
+TEST_CASE_TEMPLATE("single-head attention agrees with a double-precision reference, both paths", F, float,
+                   double) {
   SUBCASE("self, 3 x 4") { check_one_head<F>(3, 3, 4, 4, false, nullptr, 1); }
-  SUBCASE("cross, T = 7 queries over S = 300 keys (three key blocks)") { check_one_head<F>(7, 300, 24, 28, false, nullptr, 2); }
-  SUBCASE("causal, 200 tokens (two query blocks of the streaming path)") { check_one_head<F>(200, 200, 64, 64, true, nullptr, 3); }
+  SUBCASE("cross, T = 7 queries over S = 300 keys (three key blocks)") {
+    check_one_head<F>(7, 300, 24, 28, false, nullptr, 2);
+  }
+  SUBCASE("causal, 200 tokens (two query blocks of the streaming path)") {
+    check_one_head<F>(200, 200, 64, 64, true, nullptr, 3);
+  }
   SUBCASE("an allowed mask with a fully masked row") {
     rt::mask_matrix allowed(70, 130, 1);
     for (std::size_t i = 0; i < 70; ++i)
@@ -73,7 +80,8 @@ TEST_CASE_TEMPLATE("single-head attention agrees with a double-precision referen
 }
 
 TEST_CASE("a query with every key masked gets weights 0 and output 0 on both paths") {
-  const auto q = random_matrix<float>(4, 8, 5), k = random_matrix<float>(6, 8, 6), v = random_matrix<float>(6, 3, 7);
+  const auto q = random_matrix<float>(4, 8, 5), k = random_matrix<float>(6, 8, 6),
+             v = random_matrix<float>(6, 3, 7);
   rt::mask_matrix allowed(4, 6, 1);
   for (std::size_t j = 0; j < 6; ++j) allowed(2, j) = 0;
   const rt::attention_mask mask{false, &allowed};
@@ -113,8 +121,9 @@ TEST_CASE("causal equals the allowed mask of its lower triangle, bit for bit") {
   }
 }
 
-TEST_CASE_TEMPLATE("causal streaming skips the masked key blocks and exps with the bits of its allowed matrix", F, float,
-                   double) {
+TEST_CASE_TEMPLATE(
+    "causal streaming skips the masked key blocks and exps with the bits of its allowed matrix", F, float,
+    double) {
   // The streaming path skips, per key block, the rows that see none of its keys, and spends no
   // exp on a row's causal tail (attend_rows_tiled). An allowed matrix with the same cells goes
   // through none of that (every row, every key, e^-inf): the two must agree bit for bit. Sizes:
@@ -124,7 +133,8 @@ TEST_CASE_TEMPLATE("causal streaming skips the masked key blocks and exps with t
   // (attend_heads_streaming's parts, scaled_dot_product_attention's panels).
   rt::thread_pool one(1), two(2);
   const std::size_t d = 24, dv = 16;
-  const std::pair<std::size_t, std::size_t> sizes[] = {{700, 700}, {300, 700}, {700, 300}, {129, 129}, {1100, 1100}};
+  const std::pair<std::size_t, std::size_t> sizes[] = {
+      {700, 700}, {300, 700}, {700, 300}, {129, 129}, {1100, 1100}};
   unsigned seed = 4100;
   int cases = 0;
   for (const auto& [T, S] : sizes)
@@ -153,11 +163,13 @@ TEST_CASE_TEMPLATE("causal streaming skips the masked key blocks and exps with t
           // the same cells as an allowed matrix: key j visible for query i when j <= p, p = i +
           // offset, and p - window < j
           const std::ptrdiff_t offset = align == rt::causal_alignment::lower_right
-                                            ? static_cast<std::ptrdiff_t>(S) - static_cast<std::ptrdiff_t>(T) : 0;
+                                            ? static_cast<std::ptrdiff_t>(S) - static_cast<std::ptrdiff_t>(T)
+                                            : 0;
           rt::mask_matrix allowed(T, S);
           for (std::size_t i = 0; i < T; ++i)
             for (std::size_t j = 0; j < S; ++j) {
-              const std::ptrdiff_t p = static_cast<std::ptrdiff_t>(i) + offset, jj = static_cast<std::ptrdiff_t>(j);
+              const std::ptrdiff_t p = static_cast<std::ptrdiff_t>(i) + offset,
+                                   jj = static_cast<std::ptrdiff_t>(j);
               allowed(i, j) = jj <= p && (window == 0 || p - static_cast<std::ptrdiff_t>(window) < jj);
             }
           rt::attention_mask explicit_mask = causal;
@@ -166,19 +178,19 @@ TEST_CASE_TEMPLATE("causal streaming skips the masked key blocks and exps with t
           explicit_mask.allowed = &allowed;
           // ALiBi's term depends on p, which the alignment sets even without causal
           dynamic_matrix<F> want(T, dv);
-          rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), want.view(), F(0.2), explicit_mask, nullptr,
-                                              nullptr, &one);
+          rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), want.view(), F(0.2),
+                                              explicit_mask, nullptr, nullptr, &one);
           for (rt::thread_pool* pool : {&one, &two}) {
             dynamic_matrix<F> got(T, dv);
-            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), got.view(), F(0.2), causal, nullptr,
-                                                nullptr, pool);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), got.view(), F(0.2), causal,
+                                                nullptr, nullptr, pool);
             CHECK(qkv::testing::same_bits(got, want));
             // per-block packing too (no panels): attend_rows_streaming over stream_split's blocks
             dynamic_matrix<F> blocks(T, dv);
             const rt::attention_mask resolved = causal.resolved(T, S);
             for (std::size_t i0 = 0; i0 < T; i0 += 384)
-              rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), blocks.view(), F(0.2), resolved, i0,
-                                                   std::min(T, i0 + 384));
+              rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), blocks.view(), F(0.2),
+                                                   resolved, i0, std::min(T, i0 + 384));
             CHECK(qkv::testing::same_bits(blocks, want));
           }
           ++cases;
@@ -248,7 +260,8 @@ TEST_CASE("the streaming path never allocates a T x S matrix") {
   const auto q = random_matrix<float>(2000, 16, 40), k = random_matrix<float>(3000, 16, 41),
              v = random_matrix<float>(3000, 16, 42);
   dynamic_matrix<float> out(2000, 16);
-  rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.25f, {}, nullptr, nullptr, nullptr);
+  rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.25f, {}, nullptr,
+                                          nullptr, nullptr);
   CHECK(rt::detail::streaming_space<float>::get().tile.size() == rt::stream_query_block * rt::key_block);
   CHECK(rt::stream_query_block * rt::key_block < 2000u * 3000u / 50);
 }
@@ -273,14 +286,16 @@ TEST_CASE("the streaming split covers every query row once, in even blocks share
     CHECK(split.end(split.blocks - 1) == w.rows);
     for (std::size_t b = 0; b < split.blocks; ++b) {
       CHECK(split.end(b) - split.begin(b) <= rt::stream_query_block);
-      CHECK(split.end(b) - split.begin(b) + 1 >= (w.rows + split.blocks - 1) / split.blocks);  // within one row
+      CHECK(split.end(b) - split.begin(b) + 1 >=
+            (w.rows + split.blocks - 1) / split.blocks);  // within one row
       if (b + 1 < split.blocks) CHECK(split.end(b) == split.begin(b + 1));
     }
   }
   CHECK(rt::stream_split(0, 1, 2).blocks == 0);
 }
 
-TEST_CASE_TEMPLATE("a streaming row's result does not depend on the query block it is computed in", F, float, double) {
+TEST_CASE_TEMPLATE("a streaming row's result does not depend on the query block it is computed in", F, float,
+                   double) {
   // the thread-count bit-identity rests on this: the split (above) changes with the threads.
   // 700 queries, 300 keys (3 key blocks, the last partial), causal and not: one block of 512
   // and one of 188 against blocks of 384, 100, 13 (partial micro-kernel tiles) and 5 rows (the
@@ -304,8 +319,9 @@ TEST_CASE_TEMPLATE("a streaming row's result does not depend on the query block 
   }
 }
 
-TEST_CASE_TEMPLATE("keys and values packed once per head give the bits of packing them per query block, any threads", F, float,
-                   double) {
+TEST_CASE_TEMPLATE(
+    "keys and values packed once per head give the bits of packing them per query block, any threads", F,
+    float, double) {
   // attend_heads_streaming packs each head's k and v once per task (kv_panels) and shares them
   // between the task's query blocks: one task per head (1 thread; 3 heads on 3 threads), two per
   // head (3 heads on 2 threads: 300 rows each), or no panels at all (a panel limit of 0). Each must give the bits of
@@ -325,10 +341,10 @@ TEST_CASE_TEMPLATE("keys and values packed once per head give the bits of packin
       dynamic_matrix<F> want(T, H * dv);
       for (std::size_t h = 0; h < H; ++h)
         for (std::size_t i0 = 0; i0 < T; i0 += rt::stream_query_block)
-          rt::detail::attend_rows_streaming<F>(rt::column_block(q.view(), h * d, d), rt::column_block(k.view(), h * d, d),
-                                               rt::column_block(v.view(), h * dv, dv),
-                                               rt::column_block(want.view(), h * dv, dv), scale, mask, i0,
-                                               std::min(T, i0 + rt::stream_query_block));
+          rt::detail::attend_rows_streaming<F>(
+              rt::column_block(q.view(), h * d, d), rt::column_block(k.view(), h * d, d),
+              rt::column_block(v.view(), h * dv, dv), rt::column_block(want.view(), h * dv, dv), scale, mask,
+              i0, std::min(T, i0 + rt::stream_query_block));
       for (const std::size_t threads : {1u, 2u, 3u})
         for (const std::size_t limit : {rt::detail::kv_panel_limit, std::size_t(0)}) {
           CAPTURE(threads);
@@ -351,8 +367,8 @@ TEST_CASE_TEMPLATE("keys and values packed once per head give the bits of packin
   }
 }
 
-TEST_CASE_TEMPLATE("the streaming path writes every output element: what the output held before never shows", F, float,
-                   double) {
+TEST_CASE_TEMPLATE("the streaming path writes every output element: what the output held before never shows",
+                   F, float, double) {
   // attend_rows_tiled does not zero its output rows first: the first visited key block's
   // product writes them (its chains from 0, the bits of accumulating onto zeros) and that
   // block's rescale is skipped. So an output filled with NaN, +inf or a number beforehand must
@@ -365,7 +381,8 @@ TEST_CASE_TEMPLATE("the streaming path writes every output element: what the out
   for (int m = 0; m < 5; ++m) {
     CAPTURE(m);
     const std::size_t T = m == 2 ? 500 : 300, S = 300, d = 24, dv = 40;
-    const auto q = random_matrix<F>(T, d, 80, 0.6), k = random_matrix<F>(S, d, 81, 0.6), v = random_matrix<F>(S, dv, 82);
+    const auto q = random_matrix<F>(T, d, 80, 0.6), k = random_matrix<F>(S, d, 81, 0.6),
+               v = random_matrix<F>(S, dv, 82);
     rt::mask_matrix allowed(T, S);
     for (std::size_t i = 0; i < T; ++i)
       for (std::size_t j = 0; j < S; ++j) allowed(i, j) = i == 7 ? 0 : 1;
@@ -379,8 +396,9 @@ TEST_CASE_TEMPLATE("the streaming path writes every output element: what the out
       std::fill(out.data(), out.data() + out.size(), fill);
       if (rows == 0) {
         rt::thread_pool pool(threads);
-        rt::detail::attend_heads_streaming<F>(q.view(), k.view(), v.view(), out.view(), 1, scale, mask, &pool,
-                                              [](std::size_t, std::size_t, std::size_t) {}, limit);
+        rt::detail::attend_heads_streaming<F>(
+            q.view(), k.view(), v.view(), out.view(), 1, scale, mask, &pool,
+            [](std::size_t, std::size_t, std::size_t) {}, limit);
       } else {
         for (std::size_t i0 = 0; i0 < T; i0 += rows)
           rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), out.view(), scale, mask, i0,
@@ -406,8 +424,9 @@ TEST_CASE_TEMPLATE("the streaming path writes every output element: what the out
   }
 }
 
-TEST_CASE_TEMPLATE("a causal query block that stops inside a key block reads that block's packed panels right", F, float,
-                   double) {
+TEST_CASE_TEMPLATE(
+    "a causal query block that stops inside a key block reads that block's packed panels right", F, float,
+    double) {
   // attend_heads_streaming packs whole key blocks (pack_kv_block: min(key_block, S - j0) keys)
   // while a causal query block visits keys only up to its last row's limit, which may stop
   // inside a block (rows 0..150: keys 0..150, block 1 is keys 128..256). Until this case was
@@ -416,23 +435,27 @@ TEST_CASE_TEMPLATE("a causal query block that stops inside a key block reads tha
   // offsets (errors of 0.2-3 in the output; W4/W5 are not causal). d = 300, d_v = 40 (two
   // panels with NR = 16 or 32): panels against per-block packing, bit for bit
   const std::size_t T = 300, S = 300, d = 300, dv = 40;
-  const auto q = random_matrix<F>(T, d, 90, 0.6), k = random_matrix<F>(S, d, 91, 0.6), v = random_matrix<F>(S, dv, 92);
+  const auto q = random_matrix<F>(T, d, 90, 0.6), k = random_matrix<F>(S, d, 91, 0.6),
+             v = random_matrix<F>(S, dv, 92);
   const rt::attention_mask mask{true, nullptr};
   const rt::detail::kv_panel_layout<F> lay(S, d, dv);
   rt::aligned_vector<F> space(lay.size());
-  for (std::size_t b = 0; b < lay.blocks; ++b) rt::detail::pack_kv_block<F>(k.view(), v.view(), b, lay, space.data());
+  for (std::size_t b = 0; b < lay.blocks; ++b)
+    rt::detail::pack_kv_block<F>(k.view(), v.view(), b, lay, space.data());
   const auto panels = lay.at(space.data());
   for (const std::size_t i1 : {150u, 200u, 300u}) {
     CAPTURE(i1);
     dynamic_matrix<F> got(T, dv), want(T, dv);
-    rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), got.view(), F(0.05), mask, 0, i1, &panels);
+    rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), got.view(), F(0.05), mask, 0, i1,
+                                         &panels);
     rt::detail::attend_rows_streaming<F>(q.view(), k.view(), v.view(), want.view(), F(0.05), mask, 0, i1);
     CHECK(got == want);
   }
 }
 
-TEST_CASE_TEMPLATE("causal streaming attention over two query blocks agrees with a double-precision reference", F, float,
-                   double) {
+TEST_CASE_TEMPLATE(
+    "causal streaming attention over two query blocks agrees with a double-precision reference", F, float,
+    double) {
   // 600 queries on 600 keys: the streaming path's two query blocks of 300 rows; the first
   // stops inside key block 2 (keys 256..384), the case the test above pins; d_v = 40 spans
   // two panels. Both paths against the double reference, within its derived bound
@@ -445,14 +468,17 @@ TEST_CASE("attention names both shapes when they do not fit") {
   w.q.weight = random_matrix<float>(3, 5, 51);
   w.k.weight = random_matrix<float>(3, 4, 52);
   w.v.weight = random_matrix<float>(3, 4, 53);
-  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w), doctest::Contains("x is 3x4 but wq is 3x5"), rt::shape_error);
+  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w), doctest::Contains("x is 3x4 but wq is 3x5"),
+                       rt::shape_error);
   w.q.weight = random_matrix<float>(3, 4, 51);
   rt::attention_options<float> opt;
   opt.heads = 2;
-  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt), doctest::Contains("2 heads do not divide d_q = 3"), rt::shape_error);
+  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt),
+                       doctest::Contains("2 heads do not divide d_q = 3"), rt::shape_error);
   opt.heads = 1;
   opt.allowed = rt::mask_matrix(3, 2, 1);
-  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt), doctest::Contains("allowed is 3x2 but must be 3x3"), rt::shape_error);
+  CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt),
+                       doctest::Contains("allowed is 3x2 but must be 3x3"), rt::shape_error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -462,7 +488,8 @@ namespace {
 
 template <class T>
 bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 /// s flags: key j padded when (3 j + seed) % 4 == 0, and the first `lead` keys padded
@@ -473,7 +500,8 @@ std::vector<unsigned char> padding_pattern(std::size_t s, std::size_t lead, unsi
 }
 
 /// the (t, s) allowed matrix key_padding stands for, and'ed into `base` when given
-rt::mask_matrix allowed_of(const std::vector<unsigned char>& pad, std::size_t t, const rt::mask_matrix* base = nullptr) {
+rt::mask_matrix allowed_of(const std::vector<unsigned char>& pad, std::size_t t,
+                           const rt::mask_matrix* base = nullptr) {
   rt::mask_matrix m = base ? *base : rt::mask_matrix(t, pad.size(), 1);
   for (std::size_t i = 0; i < t; ++i)
     for (std::size_t j = 0; j < pad.size(); ++j)
@@ -483,8 +511,10 @@ rt::mask_matrix allowed_of(const std::vector<unsigned char>& pad, std::size_t t,
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("key_padding gives the bits of the equivalent allowed matrix on both paths, every mask and 1 and 2 threads",
-                   F, float, double) {
+TEST_CASE_TEMPLATE(
+    "key_padding gives the bits of the equivalent allowed matrix on both paths, every mask and 1 and 2 "
+    "threads",
+    F, float, double) {
   // sizes: the few-keys streaming case (S <= 32), just above it, one key block, several key
   // blocks with two streaming query blocks of 300 rows that end inside key block 2 (keys
   // 256..383) when causal, and cross-attention. Masks: none, causal, causal with a window,
@@ -497,7 +527,8 @@ TEST_CASE_TEMPLATE("key_padding gives the bits of the equivalent allowed matrix 
   rt::thread_pool one(1), two(2);
   int cases = 0, differ = 0;
   unsigned seed = 900;
-  const std::pair<std::size_t, std::size_t> sizes[] = {{1, 1}, {5, 7}, {17, 32}, {40, 33}, {130, 128}, {600, 700}, {7, 300}};
+  const std::pair<std::size_t, std::size_t> sizes[] = {{1, 1},     {5, 7},     {17, 32}, {40, 33},
+                                                       {130, 128}, {600, 700}, {7, 300}};
   for (const auto& size : sizes)
     for (int kind = 0; kind < 6; ++kind)
       for (bool all_padded : {false, true})
@@ -511,7 +542,8 @@ TEST_CASE_TEMPLATE("key_padding gives the bits of the equivalent allowed matrix 
           const auto q = random_matrix<F>(T, d, seed, 0.8), k = random_matrix<F>(S, d, seed + 1, 0.8);
           auto v = random_matrix<F>(S, dv, seed + 2);
           seed += 3;
-          const auto pad = all_padded ? std::vector<unsigned char>(S, 1) : padding_pattern(S, std::min<std::size_t>(2, S), seed);
+          const auto pad = all_padded ? std::vector<unsigned char>(S, 1)
+                                      : padding_pattern(S, std::min<std::size_t>(2, S), seed);
           // the NaN on the last unpadded key (if any), +inf on key 0 (padded)
           std::size_t unpadded = 0;
           for (std::size_t j = 0; j < S; ++j) unpadded += !pad[j];
@@ -541,16 +573,20 @@ TEST_CASE_TEMPLATE("key_padding gives the bits of the equivalent allowed matrix 
           for (rt::thread_pool* pool : {&one, &two}) {
             dynamic_matrix<F> out_p(T, dv), out_a(T, dv), sc_p(T, S), sc_a(T, S), w_p(T, S), w_a(T, S);
             auto scp = sc_p.view(), sca = sc_a.view(), wp = w_p.view(), wa = w_a.view();
-            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_p.view(), scale, with_padding, &scp, &wp, pool);
-            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_a.view(), scale, with_allowed, &sca, &wa, pool);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_p.view(), scale,
+                                                with_padding, &scp, &wp, pool);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), out_a.view(), scale,
+                                                with_allowed, &sca, &wa, pool);
             differ += !same_bits(out_p, out_a) + !same_bits(w_p, w_a) + !same_bits(sc_p, sc_a);
             // a padded key's weight is exactly 0
             for (std::size_t i = 0; i < T; ++i)
               for (std::size_t j = 0; j < S; ++j)
                 if (pad[j]) differ += w_p(i, j) != F(0);
             dynamic_matrix<F> st_p(T, dv), st_a(T, dv);
-            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), st_p.view(), scale, with_padding, nullptr, nullptr, pool);
-            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), st_a.view(), scale, with_allowed, nullptr, nullptr, pool);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), st_p.view(), scale,
+                                                with_padding, nullptr, nullptr, pool);
+            rt::scaled_dot_product_attention<F>(q.view(), k.view(), v.view(), st_a.view(), scale,
+                                                with_allowed, nullptr, nullptr, pool);
             differ += !same_bits(st_p, st_a);
             for (const auto* out : {&out_p, &st_p})
               for (std::size_t i = 0; i < T; ++i) {
@@ -562,7 +598,8 @@ TEST_CASE_TEMPLATE("key_padding gives the bits of the equivalent allowed matrix 
                 // the +inf sits on a padded key: it never reaches an output
                 differ += !std::isfinite((*out)(i, 1));
                 // without causal or window every query sees the NaN's key
-                if (nonfinite && unpadded > 0 && (kind == 0 || kind == 3)) differ += !std::isnan((*out)(i, 0));
+                if (nonfinite && unpadded > 0 && (kind == 0 || kind == 3))
+                  differ += !std::isnan((*out)(i, 0));
                 if (!nonfinite) differ += !std::isfinite((*out)(i, 0));
               }
             ++cases;
@@ -572,7 +609,9 @@ TEST_CASE_TEMPLATE("key_padding gives the bits of the equivalent allowed matrix 
   CHECK(differ == 0);
 }
 
-TEST_CASE("multi-head attention() with key_padding equals it with the allowed matrix, bit for bit: GQA, cross, rope, ALiBi, bias") {
+TEST_CASE(
+    "multi-head attention() with key_padding equals it with the allowed matrix, bit for bit: GQA, cross, "
+    "rope, ALiBi, bias") {
   rt::thread_pool one(1), two(2);
   const std::size_t d_in = 24, dq = 32, dv = 32;
   for (int config = 0; config < 4; ++config) {
@@ -648,17 +687,20 @@ TEST_CASE("multi-head attention() with key_padding equals it with the allowed ma
 }
 
 TEST_CASE("key_padding of the wrong length is refused naming both sizes") {
-  const auto q = random_matrix<float>(4, 8, 60), k = random_matrix<float>(6, 8, 61), v = random_matrix<float>(6, 3, 62);
+  const auto q = random_matrix<float>(4, 8, 60), k = random_matrix<float>(6, 8, 61),
+             v = random_matrix<float>(6, 3, 62);
   dynamic_matrix<float> out(4, 3);
   const std::vector<unsigned char> five(5, 0);
   rt::attention_mask mask;
   mask.set_key_padding(five);
-  CHECK_THROWS_WITH_AS(rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, mask),
-                       "attention: key_padding has 5 flags but there are 6 keys (k is 6x8)", rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, mask),
+      "attention: key_padding has 5 flags but there are 6 keys (k is 6x8)", rt::shape_error);
   mask.key_padding = nullptr;  // a size without its flags
-  CHECK_THROWS_WITH_AS(rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, mask),
-                       "attention: key_padding is null but key_padding_size is 5 (set_key_padding sets both)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, mask),
+      "attention: key_padding is null but key_padding_size is 5 (set_key_padding sets both)",
+      rt::shape_error);
   const auto x = random_matrix<float>(3, 4, 63), c = random_matrix<float>(6, 4, 64);
   rt::attention_weights<float> w;
   w.q.weight = random_matrix<float>(4, 4, 65);
@@ -669,7 +711,8 @@ TEST_CASE("key_padding of the wrong length is refused naming both sizes") {
   for (bool keep : {true, false}) {
     opt.keep_weights = keep;
     CHECK_THROWS_WITH_AS((void)rt::attention(x, c, w, opt),
-                         "attention: key_padding has 5 flags but there are 6 keys (context is 6x4)", rt::shape_error);
+                         "attention: key_padding has 5 flags but there are 6 keys (context is 6x4)",
+                         rt::shape_error);
   }
   opt.key_padding = std::vector<unsigned char>(6, 0);
   CHECK(rt::attention(x, c, w, opt).output.rows() == 3);
@@ -686,7 +729,8 @@ struct reference {
       : doc(qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/reference/" + name)) {}
   /// a tensor of `section`, reshaped to rows x cols (a [1, R, C] or [C] tensor fits)
   template <class T>
-  dynamic_matrix<T> get(const std::string& section, const std::string& name, std::size_t rows, std::size_t cols) const {
+  dynamic_matrix<T> get(const std::string& section, const std::string& name, std::size_t rows,
+                        std::size_t cols) const {
     const auto t = qkv::io::read_tensor<T>(doc, section + "." + name, doc.json().at(section).at(name));
     REQUIRE(t.data.size() == rows * cols);
     dynamic_matrix<T> m(rows, cols);
@@ -715,13 +759,17 @@ TEST_CASE("tutorial 003: one BERT head (9 tokens, 768 -> 64 with bias, scale 1/8
     // bounds: projections in float from exact inputs (gamma(768) sum |x||w| and the bias add)
     dynamic_matrix<double> q, dq, k, dk, v, dv;
     const double u = qkv::testing::unit<float>, g = qkv::testing::gamma_n<float>(768);
-    qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), std::vector<double>(w.q.bias.begin(), w.q.bias.end()), g, u, q, dq);
-    qkv::testing::reference_linear(to_double(x), to_double(w.k.weight), std::vector<double>(w.k.bias.begin(), w.k.bias.end()), g, u, k, dk);
-    qkv::testing::reference_linear(to_double(x), to_double(w.v.weight), std::vector<double>(w.v.bias.begin(), w.v.bias.end()), g, u, v, dv);
+    qkv::testing::reference_linear(to_double(x), to_double(w.q.weight),
+                                   std::vector<double>(w.q.bias.begin(), w.q.bias.end()), g, u, q, dq);
+    qkv::testing::reference_linear(to_double(x), to_double(w.k.weight),
+                                   std::vector<double>(w.k.bias.begin(), w.k.bias.end()), g, u, k, dk);
+    qkv::testing::reference_linear(to_double(x), to_double(w.v.weight),
+                                   std::vector<double>(w.v.bias.begin(), w.v.bias.end()), g, u, v, dv);
     const auto a = reference_attention::compute<float>(q, dq, k, dk, v, dv, 0.125, false, nullptr, 1);
     // PyTorch float64 is the exact answer to within 1e-15; our float run is within the bound
     expect_within(r.queries, ref.get<double>("float64", "query", 9, 64), dq, "queries vs PyTorch float64");
-    expect_within(r.output, ref.get<double>("float64", "output", 9, 64), a.out_bound, "output vs PyTorch float64");
+    expect_within(r.output, ref.get<double>("float64", "output", 9, 64), a.out_bound,
+                  "output vs PyTorch float64");
     if (keep) {
       // PyTorch's scores are q kᵀ / 8; ours are raw: times 1/8 is exact
       auto scaled = to_double(r.scores[0]);
@@ -729,7 +777,8 @@ TEST_CASE("tutorial 003: one BERT head (9 tokens, 768 -> 64 with bias, scale 1/8
       auto sb = a.scores_bound;
       for (std::size_t x2 = 0; x2 < sb.size(); ++x2) sb.data()[x2] /= 8;
       expect_within(scaled, ref.get<double>("float64", "scores", 9, 9), sb, "scores vs PyTorch float64");
-      expect_within(r.weights[0], ref.get<double>("float64", "weights", 9, 9), a.weights_bound, "weights vs PyTorch float64");
+      expect_within(r.weights[0], ref.get<double>("float64", "weights", 9, 9), a.weights_bound,
+                    "weights vs PyTorch float64");
     }
   }
 }
@@ -750,9 +799,11 @@ TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
     qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), {}, g, u, q, dq);
     qkv::testing::reference_linear(to_double(x), to_double(w.k.weight), {}, g, u, k, dk);
     qkv::testing::reference_linear(to_double(x), to_double(w.v.weight), {}, g, u, v, dv);
-    const auto a = reference_attention::compute<float>(q, dq, k, dk, v, dv, 1 / std::sqrt(24.0), false, nullptr, 3);
+    const auto a =
+        reference_attention::compute<float>(q, dq, k, dk, v, dv, 1 / std::sqrt(24.0), false, nullptr, 3);
     expect_within(r.scores[0], ref.get<double>("float64", "omega", 6, 6), a.scores_bound, "omega");
-    expect_within(r.weights[0], ref.get<double>("float64", "attention_weights", 6, 6), a.weights_bound, "attention_weights");
+    expect_within(r.weights[0], ref.get<double>("float64", "attention_weights", 6, 6), a.weights_bound,
+                  "attention_weights");
     expect_within(r.output, ref.get<double>("float64", "context", 6, 28), a.out_bound, "context");
   }
   SUBCASE("three heads: per-head weights stacked into one projection") {
@@ -778,9 +829,12 @@ TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
         return copy_of(rt::column_block(m.view(), h * width, width));
       };
       const auto a = reference_attention::compute<float>(head(q, 24), head(dq, 24), head(k, 24), head(dk, 24),
-                                                         head(v, 28), head(dv, 28), 1 / std::sqrt(24.0), false, nullptr, 3);
-      expect_within(r.scores[h], copy_of(rt::row_block(omega.view(), 6 * h, 6)), a.scores_bound, "multihead_omega");
-      expect_within(r.weights[h], copy_of(rt::row_block(weights.view(), 6 * h, 6)), a.weights_bound, "multihead_attention_weights");
+                                                         head(v, 28), head(dv, 28), 1 / std::sqrt(24.0),
+                                                         false, nullptr, 3);
+      expect_within(r.scores[h], copy_of(rt::row_block(omega.view(), 6 * h, 6)), a.scores_bound,
+                    "multihead_omega");
+      expect_within(r.weights[h], copy_of(rt::row_block(weights.view(), 6 * h, 6)), a.weights_bound,
+                    "multihead_attention_weights");
       expect_within(r.context[h], head(concat, 28), a.out_bound, "multihead_context");
     }
   }
@@ -798,15 +852,19 @@ TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
     qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), {}, g, u, q, dq);
     qkv::testing::reference_linear(to_double(x2), to_double(w.k.weight), {}, g, u, k, dk);
     qkv::testing::reference_linear(to_double(x2), to_double(w.v.weight), {}, g, u, v, dv);
-    const auto a = reference_attention::compute<float>(q, dq, k, dk, v, dv, 1 / std::sqrt(24.0), false, nullptr, 3);
-    expect_within(copy_of(rt::row_block(r.weights[0].view(), 1, 1)), ref.get<double>("float64", "cross_attention_weights_2", 1, 8),
+    const auto a =
+        reference_attention::compute<float>(q, dq, k, dk, v, dv, 1 / std::sqrt(24.0), false, nullptr, 3);
+    expect_within(copy_of(rt::row_block(r.weights[0].view(), 1, 1)),
+                  ref.get<double>("float64", "cross_attention_weights_2", 1, 8),
                   copy_of(rt::row_block(a.weights_bound.view(), 1, 1)), "cross_attention_weights_2");
-    expect_within(copy_of(rt::row_block(r.output.view(), 1, 1)), ref.get<double>("float64", "cross_context_vector_2", 1, 28),
+    expect_within(copy_of(rt::row_block(r.output.view(), 1, 1)),
+                  ref.get<double>("float64", "cross_context_vector_2", 1, 28),
                   copy_of(rt::row_block(a.out_bound.view(), 1, 1)), "cross_context_vector_2");
   }
 }
 
-TEST_CASE_TEMPLATE("the streaming path's few-keys case equals its tiled case bit for bit, masks included", F, float, double) {
+TEST_CASE_TEMPLATE("the streaming path's few-keys case equals its tiled case bit for bit, masks included", F,
+                   float, double) {
   // attend_rows_small (s <= small_keys, d <= small_depth) against attend_rows_tiled: the same
   // chains, the same exp sums, one key block; a row with every key masked gives 0 on both
   int differ = 0, cases = 0;
@@ -876,6 +934,7 @@ TEST_CASE("attention with its weights packed once equals attention with the weig
   w.k.weight = random_matrix<float>(3, 4, 421);
   w.v.weight = random_matrix<float>(3, 4, 422);
   const rt::packed_attention_weights<float> packed(w);
-  CHECK_THROWS_WITH_AS((void)rt::attention(random_matrix<float>(3, 4, 423), random_matrix<float>(3, 4, 424), packed),
-                       doctest::Contains("x is 3x4 but wq is 3x5"), rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      (void)rt::attention(random_matrix<float>(3, 4, 423), random_matrix<float>(3, 4, 424), packed),
+      doctest::Contains("x is 3x4 but wq is 3x5"), rt::shape_error);
 }

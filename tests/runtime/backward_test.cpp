@@ -55,7 +55,8 @@ void check_case(std::size_t T, std::size_t S, std::size_t d, std::size_t dv, rt:
   qkv::testing::expect_within(out, ref.out.to_double(), ref.out_bound.to_double(), what + ": out");
   qkv::testing::expect_within(g.d_values, ref.dv.to_double(), ref.dv_bound.to_double(), what + ": d_values");
   qkv::testing::expect_within(g.d_keys, ref.dk.to_double(), ref.dk_bound.to_double(), what + ": d_keys");
-  qkv::testing::expect_within(g.d_queries, ref.dq.to_double(), ref.dq_bound.to_double(), what + ": d_queries");
+  qkv::testing::expect_within(g.d_queries, ref.dq.to_double(), ref.dq_bound.to_double(),
+                              what + ": d_queries");
 }
 
 }  // namespace
@@ -93,8 +94,8 @@ TEST_CASE_TEMPLATE("the streaming backward matches a materialised long double ba
 TEST_CASE("the backward gives the same bits on 1 and 2 threads (dQ in 4 parts, causal and not)") {
   for (const bool causal : {false, true}) {
     const std::size_t T = 700, S = 700, d = 64;
-    const auto q = random_matrix<float>(T, d, 1), k = random_matrix<float>(S, d, 2), v = random_matrix<float>(S, d, 3),
-               d_out = random_matrix<float>(T, d, 4);
+    const auto q = random_matrix<float>(T, d, 1), k = random_matrix<float>(S, d, 2),
+               v = random_matrix<float>(S, d, 3), d_out = random_matrix<float>(T, d, 4);
     rt::attention_mask mask;
     mask.causal = causal;
     CHECK(rt::detail::dq_parts(1, 6, 1e9) == 4);
@@ -104,9 +105,10 @@ TEST_CASE("the backward gives the same bits on 1 and 2 threads (dQ in 4 parts, c
       rt::thread_pool pool(threads);
       dynamic_matrix<float> out(T, d);
       rt::attention_statistics<float> stats;
-      rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), scale, mask, stats, &pool);
-      rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), scale, mask, stats,
-                                    g[threads - 1], &pool);
+      rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), scale, mask, stats,
+                                                &pool);
+      rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), scale, mask,
+                                    stats, g[threads - 1], &pool);
     }
     CHECK(same_bits(g[0].d_queries, g[1].d_queries));
     CHECK(same_bits(g[0].d_keys, g[1].d_keys));
@@ -116,8 +118,8 @@ TEST_CASE("the backward gives the same bits on 1 and 2 threads (dQ in 4 parts, c
 
 TEST_CASE("masked keys and fully masked rows get gradient exactly 0") {
   const std::size_t T = 40, S = 50, d = 8;
-  const auto q = random_matrix<double>(T, d, 1), k = random_matrix<double>(S, d, 2), v = random_matrix<double>(S, d, 3),
-             d_out = random_matrix<double>(T, d, 4);
+  const auto q = random_matrix<double>(T, d, 1), k = random_matrix<double>(S, d, 2),
+             v = random_matrix<double>(S, d, 3), d_out = random_matrix<double>(T, d, 4);
   std::vector<unsigned char> padding(S, 0);
   padding[3] = padding[49] = 1;
   rt::mask_matrix allowed(T, S);
@@ -147,7 +149,8 @@ TEST_CASE("a NaN or inf in d_context reaches exactly the gradients it flows into
   // without it (dV(j, 2) for j > 6 included), bit for bit. dO(9, 1) = +inf: dV(j, 1) = +inf
   // for j <= 9 (P(9, j) > 0 here, and finite dO elsewhere in column 1)
   const std::size_t T = 20, d = 4;
-  const auto q = random_matrix<float>(T, d, 1), k = random_matrix<float>(T, d, 2), v = random_matrix<float>(T, d, 3);
+  const auto q = random_matrix<float>(T, d, 1), k = random_matrix<float>(T, d, 2),
+             v = random_matrix<float>(T, d, 3);
   auto d_out = random_matrix<float>(T, d, 4);
   rt::attention_mask mask;
   mask.causal = true;
@@ -155,7 +158,8 @@ TEST_CASE("a NaN or inf in d_context reaches exactly the gradients it flows into
   rt::attention_statistics<float> stats;
   rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, mask, stats);
   rt::attention_gradients<float> clean, g;
-  rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), 0.5f, mask, stats, clean);
+  rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), 0.5f, mask, stats,
+                                clean);
   d_out(6, 2) = std::numeric_limits<float>::quiet_NaN();
   d_out(9, 1) = std::numeric_limits<float>::infinity();
   rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), 0.5f, mask, stats, g);
@@ -163,35 +167,46 @@ TEST_CASE("a NaN or inf in d_context reaches exactly the gradients it flows into
     for (std::size_t c = 0; c < d; ++c) {
       CAPTURE(j);
       CAPTURE(c);
-      if (c == 2 && j <= 6) CHECK(std::isnan(g.d_values(j, c)));
-      else if (c == 1 && j <= 9) CHECK(g.d_values(j, c) == std::numeric_limits<float>::infinity());
-      else CHECK(g.d_values(j, c) == clean.d_values(j, c));
+      if (c == 2 && j <= 6)
+        CHECK(std::isnan(g.d_values(j, c)));
+      else if (c == 1 && j <= 9)
+        CHECK(g.d_values(j, c) == std::numeric_limits<float>::infinity());
+      else
+        CHECK(g.d_values(j, c) == clean.d_values(j, c));
       // dK(j, .) for j <= 6: row 6's NaN; for 7 <= j <= 9 row 9's infinities (dP(9, j) and
       // D(9) infinite: dS(9, j) = P (dP - D) is an infinity or NaN, as IEEE decides)
-      if (j <= 6) CHECK(std::isnan(g.d_keys(j, c)));
-      else if (j <= 9) CHECK(!std::isfinite(g.d_keys(j, c)));
-      else CHECK(g.d_keys(j, c) == clean.d_keys(j, c));
-      if (j == 6) CHECK(std::isnan(g.d_queries(j, c)));
-      else if (j == 9) CHECK(!std::isfinite(g.d_queries(j, c)));
-      else CHECK(g.d_queries(j, c) == clean.d_queries(j, c));
+      if (j <= 6)
+        CHECK(std::isnan(g.d_keys(j, c)));
+      else if (j <= 9)
+        CHECK(!std::isfinite(g.d_keys(j, c)));
+      else
+        CHECK(g.d_keys(j, c) == clean.d_keys(j, c));
+      if (j == 6)
+        CHECK(std::isnan(g.d_queries(j, c)));
+      else if (j == 9)
+        CHECK(!std::isfinite(g.d_queries(j, c)));
+      else
+        CHECK(g.d_queries(j, c) == clean.d_queries(j, c));
     }
 }
 
 TEST_CASE("the backward refuses shapes that do not fit, naming them") {
-  const auto q = random_matrix<float>(4, 8, 1), k = random_matrix<float>(5, 8, 2), v = random_matrix<float>(5, 8, 3),
-             d_out = random_matrix<float>(3, 8, 4);
+  const auto q = random_matrix<float>(4, 8, 1), k = random_matrix<float>(5, 8, 2),
+             v = random_matrix<float>(5, 8, 3), d_out = random_matrix<float>(3, 8, 4);
   dynamic_matrix<float> out(4, 8);
   rt::attention_statistics<float> stats;
   rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, {}, stats);
   rt::attention_gradients<float> g;
-  CHECK_THROWS_WITH_AS(rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), 0.5f, {},
-                                                     stats, g),
-                       "attention_backward: d_context is 3x8 but the output is 4x8 (one gradient per output element)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::attention_backward<float>(q.view(), k.view(), v.view(), out.view(), d_out.view(), 0.5f, {}, stats,
+                                    g),
+      "attention_backward: d_context is 3x8 but the output is 4x8 (one gradient per output element)",
+      rt::shape_error);
 }
 
-TEST_CASE("the layer's backward: a shared key/value head sums its query heads' gradients (GQA, ALiBi, causal), "
-          "the same bits on 1 and 2 threads") {
+TEST_CASE(
+    "the layer's backward: a shared key/value head sums its query heads' gradients (GQA, ALiBi, causal), "
+    "the same bits on 1 and 2 threads") {
   // 4 query heads of 16 on 2 key/value heads: heads 0, 1 read K/V head 0, heads 2, 3 head 1.
   // The heads' part is checked against the long double reference on the forward's own Q, K, V
   // and the backward's d_concat (the inputs of that part, exact as they are): d_keys and
@@ -250,7 +265,8 @@ TEST_CASE("the layer's backward: a shared key/value head sums its query heads' g
       dynamic_matrix<float> dq_h(T, dh);
       for (std::size_t i = 0; i < T; ++i)
         for (std::size_t c = 0; c < dh; ++c) dq_h(i, c) = gr.d_queries(i, h * dh + c);
-      qkv::testing::expect_within(dq_h, ref.dq.to_double(), ref.dq_bound.to_double(), "d_queries of head " + std::to_string(h));
+      qkv::testing::expect_within(dq_h, ref.dq.to_double(), ref.dq_bound.to_double(),
+                                  "d_queries of head " + std::to_string(h));
       for (std::size_t k = 0; k < dk.a.size(); ++k) {
         dk.a[k] += ref.dk.a[k];
         dkb.a[k] += ref.dk_bound.a[k];
@@ -264,15 +280,17 @@ TEST_CASE("the layer's backward: a shared key/value head sums its query heads' g
         dk_g(i, c) = gr.d_keys(i, kv * dh + c);
         dv_g(i, c) = gr.d_values(i, kv * dh + c);
       }
-    qkv::testing::expect_within(dk_g, dk.to_double(), dkb.to_double(), "d_keys of key/value head " + std::to_string(kv));
-    qkv::testing::expect_within(dv_g, dv.to_double(), dvb.to_double(), "d_values of key/value head " + std::to_string(kv));
+    qkv::testing::expect_within(dk_g, dk.to_double(), dkb.to_double(),
+                                "d_keys of key/value head " + std::to_string(kv));
+    qkv::testing::expect_within(dv_g, dv.to_double(), dvb.to_double(),
+                                "d_values of key/value head " + std::to_string(kv));
   }
 }
 
 TEST_CASE("empty inputs: no queries gives zero key and value gradients, no keys zero query gradients") {
   for (const auto& [T, S] : {std::pair<std::size_t, std::size_t>{0, 5}, {4, 0}, {0, 0}}) {
-    const auto q = random_matrix<float>(T, 8, 1), k = random_matrix<float>(S, 8, 2), v = random_matrix<float>(S, 6, 3),
-               d_out = random_matrix<float>(T, 6, 4);
+    const auto q = random_matrix<float>(T, 8, 1), k = random_matrix<float>(S, 8, 2),
+               v = random_matrix<float>(S, 6, 3), d_out = random_matrix<float>(T, 6, 4);
     dynamic_matrix<float> out(T, 6);
     rt::attention_statistics<float> stats;
     rt::attention_forward_for_backward<float>(q.view(), k.view(), v.view(), out.view(), 0.5f, {}, stats);
@@ -331,7 +349,8 @@ TEST_CASE("16-bit inputs: the layer's gradients are the float layer's on the exa
 TEST_CASE("the forward that saves the statistics gives scaled_dot_product_attention's streaming bits") {
   for (const bool causal : {false, true}) {
     const std::size_t T = 300, S = 260, d = 32;
-    auto q = random_matrix<float>(T, d, 1), k = random_matrix<float>(S, d, 2), v = random_matrix<float>(S, d, 3);
+    auto q = random_matrix<float>(T, d, 1), k = random_matrix<float>(S, d, 2),
+         v = random_matrix<float>(S, d, 3);
     v(7, 3) = std::numeric_limits<float>::quiet_NaN();  // the repair of non-finite values too
     rt::attention_mask mask;
     mask.causal = causal;

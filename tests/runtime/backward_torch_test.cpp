@@ -40,7 +40,8 @@ using ld = long double;
 namespace {
 
 const nlohmann::json& fixture() {
-  static const auto doc = qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/backward/backward_torch.json");
+  static const auto doc =
+      qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/backward/backward_torch.json");
   return doc.json();
 }
 
@@ -85,8 +86,8 @@ void sdpa_case(const nlohmann::json& c) {
   const std::size_t T = c.at("T"), S = c.at("S"), d = c.at("d"), dv = c.at("dv");
   const std::string name = c.at("name");
   INFO(name);
-  const auto q = field<F>(c, "q", T, d, true), k = field<F>(c, "k", S, d, true), v = field<F>(c, "v", S, dv, true),
-             d_out = field<F>(c, "d_context", T, dv, true);
+  const auto q = field<F>(c, "q", T, d, true), k = field<F>(c, "k", S, d, true),
+             v = field<F>(c, "v", S, dv, true), d_out = field<F>(c, "d_context", T, dv, true);
   std::vector<unsigned char> padding(S, 0);
   for (const auto& j : c.at("padding")) padding[j.get<std::size_t>()] = 1;
   rt::attention_mask mask;
@@ -195,7 +196,8 @@ void mha_case(const nlohmann::json& c) {
   const lmat lwo = lmat::of(w.o->weight);
   const auto dconcat = product(ldy, lwo);
   lmat edconcat(T, E);
-  for (std::size_t k = 0; k < edconcat.a.size(); ++k) edconcat.a[k] = gamma(double(E)) * dconcat.magnitude.a[k];
+  for (std::size_t k = 0; k < edconcat.a.size(); ++k)
+    edconcat.a[k] = gamma(double(E)) * dconcat.magnitude.a[k];
   lmat concat(T, E), econcat(T, E), dq(T, E), edq(T, E), dk(T, E), edk(T, E), dv(T, E), edv(T, E);
   const double scale = double(rt::default_scale<F>(dh));
   const auto allowed = [&](std::size_t i, std::size_t j) { return !padding[j] && (!opt.causal || j <= i); };
@@ -218,7 +220,8 @@ void mha_case(const nlohmann::json& c) {
   const auto weight_bound = [&](const lmat& dyl, const lmat& edy, const lmat& in, const lmat& ein) {
     const auto pr = product(transpose(dyl), in, transpose(edy), ein);
     lmat b(pr.value.rows, pr.value.cols);
-    for (std::size_t k = 0; k < b.a.size(); ++k) b.a[k] = gamma(double(T)) * pr.magnitude.a[k] + pr.propagated.a[k];
+    for (std::size_t k = 0; k < b.a.size(); ++k)
+      b.a[k] = gamma(double(T)) * pr.magnitude.a[k] + pr.propagated.a[k];
     return b;
   };
   const auto bias_bound = [&](const lmat& dyl, const lmat& edy) {
@@ -234,23 +237,32 @@ void mha_case(const nlohmann::json& c) {
     return transpose(b);
   };
   const lmat zero;
-  expect_twice(r.output, field<F>(c, "output", T, E), [&] {
-    const auto pr = product(concat, transpose(lwo), econcat);
-    lmat b(T, E);
-    for (std::size_t i = 0; i < T; ++i)
-      for (std::size_t j = 0; j < E; ++j)
-        b(i, j) = gamma(double(E + 1)) * (pr.magnitude(i, j) + std::abs(ld(w.o->bias[j]))) + pr.propagated(i, j);
-    return b;
-  }(), name + ": output");
+  expect_twice(
+      r.output, field<F>(c, "output", T, E),
+      [&] {
+        const auto pr = product(concat, transpose(lwo), econcat);
+        lmat b(T, E);
+        for (std::size_t i = 0; i < T; ++i)
+          for (std::size_t j = 0; j < E; ++j)
+            b(i, j) = gamma(double(E + 1)) * (pr.magnitude(i, j) + std::abs(ld(w.o->bias[j]))) +
+                      pr.propagated(i, j);
+        return b;
+      }(),
+      name + ": output");
   expect_twice(g.d_w_output, field<F>(c, "d_w_output", E, E), weight_bound(ldy, zero, concat, econcat),
                name + ": d_w_output");
-  expect_twice(of_vector(g.d_b_output), field<F>(c, "d_b_output", 1, E), bias_bound(ldy, zero), name + ": d_b_output");
-  expect_twice(g.d_w_query, field<F>(c, "d_w_query", E, E), weight_bound(dq, edq, lx, zero), name + ": d_w_query");
+  expect_twice(of_vector(g.d_b_output), field<F>(c, "d_b_output", 1, E), bias_bound(ldy, zero),
+               name + ": d_b_output");
+  expect_twice(g.d_w_query, field<F>(c, "d_w_query", E, E), weight_bound(dq, edq, lx, zero),
+               name + ": d_w_query");
   expect_twice(g.d_w_key, field<F>(c, "d_w_key", E, E), weight_bound(dk, edk, lx, zero), name + ": d_w_key");
-  expect_twice(g.d_w_value, field<F>(c, "d_w_value", E, E), weight_bound(dv, edv, lx, zero), name + ": d_w_value");
-  expect_twice(of_vector(g.d_b_query), field<F>(c, "d_b_query", 1, E), bias_bound(dq, edq), name + ": d_b_query");
+  expect_twice(g.d_w_value, field<F>(c, "d_w_value", E, E), weight_bound(dv, edv, lx, zero),
+               name + ": d_w_value");
+  expect_twice(of_vector(g.d_b_query), field<F>(c, "d_b_query", 1, E), bias_bound(dq, edq),
+               name + ": d_b_query");
   expect_twice(of_vector(g.d_b_key), field<F>(c, "d_b_key", 1, E), bias_bound(dk, edk), name + ": d_b_key");
-  expect_twice(of_vector(g.d_b_value), field<F>(c, "d_b_value", 1, E), bias_bound(dv, edv), name + ": d_b_value");
+  expect_twice(of_vector(g.d_b_value), field<F>(c, "d_b_value", 1, E), bias_bound(dv, edv),
+               name + ": d_b_value");
   lmat edx(T, E);
   {
     const lmat* grads[3] = {&dq, &dk, &dv};

@@ -33,7 +33,8 @@ constexpr auto core_table = []<std::size_t... I>(std::index_sequence<I...>) {
 
 }  // namespace
 
-TEST_CASE("ALiBi slopes: the runtime's std::exp2 and the core's exp(x ln 2) agree, exactly where 2^x is exact") {
+TEST_CASE(
+    "ALiBi slopes: the runtime's std::exp2 and the core's exp(x ln 2) agree, exactly where 2^x is exact") {
   // Both follow the paper's get_slopes: slope 2^x, x = -8k/n (k, n from the head index and the
   // power of two n below or at 2H). Where x is an integer the slope is a power of two: the core
   // halves 1.0 |x| times (exact), std::exp2 of an integer returns it exactly: equal bits.
@@ -97,12 +98,14 @@ head_run run_head(const rt::dynamic_matrix<float>& q, const rt::dynamic_matrix<f
 }
 
 bool same(const rt::dynamic_matrix<float>& a, const rt::dynamic_matrix<float>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace
 
-TEST_CASE("runtime: window without causal bounds keys from below only (p - window < j), every later key stays") {
+TEST_CASE(
+    "runtime: window without causal bounds keys from below only (p - window < j), every later key stays") {
   // The decision (docs/numerics.md, "window without causal"): kept one-sided, flash-attn's
   // window_size = (window - 1, -1); a symmetric band (Longformer) is `allowed` or a -inf bias.
   // Against the allowed matrix it stands for, bit for bit; S = 40 (few-keys kernel) and 300 (tiled).
@@ -110,7 +113,8 @@ TEST_CASE("runtime: window without causal bounds keys from below only (p - windo
     for (const std::size_t window : {std::size_t(1), std::size_t(5), std::size_t(129)}) {
       CAPTURE(S);
       CAPTURE(window);
-      const auto q = qkv::testing::random_matrix<float>(S, 8, 31, 0.7), k = qkv::testing::random_matrix<float>(S, 8, 32, 0.7),
+      const auto q = qkv::testing::random_matrix<float>(S, 8, 31, 0.7),
+                 k = qkv::testing::random_matrix<float>(S, 8, 32, 0.7),
                  v = qkv::testing::random_matrix<float>(S, 8, 33);
       rt::mask_matrix allowed(S, S);
       for (std::size_t i = 0; i < S; ++i)
@@ -130,7 +134,8 @@ TEST_CASE("runtime: window without causal bounds keys from below only (p - windo
 TEST_CASE("core: attend_cache's window belongs to the causal mask; without causal it is not applied") {
   // core/kv_cache.hpp: "with options.causal ... and, with a window, only the window most recent"
   qkv::kv_cache<double, 4, 2, 1> cache;
-  cache.append(qkv::matrix<double, 4, 2>{{{1, 0}, {0, 1}, {1, 1}, {-1, 2}}}, qkv::matrix<double, 4, 1>{{{1}, {2}, {3}, {4}}});
+  cache.append(qkv::matrix<double, 4, 2>{{{1, 0}, {0, 1}, {1, 1}, {-1, 2}}},
+               qkv::matrix<double, 4, 1>{{{1}, {2}, {3}, {4}}});
   const qkv::matrix<double, 1, 2> q{{{0.5, -0.25}}};
   qkv::attention_options<double> free{}, causal{};
   causal.causal = true;

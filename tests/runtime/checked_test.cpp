@@ -16,7 +16,9 @@ using rt::dynamic_matrix;
 
 static_assert(rt::checked_access, "this test is built with -DQKV_CHECKED");
 
-TEST_CASE("with QKV_CHECKED an index past the rows or the columns throws std::out_of_range naming it and the shape") {
+TEST_CASE(
+    "with QKV_CHECKED an index past the rows or the columns throws std::out_of_range naming it and the "
+    "shape") {
   dynamic_matrix<float> m(3, 4);
   m(2, 3) = 1.0f;  // the last element: fine
   CHECK(m(2, 3) == 1.0f);
@@ -48,7 +50,8 @@ TEST_CASE("with QKV_CHECKED the kernels run unchanged: attention on both paths, 
   }
 }
 
-TEST_CASE("with QKV_CHECKED attention over no keys at all gives 0 on both paths, reading no element past the end") {
+TEST_CASE(
+    "with QKV_CHECKED attention over no keys at all gives 0 on both paths, reading no element past the end") {
   // context with 0 rows: every query has no key (fully masked), so its output is 0
   const auto x = qkv::testing::random_matrix<float>(3, 4, 3);
   const dynamic_matrix<float> none(0, 4);

@@ -35,7 +35,8 @@ double reference_value(std::uint16_t h, int E, int F) {
   const int e = (h >> F) & ((1 << E) - 1);
   const int m = h & ((1 << F) - 1);
   const double sign = (h >> 15) ? -1.0 : 1.0;
-  if (e == (1 << E) - 1) return m ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+  if (e == (1 << E) - 1)
+    return m ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
   if (e == 0) return sign * std::ldexp(double(m), 1 - bias - F);
   return sign * std::ldexp(double(m + (1 << F)), e - bias - F);
 }
@@ -52,7 +53,8 @@ std::uint16_t reference_round(float f, int E, int F) {
   if (std::isinf(a)) return sign | inf;
   std::uint16_t lo = 0, hi = static_cast<std::uint16_t>(inf - 1);  // largest finite
   if (a >= reference_value(hi, E, F)) {
-    const double next = reference_value(hi, E, F) + (reference_value(hi, E, F) - reference_value(hi - 1, E, F));
+    const double next =
+        reference_value(hi, E, F) + (reference_value(hi, E, F) - reference_value(hi - 1, E, F));
     const double mid = (reference_value(hi, E, F) + next) / 2;
     return sign | (a >= mid ? inf : hi);  // the tie goes to inf's pattern, the even one
   }
@@ -96,12 +98,16 @@ static_assert(qkv::float_to_half_bits(65504.0f) == 0x7BFF && qkv::float_to_half_
 static_assert(qkv::half_bits_to_float(0x0001) == 0x1p-24f);  // float16's smallest subnormal
 // 1 + 2^-8 is half-way between bfloat16's 1 and 1 + 2^-7: the tie goes to the even pattern, 1;
 // 1 + 3 2^-8 is half-way between 1 + 2^-7 (odd) and 1 + 2^-6: up
-static_assert(qkv::float_to_bfloat16_bits(1.0f + 0x1p-8f) == 0x3F80 && qkv::float_to_bfloat16_bits(1.0f + 0x3p-8f) == 0x3F82);
-static_assert(qkv::bfloat16(0.1f).bits == 0x3DCD && static_cast<float>(qkv::float16(0.1f)) == 0.0999755859375f);
+static_assert(qkv::float_to_bfloat16_bits(1.0f + 0x1p-8f) == 0x3F80 &&
+              qkv::float_to_bfloat16_bits(1.0f + 0x3p-8f) == 0x3F82);
+static_assert(qkv::bfloat16(0.1f).bits == 0x3DCD &&
+              static_cast<float>(qkv::float16(0.1f)) == 0.0999755859375f);
 // the runtime's types and conversions are the core's (one definition)
-static_assert(std::is_same_v<qkv::runtime::bfloat16, qkv::bfloat16> && std::is_same_v<qkv::runtime::float16, qkv::float16>);
+static_assert(std::is_same_v<qkv::runtime::bfloat16, qkv::bfloat16> &&
+              std::is_same_v<qkv::runtime::float16, qkv::float16>);
 
-TEST_CASE("every bfloat16 and float16 pattern converts to float exactly as its fields say, as the runtime's") {
+TEST_CASE(
+    "every bfloat16 and float16 pattern converts to float exactly as its fields say, as the runtime's") {
   for (std::uint32_t h = 0; h < 65536; ++h) {
     const auto b = static_cast<std::uint16_t>(h);
     const float f16 = qkv::half_bits_to_float(b), bf = qkv::bfloat16_bits_to_float(b);
@@ -113,10 +119,14 @@ TEST_CASE("every bfloat16 and float16 pattern converts to float exactly as its f
       REQUIRE(double(f16) == r16);
       REQUIRE(std::signbit(f16) == bool(h >> 15));  // -0 stays -0
     }
-    if (std::isnan(rbf)) REQUIRE(std::isnan(bf));
-    else REQUIRE(double(bf) == rbf);
-    REQUIRE(std::bit_cast<std::uint32_t>(qkv::runtime::half_bits_to_float(b)) == std::bit_cast<std::uint32_t>(f16));
-    REQUIRE(std::bit_cast<std::uint32_t>(qkv::runtime::bfloat16_bits_to_float(b)) == std::bit_cast<std::uint32_t>(bf));
+    if (std::isnan(rbf))
+      REQUIRE(std::isnan(bf));
+    else
+      REQUIRE(double(bf) == rbf);
+    REQUIRE(std::bit_cast<std::uint32_t>(qkv::runtime::half_bits_to_float(b)) ==
+            std::bit_cast<std::uint32_t>(f16));
+    REQUIRE(std::bit_cast<std::uint32_t>(qkv::runtime::bfloat16_bits_to_float(b)) ==
+            std::bit_cast<std::uint32_t>(bf));
     // and back: every non-NaN 16-bit value is a float, which rounds to itself
     if (!std::isnan(r16)) REQUIRE(qkv::float_to_half_bits(f16) == b);
     if (!std::isnan(rbf)) REQUIRE(qkv::float_to_bfloat16_bits(bf) == b);
@@ -132,7 +142,9 @@ TEST_CASE("float rounds to the nearest float16, ties to even, over ties, subnorm
     if (got != want) FAIL("float16(" << x << "): got " << got << ", want " << want);
     REQUIRE(qkv::runtime::float_to_half_bits(x) == got);
     REQUIRE(qkv::float16(x).bits == got);
-    ties += x == (double(qkv::half_bits_to_float(got)) + double(qkv::half_bits_to_float(static_cast<std::uint16_t>(got ^ 1u)))) / 2;
+    ties += x == (double(qkv::half_bits_to_float(got)) +
+                  double(qkv::half_bits_to_float(static_cast<std::uint16_t>(got ^ 1u)))) /
+                     2;
     subnormal += std::fabs(x) < 0x1p-14f && x != 0;
     overflow += std::isinf(qkv::half_bits_to_float(got)) && !std::isinf(x);
   }
@@ -142,10 +154,10 @@ TEST_CASE("float rounds to the nearest float16, ties to even, over ties, subnorm
   // the stated edges
   CHECK(qkv::float_to_half_bits(65519.996f) == 0x7BFF);
   CHECK(qkv::float_to_half_bits(-65520.0f) == 0xFC00);
-  CHECK(qkv::float_to_half_bits(0x1p-25f) == 0x0000);                            // a tie with 0 and 2^-24: even, 0
-  CHECK(qkv::float_to_half_bits(std::nextafter(0x1p-25f, 1.0f)) == 0x0001);      // just above: 2^-24
-  CHECK(qkv::float_to_half_bits(-0x1p-26f) == 0x8000);                           // -0, sign kept
-  CHECK(qkv::float_to_half_bits(0x1.8p-24f) == 0x0002);                          // 1.5 2^-24: a tie, to 2 (even)
+  CHECK(qkv::float_to_half_bits(0x1p-25f) == 0x0000);  // a tie with 0 and 2^-24: even, 0
+  CHECK(qkv::float_to_half_bits(std::nextafter(0x1p-25f, 1.0f)) == 0x0001);  // just above: 2^-24
+  CHECK(qkv::float_to_half_bits(-0x1p-26f) == 0x8000);                       // -0, sign kept
+  CHECK(qkv::float_to_half_bits(0x1.8p-24f) == 0x0002);                      // 1.5 2^-24: a tie, to 2 (even)
 }
 
 TEST_CASE("float rounds to the nearest bfloat16, ties to even, over ties, subnormals and overflow") {
@@ -160,7 +172,8 @@ TEST_CASE("float rounds to the nearest bfloat16, ties to even, over ties, subnor
   // past the largest finite bfloat16 (0x1.fep127) by half a step (2^119) or more: inf; a float below that: 0x1.fep127
   CHECK(qkv::float_to_bfloat16_bits(std::numeric_limits<float>::max()) == 0x7F80);
   CHECK(qkv::float_to_bfloat16_bits(0x1.fefffep127f) == 0x7F7F);
-  CHECK(qkv::float_to_bfloat16_bits(std::numeric_limits<float>::denorm_min()) == 0x0000);  // 2^-149: far below half of 2^-133
+  CHECK(qkv::float_to_bfloat16_bits(std::numeric_limits<float>::denorm_min()) ==
+        0x0000);                                            // 2^-149: far below half of 2^-133
   CHECK(qkv::float_to_bfloat16_bits(0x1p-133f) == 0x0001);  // bfloat16's smallest subnormal
 }
 
@@ -204,8 +217,10 @@ constexpr stack<double, 3, 4, 2> small_batch() {
 
 // the key padding mask is PyTorch's: true = padding
 static_assert(qkv::key_padding_mask<3, 4>(lengths3{4, 2, 0}) ==
-              matrix<bool, 3, 4>{{{false, false, false, false}, {false, false, true, true}, {true, true, true, true}}});
-static_assert(qkv::padded<4>(matrix<double, 2, 2>{{{1, 2}, {3, 4}}}) == matrix<double, 4, 2>{{{1, 2}, {3, 4}, {0, 0}, {0, 0}}});
+              matrix<bool, 3, 4>{
+                  {{false, false, false, false}, {false, false, true, true}, {true, true, true, true}}});
+static_assert(qkv::padded<4>(matrix<double, 2, 2>{{{1, 2}, {3, 4}}}) ==
+              matrix<double, 4, 2>{{{1, 2}, {3, 4}, {0, 0}, {0, 0}}});
 
 TEST_CASE("a length over the padded size throws length_error naming the sequence and both sizes") {
   const auto x = small_batch();
@@ -223,10 +238,12 @@ TEST_CASE("a fully padded sequence gets weights 0 and context 0 in every row, th
   CHECK(r.sequence[2].weights == matrix<double, 4, 4>{});
   CHECK(r.sequence[2].context == matrix<double, 4, 2>{});
   // sequence 0 has no padding: attend_projected's result
-  CHECK(r.sequence[0].context == qkv::attend_projected(x[0], x[0], x[0], qkv::attention_options<double>{}).context);
+  CHECK(r.sequence[0].context ==
+        qkv::attend_projected(x[0], x[0], x[0], qkv::attention_options<double>{}).context);
 }
 
-TEST_CASE("padded query rows attend to the real keys; padded keys get weight 0 and a NaN there is never read") {
+TEST_CASE(
+    "padded query rows attend to the real keys; padded keys get weight 0 and a NaN there is never read") {
   auto x = small_batch();
   auto v = x;
   v(1, 3, 0) = std::numeric_limits<double>::quiet_NaN();  // a padded key's value (length 2)
@@ -267,7 +284,8 @@ TEST_CASE("16-bit inputs: the float path on the converted values, bit for bit, i
   stack<float, 2, 3, 2> x{};
   for (std::size_t b = 0; b < 2; ++b)
     for (std::size_t i = 0; i < 3; ++i)
-      for (std::size_t c = 0; c < 2; ++c) x(b, i, c) = 0.3f * float(i + 1) - 0.7f * float(c) + 0.11f * float(b);
+      for (std::size_t c = 0; c < 2; ++c)
+        x(b, i, c) = 0.3f * float(i + 1) - 0.7f * float(c) + 0.11f * float(b);
   const std::array<std::size_t, 2> lengths{3, 2};
   const auto h = qkv::rounded_to<qkv::float16>(x);
   const auto bf = qkv::rounded_to<qkv::bfloat16>(x);
@@ -283,12 +301,14 @@ TEST_CASE("16-bit inputs: the float path on the converted values, bit for bit, i
   CHECK(qkv::attend_projected(h[0], h[0], h[0]).context == eh.sequence[0].context);
   // rounding changed the inputs (0.3f is not a bfloat16), each within u = 2^-8 relative
   CHECK(!(fb[0] == x[0]));
-  for (std::size_t k = 0; k < 6; ++k) CHECK(std::fabs(fb[0].v[k] - x[0].v[k]) <= 0x1p-8 * std::fabs(x[0].v[k]));
+  for (std::size_t k = 0; k < 6; ++k)
+    CHECK(std::fabs(fb[0].v[k] - x[0].v[k]) <= 0x1p-8 * std::fabs(x[0].v[k]));
 }
 
 namespace {
 template <std::size_t R, std::size_t C>
-std::size_t check_torch_bits(const double (&values)[R][C], const unsigned short (&bf16)[R][C], const unsigned short (&fp16)[R][C]) {
+std::size_t check_torch_bits(const double (&values)[R][C], const unsigned short (&bf16)[R][C],
+                             const unsigned short (&fp16)[R][C]) {
   std::size_t n = 0;
   for (std::size_t i = 0; i < R; ++i)
     for (std::size_t j = 0; j < C; ++j) {
@@ -302,7 +322,8 @@ std::size_t check_torch_bits(const double (&values)[R][C], const unsigned short 
 }
 }  // namespace
 
-TEST_CASE("qkv rounds example 14's float32 q, k, v to the bits PyTorch's .to(bfloat16) and .to(float16) give") {
+TEST_CASE(
+    "qkv rounds example 14's float32 q, k, v to the bits PyTorch's .to(bfloat16) and .to(float16) give") {
   namespace t = qkv_test::torch_chapter2::batch;
   std::size_t n = 0;
   n += check_torch_bits(t::q32_0, t::q_bf16_0, t::q_fp16_0);

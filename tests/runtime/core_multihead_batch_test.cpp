@@ -36,7 +36,7 @@ namespace c2 = qkv::examples::chapter2;
 namespace {
 
 constexpr std::size_t B = 3, H = 2, N = 5, E = 8, Tc = 4, Dc = 6;
-constexpr std::array<std::size_t, B> lengths{5, 3, 0};                 // the self-attention batch
+constexpr std::array<std::size_t, B> lengths{5, 3, 0};  // the self-attention batch
 constexpr std::array<std::size_t, B> query_lengths{4, 2, 3}, memory_lengths{5, 2, 1};  // cross
 
 template <std::size_t R, std::size_t C>
@@ -73,7 +73,8 @@ std::vector<double> as_vector(const qkv::matrix<double, 1, C>& a) {
 
 /// the largest ratio |actual - expected| / bound over a matrix (every element must be <= 1)
 template <std::size_t R, std::size_t C, class Get>
-double worst_ratio(const qkv::matrix<double, R, C>& expected, const qkv::matrix<double, R, C>& bound, Get actual) {
+double worst_ratio(const qkv::matrix<double, R, C>& expected, const qkv::matrix<double, R, C>& bound,
+                   Get actual) {
   double worst = 0;
   for (std::size_t i = 0; i < R; ++i)
     for (std::size_t j = 0; j < C; ++j) {
@@ -92,7 +93,9 @@ std::vector<unsigned char> padding(std::size_t length, std::size_t rows) {
 
 }  // namespace
 
-TEST_CASE("the core's multi-head padded batch is PyTorch's nn.MultiheadAttention with key_padding_mask within twice the bound") {
+TEST_CASE(
+    "the core's multi-head padded batch is PyTorch's nn.MultiheadAttention with key_padding_mask within "
+    "twice the bound") {
   constexpr self_batch in;
   constexpr auto r = qkv::batch_multihead_self_attention<H>(in.x, lengths, in.wq, in.wk, in.wv, qkv::out_in);
   constexpr auto out = qkv::output_projection(r, in.wo, in.bo);  // (3, 5, 8)
@@ -112,11 +115,14 @@ TEST_CASE("the core's multi-head padded batch is PyTorch's nn.MultiheadAttention
   for (std::size_t i = 0; i < N; ++i) CHECK(same_bits(qkv::row(out[2], i), in.bo));
 }
 
-TEST_CASE("the core's cross-attention over a padded memory is PyTorch's within twice the bound, every sequence") {
+TEST_CASE(
+    "the core's cross-attention over a padded memory is PyTorch's within twice the bound, every sequence") {
   constexpr cross_batch in;
-  constexpr auto r = qkv::batch_multihead_cross_attention<H>(in.x, in.memory, memory_lengths, in.wq, in.wk, in.wv, qkv::out_in);
+  constexpr auto r = qkv::batch_multihead_cross_attention<H>(in.x, in.memory, memory_lengths, in.wq, in.wk,
+                                                             in.wv, qkv::out_in);
   constexpr auto out = qkv::output_projection(r, in.wo, in.bo);  // (3, 4, 8)
-  const double* expected[3] = {&mh::cross_output_0[0][0], &mh::cross_output_1[0][0], &mh::cross_output_2[0][0]};
+  const double* expected[3] = {&mh::cross_output_0[0][0], &mh::cross_output_1[0][0],
+                               &mh::cross_output_2[0][0]};
   for (std::size_t b = 0; b < B; ++b) {
     INFO("sequence " << b << ", memory length " << memory_lengths[b]);
     const auto bound = c2::multihead_output_error(r.sequence[b], c2::projection_error(in.x[b], in.wq),
@@ -126,9 +132,12 @@ TEST_CASE("the core's cross-attention over a padded memory is PyTorch's within t
   }
 }
 
-TEST_CASE("the core's multi-head and cross-attention batches agree with the runtime's batch_attention within the derived bounds") {
+TEST_CASE(
+    "the core's multi-head and cross-attention batches agree with the runtime's batch_attention within the "
+    "derived bounds") {
   constexpr self_batch in;
-  constexpr auto core = qkv::batch_multihead_self_attention<H>(in.x, lengths, in.wq, in.wk, in.wv, qkv::out_in);
+  constexpr auto core =
+      qkv::batch_multihead_self_attention<H>(in.x, lengths, in.wq, in.wk, in.wv, qkv::out_in);
   constexpr auto core_out = qkv::output_projection(core, in.wo, in.bo);
   rt::attention_weights<double> w;
   w.q = {rt::to_dynamic(in.wq), {}};
@@ -154,7 +163,8 @@ TEST_CASE("the core's multi-head and cross-attention batches agree with the runt
     const auto dv = c2::projection_error(in.x[b], in.wv);
     const auto bound = c2::multihead_output_error(core.sequence[b], dq, dk, dv, in.wo, core_out[b]) +
                        c2::multihead_output_error(core.sequence[b], dq, dk, dv, in.wo, core_out[b], 2.0);
-    CHECK(worst_ratio(core_out[b], bound, [&](std::size_t i, std::size_t j) { return run[b].output(i, j); }) <= 1.0);
+    CHECK(worst_ratio(core_out[b], bound,
+                      [&](std::size_t i, std::size_t j) { return run[b].output(i, j); }) <= 1.0);
     REQUIRE(run[b].weights.size() == H);
     for (std::size_t h = 0; h < H; ++h)
       for (std::size_t i = 0; i < N; ++i)
@@ -179,7 +189,8 @@ TEST_CASE("the core's multi-head and cross-attention batches agree with the runt
 
   // cross-attention: the memory as each sequence's context, its padding the memory's
   constexpr cross_batch cin;
-  constexpr auto cross = qkv::batch_multihead_cross_attention<H>(cin.x, cin.memory, memory_lengths, cin.wq, cin.wk, cin.wv, qkv::out_in);
+  constexpr auto cross = qkv::batch_multihead_cross_attention<H>(cin.x, cin.memory, memory_lengths, cin.wq,
+                                                                 cin.wk, cin.wv, qkv::out_in);
   constexpr auto cross_out = qkv::output_projection(cross, cin.wo, cin.bo);
   rt::attention_weights<double> cw;
   cw.q = {rt::to_dynamic(cin.wq), {}};
@@ -187,9 +198,11 @@ TEST_CASE("the core's multi-head and cross-attention batches agree with the runt
   cw.v = {rt::to_dynamic(cin.wv), {}};
   cw.o = rt::linear_weights<double>{rt::to_dynamic(cin.wo), as_vector(cin.bo)};
   std::vector<rt::dynamic_matrix<double>> cx, cm;
-  for (std::size_t b = 0; b < B; ++b) cx.push_back(rt::to_dynamic(cin.x[b])), cm.push_back(rt::to_dynamic(cin.memory[b]));
+  for (std::size_t b = 0; b < B; ++b)
+    cx.push_back(rt::to_dynamic(cin.x[b])), cm.push_back(rt::to_dynamic(cin.memory[b]));
   std::vector<rt::batch_sequence<double>> cseqs;
-  for (std::size_t b = 0; b < B; ++b) cseqs.push_back({cx[b].view(), cm[b].view(), padding(memory_lengths[b], N)});
+  for (std::size_t b = 0; b < B; ++b)
+    cseqs.push_back({cx[b].view(), cm[b].view(), padding(memory_lengths[b], N)});
   const auto crun = rt::batch_attention<double>(std::span<const rt::batch_sequence<double>>(cseqs), cw, opt);
   REQUIRE(crun.size() == B);
   for (std::size_t b = 0; b < B; ++b) {
@@ -199,7 +212,8 @@ TEST_CASE("the core's multi-head and cross-attention batches agree with the runt
     const auto dv = c2::projection_error(cin.memory[b], cin.wv);
     const auto bound = c2::multihead_output_error(cross.sequence[b], dq, dk, dv, cin.wo, cross_out[b]) +
                        c2::multihead_output_error(cross.sequence[b], dq, dk, dv, cin.wo, cross_out[b], 2.0);
-    CHECK(worst_ratio(cross_out[b], bound, [&](std::size_t i, std::size_t j) { return crun[b].output(i, j); }) <= 1.0);
+    CHECK(worst_ratio(cross_out[b], bound,
+                      [&](std::size_t i, std::size_t j) { return crun[b].output(i, j); }) <= 1.0);
   }
   // sequence 1's padded query rows (zero rows: q = 0) over its 2 real memory rows: 1/2 each in both
   for (std::size_t h = 0; h < H; ++h)
@@ -216,7 +230,9 @@ TEST_CASE("the core's multi-head and cross-attention batches agree with the runt
     }
 }
 
-TEST_CASE("grouped-query padded batches are multi-head ones with each K/V head repeated, bit for bit, and the runtime's within the bound") {
+TEST_CASE(
+    "grouped-query padded batches are multi-head ones with each K/V head repeated, bit for bit, and the "
+    "runtime's within the bound") {
   static constexpr self_batch in;
   // 2 query heads sharing 1 key/value head of width 4: Wk, Wv's first 4 rows
   static constexpr auto wk1 = qkv::block<4, E>(in.wk, 0, 0), wv1 = qkv::block<4, E>(in.wv, 0, 0);
@@ -236,11 +252,14 @@ TEST_CASE("grouped-query padded batches are multi-head ones with each K/V head r
     return p;
   }();
   constexpr qkv::attention_options<double> causal{.causal = true};
-  constexpr auto gqa = qkv::batch_grouped_query_attend_projected<H, 1>(projected.q, projected.k, projected.v, lengths, causal);
-  constexpr auto mha = qkv::batch_multihead_attend_projected<H>(projected.q, projected.k2, projected.v2, lengths, causal);
+  constexpr auto gqa =
+      qkv::batch_grouped_query_attend_projected<H, 1>(projected.q, projected.k, projected.v, lengths, causal);
+  constexpr auto mha =
+      qkv::batch_multihead_attend_projected<H>(projected.q, projected.k2, projected.v2, lengths, causal);
   for (std::size_t b = 0; b < B; ++b) {
     CHECK(same_bits(gqa.sequence[b].concat, mha.sequence[b].concat));
-    for (std::size_t h = 0; h < H; ++h) CHECK(same_bits(gqa.sequence[b].weights[h], mha.sequence[b].weights[h]));
+    for (std::size_t h = 0; h < H; ++h)
+      CHECK(same_bits(gqa.sequence[b].weights[h], mha.sequence[b].weights[h]));
   }
   // the runtime with kv_heads = 1 and causal: the same numbers within the bound of the test above
   // (multi-head on the repeated K/V is the same arithmetic on each side)
@@ -267,17 +286,23 @@ TEST_CASE("grouped-query padded batches are multi-head ones with each K/V head r
       for (std::size_t k = 0; k < E; ++k) i(k, k) = 1;
       return i;
     }();
-    const auto bound = c2::multihead_output_error(mha.sequence[b], dq, dk, dv, identity, mha.sequence[b].concat) +
-                       c2::multihead_output_error(mha.sequence[b], dq, dk, dv, identity, mha.sequence[b].concat, 2.0);
-    CHECK(worst_ratio(mha.sequence[b].concat, bound, [&](std::size_t i, std::size_t j) { return run[b].output(i, j); }) <= 1.0);
+    const auto bound =
+        c2::multihead_output_error(mha.sequence[b], dq, dk, dv, identity, mha.sequence[b].concat) +
+        c2::multihead_output_error(mha.sequence[b], dq, dk, dv, identity, mha.sequence[b].concat, 2.0);
+    CHECK(worst_ratio(mha.sequence[b].concat, bound,
+                      [&](std::size_t i, std::size_t j) { return run[b].output(i, j); }) <= 1.0);
   }
 }
 
-TEST_CASE("multi-head batches: real rows equal the sequence alone bit for bit with causal, a NaN in a padded memory row is never read") {
+TEST_CASE(
+    "multi-head batches: real rows equal the sequence alone bit for bit with causal, a NaN in a padded "
+    "memory row is never read") {
   constexpr self_batch in;
   constexpr qkv::attention_options<double> causal{.causal = true};
-  constexpr auto r = qkv::batch_multihead_self_attention<H>(in.x, lengths, in.wq, in.wk, in.wv, qkv::out_in, causal);
-  constexpr auto alone = qkv::multihead_self_attention<H>(qkv::block<3, E>(in.x[1], 0, 0), in.wq, in.wk, in.wv, qkv::out_in, causal);
+  constexpr auto r =
+      qkv::batch_multihead_self_attention<H>(in.x, lengths, in.wq, in.wk, in.wv, qkv::out_in, causal);
+  constexpr auto alone = qkv::multihead_self_attention<H>(qkv::block<3, E>(in.x[1], 0, 0), in.wq, in.wk,
+                                                          in.wv, qkv::out_in, causal);
   CHECK(same_bits(qkv::block<3, E>(r.sequence[1].concat, 0, 0), alone.concat));
   // causal and padding together: padded query row 4 sees keys j <= 4 and j < 3, so keys 0..2
   for (std::size_t h = 0; h < H; ++h) {
@@ -288,9 +313,12 @@ TEST_CASE("multi-head batches: real rows equal the sequence alone bit for bit wi
 
   const cross_batch cin;
   auto poisoned = cin.memory;
-  for (std::size_t j = 0; j < Dc; ++j) poisoned(1, 3, j) = std::numeric_limits<double>::quiet_NaN();  // memory 1: length 2
-  const auto clean = qkv::batch_multihead_cross_attention<H>(cin.x, cin.memory, memory_lengths, cin.wq, cin.wk, cin.wv, qkv::out_in);
-  const auto dirty = qkv::batch_multihead_cross_attention<H>(cin.x, poisoned, memory_lengths, cin.wq, cin.wk, cin.wv, qkv::out_in);
+  for (std::size_t j = 0; j < Dc; ++j)
+    poisoned(1, 3, j) = std::numeric_limits<double>::quiet_NaN();  // memory 1: length 2
+  const auto clean = qkv::batch_multihead_cross_attention<H>(cin.x, cin.memory, memory_lengths, cin.wq,
+                                                             cin.wk, cin.wv, qkv::out_in);
+  const auto dirty = qkv::batch_multihead_cross_attention<H>(cin.x, poisoned, memory_lengths, cin.wq, cin.wk,
+                                                             cin.wv, qkv::out_in);
   CHECK(same_bits(clean.sequence[1].concat, dirty.sequence[1].concat));
   CHECK(std::isnan(dirty.sequence[1].values(3, 0)));  // the NaN is there, projected, and never read
 }
@@ -299,7 +327,8 @@ TEST_CASE("a memory length over the memory's rows throws length_error naming the
   const cross_batch cin;
   constexpr std::array<std::size_t, B> too_long{5, 6, 1};
   try {
-    (void)qkv::batch_multihead_cross_attention<H>(cin.x, cin.memory, too_long, cin.wq, cin.wk, cin.wv, qkv::out_in);
+    (void)qkv::batch_multihead_cross_attention<H>(cin.x, cin.memory, too_long, cin.wq, cin.wk, cin.wv,
+                                                  qkv::out_in);
     FAIL("no exception");
   } catch (const std::length_error& e) {
     CHECK(std::string(e.what()) == "qkv::batch: sequence 1 has length 6 but the batch is padded to 5 tokens");

@@ -16,8 +16,8 @@
 #include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
-using qkv::testing::same_bits;
 using qkv::testing::random_matrix;
+using qkv::testing::same_bits;
 using rt::dynamic_matrix;
 
 namespace {
@@ -38,11 +38,13 @@ dynamic_matrix<T> run(const dynamic_matrix<T>& q, const dynamic_matrix<T>& k, co
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("causal lower_right, a window and a -inf bias equal the allowed mask they stand for, bit for bit", F,
-                   float, double) {
+TEST_CASE_TEMPLATE(
+    "causal lower_right, a window and a -inf bias equal the allowed mask they stand for, bit for bit", F,
+    float, double) {
   // T < S (decoding several new tokens), T = S, T > S (the first T - S rows see no key: 0);
   // S = 20 takes the few-keys kernel, 300 the tiled one (three key blocks)
-  for (const auto& [T, S] : {std::pair<std::size_t, std::size_t>{5, 20}, {20, 20}, {24, 20}, {70, 300}, {300, 300}}) {
+  for (const auto& [T, S] :
+       {std::pair<std::size_t, std::size_t>{5, 20}, {20, 20}, {24, 20}, {70, 300}, {300, 300}}) {
     for (const std::size_t window : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(129)}) {
       CAPTURE(T);
       CAPTURE(S);
@@ -66,7 +68,8 @@ TEST_CASE_TEMPLATE("causal lower_right, a window and a -inf bias equal the allow
       rt::attention_mask by_bias;
       by_bias.set_bias(rt::matrix_view<const F>(bias.view()));
       dynamic_matrix<F> m1, m2, m3;
-      const auto s1 = run(q, k, v, lower, m1), s2 = run(q, k, v, by_flags, m2), s3 = run(q, k, v, by_bias, m3);
+      const auto s1 = run(q, k, v, lower, m1), s2 = run(q, k, v, by_flags, m2),
+                 s3 = run(q, k, v, by_bias, m3);
       CHECK(same_bits(s1, s2));
       CHECK(same_bits(m1, m2));
       CHECK(same_bits(s3, s2));  // + 0 changes no finite score; -inf masks
@@ -76,7 +79,8 @@ TEST_CASE_TEMPLATE("causal lower_right, a window and a -inf bias equal the allow
   }
 }
 
-TEST_CASE_TEMPLATE("ALiBi equals the bias m (j - p) it adds, and its slopes are the paper's", F, float, double) {
+TEST_CASE_TEMPLATE("ALiBi equals the bias m (j - p) it adds, and its slopes are the paper's", F, float,
+                   double) {
   // Press et al.: 8 heads: 2^-1 .. 2^-8; 6 heads (not a power of two): the 4 of 4 heads
   // (2^-2, 2^-4, 2^-6, 2^-8), then slopes 0 and 2 of 8 heads (2^-1, 2^-3)
   const auto m8 = rt::alibi_slopes(8), m6 = rt::alibi_slopes(6);
@@ -106,7 +110,8 @@ TEST_CASE_TEMPLATE("ALiBi equals the bias m (j - p) it adds, and its slopes are 
 }
 
 TEST_CASE("a NaN bias entry poisons its row, +inf too; -inf only masks the key (docs/numerics.md)") {
-  const auto q = random_matrix<float>(3, 8, 31), k = random_matrix<float>(5, 8, 32), v = random_matrix<float>(5, 4, 33);
+  const auto q = random_matrix<float>(3, 8, 31), k = random_matrix<float>(5, 8, 32),
+             v = random_matrix<float>(5, 4, 33);
   dynamic_matrix<float> bias(3, 5);
   bias(0, 2) = std::numeric_limits<float>::quiet_NaN();
   bias(1, 4) = std::numeric_limits<float>::infinity();
@@ -127,8 +132,9 @@ TEST_CASE("a NaN bias entry poisons its row, +inf too; -inf only masks the key (
   const dynamic_matrix<float> small(2, 5);
   wrong.set_bias(rt::matrix_view<const float>(small.view()));
   dynamic_matrix<float> out(3, 4);
-  CHECK_THROWS_WITH_AS(rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 1.0f, wrong),
-                       "attention: the bias is 2x5 but must be 3x5 (queries by keys)", rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 1.0f, wrong),
+      "attention: the bias is 2x5 but must be 3x5 (queries by keys)", rt::shape_error);
 }
 
 TEST_CASE("grouped-query attention equals multi-head attention with each K/V head repeated, bit for bit") {
@@ -183,9 +189,10 @@ TEST_CASE("grouped-query attention equals multi-head attention with each K/V hea
                        "attention: 8 query heads cannot share 3 key/value heads (kv_heads must divide heads)",
                        rt::shape_error);
   bad.kv_heads = 2;  // K has 24 columns, 2 heads of 8 need 16
-  CHECK_THROWS_WITH_AS((void)rt::attention(x, x, w, bad),
-                       "attention: wq is 64x24 and wk is 24x24 but keys need 2 heads of d_q / heads = 8 columns (16 vs 24)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      (void)rt::attention(x, x, w, bad),
+      "attention: wq is 64x24 and wk is 24x24 but keys need 2 heads of d_q / heads = 8 columns (16 vs 24)",
+      rt::shape_error);
 }
 
 TEST_CASE("the per-head bias (heads * T, S) reaches each head, and a (T, S) bias every head") {
@@ -215,7 +222,8 @@ TEST_CASE("the per-head bias (heads * T, S) reaches each head, and a (T, S) bias
   CHECK(same_bits(c.weights[0], b.weights[0]));
   shared.bias = dynamic_matrix<float>(5, 6);
   CHECK_THROWS_WITH_AS((void)rt::attention(x, x, w, shared),
-                       "attention: the bias is 5x6 but must be 6x6 or 12x6 (heads x queries by keys)", rt::shape_error);
+                       "attention: the bias is 5x6 but must be 6x6 or 12x6 (heads x queries by keys)",
+                       rt::shape_error);
 }
 
 namespace {
@@ -223,7 +231,8 @@ namespace {
 /// decode a sequence token by token through a cache of storage S and compare with full causal
 /// attention on the same (rounded) keys and values, every head; returns whether all bits agree
 template <rt::storage_type S>
-bool decode_equals_full(std::size_t T, std::size_t H, std::size_t HK, std::size_t d, std::size_t window, bool alibi) {
+bool decode_equals_full(std::size_t T, std::size_t H, std::size_t HK, std::size_t d, std::size_t window,
+                        bool alibi) {
   const auto q = random_matrix<float>(T, H * d, 61, 0.7), k = random_matrix<float>(T, HK * d, 62, 0.7),
              v = random_matrix<float>(T, HK * d, 63);
   rt::kv_cache<S> cache(2, HK, d, d, T);
@@ -251,11 +260,12 @@ bool decode_equals_full(std::size_t T, std::size_t H, std::size_t HK, std::size_
     rt::attention_mask mask{true, nullptr};
     mask.window = window;
     if (alibi) mask.alibi_slope = slopes[h];
-    rt::scaled_dot_product_attention<float>(qh.view(), kg.view(), vg.view(), out.view(), rt::default_scale<float>(d),
-                                            mask);
+    rt::scaled_dot_product_attention<float>(qh.view(), kg.view(), vg.view(), out.view(),
+                                            rt::default_scale<float>(d), mask);
     for (std::size_t i = 0; i < T; ++i)
       for (std::size_t c = 0; c < d; ++c)
-        same = same && std::bit_cast<std::uint32_t>(out(i, c)) == std::bit_cast<std::uint32_t>(decoded(i, h * d + c));
+        same = same &&
+               std::bit_cast<std::uint32_t>(out(i, c)) == std::bit_cast<std::uint32_t>(decoded(i, h * d + c));
   }
   CHECK(cache.length(1) == T);
   CHECK(cache.length(0) == 0);
@@ -264,7 +274,8 @@ bool decode_equals_full(std::size_t T, std::size_t H, std::size_t HK, std::size_
 
 }  // namespace
 
-TEST_CASE("decoding token by token through the KV cache gives the rows of full causal attention, bit for bit") {
+TEST_CASE(
+    "decoding token by token through the KV cache gives the rows of full causal attention, bit for bit") {
   // why bit for bit: each output row is computed from its own query row, the keys 0..p and the
   // same key blocks (starting at 0, key_block wide) in either run; the keys past p that the full
   // run also visits are -inf for that row, add e^-inf = 0 to its sums and 0 * v to its output
@@ -282,10 +293,11 @@ TEST_CASE("decoding token by token through the KV cache gives the rows of full c
 
 TEST_CASE("the KV cache checks its size before allocating and its capacity before growing") {
   // 32 layers x 8 heads x 4096 positions x (128 + 128) x 4 bytes = 1 GiB: over a 1 MiB limit
-  CHECK_THROWS_WITH_AS(rt::kv_cache<float>(32, 8, 128, 128, 4096, std::size_t(1) << 20),
-                       "kv_cache: 32 layers x 8 heads x 4096 positions x (128 + 128) x 4 bytes need 1073741824 bytes, "
-                       "over the limit of 1048576 (kv_cache's max_bytes)",
-                       rt::size_limit_error);
+  CHECK_THROWS_WITH_AS(
+      rt::kv_cache<float>(32, 8, 128, 128, 4096, std::size_t(1) << 20),
+      "kv_cache: 32 layers x 8 heads x 4096 positions x (128 + 128) x 4 bytes need 1073741824 bytes, "
+      "over the limit of 1048576 (kv_cache's max_bytes)",
+      rt::size_limit_error);
   // past 2^64 bytes: no wrap-around
   // 2^20 layers x 2^20 heads x 2^20 positions x 2^20 x 4 bytes = 2^82 = 4.8357e24 bytes, printed
   // to three digits (runtime::bytes_string), not as 24 digits of a double's rounding
@@ -306,23 +318,26 @@ TEST_CASE("the KV cache checks its size before allocating and its capacity befor
   CHECK(cache.length(0) == 2);  // unchanged
   CHECK(cache.keys(0, 1)(1, 2).bits == rt::bfloat16(k(1, 6)).bits);
   const auto narrow = random_matrix<float>(1, 6, 73);
-  CHECK_THROWS_WITH_AS(cache.append(0, narrow.view(), narrow.view()),
-                       "kv_cache: k is 1x6 and v is 1x6 but must be 1x8 and 1x8 (kv_heads x d_key, kv_heads x d_value)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      cache.append(0, narrow.view(), narrow.view()),
+      "kv_cache: k is 1x6 and v is 1x6 but must be 1x8 and 1x8 (kv_heads x d_key, kv_heads x d_value)",
+      rt::shape_error);
   dynamic_matrix<float> q(3, 8), out(3, 8);
   rt::cache_attention_options opt;
   opt.heads = 2;
-  CHECK_THROWS_WITH_AS(rt::attend(cache, 0, q.view(), out.view(), opt),
-                       "kv_cache attend: q has 3 queries but layer 0 of the cache holds 2 positions: append the new "
-                       "tokens' keys and values first (each query is one of the last cached positions)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::attend(cache, 0, q.view(), out.view(), opt),
+      "kv_cache attend: q has 3 queries but layer 0 of the cache holds 2 positions: append the new "
+      "tokens' keys and values first (each query is one of the last cached positions)",
+      rt::shape_error);
   {  // an empty cache: the same message, not "at most 0 rows" under two equal shapes
     rt::kv_cache<float> empty(1, 1, 4, 4, 4);  // 1 layer, 1 key/value head of 4 and 4, capacity 4
     dynamic_matrix<float> q1(1, 8), out1(1, 8);
-    CHECK_THROWS_WITH_AS(rt::decode_attend(empty, 0, q1.view(), out1.view(), opt),
-                         "kv_cache attend: q has 1 query but layer 0 of the cache holds 0 positions: append the new "
-                         "tokens' keys and values first (each query is one of the last cached positions)",
-                         rt::shape_error);
+    CHECK_THROWS_WITH_AS(
+        rt::decode_attend(empty, 0, q1.view(), out1.view(), opt),
+        "kv_cache attend: q has 1 query but layer 0 of the cache holds 0 positions: append the new "
+        "tokens' keys and values first (each query is one of the last cached positions)",
+        rt::shape_error);
   }
   cache.clear();
   CHECK(cache.length(0) == 0);
@@ -340,7 +355,8 @@ TEST_CASE("bfloat16 and float16 round to nearest, ties to even, keep NaN, and co
   // a NaN whose payload sits in the low 16 bits only: still a NaN (not inf)
   CHECK(std::isnan(float(rt::bfloat16(std::bit_cast<float>(0x7F800001u)))));
   CHECK(float(rt::bfloat16(std::numeric_limits<float>::max())) == std::numeric_limits<float>::infinity());
-  CHECK(float(rt::bfloat16(-std::numeric_limits<float>::infinity())) == -std::numeric_limits<float>::infinity());
+  CHECK(float(rt::bfloat16(-std::numeric_limits<float>::infinity())) ==
+        -std::numeric_limits<float>::infinity());
   // float16 keeps 11: 1 + 2^-11 ties to 1; 65504 is the largest; 65520 (half-way to 2^16) is inf
   CHECK(float(rt::float16(1.0f + 0x1p-11f)) == 1.0f);
   CHECK(float(rt::float16(1.0f + 3 * 0x1p-11f)) == 1.0f + 0x1p-9f);
@@ -361,8 +377,10 @@ TEST_CASE("bfloat16 and float16 round to nearest, ties to even, keep NaN, and co
   CHECK(wrong == 0);
 }
 
-TEST_CASE("attention of bfloat16 and float16 inputs is float attention of their values, accumulated in float") {
-  const auto q = random_matrix<float>(7, 16, 101), k = random_matrix<float>(40, 16, 102), v = random_matrix<float>(40, 8, 103);
+TEST_CASE(
+    "attention of bfloat16 and float16 inputs is float attention of their values, accumulated in float") {
+  const auto q = random_matrix<float>(7, 16, 101), k = random_matrix<float>(40, 16, 102),
+             v = random_matrix<float>(40, 8, 103);
   const auto check = [&](auto tag) {
     using S = decltype(tag);
     dynamic_matrix<S> qs(7, 16), ks(40, 16), vs(40, 8);
@@ -373,7 +391,8 @@ TEST_CASE("attention of bfloat16 and float16 inputs is float attention of their 
     rt::attention_mask mask{true, nullptr};
     mask.alignment = rt::causal_alignment::lower_right;
     dynamic_matrix<float> a(7, 8), b(7, 8);
-    rt::scaled_dot_product_attention<S>(rt::matrix_view<const S>(qs.view()), rt::matrix_view<const S>(ks.view()),
+    rt::scaled_dot_product_attention<S>(rt::matrix_view<const S>(qs.view()),
+                                        rt::matrix_view<const S>(ks.view()),
                                         rt::matrix_view<const S>(vs.view()), a.view(), 0.25f, mask);
     rt::scaled_dot_product_attention<float>(qf.view(), kf.view(), vf.view(), b.view(), 0.25f, mask);
     CHECK(same_bits(a, b));

@@ -34,7 +34,8 @@ using rt::dynamic_matrix;
 namespace {
 
 const nlohmann::json& fixture() {
-  static const auto doc = qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/decoder/decoder_torch.json");
+  static const auto doc =
+      qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/decoder/decoder_torch.json");
   return doc.json();
 }
 
@@ -63,8 +64,8 @@ struct case_spec {
 };
 
 template <class F>
-dynamic_matrix<double> bound(const case_spec& c, const dynamic_matrix<double>& q, const dynamic_matrix<double>& k,
-                             const dynamic_matrix<double>& v) {
+dynamic_matrix<double> bound(const case_spec& c, const dynamic_matrix<double>& q,
+                             const dynamic_matrix<double>& k, const dynamic_matrix<double>& v) {
   const std::size_t T = q.rows(), S = k.rows(), d = c.d, D = v.cols() / c.HK, group = c.H / c.HK;
   const double u = qkv::testing::unit<F>, scale = 1 / std::sqrt(double(d));
   const auto slopes = rt::alibi_slopes(c.H);
@@ -86,10 +87,12 @@ dynamic_matrix<double> bound(const case_spec& c, const dynamic_matrix<double>& q
         }
         const double s = acc * scale, b = c.bias ? (*c.bias)(h * T + i, j) : 0.0,
                      a = c.alibi ? slopes[h] * double(long(j) - p) : 0.0;
-        ok[j] = (!c.causal || long(j) <= p) && (c.window == 0 || long(j) > p - long(c.window)) && b > -INFINITY;
+        ok[j] =
+            (!c.causal || long(j) <= p) && (c.window == 0 || long(j) > p - long(c.window)) && b > -INFINITY;
         if (!ok[j]) continue;
         z[j] = s + b + a;
-        const double ds = scale * gamma_n<F>(d) * mag + 3 * u * std::abs(s) + 2 * u * (std::abs(s) + std::abs(b) + std::abs(a));
+        const double ds = scale * gamma_n<F>(d) * mag + 3 * u * std::abs(s) +
+                          2 * u * (std::abs(s) + std::abs(b) + std::abs(a));
         worst_ds = std::max(worst_ds, ds);
         m = std::max(m, z[j]);
         lo = std::min(lo, z[j]);
@@ -115,8 +118,8 @@ dynamic_matrix<double> bound(const case_spec& c, const dynamic_matrix<double>& q
 
 /// bound(F) + bound(double): a run in F against PyTorch's float64
 template <class F>
-dynamic_matrix<double> tolerance(const case_spec& c, const dynamic_matrix<double>& q, const dynamic_matrix<double>& k,
-                                 const dynamic_matrix<double>& v) {
+dynamic_matrix<double> tolerance(const case_spec& c, const dynamic_matrix<double>& q,
+                                 const dynamic_matrix<double>& k, const dynamic_matrix<double>& v) {
   auto t = bound<F>(c, q, k, v);
   const auto t64 = bound<double>(c, q, k, v);
   for (std::size_t x = 0; x < t.size(); ++x) t.data()[x] += t64.data()[x];
@@ -142,9 +145,16 @@ void run_case(const nlohmann::json& c) {
   const std::size_t S = k.rows();
   std::optional<dynamic_matrix<double>> bias;
   if (c.contains("bias")) bias = matrix<double>(c.at("bias"));
-  case_spec spec{H, HK, d, c.at("causal"), c.at("alignment") == "lower_right", c.at("alibi"), c.at("window"),
+  case_spec spec{H,
+                 HK,
+                 d,
+                 c.at("causal"),
+                 c.at("alignment") == "lower_right",
+                 c.at("alibi"),
+                 c.at("window"),
                  bias ? &*bias : nullptr};
-  const auto tol = tolerance<F>(spec, qkv::testing::to_double(q), qkv::testing::to_double(k), qkv::testing::to_double(v));
+  const auto tol =
+      tolerance<F>(spec, qkv::testing::to_double(q), qkv::testing::to_double(k), qkv::testing::to_double(v));
   // attention() with exact projections: Q = x, K and V the two halves of the context [k | v]
   dynamic_matrix<F> context(S, 2 * HK * d);
   for (std::size_t j = 0; j < S; ++j)
@@ -203,14 +213,18 @@ void decode_against(const char* key) {
 
 }  // namespace
 
-TEST_CASE("lower-right and upper-left causal masks, windows, ALiBi, biases and GQA agree with PyTorch, float and double") {
+TEST_CASE(
+    "lower-right and upper-left causal masks, windows, ALiBi, biases and GQA agree with PyTorch, float and "
+    "double") {
   for (const auto& c : fixture().at("cases")) {
     run_case<float>(c);
     run_case<double>(c);
   }
 }
 
-TEST_CASE("decoding through the KV cache agrees with PyTorch's causal attention, float32, bfloat16 and float16 storage") {
+TEST_CASE(
+    "decoding through the KV cache agrees with PyTorch's causal attention, float32, bfloat16 and float16 "
+    "storage") {
   decode_against<float>("output");
   decode_against<rt::bfloat16>("output_bfloat16");
   decode_against<rt::float16>("output_float16");
@@ -229,7 +243,8 @@ TEST_CASE("bfloat16 and float16 round as PyTorch's .to(torch.bfloat16) and .to(t
   CHECK(wrong == 0);
 }
 
-TEST_CASE("decode_attend agrees with attend within twice the bound, with a window and ALiBi, 8 query heads on 2") {
+TEST_CASE(
+    "decode_attend agrees with attend within twice the bound, with a window and ALiBi, 8 query heads on 2") {
   // both are within bound(float) of the exact result, so within twice that of each other
   const std::size_t H = 8, HK = 2, d = 16, T = 300;
   const auto q = qkv::testing::random_matrix<float>(1, H * d, 81, 0.7),
@@ -260,11 +275,13 @@ TEST_CASE("decode_attend agrees with attend within twice the bound, with a windo
   }
 }
 
-TEST_CASE("decode_attend gives attend's answer when a value is NaN or infinite (the policy of docs/numerics.md)") {
+TEST_CASE(
+    "decode_attend gives attend's answer when a value is NaN or infinite (the policy of docs/numerics.md)") {
   const std::size_t H = 4, HK = 2, d = 8, T = 50;
-  const auto q = qkv::testing::random_matrix<float>(1, H * d, 91), k = qkv::testing::random_matrix<float>(T, HK * d, 92);
+  const auto q = qkv::testing::random_matrix<float>(1, H * d, 91),
+             k = qkv::testing::random_matrix<float>(T, HK * d, 92);
   auto v = qkv::testing::random_matrix<float>(T, HK * d, 93);
-  v(7, 3) = std::numeric_limits<float>::infinity();  // key/value head 0, column 3
+  v(7, 3) = std::numeric_limits<float>::infinity();       // key/value head 0, column 3
   v(9, d + 1) = std::numeric_limits<float>::quiet_NaN();  // head 1, column 1
   rt::kv_cache<float> cache(1, HK, d, d, T);
   cache.append(0, k.view(), v.view());
@@ -278,7 +295,9 @@ TEST_CASE("decode_attend gives attend's answer when a value is NaN or infinite (
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-TEST_CASE("decode_attend gives the same bits on 1 and 2 threads, float32 and bfloat16 caches, with and without a window") {
+TEST_CASE(
+    "decode_attend gives the same bits on 1 and 2 threads, float32 and bfloat16 caches, with and without a "
+    "window") {
   // each key/value head is one task and its summation order depends on the number of keys only
   // (include/qkv/runtime/decode.hpp), so the thread count cannot change a bit
   const std::size_t H = 8, HK = 4, d = 32, T = 333;  // 21 score blocks, 11 value blocks: both tails
@@ -305,7 +324,9 @@ TEST_CASE("decode_attend gives the same bits on 1 and 2 threads, float32 and bfl
   }
 }
 
-TEST_CASE("decode_attend's kernels for widths of 32 agree with attend within twice the bound, 1 to 8 query heads per key/value head, float32 and bfloat16") {
+TEST_CASE(
+    "decode_attend's kernels for widths of 32 agree with attend within twice the bound, 1 to 8 query heads "
+    "per key/value head, float32 and bfloat16") {
   // d = 96: AVX-512 builds take decode_score_group / decode_value_pairs (rows read 32 values at
   // a time, bfloat16 as even and odd values, the output put back in column order); 150 keys
   // leave tails in the score blocks (16), in their groups of 16 / G keys and in the value

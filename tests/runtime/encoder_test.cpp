@@ -41,8 +41,10 @@ namespace rt = qkv::runtime;
 // warn on deprecated alias templates).
 static_assert(std::is_same_v<rt::rope_layout, qkv::rope_layout>);
 static_assert(std::is_same_v<rt::weight_layout, qkv::weight_layout>);
-static_assert(qkv::rope_layout{} == qkv::rope_layout::half_split && rt::rope_options{}.layout == qkv::rope_layout{});
-static_assert(qkv::out_in_t::layout == rt::weight_layout::out_in && qkv::in_out_t::layout == rt::weight_layout::in_out &&
+static_assert(qkv::rope_layout{} == qkv::rope_layout::half_split &&
+              rt::rope_options{}.layout == qkv::rope_layout{});
+static_assert(qkv::out_in_t::layout == rt::weight_layout::out_in &&
+              qkv::in_out_t::layout == rt::weight_layout::in_out &&
               qkv::columns_t::layout == rt::weight_layout::out_in);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -91,7 +93,8 @@ void check_case(const std::string& name) {
   matrix<double, N, D> e_in{}, e64_in{};
   for (std::size_t l = 0; l < L; ++l) {
     const auto e = qkv::bounds::encoder_layer_error<T>(core.layers[l], p.layers[l], o, e_in);
-    const auto e64 = qkv::bounds::encoder_layer_error<double>(core64.layers[l], p64.layers[l], fx.options<double>(), e64_in);
+    const auto e64 = qkv::bounds::encoder_layer_error<double>(core64.layers[l], p64.layers[l],
+                                                              fx.options<double>(), e64_in);
     const std::string at = name + (sizeof(T) == 4 ? " float32" : " float64") + " layer " + std::to_string(l);
     // against the constexpr path: 2 B
     expect_within(traces[l].attention.output, qkv::matrix_cast<double>(core.layers[l].attention_output),
@@ -99,8 +102,8 @@ void check_case(const std::string& name) {
     expect_within(traces[l].output, qkv::matrix_cast<double>(core.layers[l].output), e.output + e.output,
                   at + " runtime vs core output");
     // against PyTorch's float64 run: B + B_float64
-    expect_within(traces[l].output, fx.get<double, N, D>(fx.expected("float64", l, "output"), "output"), e.output + e64.output,
-                  at + " runtime vs PyTorch output");
+    expect_within(traces[l].output, fx.get<double, N, D>(fx.expected("float64", l, "output"), "output"),
+                  e.output + e64.output, at + " runtime vs PyTorch output");
     // the masked weights are exactly 0 on both paths
     for (std::size_t h = 0; h < H; ++h)
       for (std::size_t i = 0; i < N; ++i)
@@ -113,13 +116,20 @@ void check_case(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("the runtime encoder layer equals the constexpr one and PyTorch's within derived bounds", T, float, double) {
+TEST_CASE_TEMPLATE("the runtime encoder layer equals the constexpr one and PyTorch's within derived bounds",
+                   T, float, double) {
   SUBCASE("post-norm, relu") { check_case<T, 5, 8, 2, 16, 1>("post_norm_relu"); }
   SUBCASE("post-norm, gelu, causal") { check_case<T, 5, 8, 2, 16, 1>("post_norm_gelu_causal"); }
   SUBCASE("pre-norm, relu, key padding") { check_case<T, 5, 8, 2, 16, 1>("pre_norm_relu_padding"); }
-  SUBCASE("pre-norm, gelu, causal and padding, 4 heads") { check_case<T, 5, 8, 4, 16, 1>("pre_norm_gelu_causal_padding"); }
-  SUBCASE("two layers, post-norm, gelu, padding") { check_case<T, 6, 8, 2, 16, 2>("post_norm_gelu_padding_two_layers"); }
-  SUBCASE("two layers, pre-norm, relu, causal") { check_case<T, 6, 8, 2, 16, 2>("pre_norm_relu_causal_two_layers"); }
+  SUBCASE("pre-norm, gelu, causal and padding, 4 heads") {
+    check_case<T, 5, 8, 4, 16, 1>("pre_norm_gelu_causal_padding");
+  }
+  SUBCASE("two layers, post-norm, gelu, padding") {
+    check_case<T, 6, 8, 2, 16, 2>("post_norm_gelu_padding_two_layers");
+  }
+  SUBCASE("two layers, pre-norm, relu, causal") {
+    check_case<T, 6, 8, 2, 16, 2>("pre_norm_relu_causal_two_layers");
+  }
 }
 
 TEST_CASE_TEMPLATE("the score scale 1/sqrt(head dim) is rounded once, to the nearest", T, float, double) {
@@ -140,7 +150,8 @@ TEST_CASE_TEMPLATE("the score scale 1/sqrt(head dim) is rounded once, to the nea
 }
 
 TEST_CASE("the runtime LayerNorm gives the constexpr LayerNorm's bits") {
-  const matrix<float, 2, 5> x{{{1.5f, -2.25f, 0.125f, 7.0f, 3.3f}, {1e3f, 1e3f + 1, 1e3f - 1, 999.5f, 1000.25f}}};
+  const matrix<float, 2, 5> x{
+      {{1.5f, -2.25f, 0.125f, 7.0f, 3.3f}, {1e3f, 1e3f + 1, 1e3f - 1, 999.5f, 1000.25f}}};
   qkv::layer_norm_parameters<float, 5> p;
   p.weight = matrix<float, 1, 5>{{{1.0f, 0.5f, 2.0f, -1.0f, 0.25f}}};
   p.bias = matrix<float, 1, 5>{{{0.1f, 0.2f, 0.3f, 0.4f, 0.5f}}};
@@ -151,8 +162,9 @@ TEST_CASE("the runtime LayerNorm gives the constexpr LayerNorm's bits") {
   CHECK(out.to_fixed<2, 5>() == core);
 }
 
-TEST_CASE_TEMPLATE("the encoder's key padding gives the bits of attention() with the (T, T) allowed matrix it stands for", T,
-                   float, double) {
+TEST_CASE_TEMPLATE(
+    "the encoder's key padding gives the bits of attention() with the (T, T) allowed matrix it stands for", T,
+    float, double) {
   // the layer passes its T flags as attention_options::key_padding; the attention step must be
   // what it was when the layer built allowed(i, j) = !key_padding[j]: attention() on the layer's
   // attention input with that matrix, bit for bit, kept or streamed; the rest of the layer only
@@ -191,7 +203,8 @@ TEST_CASE_TEMPLATE("the encoder's key padding gives the bits of attention() with
       opt.allowed = rt::mask_matrix(n, n, 1);
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < n; ++j) (*opt.allowed)(i, j) = pad[j] ? 0 : 1;
-      const auto want = rt::attention(tr.attention_input, tr.attention_input, rt::detail::split_in_proj(w, c.d_model), opt);
+      const auto want =
+          rt::attention(tr.attention_input, tr.attention_input, rt::detail::split_in_proj(w, c.d_model), opt);
       REQUIRE(want.output.rows() == n);
       CHECK(std::memcmp(want.output.data(), tr.attention.output.data(), want.output.size() * sizeof(T)) == 0);
       CHECK(std::memcmp(want.concat.data(), tr.attention.concat.data(), want.concat.size() * sizeof(T)) == 0);
@@ -214,7 +227,8 @@ TEST_CASE("the runtime encoder names the field and both shapes of a mismatch") {
   const rt::dynamic_matrix<float> x(fx.get<float, 5, 8>(fx.json().at("x"), "x"));
   SUBCASE("a linear1 weight of the wrong shape") {
     w.linear1_weight = rt::dynamic_matrix<float>(16, 7);
-    CHECK_THROWS_WITH(rt::encoder_layer(x, w, c, {}, tr), "linear1.weight is 16x7 but dim_feedforward x d_model is 16x8");
+    CHECK_THROWS_WITH(rt::encoder_layer(x, w, c, {}, tr),
+                      "linear1.weight is 16x7 but dim_feedforward x d_model is 16x8");
   }
   SUBCASE("x of the wrong width") {
     CHECK_THROWS_WITH(rt::encoder_layer(rt::dynamic_matrix<float>(5, 6), w, c, {}, tr),

@@ -107,7 +107,8 @@ TEST_CASE("the vector exp is within 2 ulp of the exact value for every float in 
   });
   // every float of both sides, counted: (pos_last + 1) + (neg_last - neg_first + 1)
   CHECK(total.count == std::uint64_t(pos_last) + 1 + (std::uint64_t(neg_last) - neg_first + 1));
-  MESSAGE("vexp over " << total.count << " floats: worst " << total.worst_ulp << " ulp, in the 8 floats from x = " << total.worst_x);
+  MESSAGE("vexp over " << total.count << " floats: worst " << total.worst_ulp
+                       << " ulp, in the 8 floats from x = " << total.worst_x);
   CHECK(total.worst_ulp <= 2.0);
 }
 
@@ -132,8 +133,8 @@ TEST_CASE("std::exp in double is a valid reference: within 1e-6 float ulp of 50-
     }
   }
   CHECK(n >= 100000);
-  MESSAGE("over " << n << " floats: std::exp(double) off by at most " << worst_ref
-                  << " float ulp, vexp by " << worst_vexp << " ulp (against cpp_bin_float_50)");
+  MESSAGE("over " << n << " floats: std::exp(double) off by at most " << worst_ref << " float ulp, vexp by "
+                  << worst_vexp << " ulp (against cpp_bin_float_50)");
   CHECK(worst_ref <= 1e-6);
   CHECK(worst_vexp <= 2.0);
 }

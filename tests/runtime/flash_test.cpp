@@ -44,7 +44,8 @@ double column_max(std::size_t c) {
 TEST_CASE("the runtime's streaming path on example 09's scores agrees with the constexpr blocks of 2") {
   // the same scaled scores and values: q = the scores (6, 6), k = the identity, scale 1, so the
   // runtime's q kᵀ is the scores exactly (each sum is s_ij · 1 plus products with 0)
-  rt::dynamic_matrix<float> q(flash::attn.scaled_scores), k(qkv::identity<float, 6>()), v(flash::attn.values), out(S, Dv);
+  rt::dynamic_matrix<float> q(flash::attn.scaled_scores), k(qkv::identity<float, 6>()), v(flash::attn.values),
+      out(S, Dv);
   rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), out.view(), 1.0f);
   for (std::size_t i = 0; i < S; ++i)
     for (std::size_t c = 0; c < Dv; ++c) {
@@ -92,13 +93,15 @@ TEST_CASE("the runtime's streaming path from q, k and v agrees with example 09 w
   }
 }
 
-TEST_CASE("a key masked at run time is skipped by the streaming path, as a -inf score by the constexpr step") {
+TEST_CASE(
+    "a key masked at run time is skipped by the streaming path, as a -inf score by the constexpr step") {
   // key 'dessert' (index 4) masked for every query: the runtime's allowed flags against the
   // example's scores with -inf in column 4 (the same inputs otherwise; the identity trick above)
   auto masked_scores = flash::attn.scaled_scores;
   for (std::size_t i = 0; i < S; ++i) masked_scores(i, 4) = -std::numeric_limits<float>::infinity();
   const auto expected = qkv::online_attention<flash::B>(masked_scores, flash::attn.values);
-  rt::dynamic_matrix<float> q(flash::attn.scaled_scores), k(qkv::identity<float, 6>()), v(flash::attn.values), out(S, Dv);
+  rt::dynamic_matrix<float> q(flash::attn.scaled_scores), k(qkv::identity<float, 6>()), v(flash::attn.values),
+      out(S, Dv);
   rt::mask_matrix allowed(S, S, 1);
   for (std::size_t i = 0; i < S; ++i) allowed(i, 4) = 0;
   const rt::attention_mask mask{false, &allowed};

@@ -12,8 +12,8 @@
 #include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
-using qkv::testing::same_bits;
 using qkv::testing::random_matrix;
+using qkv::testing::same_bits;
 using rt::dynamic_matrix;
 
 namespace {
@@ -54,8 +54,9 @@ bool same_result(const rt::multihead_result<float>& a, const rt::multihead_resul
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("attention() of bfloat16 / float16 inputs is the float attention() of their values, bit for bit", S,
-                   rt::bfloat16, rt::float16) {
+TEST_CASE_TEMPLATE(
+    "attention() of bfloat16 / float16 inputs is the float attention() of their values, bit for bit", S,
+    rt::bfloat16, rt::float16) {
   // Why bit for bit: every bfloat16 and float16 number is exactly a float, so widening changes
   // no value, and the 16-bit overload then runs the float overload on those floats: the same
   // operations on the same operands. Float32 accumulation is the float path's own.
@@ -63,12 +64,15 @@ TEST_CASE_TEMPLATE("attention() of bfloat16 / float16 inputs is the float attent
   // self-attention of 300 tokens (three key blocks); with causal lower_right, window, ALiBi and RoPE
   const std::size_t H = 8, HK = 2, dh = 8, dm = 24;
   rt::attention_weights<S> w;
-  w.q = narrowed<S>(rt::linear_weights<float>{random_matrix<float>(H * dh, dm, 91, 0.3), std::vector<float>(H * dh, 0.1f)});
+  w.q = narrowed<S>(
+      rt::linear_weights<float>{random_matrix<float>(H * dh, dm, 91, 0.3), std::vector<float>(H * dh, 0.1f)});
   w.k = narrowed<S>(rt::linear_weights<float>{random_matrix<float>(HK * dh, dm, 92, 0.3), {}});
-  w.v = narrowed<S>(rt::linear_weights<float>{random_matrix<float>(HK * dh, dm, 93, 0.3), std::vector<float>(HK * dh, -0.2f)});
+  w.v = narrowed<S>(rt::linear_weights<float>{random_matrix<float>(HK * dh, dm, 93, 0.3),
+                                              std::vector<float>(HK * dh, -0.2f)});
   w.o = narrowed<S>(rt::linear_weights<float>{random_matrix<float>(dm, H * dh, 94, 0.3), {}});
   rt::attention_weights<float> wf{widened(w.q), widened(w.k), widened(w.v), widened(*w.o)};
-  const auto x = narrowed<S>(random_matrix<float>(40, dm, 95)), c = narrowed<S>(random_matrix<float>(33, dm, 96));
+  const auto x = narrowed<S>(random_matrix<float>(40, dm, 95)),
+             c = narrowed<S>(random_matrix<float>(33, dm, 96));
   const auto long_x = narrowed<S>(random_matrix<float>(300, dm, 97));
   for (const bool keep : {true, false})
     for (const bool decoder : {false, true}) {

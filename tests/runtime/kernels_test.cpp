@@ -57,10 +57,11 @@ TEST_CASE("a dynamic matrix converts from and back to qkv::matrix unchanged") {
   CHECK_THROWS_AS((dynamic_matrix<float>{{1, 2}, {3}}), rt::shape_error);
 }
 
-TEST_CASE_TEMPLATE("the packed product equals a plain fma chain bit for bit, any shape and layout", T, float, double) {
+TEST_CASE_TEMPLATE("the packed product equals a plain fma chain bit for bit, any shape and layout", T, float,
+                   double) {
   // shapes around the tile edges (6 rows, 2 registers of columns, 256-deep blocks); 24 x 64 x 263
   // is whole 12 x 32 tiles (AVX-512's assembly kernel) with a last block of 7 = 4 + 3 depths
-  const std::size_t shapes[][3] = {{1, 1, 1},   {3, 4, 3},     {6, 16, 7},   {7, 17, 5},
+  const std::size_t shapes[][3] = {{1, 1, 1},     {3, 4, 3},    {6, 16, 7},   {7, 17, 5},
                                    {13, 45, 300}, {50, 9, 513}, {64, 64, 64}, {5, 70, 0},
                                    {20, 33, 70},  {16, 40, 9},  {24, 64, 263}};
   unsigned seed = 1;
@@ -109,8 +110,8 @@ TEST_CASE("a product of shapes that do not fit throws and names both shapes") {
     CHECK(what_of(e).find("3x4") != std::string::npos);
     CHECK(what_of(e).find("5x2") != std::string::npos);
   }
-  CHECK_THROWS_WITH_AS((void)rt::matrix_product_transposed(a, b),
-                       doctest::Contains("a is 3x4 and b is 5x2"), rt::shape_error);
+  CHECK_THROWS_WITH_AS((void)rt::matrix_product_transposed(a, b), doctest::Contains("a is 3x4 and b is 5x2"),
+                       rt::shape_error);
 }
 
 TEST_CASE("products with 1 and 2 threads are identical bit for bit") {
@@ -139,9 +140,11 @@ TEST_CASE("the pool runs every task once and passes on a task's exception") {
   int wrong = 0;
   for (auto& h : hits) wrong += h.load() != 1;
   CHECK(wrong == 0);
-  CHECK_THROWS_WITH(pool.parallel_for(10, [](std::size_t t) {
-    if (t == 7) throw std::runtime_error("task 7 failed");
-  }), "task 7 failed");
+  CHECK_THROWS_WITH(pool.parallel_for(10,
+                                      [](std::size_t t) {
+                                        if (t == 7) throw std::runtime_error("task 7 failed");
+                                      }),
+                    "task 7 failed");
   pool.resize(1);
   CHECK(pool.size() == 1);
   // workers started after earlier jobs wait for the next one (they once took a stale job)
@@ -176,7 +179,8 @@ TEST_CASE("softmax stays finite for huge logits and gives 0 to a row of -inf") {
   CHECK(w(2, 1) == 1.0f);
 }
 
-TEST_CASE_TEMPLATE("the row softmax is within its derived bound of a double-precision softmax", T, float, double) {
+TEST_CASE_TEMPLATE("the row softmax is within its derived bound of a double-precision softmax", T, float,
+                   double) {
   // rows of 1 .. 40 entries: every tail length of the vector loop
   for (std::size_t n = 1; n <= 40; ++n) {
     CAPTURE(n);
@@ -200,7 +204,8 @@ TEST_CASE_TEMPLATE("the row softmax is within its derived bound of a double-prec
   }
 }
 
-TEST_CASE_TEMPLATE("packing a transposed operand gives its panels element by element, any depth and width", T, float, double) {
+TEST_CASE_TEMPLATE("packing a transposed operand gives its panels element by element, any depth and width", T,
+                   float, double) {
   // b = wᵀ with w's rows contiguous (attention's k, a column block of a wider matrix like W5's
   // heads): the float panels are transposed 4 x 4 in registers with AVX; every element must land
   // where the definition puts it, depths that are not multiples of 4 and partial panels included
@@ -229,10 +234,11 @@ TEST_CASE_TEMPLATE("packing a transposed operand gives its panels element by ele
       }
 }
 
-TEST_CASE_TEMPLATE("a prepacked operand gives the plain fma chain's bits, with its epilogue, any shape", T, float, double) {
+TEST_CASE_TEMPLATE("a prepacked operand gives the plain fma chain's bits, with its epilogue, any shape", T,
+                   float, double) {
   // few rows (the unpacked-rows case, K <= 256), many rows, depths across the 256-deep blocks,
   // column counts around the panel width; b given as b and as wᵀ
-  const std::size_t shapes[][3] = {{1, 1, 1},   {3, 3, 4},    {6, 24, 16}, {6, 28, 16}, {12, 33, 256},
+  const std::size_t shapes[][3] = {{1, 1, 1},    {3, 3, 4},     {6, 24, 16},  {6, 28, 16},   {12, 33, 256},
                                    {5, 70, 257}, {13, 45, 300}, {50, 9, 513}, {128, 96, 64}, {24, 64, 263}};
   unsigned seed = 60;
   for (const auto& s : shapes) {
@@ -277,12 +283,13 @@ TEST_CASE_TEMPLATE("a prepacked operand gives the plain fma chain's bits, with i
                        doctest::Contains("a is 3x4 and b is 5x2"), rt::shape_error);
 }
 
-TEST_CASE_TEMPLATE("a product that reads a in place (attention's tiles) gives the fma chain's bits", T, float, double) {
+TEST_CASE_TEMPLATE("a product that reads a in place (attention's tiles) gives the fma chain's bits", T, float,
+                   double) {
   // 20 and 16 rows end in a tile of 8 and 4 rows with AVX-512 (MR = 12) and of 2 and 4 with AVX2
   // (MR = 6): the kernels of fewer rows, on their whole-tile path; 24 x 64 x 263: whole 12 x 32
   // tiles (the assembly kernel with AVX-512) whose last depth block, 7, is one step of 4 and 3 of 1
-  const std::size_t shapes[][3] = {{1, 1, 1},     {7, 17, 5},   {13, 45, 300}, {50, 9, 513},
-                                   {384, 64, 128}, {20, 33, 70}, {16, 40, 9},  {24, 64, 263}};
+  const std::size_t shapes[][3] = {{1, 1, 1},      {7, 17, 5},   {13, 45, 300}, {50, 9, 513},
+                                   {384, 64, 128}, {20, 33, 70}, {16, 40, 9},   {24, 64, 263}};
   unsigned seed = 80;
   for (const auto& s : shapes) {
     const std::size_t M = s[0], N = s[1], K = s[2];

@@ -25,7 +25,8 @@ namespace {
 /// key_padding, 3 ALiBi and a per-head bias with causal, 4 rope (half_split) with causal, 5 an
 /// allowed matrix with rope interleaved
 template <class F>
-rt::attention_options<F> options_of(int kind, std::size_t H, std::size_t HK, std::size_t T, std::size_t S, unsigned seed) {
+rt::attention_options<F> options_of(int kind, std::size_t H, std::size_t HK, std::size_t T, std::size_t S,
+                                    unsigned seed) {
   rt::attention_options<F> o;
   o.heads = H;
   o.kv_heads = HK == H ? 0 : HK;
@@ -57,8 +58,9 @@ rt::attention_options<F> options_of(int kind, std::size_t H, std::size_t HK, std
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("multihead_attention on the projections gives attention()'s bits, both forms, GQA and every option",
-                   F, float, double) {
+TEST_CASE_TEMPLATE(
+    "multihead_attention on the projections gives attention()'s bits, both forms, GQA and every option", F,
+    float, double) {
   // attention(x, c, w) projects and then attends; multihead_attention(q, k, v) attends to the
   // projections runtime::linear gives (the same products, the same bits). Both must agree bit
   // for bit: kept weights, streamed (the attention_result form with keep_weights = false, and
@@ -105,7 +107,9 @@ TEST_CASE_TEMPLATE("multihead_attention on the projections gives attention()'s b
   CHECK(cases == 36);
 }
 
-TEST_CASE("multihead_attention's heads are scaled_dot_product_attention on their columns, and the caller's q and k stay as given") {
+TEST_CASE(
+    "multihead_attention's heads are scaled_dot_product_attention on their columns, and the caller's q and k "
+    "stay as given") {
   // 12 heads of 16 over 700 causal tokens: head h of the out-only form is the one-head call on
   // columns h*16.. of q, k, v (one mask for all, no ALiBi or bias), bit for bit; with rope the
   // caller's q and k are not rotated in place (copies are)
@@ -119,8 +123,9 @@ TEST_CASE("multihead_attention's heads are scaled_dot_product_attention on their
   rt::multihead_attention(q.view(), k.view(), v.view(), out.view(), opt);
   for (std::size_t h = 0; h < H; ++h) {
     CAPTURE(h);
-    rt::scaled_dot_product_attention(rt::column_block(q.view(), h * d, d), rt::column_block(k.view(), h * d, d),
-                                     rt::column_block(v.view(), h * d, d), head.view(), 0.25, rt::attention_mask{true});
+    rt::scaled_dot_product_attention(
+        rt::column_block(q.view(), h * d, d), rt::column_block(k.view(), h * d, d),
+        rt::column_block(v.view(), h * d, d), head.view(), 0.25, rt::attention_mask{true});
     CHECK(same_bits(head, rt::copy_of(rt::column_block(rt::matrix_view<const float>(out.view()), h * d, d))));
   }
   const auto q0 = q, k0 = k;
@@ -159,18 +164,21 @@ TEST_CASE("multihead_attention names the shapes that do not fit") {
   dynamic_matrix<float> q(5, 8), k(7, 8), v(7, 6), out(5, 6), narrow_k(7, 6), short_v(6, 6), bad_out(5, 4);
   rt::attention_options<float> opt;
   opt.heads = 2;
-  CHECK_THROWS_WITH_AS(rt::multihead_attention(q.view(), narrow_k.view(), v.view(), out.view(), opt),
-                       "attention: q is 5x8 and k is 7x6 but k needs 2 key/value heads of q's 4 columns per head (8 columns)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::multihead_attention(q.view(), narrow_k.view(), v.view(), out.view(), opt),
+      "attention: q is 5x8 and k is 7x6 but k needs 2 key/value heads of q's 4 columns per head (8 columns)",
+      rt::shape_error);
   CHECK_THROWS_WITH_AS(rt::multihead_attention(q.view(), k.view(), short_v.view(), out.view(), opt),
                        "attention: k is 7x8 but v is 6x6 (one value row per key)", rt::shape_error);
-  CHECK_THROWS_WITH_AS(rt::multihead_attention(q.view(), k.view(), v.view(), bad_out.view(), opt),
-                       "attention: out is 5x4 but must be 5x6 (q's 5 rows by 2 heads of v's 3 columns per key/value head)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::multihead_attention(q.view(), k.view(), v.view(), bad_out.view(), opt),
+      "attention: out is 5x4 but must be 5x6 (q's 5 rows by 2 heads of v's 3 columns per key/value head)",
+      rt::shape_error);
   opt.heads = 3;
-  CHECK_THROWS_WITH_AS((void)rt::multihead_attention(q, k, v, opt),
-                       "attention: 3 heads do not divide d_q = 8 or 3 key/value heads do not divide d_v = 6 evenly",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      (void)rt::multihead_attention(q, k, v, opt),
+      "attention: 3 heads do not divide d_q = 8 or 3 key/value heads do not divide d_v = 6 evenly",
+      rt::shape_error);
   opt.heads = 2;
   opt.key_padding = std::vector<unsigned char>(5, 0);
   CHECK_THROWS_WITH_AS(rt::multihead_attention(q.view(), k.view(), v.view(), out.view(), opt),
@@ -180,7 +188,8 @@ TEST_CASE("multihead_attention names the shapes that do not fit") {
 TEST_CASE("the first calls an engineer writes compile without <float> and give the spelled-out call's bits") {
   // docs/reference.md's signatures as written: views of non-const matrices, a double scale,
   // whole matrices (no views)
-  const auto q = random_matrix<float>(40, 16, 81), k = random_matrix<float>(50, 16, 82), v = random_matrix<float>(50, 8, 83);
+  const auto q = random_matrix<float>(40, 16, 81), k = random_matrix<float>(50, 16, 82),
+             v = random_matrix<float>(50, 8, 83);
   dynamic_matrix<float> spelled(40, 8), plain(40, 8), whole;
   rt::scaled_dot_product_attention<float>(q.view(), k.view(), v.view(), spelled.view(), 0.25f);
   auto qm = q;  // non-const: view() gives matrix_view<float>

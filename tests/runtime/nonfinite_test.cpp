@@ -36,7 +36,8 @@ struct run_kind {
   bool keep_weights;
   std::size_t threads;
   [[nodiscard]] std::string name() const {
-    return std::string(keep_weights ? "materialised" : "streaming") + ", " + std::to_string(threads) + " thread(s)";
+    return std::string(keep_weights ? "materialised" : "streaming") + ", " + std::to_string(threads) +
+           " thread(s)";
   }
 };
 const run_kind all_runs[] = {{true, 1}, {true, 2}, {false, 1}, {false, 2}};
@@ -84,8 +85,8 @@ bool sees(masking m, std::size_t i, std::size_t j, std::size_t padded) {
   return true;
 }
 
-dynamic_matrix<float> multihead(const dynamic_matrix<float>& x, const rt::attention_weights<float>& w, masking m,
-                                std::size_t padded, run_kind run) {
+dynamic_matrix<float> multihead(const dynamic_matrix<float>& x, const rt::attention_weights<float>& w,
+                                masking m, std::size_t padded, run_kind run) {
   rt::attention_options<float> opt;
   opt.heads = 2;
   opt.keep_weights = run.keep_weights;
@@ -137,8 +138,10 @@ TEST_CASE("a NaN token poisons exactly the queries that see it, on every path, t
             }
             CHECK(poisoned + kept == T);
             // every path and thread count: the same NaN/inf pattern
-            if (first_classes.empty()) first_classes = classes(out);
-            else CHECK(classes(out) == first_classes);
+            if (first_classes.empty())
+              first_classes = classes(out);
+            else
+              CHECK(classes(out) == first_classes);
           }
         }
       }
@@ -189,16 +192,24 @@ TEST_CASE("a NaN or inf value reaches exactly the output elements of the queries
           const bool sees_j = !causal || j <= i, sees_j1 = !causal || j + 1 <= i;
           for (std::size_t c = 0; c < dv; ++c) {
             const float o = out(i, c);
-            if (sees_j && c == 2) CHECK(std::isnan(o));
-            else if (sees_j && c == 5) CHECK(o == inf_f);
-            else if (c == 6 && sees_j && sees_j1) CHECK(std::isnan(o));
-            else if (c == 6 && sees_j) CHECK(o == -inf_f);
-            else if (c == 6 && sees_j1) CHECK(o == inf_f);  // (never: causal sees j first)
-            else CHECK(o == ref(i, c));  // the clean run's bits: a skipped value is never 0 * inf
+            if (sees_j && c == 2)
+              CHECK(std::isnan(o));
+            else if (sees_j && c == 5)
+              CHECK(o == inf_f);
+            else if (c == 6 && sees_j && sees_j1)
+              CHECK(std::isnan(o));
+            else if (c == 6 && sees_j)
+              CHECK(o == -inf_f);
+            else if (c == 6 && sees_j1)
+              CHECK(o == inf_f);  // (never: causal sees j first)
+            else
+              CHECK(o == ref(i, c));  // the clean run's bits: a skipped value is never 0 * inf
           }
         }
-        if (first_classes.empty()) first_classes = classes(out);
-        else CHECK(classes(out) == first_classes);
+        if (first_classes.empty())
+          first_classes = classes(out);
+        else
+          CHECK(classes(out) == first_classes);
       }
     }
   }
@@ -290,15 +301,18 @@ TEST_CASE("the core follows the same policy: NaN rows where the runtime has them
   for (std::size_t i = 0; i < N; ++i)
     for (std::size_t c = 0; c < D; ++c) {
       CAPTURE(i);
-      if (i < 4) CHECK(r.context.v[i * D + c] == clean.context.v[i * D + c]);  // the future NaN never reaches it
-      else CHECK(std::isnan(r.context.v[i * D + c]));
+      if (i < 4)
+        CHECK(r.context.v[i * D + c] == clean.context.v[i * D + c]);  // the future NaN never reaches it
+      else
+        CHECK(std::isnan(r.context.v[i * D + c]));
     }
   // and the plain product (context()) is what the issue saw: 0 * NaN poisons every row
   const auto plain = qkv::context(r.weights, r.values);
   CHECK(std::isnan(plain.v[0]));
 }
 
-TEST_CASE("the encoder, runtime and core: a padded NaN token changes no other row, with or without kept weights") {
+TEST_CASE(
+    "the encoder, runtime and core: a padded NaN token changes no other row, with or without kept weights") {
   constexpr std::size_t N = 40, D = 8, H = 2, F = 16;
   qkv::encoder_layer_parameters<float, D, H, F> p;
   unsigned seed = 50;
@@ -323,7 +337,8 @@ TEST_CASE("the encoder, runtime and core: a padded NaN token changes no other ro
   for (const bool norm_first : {false, true}) {
     qkv::encoder_options<float> o;
     o.norm_first = norm_first;
-    const auto core_clean = qkv::encoder_layer(x, p, o, padding), core = qkv::encoder_layer(xb, p, o, padding);
+    const auto core_clean = qkv::encoder_layer(x, p, o, padding),
+               core = qkv::encoder_layer(xb, p, o, padding);
     const auto c = rt::to_runtime_options(p, o);
     for (const run_kind run : all_runs) {
       CAPTURE(norm_first);
@@ -350,7 +365,9 @@ TEST_CASE("the encoder, runtime and core: a padded NaN token changes no other ro
   }
 }
 
-TEST_CASE("key_padding: a padded NaN token gives the allowed mask's bits and changes no other row, every path and size") {
+TEST_CASE(
+    "key_padding: a padded NaN token gives the allowed mask's bits and changes no other row, every path and "
+    "size") {
   // attention_options::key_padding (S flags) against the (T, S) allowed matrix it stands for, at
   // T = 20 (the few-keys case is not used: S > 32 but for T = 20), 40, 300 and 512; the padded
   // token's own query row is NaN (its query is NaN), every other row keeps the clean run's bits
@@ -376,8 +393,10 @@ TEST_CASE("key_padding: a padded NaN token gives the allowed mask's bits and cha
       for (std::size_t i = 0; i < T; ++i) {
         CAPTURE(i);
         CHECK(row_equal_bits(r, by_allowed, i));
-        if (i == padded) CHECK(row_all_nan(r, i));
-        else CHECK(row_equal_bits(r, r_clean, i));
+        if (i == padded)
+          CHECK(row_all_nan(r, i));
+        else
+          CHECK(row_equal_bits(r, r_clean, i));
       }
     }
   }
@@ -401,10 +420,13 @@ TEST_CASE("a NaN weight poisons every row that attends to anything; a fully mask
     for (std::size_t i = 0; i < T; ++i) {
       CAPTURE(i);
       for (std::size_t c = 0; c < d / 2; ++c) {  // head 0's columns of concat
-        if (i == 7) CHECK(r.concat(i, c) == 0.0f);
-        else CHECK(std::isnan(r.concat(i, c)));
+        if (i == 7)
+          CHECK(r.concat(i, c) == 0.0f);
+        else
+          CHECK(std::isnan(r.concat(i, c)));
       }
-      for (std::size_t c = d / 2; c < d; ++c) CHECK((i == 7 ? r.concat(i, c) == 0.0f : std::isfinite(r.concat(i, c))));
+      for (std::size_t c = d / 2; c < d; ++c)
+        CHECK((i == 7 ? r.concat(i, c) == 0.0f : std::isfinite(r.concat(i, c))));
     }
   }
 }

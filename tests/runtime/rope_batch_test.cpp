@@ -30,10 +30,10 @@
 #include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
-using qkv::testing::same_bits;
 using qkv::testing::expect_within;
 using qkv::testing::random_matrix;
 using qkv::testing::reference_attention;
+using qkv::testing::same_bits;
 using qkv::testing::to_double;
 using rt::dynamic_matrix;
 
@@ -49,12 +49,14 @@ qkv::io::json_document fixture(const std::string& name) {
 }
 
 template <class T>
-dynamic_matrix<T> matrix_at(const qkv::io::json_document& doc, const nlohmann::json& j, const std::string& field) {
+dynamic_matrix<T> matrix_at(const qkv::io::json_document& doc, const nlohmann::json& j,
+                            const std::string& field) {
   return qkv::io::read_matrix<T>(doc, field, j.at(field));
 }
 
 template <class T>
-std::vector<T> vector_at(const qkv::io::json_document& doc, const nlohmann::json& j, const std::string& field) {
+std::vector<T> vector_at(const qkv::io::json_document& doc, const nlohmann::json& j,
+                         const std::string& field) {
   return qkv::io::read_tensor<T>(doc, field, j.at(field)).data;
 }
 
@@ -75,7 +77,8 @@ std::vector<double> row_of(const dynamic_matrix<float>& m, std::size_t i) {
 }
 
 /// one row rotated to position p (a 1-row matrix)
-dynamic_matrix<float> rotated(const std::vector<float>& x, std::size_t head_dim, rt::rope_layout layout, std::size_t p) {
+dynamic_matrix<float> rotated(const std::vector<float>& x, std::size_t head_dim, rt::rope_layout layout,
+                              std::size_t p) {
   dynamic_matrix<float> m(1, x.size());
   for (std::size_t c = 0; c < x.size(); ++c) m(0, c) = x[c];
   rt::rope_options o;
@@ -102,7 +105,9 @@ std::vector<double> exact_rotation(const std::vector<double>& x, std::size_t hea
 
 }  // namespace
 
-TEST_CASE("rope: cos, sin and the rotated rows are PyTorch's bit for bit, both layouts, partial rotary, far positions") {
+TEST_CASE(
+    "rope: cos, sin and the rotated rows are PyTorch's bit for bit, both layouts, partial rotary, far "
+    "positions") {
   const auto doc = fixture("rope.json");
   for (const auto& c : doc.json().at("cases")) {
     const std::string name = c.at("name").get<std::string>();
@@ -141,7 +146,8 @@ TEST_CASE("rope: the rotation keeps each row's norm within 2 kappa |x|, both lay
   std::vector<float> xv(x.data(), x.data() + x.size());
   const double nx = norm(row_of(x, 0));
   for (auto layout : {rt::rope_layout::half_split, rt::rope_layout::interleaved})
-    for (std::size_t p : {std::size_t(0), std::size_t(1), std::size_t(17), std::size_t(4095), std::size_t(1) << 20})
+    for (std::size_t p :
+         {std::size_t(0), std::size_t(1), std::size_t(17), std::size_t(4095), std::size_t(1) << 20})
       for (std::size_t hd : {std::size_t(8), std::size_t(64)}) {
         const auto y = rotated(xv, hd, layout, p);
         const double bound = 2 * kappa * nx + 2 * 65 * u64 * nx;
@@ -168,7 +174,8 @@ TEST_CASE("rope: q_m . k_n depends only on m - n, within the derived bound, both
     for (std::size_t hd : {std::size_t(8), std::size_t(32)})
       for (std::size_t m : {std::size_t(5), std::size_t(2), std::size_t(300)})
         for (std::size_t n : {std::size_t(2), std::size_t(9)})
-          for (std::size_t shift : {std::size_t(1), std::size_t(100), std::size_t(4093), std::size_t(65536)}) {
+          for (std::size_t shift :
+               {std::size_t(1), std::size_t(100), std::size_t(4093), std::size_t(65536)}) {
             const double s0 = dot(rotated(qv, hd, layout, m), rotated(kv, hd, layout, n));
             const double s1 = dot(rotated(qv, hd, layout, m + shift), rotated(kv, hd, layout, n + shift));
             const auto b = [&](double pm, double pn) { return (e(pm) + e(pn) + e(pm) * e(pn)) * nq * nk; };
@@ -189,8 +196,8 @@ TEST_CASE("rope: a bad rotary_dim or base is refused naming the head's width") {
   CHECK_THROWS_WITH_AS(rt::apply_rope<float>(m.view(), 8, o, 0, nullptr),
                        "rope: rotary_dim 10 must be even and at most the head's 8 columns", rt::shape_error);
   o.rotary_dim = 0;  // the whole head, 3 columns: odd
-  CHECK_THROWS_WITH_AS(rt::apply_rope<float>(m.view(), 3, o, 0, nullptr), "rope: heads of 3 columns do not divide a 2x8 matrix",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(rt::apply_rope<float>(m.view(), 3, o, 0, nullptr),
+                       "rope: heads of 3 columns do not divide a 2x8 matrix", rt::shape_error);
   o.base = 0;
   CHECK_THROWS_AS(rt::apply_rope<float>(m.view(), 8, o, 0, nullptr), rt::shape_error);
   // through attention(): the head is d_q / heads wide
@@ -200,11 +207,13 @@ TEST_CASE("rope: a bad rotary_dim or base is refused naming the head's width") {
   opt.heads = 2;
   opt.rope = rt::rope_options{};
   opt.rope->rotary_dim = 6;
-  CHECK_THROWS_WITH_AS((void)rt::self_attention(m, w, opt), "rope: rotary_dim 6 must be even and at most the head's 4 columns",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS((void)rt::self_attention(m, w, opt),
+                       "rope: rotary_dim 6 must be even and at most the head's 4 columns", rt::shape_error);
 }
 
-TEST_CASE("rope in attention(): queries and keys rotated per head after the projections; LLaMA's layer as PyTorch computes it") {
+TEST_CASE(
+    "rope in attention(): queries and keys rotated per head after the projections; LLaMA's layer as PyTorch "
+    "computes it") {
   const auto doc = fixture("rope_attention.json");
   const auto& j = doc.json();
   const auto x = matrix_at<float>(doc, j, "x");
@@ -236,8 +245,8 @@ TEST_CASE("rope in attention(): queries and keys rotated per head after the proj
   qkv::testing::reference_linear(to_double(x), to_double(w.q.weight), vec(w.q.bias), g, u32, qd, dq);
   qkv::testing::reference_linear(to_double(x), to_double(w.k.weight), vec(w.k.bias), g, u32, kd, dk);
   qkv::testing::reference_linear(to_double(x), to_double(w.v.weight), vec(w.v.bias), g, u32, vd, dv);
-  auto rotate_with_bound = [&](const dynamic_matrix<double>& m, const dynamic_matrix<double>& dm, dynamic_matrix<double>& y,
-                               dynamic_matrix<double>& dy) {
+  auto rotate_with_bound = [&](const dynamic_matrix<double>& m, const dynamic_matrix<double>& dm,
+                               dynamic_matrix<double>& y, dynamic_matrix<double>& dy) {
     y = m;
     dy = dm;
     for (std::size_t i = 0; i < T; ++i) {
@@ -270,8 +279,8 @@ TEST_CASE("rope in attention(): queries and keys rotated per head after the proj
         for (std::size_t k = 0; k < hd; ++k) c(i, k) = m(i, h * hd + k);
       return c;
     };
-    const auto a = reference_attention::compute<float>(cols(qr), cols(dqr), cols(kr), cols(dkr), cols(vd), cols(dv),
-                                                       1 / std::sqrt(double(hd)), true, nullptr);
+    const auto a = reference_attention::compute<float>(cols(qr), cols(dqr), cols(kr), cols(dkr), cols(vd),
+                                                       cols(dv), 1 / std::sqrt(double(hd)), true, nullptr);
     dynamic_matrix<double> tw(T, T);
     for (std::size_t k = 0; k < T * T; ++k) tw.data()[k] = torch_w[h * T * T + k];
     expect_within(r.weights[h], tw, a.weights_bound, "weights vs PyTorch float64");
@@ -335,8 +344,8 @@ struct torch_batch {
 
 /// one sequence's attention alone, the padding as `allowed`
 template <class T>
-rt::multihead_result<T> alone(const rt::batch_sequence<T>& s, const rt::attention_weights<T>& w, rt::attention_options<T> opt,
-                              rt::thread_pool* pool) {
+rt::multihead_result<T> alone(const rt::batch_sequence<T>& s, const rt::attention_weights<T>& w,
+                              rt::attention_options<T> opt, rt::thread_pool* pool) {
   const auto c = s.context ? *s.context : s.x;
   if (!s.key_padding.empty()) {
     opt.allowed = rt::mask_matrix(s.x.rows, c.rows, 1);
@@ -359,14 +368,15 @@ TEST_CASE("batch: a padded batch agrees with nn.MultiheadAttention(batch_first) 
   const auto seqs = tb.sequences();
   const auto r = rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), tb.w, opt);
   REQUIRE(r.size() == tb.B);
-  const auto torch_out = qkv::io::read_tensor<double>(tb.doc, "output", j.at("output")).data;    // (B, L, E)
-  const auto torch_w = qkv::io::read_tensor<double>(tb.doc, "weights", j.at("weights")).data;   // (B, H, L, L)
+  const auto torch_out = qkv::io::read_tensor<double>(tb.doc, "output", j.at("output")).data;  // (B, L, E)
+  const auto torch_w = qkv::io::read_tensor<double>(tb.doc, "weights", j.at("weights")).data;  // (B, H, L, L)
   const std::size_t L = tb.L, E = tb.E, H = tb.heads, hd = E / H;
   const double g = qkv::testing::gamma_n<float>(E);
   auto vec = [](const std::vector<float>& b) { return std::vector<double>(b.begin(), b.end()); };
   for (std::size_t b = 0; b < tb.B; ++b) {
     INFO("sequence " << b);
-    const bool all_padded = std::all_of(tb.padding[b].begin(), tb.padding[b].end(), [](unsigned char f) { return f != 0; });
+    const bool all_padded =
+        std::all_of(tb.padding[b].begin(), tb.padding[b].end(), [](unsigned char f) { return f != 0; });
     if (all_padded) {
       // PyTorch 1.13: NaN (softmax over no keys); qkv: weights 0, context 0, output = bo exactly
       for (std::size_t k = 0; k < L * E; ++k) CHECK(std::isnan(torch_out[b * L * E + k]));
@@ -394,8 +404,9 @@ TEST_CASE("batch: a padded batch agrees with nn.MultiheadAttention(batch_first) 
           for (std::size_t k = 0; k < hd; ++k) c(i, k) = m(i, h * hd + k);
         return c;
       };
-      const auto a = reference_attention::compute<float>(cols(qd), cols(dq), cols(kd), cols(dk), cols(vd), cols(dv),
-                                                         1 / std::sqrt(double(hd)), false, &allowed);
+      const auto a =
+          reference_attention::compute<float>(cols(qd), cols(dq), cols(kd), cols(dk), cols(vd), cols(dv),
+                                              1 / std::sqrt(double(hd)), false, &allowed);
       dynamic_matrix<double> tw(L, L);
       for (std::size_t k = 0; k < L * L; ++k) tw.data()[k] = torch_w[(b * H + h) * L * L + k];
       expect_within(r[b].weights[h], tw, a.weights_bound, "weights vs PyTorch float64");
@@ -423,7 +434,9 @@ TEST_CASE("batch: a padded batch agrees with nn.MultiheadAttention(batch_first) 
   }
 }
 
-TEST_CASE("batch: each result is attention() of its sequence alone, bit for bit, on 1, 2 and 3 threads, streaming or not") {
+TEST_CASE(
+    "batch: each result is attention() of its sequence alone, bit for bit, on 1, 2 and 3 threads, streaming "
+    "or not") {
   // 7 sequences of different lengths (1 to 300 rows, cross-attention for some), random padding
   const std::size_t d = 32, dc = 24;
   rt::attention_weights<float> w;
@@ -458,7 +471,8 @@ TEST_CASE("batch: each result is attention() of its sequence alone, bit for bit,
       for (const auto& s : seqs) want.push_back(alone<float>(s, w, opt, &one));
       for (std::size_t threads : {1, 2, 3}) {
         rt::thread_pool pool(threads);
-        const auto r = rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), w, opt, &pool);
+        const auto r =
+            rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), w, opt, &pool);
         for (std::size_t b = 0; b < 7; ++b) {
           INFO("keep " << keep << ", causal " << causal << ", threads " << threads << ", sequence " << b);
           CHECK(same_bits(r[b].output, want[b].output));
@@ -468,7 +482,8 @@ TEST_CASE("batch: each result is attention() of its sequence alone, bit for bit,
       }
       // few sequences per thread (the other strategy: one after another, each over the pool)
       rt::thread_pool pool(3);
-      const auto r = rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs).first(2), w, opt, &pool);
+      const auto r = rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs).first(2), w,
+                                                opt, &pool);
       CHECK(same_bits(r[1].output, want[1].output));
     }
 }
@@ -504,13 +519,18 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   opt.heads = tb.heads;
   auto seqs = tb.sequences();
   std::vector<rt::multihead_result<float>> r;
-  auto run = [&] { rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), tb.w, opt, r); };
+  auto run = [&] {
+    rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), tb.w, opt, r);
+  };
   seqs[2].key_padding.push_back(0);
-  CHECK_THROWS_WITH_AS(run(), "batch attention: sequence 2: key_padding has 6 flags but there are 5 keys (x is 5x8)", rt::shape_error);
+  CHECK_THROWS_WITH_AS(run(),
+                       "batch attention: sequence 2: key_padding has 6 flags but there are 5 keys (x is 5x8)",
+                       rt::shape_error);
   seqs[2].key_padding.pop_back();
   const dynamic_matrix<float> narrow(3, 7);
   seqs[1].x = narrow.view();
-  CHECK_THROWS_WITH_AS(run(), "batch attention: sequence 1: x is 3x7 but wq takes 8 features", rt::shape_error);
+  CHECK_THROWS_WITH_AS(run(), "batch attention: sequence 1: x is 3x7 but wq takes 8 features",
+                       rt::shape_error);
   seqs = tb.sequences();
   opt.allowed = rt::mask_matrix(5, 5, 1);
   CHECK_THROWS_AS(run(), rt::shape_error);
@@ -522,29 +542,33 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   seqs[1].x = rt::row_block(rt::matrix_view<const float>(three.view()), 0, 3);
   seqs[1].key_padding.resize(3);
   r.clear();
-  CHECK_THROWS_WITH_AS(run(),
-                       "batch attention: sequence 1: the bias is 5x5 but this sequence needs 3x3 or 6x3 (heads x "
-                       "queries by keys); one bias serves a batch only when every sequence has that shape",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      run(),
+      "batch attention: sequence 1: the bias is 5x5 but this sequence needs 3x3 or 6x3 (heads x "
+      "queries by keys); one bias serves a batch only when every sequence has that shape",
+      rt::shape_error);
   CHECK(r.empty());  // nothing was made
   seqs = tb.sequences();
   run();  // the same bias fits every sequence of 5 tokens: it runs
   CHECK(r.size() == 4);
   opt.bias.reset();
   opt.heads = 3;  // 3 heads do not divide d_q = 8: attention() refuses it on the first sequence
-  CHECK_THROWS_WITH_AS(run(), "attention: 3 heads do not divide d_q = 8 or 3 key/value heads do not divide d_v = 8 evenly",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      run(), "attention: 3 heads do not divide d_q = 8 or 3 key/value heads do not divide d_v = 8 evenly",
+      rt::shape_error);
   opt.heads = tb.heads;
   r.clear();
   // the limit: 4 sequences x 2 x 2 heads x 5 x 5 x 4 bytes = 1600 bytes (the padding, 5 flags
   // per sequence, is not counted)
   opt.max_weights_bytes = 1599;
-  CHECK_THROWS_WITH_AS(run(),
-                       "batch attention: 4 sequences keep scores and weights of 1600 bytes in all, over the limit of "
-                       "1599 (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))",
-                       rt::size_limit_error);
+  CHECK_THROWS_WITH_AS(
+      run(),
+      "batch attention: 4 sequences keep scores and weights of 1600 bytes in all, over the limit of "
+      "1599 (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))",
+      rt::size_limit_error);
   CHECK(r.empty());  // nothing was made
-  opt.key_padding = std::vector<unsigned char>(5, 0);  // one padding cannot serve sequences of different lengths
+  opt.key_padding =
+      std::vector<unsigned char>(5, 0);  // one padding cannot serve sequences of different lengths
   opt.max_weights_bytes = 1600;
   CHECK_THROWS_AS(run(), rt::shape_error);
   opt.key_padding.reset();
@@ -561,7 +585,9 @@ TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, 
   CHECK(r[0].output.rows() == 0);
 }
 
-TEST_CASE("batch: long padded sequences stream within a limit far below T x S, each as attention() alone, bit for bit") {
+TEST_CASE(
+    "batch: long padded sequences stream within a limit far below T x S, each as attention() alone, bit for "
+    "bit") {
   // two sequences of 3000 tokens, 2 heads of 4 columns, keep_weights = false and a limit of
   // 1 MiB: the padding is 3000 flags per sequence, not a 3000 x 3000 mask (9 MB each, which the
   // limit refused before key_padding); each result is attention() of its sequence alone, with the
@@ -605,12 +631,15 @@ TEST_CASE("batch: long padded sequences stream within a limit far below T x S, e
   for (std::size_t c = 0; c < d; ++c) CHECK(r[0].concat(0, c) == r[0].values(0, c));
   // keeping the weights still counts them: 2 sequences x 2 x 2 heads x 3000 x 3000 x 4 bytes
   opt.keep_weights = true;
-  CHECK_THROWS_WITH_AS((void)rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), w, opt, &two),
-                       doctest::Contains("2 sequences keep scores and weights of 288000000 bytes in all, over the limit of 1048576"),
-                       rt::size_limit_error);
+  CHECK_THROWS_WITH_AS(
+      (void)rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), w, opt, &two),
+      doctest::Contains(
+          "2 sequences keep scores and weights of 288000000 bytes in all, over the limit of 1048576"),
+      rt::size_limit_error);
 }
 
-TEST_CASE("batch: trailing padding against cutting, longer sequences: the bits where the kernels' paths agree") {
+TEST_CASE(
+    "batch: trailing padding against cutting, longer sequences: the bits where the kernels' paths agree") {
   const std::size_t d = 32;
   rt::attention_weights<float> w;
   w.q = {random_matrix<float>(32, d, 1, 0.3), {}};
@@ -618,7 +647,8 @@ TEST_CASE("batch: trailing padding against cutting, longer sequences: the bits w
   w.v = {random_matrix<float>(32, d, 3, 0.3), {}};
   const auto x = random_matrix<float>(300, d, 9);
   for (bool keep : {true, false})
-    for (std::size_t n : {std::size_t(1), std::size_t(20), std::size_t(33), std::size_t(129), std::size_t(256), std::size_t(263)}) {
+    for (std::size_t n : {std::size_t(1), std::size_t(20), std::size_t(33), std::size_t(129),
+                          std::size_t(256), std::size_t(263)}) {
       rt::attention_options<float> opt;
       opt.heads = 2;
       opt.keep_weights = keep;

@@ -21,8 +21,8 @@
 #include "../support/runtime.hpp"
 
 namespace rt = qkv::runtime;
-using qkv::testing::same_bits;
 using qkv::testing::random_matrix;
+using qkv::testing::same_bits;
 using rt::dynamic_matrix;
 
 namespace {
@@ -118,7 +118,8 @@ TEST_CASE("decoding with RoPE through the KV cache gives the rows of attention()
       }
 }
 
-TEST_CASE("a 16-bit RoPE cache rotates in float and rounds once: full attention of the rounded rotated keys") {
+TEST_CASE(
+    "a 16-bit RoPE cache rotates in float and rounds once: full attention of the rounded rotated keys") {
   // bfloat16 and float16 storage: key = S(rot(k)) (the float rotation of attention(), rounded to
   // nearest once), value = S(v); the queries stay float. Against scaled_dot_product_attention of
   // those numbers per head (lower_right = causal here, T = S), bit for bit, as for a cache without rope.
@@ -147,10 +148,12 @@ TEST_CASE("a 16-bit RoPE cache rotates in float and rounds once: full attention 
           vg(i, c) = float(S(plain.values(i, g * dh + c)));
         }
       rt::scaled_dot_product_attention<float>(qh.view(), kg.view(), vg.view(), out.view(),
-                                              rt::default_scale<float>(dh), rt::attention_mask{true, nullptr});
+                                              rt::default_scale<float>(dh),
+                                              rt::attention_mask{true, nullptr});
       for (std::size_t i = 0; i < T; ++i)
         for (std::size_t c = 0; c < dh; ++c)
-          same = same && std::bit_cast<std::uint32_t>(out(i, c)) == std::bit_cast<std::uint32_t>(decoded(i, h * dh + c));
+          same = same && std::bit_cast<std::uint32_t>(out(i, c)) ==
+                             std::bit_cast<std::uint32_t>(decoded(i, h * dh + c));
     }
     return same;
   };
@@ -158,14 +161,17 @@ TEST_CASE("a 16-bit RoPE cache rotates in float and rounds once: full attention 
   CHECK(check_storage(rt::float16{}));
 }
 
-TEST_CASE("decoding the PyTorch RoPE layer (rope_attention.json) through the cache: attention()'s bits, PyTorch's output within the bound") {
+TEST_CASE(
+    "decoding the PyTorch RoPE layer (rope_attention.json) through the cache: attention()'s bits, PyTorch's "
+    "output within the bound") {
   // the fixture's layer: 6 tokens, 2 heads of 4, LLaMA's order (project, rotate, attend) from
   // position 3, PyTorch float64 (scripts/fixtures/torch_rope_batch_fixtures.py). Decoding through the
   // cache == streaming attention() to the bit; its output (concat Woᵀ + bo) vs PyTorch within
   // the chain of bounds rope_batch_test.cpp derives for attention(): projections
   // (reference_linear), the rotation (kappa, plus p 2^-51 for the double angle, |c|, |s| <= 1),
   // attention (reference_attention: any summation order), the output projection.
-  const auto doc = qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/rope_batch/rope_attention.json");
+  const auto doc =
+      qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/rope_batch/rope_attention.json");
   const auto& j = doc.json();
   const auto mat = [&](const char* f) { return qkv::io::read_matrix<float>(doc, f, j.at(f)); };
   const auto vec = [&](const char* f) { return qkv::io::read_tensor<float>(doc, f, j.at(f)).data; };
@@ -192,13 +198,18 @@ TEST_CASE("decoding the PyTorch RoPE layer (rope_attention.json) through the cac
   const auto output = rt::linear(decoded, wo);
   // the bound chain (as rope_batch_test.cpp, for this float run)
   const double u32 = qkv::testing::unit<float>, g = qkv::testing::gamma_n<float>(d);
-  const double kappa = (1 + 1.001 * u32) * (1 + u32) * (1 + u32) - 1;  // the rotation's relative error per pair
+  const double kappa =
+      (1 + 1.001 * u32) * (1 + u32) * (1 + u32) - 1;  // the rotation's relative error per pair
   const auto to_d = [](const std::vector<float>& b) { return std::vector<double>(b.begin(), b.end()); };
   dynamic_matrix<double> qd, dq, kd, dk, vd, dv;
-  qkv::testing::reference_linear(qkv::testing::to_double(x), qkv::testing::to_double(w.q.weight), to_d(w.q.bias), g, u32, qd, dq);
-  qkv::testing::reference_linear(qkv::testing::to_double(x), qkv::testing::to_double(w.k.weight), to_d(w.k.bias), g, u32, kd, dk);
-  qkv::testing::reference_linear(qkv::testing::to_double(x), qkv::testing::to_double(w.v.weight), to_d(w.v.bias), g, u32, vd, dv);
-  const auto rotate = [&](dynamic_matrix<double>& m, dynamic_matrix<double>& dm) {  // exact rotation of m, its bound
+  qkv::testing::reference_linear(qkv::testing::to_double(x), qkv::testing::to_double(w.q.weight),
+                                 to_d(w.q.bias), g, u32, qd, dq);
+  qkv::testing::reference_linear(qkv::testing::to_double(x), qkv::testing::to_double(w.k.weight),
+                                 to_d(w.k.bias), g, u32, kd, dk);
+  qkv::testing::reference_linear(qkv::testing::to_double(x), qkv::testing::to_double(w.v.weight),
+                                 to_d(w.v.bias), g, u32, vd, dv);
+  const auto rotate = [&](dynamic_matrix<double>& m,
+                          dynamic_matrix<double>& dm) {  // exact rotation of m, its bound
     const auto m0 = m, dm0 = dm;
     for (std::size_t i = 0; i < T; ++i) {
       const double p = double(o.position_offset + i);
@@ -223,8 +234,8 @@ TEST_CASE("decoding the PyTorch RoPE layer (rope_attention.json) through the cac
         for (std::size_t k = 0; k < hd; ++k) c(i, k) = m(i, h * hd + k);
       return c;
     };
-    const auto a = qkv::testing::reference_attention::compute<float>(cols(qd), cols(dq), cols(kd), cols(dk), cols(vd),
-                                                                      cols(dv), 1 / std::sqrt(double(hd)), true, nullptr);
+    const auto a = qkv::testing::reference_attention::compute<float>(
+        cols(qd), cols(dq), cols(kd), cols(dk), cols(vd), cols(dv), 1 / std::sqrt(double(hd)), true, nullptr);
     for (std::size_t i = 0; i < T; ++i)
       for (std::size_t k = 0; k < hd; ++k) {
         concat(i, h * hd + k) = a.out(i, k);
@@ -261,18 +272,20 @@ TEST_CASE("set_rope checks rotary_dim and refuses a cache that holds keys; rope_
   CHECK(cache.rope()->rotary_dim == 4);
   const auto k = random_matrix<float>(3, 16, 81), v = random_matrix<float>(3, 8, 82);
   cache.append(1, k.view(), v.view());
-  CHECK_THROWS_WITH_AS(cache.set_rope(std::nullopt),
-                       "kv_cache::set_rope: layer 1 holds 3 keys stored without this rotation (clear() first)",
-                       std::logic_error);
+  CHECK_THROWS_WITH_AS(
+      cache.set_rope(std::nullopt),
+      "kv_cache::set_rope: layer 1 holds 3 keys stored without this rotation (clear() first)",
+      std::logic_error);
   // columns past rotary_dim (4 .. 7 of each head) are stored as given; position 0 is the identity
   const auto kc = cache.keys(1, 1);
   for (std::size_t c = 0; c < 8; ++c) CHECK(kc(0, c) == k(0, 8 + c));
   for (std::size_t c = 4; c < 8; ++c) CHECK(kc(2, c) == k(2, 8 + c));
   CHECK(kc(2, 0) != k(2, 8));
   auto q = random_matrix<float>(4, 3 * 8, 83);
-  CHECK_THROWS_WITH_AS(rt::rope_queries(cache, 1, q.view()),
-                       "kv_cache rope_queries: q is 4x24 but layer 1 holds only 3 positions (append the queries' keys first)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::rope_queries(cache, 1, q.view()),
+      "kv_cache rope_queries: q is 4x24 but layer 1 holds only 3 positions (append the queries' keys first)",
+      rt::shape_error);
   cache.clear();
   cache.set_rope(std::nullopt);  // empty again: allowed
   const auto before = q;
@@ -337,11 +350,16 @@ TEST_CASE("core rope with rotary_dim equals the runtime's and PyTorch's rotation
     CHECK(same_bits(runtime, want));  // the runtime is PyTorch's formula to the bit
     dynamic_matrix<float> core(x.rows(), x.cols());
     for (std::size_t h = 0; h < H; ++h) {
-      if (x.rows() == 6 && hd == 8) core_rope_head<6, 8>(x, h, layout, first, o.base, r, core);
-      else if (x.rows() == 8 && hd == 8) core_rope_head<8, 8>(x, h, layout, first, o.base, r, core);
-      else if (x.rows() == 4 && hd == 16) core_rope_head<4, 16>(x, h, layout, first, o.base, r, core);
-      else if (x.rows() == 3 && hd == 64) core_rope_head<3, 64>(x, h, layout, first, o.base, r, core);
-      else FAIL("a fixture shape this test does not instantiate: " << x.rows() << " rows, heads of " << hd);
+      if (x.rows() == 6 && hd == 8)
+        core_rope_head<6, 8>(x, h, layout, first, o.base, r, core);
+      else if (x.rows() == 8 && hd == 8)
+        core_rope_head<8, 8>(x, h, layout, first, o.base, r, core);
+      else if (x.rows() == 4 && hd == 16)
+        core_rope_head<4, 16>(x, h, layout, first, o.base, r, core);
+      else if (x.rows() == 3 && hd == 64)
+        core_rope_head<3, 64>(x, h, layout, first, o.base, r, core);
+      else
+        FAIL("a fixture shape this test does not instantiate: " << x.rows() << " rows, heads of " << hd);
     }
     bool within = true, tail_exact = true;
     for (std::size_t i = 0; i < x.rows(); ++i) {
@@ -349,7 +367,8 @@ TEST_CASE("core rope with rotary_dim equals the runtime's and PyTorch's rotation
       for (std::size_t h = 0; h < H; ++h)
         for (std::size_t k = 0; k < r / 2; ++k) {
           const std::size_t a = h * hd + (inter ? 2 * k : k), b = inter ? a + 1 : a + r / 2;
-          const double bound = (std::abs(double(x(i, a))) + std::abs(double(x(i, b)))) * (delta + 6.0001 * uf);
+          const double bound =
+              (std::abs(double(x(i, a))) + std::abs(double(x(i, b)))) * (delta + 6.0001 * uf);
           for (const std::size_t col : {a, b}) {
             ++elements;
             differing += core(i, col) != want(i, col);
@@ -358,10 +377,12 @@ TEST_CASE("core rope with rotary_dim equals the runtime's and PyTorch's rotation
           }
         }
       for (std::size_t h = 0; h < H; ++h)
-        for (std::size_t col = r; col < hd; ++col) tail_exact = tail_exact && core(i, h * hd + col) == x(i, h * hd + col);
+        for (std::size_t col = r; col < hd; ++col)
+          tail_exact = tail_exact && core(i, h * hd + col) == x(i, h * hd + col);
     }
     CHECK(within);
     CHECK(tail_exact);
   }
-  MESSAGE("core vs PyTorch/runtime rotated elements differing in any bit: " << differing << " of " << elements);
+  MESSAGE("core vs PyTorch/runtime rotated elements differing in any bit: " << differing << " of "
+                                                                            << elements);
 }

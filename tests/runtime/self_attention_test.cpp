@@ -123,8 +123,8 @@ TEST_CASE("with exact inputs and an exact multiplier the steps up to the scaled 
 TEST_CASE("qkv::columns takes tokens as columns on the runtime path as in the core") {
   // X (d_in, T): the same tokens as x, one per column; W read as (d_out, d_in)
   const auto xt = rt::to_dynamic(qkv::transposed(x));
-  const auto by_columns = rt::self_attention(xt, rt::to_dynamic(wq), rt::to_dynamic(wk), rt::to_dynamic(wv),
-                                             rt::columns);
+  const auto by_columns =
+      rt::self_attention(xt, rt::to_dynamic(wq), rt::to_dynamic(wk), rt::to_dynamic(wv), rt::columns);
   const auto by_rows = rt::self_attention(rt::to_dynamic(x), rt::to_dynamic(wq), rt::to_dynamic(wk),
                                           rt::to_dynamic(wv), rt::out_in);
   CHECK(by_columns.context.shape() == "3x3");  // tokens as rows in the results
@@ -157,7 +157,8 @@ TEST_CASE("heads split the columns as attention() does, the (T, S) steps stacked
   CHECK(s.context.shape() == "5x4");
 }
 
-TEST_CASE("the weights are exactly the row softmax of the scaled scores, whatever masks and biases are given") {
+TEST_CASE(
+    "the weights are exactly the row softmax of the scaled scores, whatever masks and biases are given") {
   // scaled_scores is rebuilt outside the kernels (scale * score, then attention.hpp's mask step):
   // if it differed from what the kernels softmax, some row would differ here
   const auto x6 = qkv::testing::random_matrix<float>(6, 4, 21);
@@ -218,4 +219,3 @@ TEST_CASE("a shape mismatch in the core's call shape throws shape_error naming b
     CHECK(m.find("3x3") != std::string::npos);
   }
 }
-

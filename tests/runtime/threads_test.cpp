@@ -78,7 +78,9 @@ struct workload {
 
 }  // namespace
 
-TEST_CASE("user threads calling attention, the encoder and linear at once get the single-thread bits, on any pool") {
+TEST_CASE(
+    "user threads calling attention, the encoder and linear at once get the single-thread bits, on any "
+    "pool") {
   const workload w;
   // the work is above the kernels' threshold for using the pool: 4 heads x 200 x 200 x 16 > 2^17
   rt::set_threads(2);
@@ -105,7 +107,8 @@ TEST_CASE("user threads calling attention, the encoder and linear at once get th
     });
   for (auto& t : users) t.join();
   rt::set_threads(1);
-  MESSAGE(user_threads << " user threads, " << calls.load() << " calls (attention kept and streamed, encoder layer, "
+  MESSAGE(user_threads << " user threads, " << calls.load()
+                       << " calls (attention kept and streamed, encoder layer, "
                        << "linear) on the shared 2-thread pool, their own 2-thread pools and no pool");
   CHECK(calls.load() == user_threads * rounds * 4);
   CHECK(mismatches.load() == 0);
@@ -249,7 +252,8 @@ TEST_CASE("an idle pool stops using the processor after its spin, and a long spi
   CHECK(pool.spin() == std::chrono::microseconds(0));
 }
 
-TEST_CASE("kept weights past the limit are refused before allocating, naming the size; the pool then works on") {
+TEST_CASE(
+    "kept weights past the limit are refused before allocating, naming the size; the pool then works on") {
   rt::thread_pool pool(2);
   const auto x = random_matrix<float>(100000, 4, 3);
   rt::attention_weights<float> w;
@@ -320,10 +324,12 @@ TEST_CASE("a matrix past max_matrix_bytes, or whose size overflows, is refused b
 TEST_CASE("a task's failed allocation reaches the caller as std::bad_alloc and the pool runs the next job") {
   rt::thread_pool pool(2);
   std::atomic<int> ran{0};
-  CHECK_THROWS_AS(pool.parallel_for(8, [&](std::size_t t) {
-    ran++;
-    if (t == 5) throw std::bad_alloc();
-  }), std::bad_alloc);
+  CHECK_THROWS_AS(pool.parallel_for(8,
+                                    [&](std::size_t t) {
+                                      ran++;
+                                      if (t == 5) throw std::bad_alloc();
+                                    }),
+                  std::bad_alloc);
   CHECK(ran.load() == 8);  // the other tasks still ran
   const auto x = random_matrix<float>(300, 32, 8);
   const auto y = random_matrix<float>(32, 40, 9);

@@ -50,7 +50,8 @@ void agree(const rt::multihead_result<float>& r, const Core& core, const dynamic
   expect_within(r.keys, to_double(core.keys), twice(dk), "keys: runtime vs constexpr");
   expect_within(r.values, to_double(core.values), twice(dv), "values: runtime vs constexpr");
   expect_within(r.scores[0], to_double(core.scores), twice(a.scores_bound), "scores: runtime vs constexpr");
-  expect_within(r.weights[0], to_double(core.weights), twice(a.weights_bound), "weights: runtime vs constexpr");
+  expect_within(r.weights[0], to_double(core.weights), twice(a.weights_bound),
+                "weights: runtime vs constexpr");
   expect_within(r.output, to_double(core.context), twice(a.out_bound), "context: runtime vs constexpr");
   expect_within(r.weights[0], a.weights, a.weights_bound, "weights: runtime vs double");
   expect_within(r.output, a.out, a.out_bound, "context: runtime vs double");
@@ -73,13 +74,14 @@ TEST_CASE("tutorial 000 (illustrated) through the runtime path agrees with its c
   CHECK((r.values.to_fixed<3, 3>() == ex::result.values));
   CHECK((r.scores[0].to_fixed<3, 3>() == ex::result.scores));
   // in_out weights (in, out): the reference wants (out, in)
-  agree(r, ex::result, to_double(ex::x), to_double(qkv::transposed(ex::w_query)), to_double(qkv::transposed(ex::w_key)),
-        to_double(qkv::transposed(ex::w_value)), 1.0);
+  agree(r, ex::result, to_double(ex::x), to_double(qkv::transposed(ex::w_query)),
+        to_double(qkv::transposed(ex::w_key)), to_double(qkv::transposed(ex::w_value)), 1.0);
   // and the tutorial's printed outputs (float64 values, example 01): [1.9366, 6.6831, 1.5951] ...
   CHECK(r.output(0, 1) == doctest::Approx(6.683105308334811).epsilon(1e-6));
 }
 
-TEST_CASE("tutorial 002 (the math, tokens as columns) through the runtime path agrees with its constexpr result") {
+TEST_CASE(
+    "tutorial 002 (the math, tokens as columns) through the runtime path agrees with its constexpr result") {
   namespace ex = qkv::examples::the_math;
   // the runtime path takes tokens as rows: x = Xᵀ; W (d x d) is applied as q_t = W x_t, nn.Linear's layout
   rt::attention_weights<float> w;
@@ -101,13 +103,15 @@ TEST_CASE("tutorial 004 (StatQuest) through the runtime path agrees with its con
   w.v.weight = rt::to_dynamic(ex::selfAttention.W_v);
   const auto r = rt::self_attention(rt::to_dynamic(ex::encodings_matrix), w);  // default scale 1/sqrt(2)
   CHECK(r.scale == 1.0f / std::sqrt(2.0f));
-  agree(r, ex::same, to_double(ex::encodings_matrix), to_double(ex::selfAttention.W_q), to_double(ex::selfAttention.W_k),
-        to_double(ex::selfAttention.W_v), 1 / std::sqrt(2.0));
+  agree(r, ex::same, to_double(ex::encodings_matrix), to_double(ex::selfAttention.W_q),
+        to_double(ex::selfAttention.W_k), to_double(ex::selfAttention.W_v), 1 / std::sqrt(2.0));
   // the tutorial prints [[1.0100, 1.0641], [0.2040, 0.7057], [3.4989, 2.2427]]
   CHECK(r.output(2, 0) == doctest::Approx(3.4989).epsilon(2e-5));
 }
 
-TEST_CASE("tutorial 001 (from scratch, 6 tokens of 16, d_q = 24, d_v = 28) through the runtime path agrees with its constexpr result") {
+TEST_CASE(
+    "tutorial 001 (from scratch, 6 tokens of 16, d_q = 24, d_v = 28) through the runtime path agrees with "
+    "its constexpr result") {
   namespace ex = qkv::examples::from_scratch;
   // the notebook's weights are (out, in) and its tokens columns: x = the embedded sentence as rows
   rt::attention_weights<float> w;
@@ -116,6 +120,6 @@ TEST_CASE("tutorial 001 (from scratch, 6 tokens of 16, d_q = 24, d_v = 28) throu
   w.v.weight = rt::to_dynamic(ex::weights.W_value);
   const auto x = rt::to_dynamic(ex::embedded_sentence);
   const auto r = rt::self_attention(x, w);  // default scale 1/sqrt(24); the core divides by sqrt(24)
-  agree(r, ex::attn, to_double(x), to_double(ex::weights.W_query), to_double(ex::weights.W_key), to_double(ex::weights.W_value),
-        1 / std::sqrt(24.0));
+  agree(r, ex::attn, to_double(x), to_double(ex::weights.W_query), to_double(ex::weights.W_key),
+        to_double(ex::weights.W_value), 1 / std::sqrt(24.0));
 }

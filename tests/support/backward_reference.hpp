@@ -73,12 +73,15 @@ struct reference_backward {
   /// heads sharing these keys (dK's and dV's chains run over group T rows)
   template <class F, class Allowed, class Bias>
   static reference_backward compute_l(const lmat& q, const lmat& k, const lmat& v, const lmat& d_out,
-                                      const lmat& eq_in, const lmat& ek_in, const lmat& ev_in, const lmat& eo_in,
-                                      double scale, Allowed&& allowed, Bias&& bias, std::size_t group = 1) {
+                                      const lmat& eq_in, const lmat& ek_in, const lmat& ev_in,
+                                      const lmat& eo_in, double scale, Allowed&& allowed, Bias&& bias,
+                                      std::size_t group = 1) {
     const std::size_t T = q.rows, S = k.rows, d = q.cols, dvn = v.cols;
     const double u = unit<F>;
     const auto gamma = [&](double n) { return ld(n * u / (1 - n * u)); };
-    const auto err = [](const lmat& e, std::size_t i, std::size_t j) -> ld { return e.a.empty() ? 0 : e(i, j); };
+    const auto err = [](const lmat& e, std::size_t i, std::size_t j) -> ld {
+      return e.a.empty() ? 0 : e(i, j);
+    };
     reference_backward r;
     r.out = lmat(T, dvn);
     r.out_bound = lmat(T, dvn);
@@ -103,7 +106,8 @@ struct reference_backward {
         const ld b = bias(i, j);
         ok[j] = allowed(i, j) && !std::isinf(b);
         s[j] = acc * ld(scale) + (ok[j] ? b : 0);
-        es[j] = ld(scale) * (gamma(double(d + 1)) * mag + prop) + ld(4 * u) * std::abs(s[j]) + ld(2 * u) * std::abs(b);
+        es[j] = ld(scale) * (gamma(double(d + 1)) * mag + prop) + ld(4 * u) * std::abs(s[j]) +
+                ld(2 * u) * std::abs(b);
         if (ok[j]) m = std::max(m, s[j]);
       }
       if (m == -INFINITY) continue;  // every key masked: all zero, exactly
@@ -175,7 +179,8 @@ struct reference_backward {
         }
         for (std::size_t c = 0; c < dvn; ++c) {
           r.dv(j, c) += p[j] * d_out(i, c);
-          r.dv_bound(j, c) += (rho + gamma(double(T * group))) * p[j] * std::abs(d_out(i, c)) + p[j] * err(eo_in, i, c);
+          r.dv_bound(j, c) +=
+              (rho + gamma(double(T * group))) * p[j] * std::abs(d_out(i, c)) + p[j] * err(eo_in, i, c);
         }
       }
     }
@@ -185,9 +190,11 @@ struct reference_backward {
   /// exact inputs in F
   template <class F, class Allowed, class Bias>
   static reference_backward compute(const runtime::dynamic_matrix<F>& q, const runtime::dynamic_matrix<F>& k,
-                                    const runtime::dynamic_matrix<F>& v, const runtime::dynamic_matrix<F>& d_out,
-                                    double scale, Allowed&& allowed, Bias&& bias) {
-    return compute_l<F>(lmat::of(q), lmat::of(k), lmat::of(v), lmat::of(d_out), {}, {}, {}, {}, scale, allowed, bias);
+                                    const runtime::dynamic_matrix<F>& v,
+                                    const runtime::dynamic_matrix<F>& d_out, double scale, Allowed&& allowed,
+                                    Bias&& bias) {
+    return compute_l<F>(lmat::of(q), lmat::of(k), lmat::of(v), lmat::of(d_out), {}, {}, {}, {}, scale,
+                        allowed, bias);
   }
 };
 

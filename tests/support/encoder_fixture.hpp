@@ -20,7 +20,8 @@ namespace qkv::testing {
 
 class encoder_fixture {
  public:
-  explicit encoder_fixture(const std::string& name) : path_(std::string(QKV_TEST_DATA) + "/encoder/" + name + ".json") {
+  explicit encoder_fixture(const std::string& name)
+      : path_(std::string(QKV_TEST_DATA) + "/encoder/" + name + ".json") {
     std::ifstream in(path_);
     if (!in) throw std::runtime_error("cannot open " + path_);
     json_ = nlohmann::json::parse(in);
@@ -34,8 +35,8 @@ class encoder_fixture {
     std::vector<double> flat;
     flatten(t.at("data"), flat);
     if (flat.size() != R * C)
-      throw std::runtime_error(path_ + ": " + what + " has " + std::to_string(flat.size()) + " values, expected " +
-                               std::to_string(R) + " x " + std::to_string(C));
+      throw std::runtime_error(path_ + ": " + what + " has " + std::to_string(flat.size()) +
+                               " values, expected " + std::to_string(R) + " x " + std::to_string(C));
     qkv::matrix<T, R, C> m;
     for (std::size_t k = 0; k < R * C; ++k) m.v[k] = static_cast<T>(flat[k]);
     return m;
@@ -82,7 +83,8 @@ class encoder_fixture {
   }
 
   /// expected[section].layers[l][name], or expected[section][name] when l is npos
-  [[nodiscard]] const nlohmann::json& expected(const std::string& section, std::size_t l, const std::string& name) const {
+  [[nodiscard]] const nlohmann::json& expected(const std::string& section, std::size_t l,
+                                               const std::string& name) const {
     const auto& s = json_.at("expected").at(section);
     return l == std::size_t(-1) ? s.at(name) : s.at("layers").at(l).at(name);
   }

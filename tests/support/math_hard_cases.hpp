@@ -36,7 +36,7 @@ inline constexpr double sin_cos_hard_cases[] = {
     0x1.06800e629d672p-23, 0x1.06800e629d673p-23, 0x1.07d5978b896fcp+0, 0x1.07edc73037d32p+1,
     0x1.08c495b034a31p+0, 0x1.093026e62d889p+1, 0x1.0aedf4dd4ccf8p-2, 0x1.0ba1b997d2e32p+0,
     0x1.0d80ff9981295p+0, 0x1.0e9f8bb095163p+1, 0x1.104614176463ep+0, 0x1.1065078d33361p+1,
-    0x1.10b4048d92a67p+1, 0x1.1398b2271821p+0,  0x1.164149539c81dp+1, 0x1.184a0aa58191dp-24,
+    0x1.10b4048d92a67p+1, 0x1.1398b2271821p+0, 0x1.164149539c81dp+1, 0x1.184a0aa58191dp-24,
     0x1.184a0aa58192p-24, 0x1.1da5d5a23306dp+0, 0x1.1fa6b462b1c81p+1, 0x1.23f40dccdef72p+0,
     0x1.2645db00c9b84p+1, 0x1.273a233829bc6p+0, 0x1.276d5c5c9df2cp+1, 0x1.29b798b1566fcp+1,
     0x1.2daf8e028c6c9p+0, 0x1.2e8439fd922dep+1, 0x1.2ebea3f228638p+1, 0x1.2f2cc9bd434fbp+1,
@@ -50,9 +50,9 @@ inline constexpr double sin_cos_hard_cases[] = {
     // small arguments from the same data (near 2^-24, where cos x = 1 - x^2/2 + ... is close to a
     // midpoint below 1)
     0x1.e768d399dc47fp-25, 0x1.efbdeb14f4ecbp-25, 0x1.f7efbeb8d4f03p-25, 0x1.ffffffffffff2p-25,
-    0x1.03f81f636b805p-24, 0x1.07e0f66afedp-24,   0x1.0bbb307acafd5p-24, 0x1.0f876ccdf6cd3p-24,
+    0x1.03f81f636b805p-24, 0x1.07e0f66afedp-24, 0x1.0bbb307acafd5p-24, 0x1.0f876ccdf6cd3p-24,
     0x1.13463fa370148p-24, 0x1.16f8334644df3p-24, 0x1.1a9dc8f6df0fep-24, 0x1.1e3779b97f4a2p-24,
-    0x1.21c5b70d9f81ep-24, 0x1.2548eb9151e8p-24,  0x1.28c17b933782fp-24, 0x1.2c2fc595456a2p-24,
+    0x1.21c5b70d9f81ep-24, 0x1.2548eb9151e8p-24, 0x1.28c17b933782fp-24, 0x1.2c2fc595456a2p-24,
     0x1.3988e1409212ap-24, 0x1.3fffffffffffbp-24, 0x1.6a09e667f3bc9p-24, 0x1.99ccc999ffefep-24};
 
 }  // namespace qkv_test

@@ -62,7 +62,9 @@ constexpr T ulps_away(T x, std::int64_t k) {
 }
 
 template <class T>
-constexpr T random_sign(splitmix64& g, T x) { return (g.next() & 1) != 0 ? -x : x; }
+constexpr T random_sign(splitmix64& g, T x) {
+  return (g.next() & 1) != 0 ? -x : x;
+}
 
 // exp: the whole range where e^x is neither +inf nor below half the smallest subnormal
 template <class T>
@@ -81,11 +83,15 @@ constexpr T exp_argument(splitmix64& g, std::uint64_t i) {
   constexpr T lo = exp_domain<T>::lo, hi = exp_domain<T>::hi;
   constexpr double ln2 = 0.69314718055994530942;
   switch (i % 10) {
-    case 0: case 1: case 2: case 3: return static_cast<T>(g.uniform(lo, hi));
-    case 4: case 5: return uniform_bits<T>(g, T(0), -lo) * T(-1);  // every binade of x < 0
-    case 6: return uniform_bits<T>(g, T(0), hi);                    // and of x > 0
-    case 7: return static_cast<T>(g.uniform(hi - 2.0, hi));         // results near the largest
-    case 8: return static_cast<T>(g.uniform(lo, lo + 40.0));        // subnormal results
+    case 0:
+    case 1:
+    case 2:
+    case 3: return static_cast<T>(g.uniform(lo, hi));
+    case 4:
+    case 5: return uniform_bits<T>(g, T(0), -lo) * T(-1);     // every binade of x < 0
+    case 6: return uniform_bits<T>(g, T(0), hi);              // and of x > 0
+    case 7: return static_cast<T>(g.uniform(hi - 2.0, hi));   // results near the largest
+    case 8: return static_cast<T>(g.uniform(lo, lo + 40.0));  // subnormal results
     default: {  // near the reduction's boundaries (k + 1/2) ln2, where k changes
       const double k = static_cast<double>(g.integer(-1000, 1000)) + 0.5;
       const T x = static_cast<T>(k * ln2);
@@ -99,9 +105,14 @@ template <class T>
 constexpr T log_argument(splitmix64& g, std::uint64_t i) {
   using lim = std::numeric_limits<T>;
   switch (i % 10) {
-    case 0: case 1: case 2: case 3: case 4: return uniform_bits<T>(g, lim::denorm_min(), lim::max());
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 4: return uniform_bits<T>(g, lim::denorm_min(), lim::max());
     case 5: return uniform_bits<T>(g, lim::denorm_min(), lim::min());  // subnormals
-    case 6: case 7: return static_cast<T>(g.uniform(1.0 - 0x1p-6, 1.0 + 0x1p-6));  // log ~ 0
+    case 6:
+    case 7: return static_cast<T>(g.uniform(1.0 - 0x1p-6, 1.0 + 0x1p-6));  // log ~ 0
     case 8: {  // a few units in the last place from 1 (the hardest cancellation)
       const T x = ulps_away(T(1), g.integer(-64, 64));
       return x == T(1) ? T(2) : x;
@@ -131,9 +142,14 @@ constexpr T sqrt_argument(splitmix64& g, std::uint64_t i) {
 template <class T>
 constexpr T trig_argument(splitmix64& g, std::uint64_t i) {
   switch (i % 10) {
-    case 0: case 1: case 2: case 3: return static_cast<T>(g.uniform(-1e4, 1e4));
-    case 4: case 5: return random_sign(g, uniform_bits<T>(g, T(0), T(1e4)));
-    case 6: case 7: {
+    case 0:
+    case 1:
+    case 2:
+    case 3: return static_cast<T>(g.uniform(-1e4, 1e4));
+    case 4:
+    case 5: return random_sign(g, uniform_bits<T>(g, T(0), T(1e4)));
+    case 6:
+    case 7: {
       constexpr double pio2 = 1.57079632679489661923;
       const T x = static_cast<T>(static_cast<double>(g.integer(1, 6366)) * pio2);
       return random_sign(g, ulps_away(x, g.integer(-20, 20)));
@@ -148,9 +164,13 @@ constexpr T trig_argument(splitmix64& g, std::uint64_t i) {
 template <class T>
 constexpr T tanh_argument(splitmix64& g, std::uint64_t i) {
   switch (i % 10) {
-    case 0: case 1: case 2: return static_cast<T>(g.uniform(-22.0, 22.0));
-    case 3: case 4: return random_sign(g, uniform_bits<T>(g, T(0), T(22)));
-    case 5: case 6: return random_sign(g, static_cast<T>(g.uniform(0.5, 1.0)));
+    case 0:
+    case 1:
+    case 2: return static_cast<T>(g.uniform(-22.0, 22.0));
+    case 3:
+    case 4: return random_sign(g, uniform_bits<T>(g, T(0), T(22)));
+    case 5:
+    case 6: return random_sign(g, static_cast<T>(g.uniform(0.5, 1.0)));
     case 7: return random_sign(g, uniform_bits<T>(g, std::numeric_limits<T>::denorm_min(), T(0x1p-20)));
     default: return static_cast<T>(g.uniform(-4.0, 4.0));
   }
@@ -161,9 +181,13 @@ constexpr T tanh_argument(splitmix64& g, std::uint64_t i) {
 template <class T>
 constexpr T erf_argument(splitmix64& g, std::uint64_t i) {
   switch (i % 10) {
-    case 0: case 1: case 2: return static_cast<T>(g.uniform(-6.0, 6.0));
-    case 3: case 4: return random_sign(g, uniform_bits<T>(g, T(0), T(6)));
-    case 5: case 6: return static_cast<T>(g.uniform(-2.5, 2.5));
+    case 0:
+    case 1:
+    case 2: return static_cast<T>(g.uniform(-6.0, 6.0));
+    case 3:
+    case 4: return random_sign(g, uniform_bits<T>(g, T(0), T(6)));
+    case 5:
+    case 6: return static_cast<T>(g.uniform(-2.5, 2.5));
     case 7: return random_sign(g, uniform_bits<T>(g, std::numeric_limits<T>::denorm_min(), T(0x1p-20)));
     case 8: return random_sign(g, static_cast<T>(g.uniform(1.9, 2.1)));
     default: return static_cast<T>(g.uniform(-1.0, 1.0));
@@ -189,15 +213,17 @@ triple<T> fma_arguments(splitmix64& g, std::uint64_t i) {
   constexpr int p = lim::digits;
   const auto mantissa = [&] { return static_cast<T>(g.uniform(1.0, 2.0)); };
   const auto scaled = [&](int lo, int hi) {
-    return random_sign(g, static_cast<T>(std::ldexp(static_cast<double>(mantissa()),
-                                                    static_cast<int>(g.integer(lo, hi)))));
+    return random_sign(
+        g, static_cast<T>(std::ldexp(static_cast<double>(mantissa()), static_cast<int>(g.integer(lo, hi)))));
   };
   switch (i % 8) {
-    case 0: case 1: {  // moderate exponents, c anywhere from far below to far above a b
+    case 0:
+    case 1: {  // moderate exponents, c anywhere from far below to far above a b
       const T a = scaled(-40, 40), b = scaled(-40, 40);
       return {a, b, scaled(-100, 100)};
     }
-    case 2: case 3: {  // cancellation: c = -(a b rounded), moved by a few ulps
+    case 2:
+    case 3: {  // cancellation: c = -(a b rounded), moved by a few ulps
       const T a = scaled(-60, 60), b = scaled(-60, 60);
       const T ab = a * b;
       const T c = ulps_away(std::fabs(ab), g.integer(-4, 4));
@@ -209,8 +235,8 @@ triple<T> fma_arguments(splitmix64& g, std::uint64_t i) {
                                          static_cast<int>(g.integer(-p / 2, p / 2))));
       };
       const T a = random_sign(g, short_mantissa()), b = short_mantissa();
-      const T c = static_cast<T>(std::ldexp(static_cast<double>(g.integer(-8, 8)),
-                                            static_cast<int>(g.integer(-2 * p, 0))));
+      const T c = static_cast<T>(
+          std::ldexp(static_cast<double>(g.integer(-8, 8)), static_cast<int>(g.integer(-2 * p, 0))));
       return {a, b, c};
     }
     case 5: {  // subnormal and underflowing results
@@ -220,8 +246,7 @@ triple<T> fma_arguments(splitmix64& g, std::uint64_t i) {
     }
     case 6: {  // near overflow
       const int emax = lim::max_exponent;
-      return {scaled(emax / 2 - 2, emax / 2), scaled(emax / 2 - 2, emax / 2),
-              scaled(emax - 4, emax - 1)};
+      return {scaled(emax / 2 - 2, emax / 2), scaled(emax / 2 - 2, emax / 2), scaled(emax - 4, emax - 1)};
     }
     default:  // any finite numbers
       return {any_finite<T>(g), any_finite<T>(g), any_finite<T>(g)};

@@ -25,7 +25,8 @@ inline void flatten(const nlohmann::json& j, std::vector<double>& out) {
 /// one reference file: {"float32": {name: tensor}, "float64": {...}, ...}
 class reference_file {
  public:
-  explicit reference_file(const std::string& name) : path_(std::string(QKV_TEST_DATA) + "/reference/" + name) {
+  explicit reference_file(const std::string& name)
+      : path_(std::string(QKV_TEST_DATA) + "/reference/" + name) {
     std::ifstream in(path_);
     if (!in) throw std::runtime_error("cannot open " + path_);
     json_ = nlohmann::json::parse(in);

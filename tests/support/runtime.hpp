@@ -73,9 +73,8 @@ void expect_within(const dynamic_matrix<A>& actual, const dynamic_matrix<double>
       }
     }
   }
-  INFO(what << ": max difference " << worst << " (its bound " << worst_bound
-            << "), worst difference/bound " << worst_ratio << ", first values " << double(actual.data()[0])
-            << " vs " << expected.data()[0]);
+  INFO(what << ": max difference " << worst << " (its bound " << worst_bound << "), worst difference/bound "
+            << worst_ratio << ", first values " << double(actual.data()[0]) << " vs " << expected.data()[0]);
   CHECK(bad == 0);
 }
 
@@ -84,7 +83,7 @@ void expect_within(const dynamic_matrix<A>& actual, const dynamic_matrix<double>
 /// (standard model, Higham 3.1; the softmax bound as in core/bounds.hpp with exp within 2 ulp).
 /// q (T, d), k (S, d), v (S, dv) are taken as exact; dq, dk, dv bound their own errors.
 struct reference_attention {
-  dynamic_matrix<double> scores, weights, out;           // exact-ish (double)
+  dynamic_matrix<double> scores, weights, out;                    // exact-ish (double)
   dynamic_matrix<double> scores_bound, weights_bound, out_bound;  // bounds for a run in F
 
   template <class F>
@@ -139,7 +138,8 @@ struct reference_attention {
         }
       // core/bounds.hpp's softmax bound with exp within 2 ulp (4u) instead of 1 ulp (2u), plus
       // the extra rescaling steps of the streaming path (each an exp and a multiply, 5u)
-      const double rel = 1.01 * (2 * worst_ds + (2 * (4 + (m - lo)) + double(n) + 5.0 * double(extra_rounding_steps)) * u);
+      const double rel =
+          1.01 * (2 * worst_ds + (2 * (4 + (m - lo)) + double(n) + 5.0 * double(extra_rounding_steps)) * u);
       for (std::size_t j = 0; j < S; ++j) {
         r.weights(i, j) = ok[j] ? std::exp(s[j] - m) / sum : 0.0;
         r.weights_bound(i, j) = r.weights(i, j) * rel;

@@ -53,11 +53,13 @@ template <std::size_t H>
 /// (lower_right, the default: Tq new tokens at the end of S keys). 0 on the diagonal, negative
 /// for past keys; future keys get a positive value that the causal mask removes.
 template <class T, std::size_t Tq, std::size_t S>
-[[nodiscard]] constexpr matrix<T, Tq, S> alibi_bias(double slope, causal_alignment a = causal_alignment::lower_right) {
+[[nodiscard]] constexpr matrix<T, Tq, S> alibi_bias(double slope,
+                                                    causal_alignment a = causal_alignment::lower_right) {
   matrix<T, Tq, S> out;
   for (std::size_t i = 0; i < Tq; ++i)
     for (std::size_t j = 0; j < S; ++j)
-      out.v[i * S + j] = static_cast<T>(slope * double(static_cast<long long>(j) - aligned_position(i, Tq, S, a)));
+      out.v[i * S + j] =
+          static_cast<T>(slope * double(static_cast<long long>(j) - aligned_position(i, Tq, S, a)));
   return out;
 }
 

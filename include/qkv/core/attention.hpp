@@ -74,7 +74,8 @@ struct scaling {
   constexpr scaling(kind k, const T& v) : how(k), value(v) {}
   /// a number is a multiplier, as the runtime's attention_options::scale is:
   /// attention_options<float>{.scale = 0.5f} halves the scores in both
-  constexpr scaling(const T& factor) : how(kind::multiply_by), value(factor) {}  // NOLINT: implicit on purpose
+  constexpr scaling(const T& factor)
+      : how(kind::multiply_by), value(factor) {}  // NOLINT: implicit on purpose
 
   [[nodiscard]] static constexpr scaling none() { return {kind::none, T(1)}; }
   [[nodiscard]] static constexpr scaling divide_by_sqrt_dk() { return {kind::divide_by_sqrt_dk, T(1)}; }
@@ -116,8 +117,8 @@ concept square_weights_need_a_layout = add_qkv_in_out_or_qkv_out_in_as_the_last_
 /// X Wᵀ: (T, d_in) with nn.Linear's W (d_out, d_in) -> (T, d_out)
 template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
   requires product_shapes<N, Din, WDin, Dout>
-[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
-                                                  const matrix<T, Dout, WDin>& w, out_in_t) {
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x, const matrix<T, Dout, WDin>& w,
+                                                   out_in_t) {
   return matrix_product_transposed(x, w);
 }
 
@@ -125,41 +126,39 @@ template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t
 template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
   requires(product_shapes<N, Din, WDin, Dout> && square_weights_need_a_layout<Dout, WDin>)
 [[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
-                                                  const matrix<T, Dout, WDin>& w) {
+                                                   const matrix<T, Dout, WDin>& w) {
   return matrix_product_transposed(x, w);
 }
 
 /// X W: (T, d_in) with W (d_in, d_out) -> (T, d_out)
 template <class T, std::size_t N, std::size_t Din, std::size_t WDin, std::size_t Dout>
   requires product_shapes<N, Din, WDin, Dout>
-[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
-                                                  const matrix<T, WDin, Dout>& w, in_out_t) {
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x, const matrix<T, WDin, Dout>& w,
+                                                   in_out_t) {
   return matrix_product(x, w);
 }
 
 /// tokens as columns: X (d_in, T) and W (d_out, d_in) -> (W X)ᵀ, (T, d_out), tokens as rows
 template <class T, std::size_t Din, std::size_t N, std::size_t Dout, std::size_t WDin>
   requires product_shapes<Dout, WDin, Din, N>
-[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, Din, N>& x,
-                                                  const matrix<T, Dout, WDin>& w, columns_t) {
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, Din, N>& x, const matrix<T, Dout, WDin>& w,
+                                                   columns_t) {
   return matrix_product_transposed(transposed(x), w);
 }
 
 /// X Wᵀ + b: nn.Linear with a bias (1, d_out)
 template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
   requires product_shapes<N, Din, WDin, Dout>
-[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
-                                                  const matrix<T, Dout, WDin>& w,
-                                                  const matrix<T, 1, Dout>& b, out_in_t) {
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x, const matrix<T, Dout, WDin>& w,
+                                                   const matrix<T, 1, Dout>& b, out_in_t) {
   return add_row_vector(matrix_product_transposed(x, w), b);
 }
 
 /// X Wᵀ + b without a layout: W must not be square (square_weights_need_a_layout)
 template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin>
   requires(product_shapes<N, Din, WDin, Dout> && square_weights_need_a_layout<Dout, WDin>)
-[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x,
-                                                  const matrix<T, Dout, WDin>& w,
-                                                  const matrix<T, 1, Dout>& b) {
+[[nodiscard]] constexpr matrix<T, N, Dout> project(const matrix<T, N, Din>& x, const matrix<T, Dout, WDin>& w,
+                                                   const matrix<T, 1, Dout>& b) {
   return add_row_vector(matrix_product_transposed(x, w), b);
 }
 
@@ -175,14 +174,14 @@ concept queries_and_keys_have_the_same_columns = (QueryCols == KeyCols);
 template <class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk>
   requires queries_and_keys_have_the_same_columns<Dq, Dk>
 [[nodiscard]] constexpr matrix<T, Tq, S> scores(const matrix<T, Tq, Dq>& queries,
-                                               const matrix<T, S, Dk>& keys) {
+                                                const matrix<T, S, Dk>& keys) {
   return matrix_product_transposed(queries, keys);
 }
 
 /// step 3: scale the scores; d_k is the width of a query (for divide_by_sqrt_dk)
 template <class T, std::size_t Tq, std::size_t S>
 [[nodiscard]] constexpr matrix<T, Tq, S> scale(const matrix<T, Tq, S>& s, const scaling<T>& how,
-                                              std::size_t d_k) {
+                                               std::size_t d_k) {
   using kind = typename scaling<T>::kind;
   switch (how.how) {
     case kind::none: return s;
@@ -198,7 +197,7 @@ template <class T, std::size_t Tq, std::size_t S>
 template <class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk>
   requires queries_and_keys_have_the_same_columns<Dq, Dk>
 [[nodiscard]] constexpr matrix<T, Tq, S> scaled_scores(const matrix<T, Tq, Dq>& queries,
-                                                      const matrix<T, S, Dk>& keys) {
+                                                       const matrix<T, S, Dk>& keys) {
   return divided(matrix_product_transposed(queries, keys), qkv::sqrt(T(Dq)));
 }
 
@@ -216,7 +215,7 @@ template <class T, std::size_t Tq, std::size_t S>
 template <class T, std::size_t Tq, std::size_t S, std::size_t MR, std::size_t MC>
   requires(std::numeric_limits<T>::has_infinity && same_shapes<Tq, S, MR, MC>)
 [[nodiscard]] constexpr matrix<T, Tq, S> masked(const matrix<T, Tq, S>& s,
-                                               const matrix<bool, MR, MC>& allowed) {
+                                                const matrix<bool, MR, MC>& allowed) {
   matrix<T, Tq, S> out = s;
   for (std::size_t k = 0; k < Tq * S; ++k)
     if (!allowed.v[k]) out.v[k] = -std::numeric_limits<T>::infinity();
@@ -232,7 +231,7 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t MR, std::size_t MC
 template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv>
   requires product_shapes<Tq, S, VS, Dv>
 [[nodiscard]] constexpr stack<T, S, Tq, Dv> weighted_values(const matrix<T, Tq, S>& w,
-                                                           const matrix<T, VS, Dv>& values) {
+                                                            const matrix<T, VS, Dv>& values) {
   stack<T, S, Tq, Dv> out;
   for (std::size_t j = 0; j < S; ++j)
     for (std::size_t i = 0; i < Tq; ++i)
@@ -245,7 +244,7 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv
 template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv>
   requires product_shapes<Tq, S, VS, Dv>
 [[nodiscard]] constexpr matrix<T, Tq, Dv> context(const matrix<T, Tq, S>& w,
-                                                 const matrix<T, VS, Dv>& values) {
+                                                  const matrix<T, VS, Dv>& values) {
   return matrix_product(w, values);
 }
 
@@ -261,8 +260,8 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv
 template <class T, std::size_t Tq, std::size_t S, std::size_t VS, std::size_t Dv>
   requires product_shapes<Tq, S, VS, Dv>
 [[nodiscard]] constexpr matrix<T, Tq, Dv> attended_context(const matrix<T, Tq, S>& scaled_scores,
-                                                          const matrix<T, Tq, S>& w,
-                                                          const matrix<T, VS, Dv>& values) {
+                                                           const matrix<T, Tq, S>& w,
+                                                           const matrix<T, VS, Dv>& values) {
   constexpr bool inf = std::numeric_limits<T>::has_infinity;
   matrix<T, Tq, Dv> out;
   for (std::size_t i = 0; i < Tq; ++i) {
@@ -317,22 +316,20 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
   r.queries = q;
   r.keys = k;
   r.values = v;
-  r.scores = scores(q, k);                             // (T, S)
+  r.scores = scores(q, k);                               // (T, S)
   r.scaled_scores = scale(r.scores, options.scale, Dk);  // (T, S)
   if constexpr (std::numeric_limits<T>::has_infinity)
     if (options.causal) r.scaled_scores = causal_masked(r.scaled_scores);
-  r.weights = softmax_rows(r.scaled_scores);           // (T, S), rows sum to 1
+  r.weights = softmax_rows(r.scaled_scores);                           // (T, S), rows sum to 1
   r.context = attended_context(r.scaled_scores, r.weights, r.values);  // (T, d_v), masked keys skipped
   return r;
 }
 
 /// @brief cross-attention: queries from x, keys and values from c (their lengths may differ)
-template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t CR,
-          std::size_t CC, std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC,
-          std::size_t VR, std::size_t VC>
+template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t CR, std::size_t CC,
+          std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
 [[nodiscard]] constexpr auto cross_attention(const matrix<T, XR, XC>& x, const matrix<T, CR, CC>& c,
-                                             const matrix<T, QR, QC>& wq,
-                                             const matrix<T, KR, KC>& wk,
+                                             const matrix<T, QR, QC>& wq, const matrix<T, KR, KC>& wk,
                                              const matrix<T, VR, VC>& wv, L layout,
                                              const attention_options<T>& options = {}) {
   const auto q = project(x, wq, layout);  // (T, d_k)
@@ -342,12 +339,11 @@ template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::siz
 }
 
 /// @brief self-attention: queries, keys and values all from x
-template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
-          std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
+template <weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC,
+          std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
 [[nodiscard]] constexpr auto self_attention(const matrix<T, XR, XC>& x, const matrix<T, QR, QC>& wq,
-                                            const matrix<T, KR, KC>& wk,
-                                            const matrix<T, VR, VC>& wv, L layout,
-                                            const attention_options<T>& options = {}) {
+                                            const matrix<T, KR, KC>& wk, const matrix<T, VR, VC>& wv,
+                                            L layout, const attention_options<T>& options = {}) {
   return cross_attention(x, x, wq, wk, wv, layout, options);
 }
 

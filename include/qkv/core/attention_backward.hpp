@@ -40,13 +40,13 @@ concept d_context_has_the_shape_of_the_context = (Tq == DR && Dv == DC);
 /// @brief every gradient of one head's attention_result for an upstream d_context; T queries, S keys
 template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
 struct attention_gradients {
-  matrix<T, Tq, Dv> d_context;        // dO, the upstream gradient (given)
-  matrix<T, Tq, S> d_weights;         // dP = dO Vᵀ
-  matrix<T, Tq, S> d_scaled_scores;   // dS = P ∘ (dP - D), 0 where masked
-  matrix<T, Tq, S> d_scores;          // before the scale: s dS (dS / divisor)
-  matrix<T, Tq, Dk> d_queries;        // d_scores K
-  matrix<T, S, Dk> d_keys;            // d_scoresᵀ Q
-  matrix<T, S, Dv> d_values;          // Pᵀ dO
+  matrix<T, Tq, Dv> d_context;       // dO, the upstream gradient (given)
+  matrix<T, Tq, S> d_weights;        // dP = dO Vᵀ
+  matrix<T, Tq, S> d_scaled_scores;  // dS = P ∘ (dP - D), 0 where masked
+  matrix<T, Tq, S> d_scores;         // before the scale: s dS (dS / divisor)
+  matrix<T, Tq, Dk> d_queries;       // d_scores K
+  matrix<T, S, Dk> d_keys;           // d_scoresᵀ Q
+  matrix<T, S, Dv> d_values;         // Pᵀ dO
 };
 
 /// @brief the gradients of context = weights values: d_weights = dO Vᵀ and d_values = Pᵀ dO,
@@ -59,10 +59,9 @@ struct context_gradients {
 };
 
 template <class T, std::size_t Tq, std::size_t S, std::size_t Dv>
-[[nodiscard]] constexpr context_gradients<T, Tq, S, Dv> context_backward(const matrix<T, Tq, S>& scaled_scores,
-                                                                       const matrix<T, Tq, S>& weights,
-                                                                       const matrix<T, S, Dv>& values,
-                                                                       const matrix<T, Tq, Dv>& d_context) {
+[[nodiscard]] constexpr context_gradients<T, Tq, S, Dv> context_backward(
+    const matrix<T, Tq, S>& scaled_scores, const matrix<T, Tq, S>& weights, const matrix<T, S, Dv>& values,
+    const matrix<T, Tq, Dv>& d_context) {
   context_gradients<T, Tq, S, Dv> g;
   g.d_weights = matrix_product_transposed(d_context, values);  // (T, d_v) x (S, d_v)ᵀ -> (T, S)
   // d_values(j, c) = sum_i P(i, j) dO(i, c) over the queries that attend to key j, i ascending
@@ -84,7 +83,7 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t Dv>
 /// @brief the backward of a mask: 0 where the forward's scaled score is -inf, d unchanged elsewhere
 template <class T, std::size_t Tq, std::size_t S>
 [[nodiscard]] constexpr matrix<T, Tq, S> mask_backward(const matrix<T, Tq, S>& scaled_scores,
-                                                      const matrix<T, Tq, S>& d) {
+                                                       const matrix<T, Tq, S>& d) {
   matrix<T, Tq, S> out = d;
   for (std::size_t k = 0; k < Tq * S; ++k)
     if (detail::is_minus_infinity(scaled_scores.v[k])) out.v[k] = T(0);
@@ -96,12 +95,14 @@ template <class T, std::size_t Tq, std::size_t S>
 /// (over exact rationals sqrt(d_k) has no value: divide_by_sqrt_dk then stops the compilation at
 /// detail::sqrt_dk_is_not_a_number_of_this_type; pass divide_by or multiply_by)
 namespace detail {
-[[noreturn]] inline void sqrt_dk_is_not_a_number_of_this_type() { throw std::domain_error("qkv::scale_backward: sqrt(d_k) of an exact type"); }
+[[noreturn]] inline void sqrt_dk_is_not_a_number_of_this_type() {
+  throw std::domain_error("qkv::scale_backward: sqrt(d_k) of an exact type");
+}
 }  // namespace detail
 
 template <class T, std::size_t Tq, std::size_t S>
-[[nodiscard]] constexpr matrix<T, Tq, S> scale_backward(const matrix<T, Tq, S>& d_scaled, const scaling<T>& how,
-                                                       std::size_t d_k) {
+[[nodiscard]] constexpr matrix<T, Tq, S> scale_backward(const matrix<T, Tq, S>& d_scaled,
+                                                        const scaling<T>& how, std::size_t d_k) {
   using kind = typename scaling<T>::kind;
   switch (how.how) {
     case kind::none: return d_scaled;
@@ -126,14 +127,15 @@ struct scores_gradients {
 
 template <class T, std::size_t Tq, std::size_t S, std::size_t Dk>
 [[nodiscard]] constexpr scores_gradients<T, Tq, S, Dk> scores_backward(const matrix<T, Tq, Dk>& queries,
-                                                                     const matrix<T, S, Dk>& keys,
-                                                                     const matrix<T, Tq, S>& d_scores) {
+                                                                       const matrix<T, S, Dk>& keys,
+                                                                       const matrix<T, Tq, S>& d_scores) {
   return {matrix_product(d_scores, keys), matrix_product(transposed(d_scores), queries)};
 }
 
 /// @brief every gradient of a forward result r for the upstream gradient d_context (T, d_v).
 /// options must be the forward's (its scaling is undone; its masks are read from r).
-template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv, std::size_t DR, std::size_t DC>
+template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv, std::size_t DR,
+          std::size_t DC>
   requires d_context_has_the_shape_of_the_context<Tq, Dv, DR, DC>
 [[nodiscard]] constexpr attention_gradients<T, Tq, S, Dk, Dv> attention_backward(
     const attention_result<T, Tq, S, Dk, Dv>& r, const matrix<T, DR, DC>& d_context,
@@ -141,14 +143,14 @@ template <class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
   attention_gradients<T, Tq, S, Dk, Dv> g;
   g.d_context = d_context;
   const auto c = context_backward(r.scaled_scores, r.weights, r.values, g.d_context);
-  g.d_weights = c.d_weights;                                          // (T, S)
-  g.d_values = c.d_values;                                            // (S, d_v)
-  g.d_scaled_scores = softmax_backward(r.weights, g.d_weights);       // (T, S), 0 where P = 0
+  g.d_weights = c.d_weights;                                              // (T, S)
+  g.d_values = c.d_values;                                                // (S, d_v)
+  g.d_scaled_scores = softmax_backward(r.weights, g.d_weights);           // (T, S), 0 where P = 0
   g.d_scaled_scores = mask_backward(r.scaled_scores, g.d_scaled_scores);  // 0 where masked
-  g.d_scores = scale_backward(g.d_scaled_scores, options.scale, Dk);  // (T, S)
+  g.d_scores = scale_backward(g.d_scaled_scores, options.scale, Dk);      // (T, S)
   const auto s = scores_backward(r.queries, r.keys, g.d_scores);
-  g.d_queries = s.d_queries;                                          // (T, d_k)
-  g.d_keys = s.d_keys;                                                // (S, d_k)
+  g.d_queries = s.d_queries;  // (T, d_k)
+  g.d_keys = s.d_keys;        // (S, d_k)
   return g;
 }
 

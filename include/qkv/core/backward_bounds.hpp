@@ -52,9 +52,9 @@ template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
 constexpr attention_backward_errors<Tq, S, Dk, Dv> backward_error(
     const matrix<double, Tq, S>& p, const matrix<double, Tq, S>& e_p, const matrix<double, S, Dv>& v,
     const matrix<double, S, Dv>& e_v, const matrix<double, S, Dk>& k, const matrix<double, S, Dk>& e_k,
-    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q, const matrix<double, Tq, Dv>& d_context,
-    const matrix<double, Tq, Dv>& e_d_context, double scale, double scale_roundings,
-    const matrix<double, Tq, 1>* e_d_row_given) {
+    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q,
+    const matrix<double, Tq, Dv>& d_context, const matrix<double, Tq, Dv>& e_d_context, double scale,
+    double scale_roundings, const matrix<double, Tq, 1>* e_d_row_given) {
   const double u = unit_roundoff<F>();
   attention_backward_errors<Tq, S, Dk, Dv> e;
   const auto dp = matrix_product(d_context, transposed(v));
@@ -75,10 +75,12 @@ constexpr attention_backward_errors<Tq, S, Dk, Dv> backward_error(
       const double t = dp(i, j) - d, at = t < 0 ? -t : t;
       const double et = edP + eD + u * (at + edP + eD);
       ds(i, j) = P * t;
-      e.d_scaled_scores(i, j) = (P == 0 && eP == 0) ? 0.0 : eP * (at + et) + P * et + u * (P + eP) * (at + et);
+      e.d_scaled_scores(i, j) =
+          (P == 0 && eP == 0) ? 0.0 : eP * (at + et) + P * et + u * (P + eP) * (at + et);
       d_scores(i, j) = scale * ds(i, j);
       const double ads = ds(i, j) < 0 ? -ds(i, j) : ds(i, j);
-      e.d_scores(i, j) = scale * e.d_scaled_scores(i, j) + scale_roundings * u * scale * (ads + e.d_scaled_scores(i, j));
+      e.d_scores(i, j) =
+          scale * e.d_scaled_scores(i, j) + scale_roundings * u * scale * (ads + e.d_scaled_scores(i, j));
     }
   }
   e.d_queries = product_error<F>(d_scores, e.d_scores, k, e_k);
@@ -92,10 +94,11 @@ template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
 [[nodiscard]] constexpr attention_backward_errors<Tq, S, Dk, Dv> attention_backward_error(
     const matrix<double, Tq, S>& p, const matrix<double, Tq, S>& e_p, const matrix<double, S, Dv>& v,
     const matrix<double, S, Dv>& e_v, const matrix<double, S, Dk>& k, const matrix<double, S, Dk>& e_k,
-    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q, const matrix<double, Tq, Dv>& d_context,
-    const matrix<double, Tq, Dv>& e_d_context, double scale, double scale_roundings) {
-  return detail::backward_error<F>(p, e_p, v, e_v, k, e_k, q, e_q, d_context, e_d_context, scale, scale_roundings,
-                                   static_cast<const matrix<double, Tq, 1>*>(nullptr));
+    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q,
+    const matrix<double, Tq, Dv>& d_context, const matrix<double, Tq, Dv>& e_d_context, double scale,
+    double scale_roundings) {
+  return detail::backward_error<F>(p, e_p, v, e_v, k, e_k, q, e_q, d_context, e_d_context, scale,
+                                   scale_roundings, static_cast<const matrix<double, Tq, 1>*>(nullptr));
 }
 
 /// @brief the same for flash attention's backward (flash_backward.hpp), whose D is
@@ -106,9 +109,10 @@ template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
 [[nodiscard]] constexpr attention_backward_errors<Tq, S, Dk, Dv> flash_backward_error(
     const matrix<double, Tq, S>& p, const matrix<double, Tq, S>& e_p, const matrix<double, S, Dv>& v,
     const matrix<double, S, Dv>& e_v, const matrix<double, S, Dk>& k, const matrix<double, S, Dk>& e_k,
-    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q, const matrix<double, Tq, Dv>& d_context,
-    const matrix<double, Tq, Dv>& e_d_context, const matrix<double, Tq, Dv>& o, const matrix<double, Tq, Dv>& e_o,
-    double scale, double scale_roundings) {
+    const matrix<double, Tq, Dk>& q, const matrix<double, Tq, Dk>& e_q,
+    const matrix<double, Tq, Dv>& d_context, const matrix<double, Tq, Dv>& e_d_context,
+    const matrix<double, Tq, Dv>& o, const matrix<double, Tq, Dv>& e_o, double scale,
+    double scale_roundings) {
   matrix<double, Tq, 1> e_d_row{};
   for (std::size_t i = 0; i < Tq; ++i) {
     double big = 0, first = 0;
@@ -120,8 +124,8 @@ template <class F, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv
     }
     e_d_row(i, 0) = gamma<F>(Dv) * big + first;
   }
-  return detail::backward_error<F>(p, e_p, v, e_v, k, e_k, q, e_q, d_context, e_d_context, scale, scale_roundings,
-                                   &e_d_row);
+  return detail::backward_error<F>(p, e_p, v, e_v, k, e_k, q, e_q, d_context, e_d_context, scale,
+                                   scale_roundings, &e_d_row);
 }
 
 /// @brief a bound on a projection's d_w = aᵀ b, a (T, n) with error e_a and b (T, m) with e_b:
@@ -138,9 +142,9 @@ template <class F, std::size_t N, std::size_t A, std::size_t B>
 /// e_a + e_b + e_c + u (|a + b| + e_a + e_b) + u (|a + b + c| + e_a + e_b + e_c) <= with the
 /// magnitudes bounded by |a| + |b| + |c| (d_x: the three projections' d_x added, q + k + v)
 template <class F, std::size_t R, std::size_t C>
-[[nodiscard]] constexpr matrix<double, R, C> sum3_error(const matrix<double, R, C>& a, const matrix<double, R, C>& e_a,
-                                                        const matrix<double, R, C>& b, const matrix<double, R, C>& e_b,
-                                                        const matrix<double, R, C>& c, const matrix<double, R, C>& e_c) {
+[[nodiscard]] constexpr matrix<double, R, C> sum3_error(
+    const matrix<double, R, C>& a, const matrix<double, R, C>& e_a, const matrix<double, R, C>& b,
+    const matrix<double, R, C>& e_b, const matrix<double, R, C>& c, const matrix<double, R, C>& e_c) {
   const double u = unit_roundoff<F>();
   const auto e = e_a + e_b + e_c;
   return e + scaled(2 * u, abs(a) + abs(b) + abs(c) + e);

@@ -91,8 +91,9 @@ template <std::size_t N, std::size_t B>
 constexpr void check_lengths(const std::array<std::size_t, B>& lengths) {
   for (std::size_t b = 0; b < B; ++b)
     if (lengths[b] > N)
-      throw std::length_error("qkv::batch: sequence " + std::to_string(b) + " has length " + std::to_string(lengths[b]) +
-                              " but the batch is padded to " + std::to_string(N) + " tokens");
+      throw std::length_error("qkv::batch: sequence " + std::to_string(b) + " has length " +
+                              std::to_string(lengths[b]) + " but the batch is padded to " +
+                              std::to_string(N) + " tokens");
 }
 }  // namespace detail
 
@@ -107,23 +108,24 @@ concept keys_and_values_have_the_same_rows = (KeyRows == ValueRows);
 /// @brief one padded sequence: attend_projected's steps with keys j >= length masked (and, with
 /// options.causal, keys after their query): q (T, Dk), k (S, Dk), v (S, Dv) -> scores (T, S),
 /// weights (T, S), context (T, Dv). length 0: every weight and the context 0.
-template <class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk, std::size_t SV, std::size_t Dv>
+template <class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk, std::size_t SV,
+          std::size_t Dv>
   requires(std::numeric_limits<T>::has_infinity && queries_and_keys_have_the_same_columns<Dq, Dk> &&
            keys_and_values_have_the_same_rows<S, SV>)
-[[nodiscard]] constexpr attention_result<T, Tq, S, Dk, Dv> attend_padded(const matrix<T, Tq, Dq>& q,
-                                                                        const matrix<T, S, Dk>& k,
-                                                                        const matrix<T, SV, Dv>& v, std::size_t length,
-                                                                        const attention_options<T>& options = {}) {
+[[nodiscard]] constexpr attention_result<T, Tq, S, Dk, Dv> attend_padded(
+    const matrix<T, Tq, Dq>& q, const matrix<T, S, Dk>& k, const matrix<T, SV, Dv>& v, std::size_t length,
+    const attention_options<T>& options = {}) {
   attention_result<T, Tq, S, Dk, Dv> r;
   r.queries = q;
   r.keys = k;
   r.values = v;
-  r.scores = scores(q, k);                             // (T, S)
+  r.scores = scores(q, k);                               // (T, S)
   r.scaled_scores = scale(r.scores, options.scale, Dk);  // (T, S)
   for (std::size_t i = 0; i < Tq; ++i)
     for (std::size_t j = 0; j < S; ++j)
-      if (j >= length || (options.causal && j > i)) r.scaled_scores.v[i * S + j] = -std::numeric_limits<T>::infinity();
-  r.weights = softmax_rows(r.scaled_scores);                            // (T, S), padded keys 0
+      if (j >= length || (options.causal && j > i))
+        r.scaled_scores.v[i * S + j] = -std::numeric_limits<T>::infinity();
+  r.weights = softmax_rows(r.scaled_scores);                           // (T, S), padded keys 0
   r.context = attended_context(r.scaled_scores, r.weights, r.values);  // (T, Dv), padded keys skipped
   return r;
 }
@@ -136,16 +138,14 @@ struct batch_result {
 
 /// @brief attention of every sequence of a padded batch from its projections:
 /// q (B, N, Dk), k (B, S, Dk), v (B, S, Dv), lengths (B) of the keys -> batch_result
-template <class T, std::size_t B, std::size_t N, std::size_t Dq, std::size_t BK, std::size_t S, std::size_t Dk,
-          std::size_t BV, std::size_t SV, std::size_t Dv, std::size_t BL>
+template <class T, std::size_t B, std::size_t N, std::size_t Dq, std::size_t BK, std::size_t S,
+          std::size_t Dk, std::size_t BV, std::size_t SV, std::size_t Dv, std::size_t BL>
   requires(std::numeric_limits<T>::has_infinity && one_memory_per_query_sequence<B, BK> &&
            one_memory_per_query_sequence<B, BV> && one_memory_per_query_sequence<B, BL> &&
            queries_and_keys_have_the_same_columns<Dq, Dk> && keys_and_values_have_the_same_rows<S, SV>)
-[[nodiscard]] constexpr batch_result<T, B, N, Dk, Dv, S> batch_attend_projected(const stack<T, B, N, Dq>& q,
-                                                                                const stack<T, BK, S, Dk>& k,
-                                                                                const stack<T, BV, SV, Dv>& v,
-                                                                                const std::array<std::size_t, BL>& lengths,
-                                                                                const attention_options<T>& options = {}) {
+[[nodiscard]] constexpr batch_result<T, B, N, Dk, Dv, S> batch_attend_projected(
+    const stack<T, B, N, Dq>& q, const stack<T, BK, S, Dk>& k, const stack<T, BV, SV, Dv>& v,
+    const std::array<std::size_t, BL>& lengths, const attention_options<T>& options = {}) {
   detail::check_lengths<S>(lengths);
   batch_result<T, B, N, Dk, Dv, S> r;
   for (std::size_t b = 0; b < B; ++b) r.sequence[b] = attend_padded(q[b], k[b], v[b], lengths[b], options);
@@ -154,9 +154,10 @@ template <class T, std::size_t B, std::size_t N, std::size_t Dq, std::size_t BK,
 
 /// @brief self-attention of a padded batch x (B, N, D): each sequence projected (its padded rows
 /// too, as a model projects its padding tokens), then batch_attend_projected
-template <weight_layout_tag L, class T, std::size_t B, std::size_t N, std::size_t D, std::size_t QR, std::size_t QC,
-          std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
-[[nodiscard]] constexpr auto batch_self_attention(const stack<T, B, N, D>& x, const std::array<std::size_t, B>& lengths,
+template <weight_layout_tag L, class T, std::size_t B, std::size_t N, std::size_t D, std::size_t QR,
+          std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
+[[nodiscard]] constexpr auto batch_self_attention(const stack<T, B, N, D>& x,
+                                                  const std::array<std::size_t, B>& lengths,
                                                   const matrix<T, QR, QC>& wq, const matrix<T, KR, KC>& wk,
                                                   const matrix<T, VR, VC>& wv, L layout,
                                                   const attention_options<T>& options = {}) {
@@ -184,7 +185,8 @@ namespace detail {
 template <std::size_t H, std::size_t Hkv, class R, class T, std::size_t Tq, std::size_t Dq, std::size_t S,
           std::size_t DkvK, std::size_t DkvV>
 constexpr void padded_heads(R& r, const matrix<T, Tq, Dq>& q, const matrix<T, S, DkvK>& k,
-                            const matrix<T, S, DkvV>& v, std::size_t length, const attention_options<T>& options) {
+                            const matrix<T, S, DkvV>& v, std::size_t length,
+                            const attention_options<T>& options) {
   r.queries = q;
   r.keys = k;
   r.values = v;
@@ -205,10 +207,11 @@ constexpr void padded_heads(R& r, const matrix<T, Tq, Dq>& q, const matrix<T, S,
 
 /// @brief one padded sequence through H heads: multihead_attend_projected's steps with keys
 /// j >= length masked in every head. q (T, Dq), k (S, Dq), v (S, Dv) -> multihead_result
-template <std::size_t H, class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk, std::size_t SV,
-          std::size_t Dv>
+template <std::size_t H, class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t Dk,
+          std::size_t SV, std::size_t Dv>
   requires(std::numeric_limits<T>::has_infinity && queries_and_keys_have_the_same_columns<Dq, Dk> &&
-           keys_and_values_have_the_same_rows<S, SV> && divisible_into_heads<Dq, H> && divisible_into_heads<Dv, H>)
+           keys_and_values_have_the_same_rows<S, SV> && divisible_into_heads<Dq, H> &&
+           divisible_into_heads<Dv, H>)
 [[nodiscard]] constexpr multihead_result<T, H, Tq, S, Dq, Dv> multihead_attend_padded(
     const matrix<T, Tq, Dq>& q, const matrix<T, S, Dk>& k, const matrix<T, SV, Dv>& v, std::size_t length,
     const attention_options<T>& options = {}) {
@@ -220,11 +223,12 @@ template <std::size_t H, class T, std::size_t Tq, std::size_t Dq, std::size_t S,
 /// @brief one padded sequence through H query heads sharing Hkv key/value heads:
 /// grouped_query_attend_projected's steps with keys j >= length masked in every head.
 /// q (T, H dk), k (S, Hkv dk), v (S, Hkv dv) -> grouped_result
-template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t Dq, std::size_t S, std::size_t DkvK,
-          std::size_t SV, std::size_t DkvV>
+template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t Dq, std::size_t S,
+          std::size_t DkvK, std::size_t SV, std::size_t DkvV>
   requires(std::numeric_limits<T>::has_infinity && query_heads_divide_into_kv_groups<H, Hkv> &&
-           divisible_into_heads<Dq, H> && divisible_into_heads<DkvK, Hkv> && divisible_into_heads<DkvV, Hkv> &&
-           queries_and_keys_have_the_same_columns<Dq / H, DkvK / Hkv> && keys_and_values_have_the_same_rows<S, SV>)
+           divisible_into_heads<Dq, H> && divisible_into_heads<DkvK, Hkv> &&
+           divisible_into_heads<DkvV, Hkv> && queries_and_keys_have_the_same_columns<Dq / H, DkvK / Hkv> &&
+           keys_and_values_have_the_same_rows<S, SV>)
 [[nodiscard]] constexpr grouped_result<T, H, Hkv, Tq, S, Dq, DkvK, DkvV> grouped_query_attend_padded(
     const matrix<T, Tq, Dq>& q, const matrix<T, S, DkvK>& k, const matrix<T, SV, DkvV>& v, std::size_t length,
     const attention_options<T>& options = {}) {
@@ -234,22 +238,23 @@ template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t D
 }
 
 /// every sequence's multihead_result: sequence[b] has H heads, T queries and S keys
-template <class T, std::size_t H, std::size_t B, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t Dv>
+template <class T, std::size_t H, std::size_t B, std::size_t Tq, std::size_t S, std::size_t Dq,
+          std::size_t Dv>
 struct multihead_batch_result {
   multihead_result<T, H, Tq, S, Dq, Dv> sequence[B];
 };
 
 /// every sequence's grouped_result: sequence[b] has H query heads, Hkv key/value heads
-template <class T, std::size_t H, std::size_t Hkv, std::size_t B, std::size_t Tq, std::size_t S, std::size_t Dq,
-          std::size_t DkvK, std::size_t DkvV>
+template <class T, std::size_t H, std::size_t Hkv, std::size_t B, std::size_t Tq, std::size_t S,
+          std::size_t Dq, std::size_t DkvK, std::size_t DkvV>
 struct grouped_batch_result {
   grouped_result<T, H, Hkv, Tq, S, Dq, DkvK, DkvV> sequence[B];
 };
 
 /// @brief H heads over every sequence of a padded batch from its projections:
 /// q (B, T, Dq), k (B, S, Dq), v (B, S, Dv), lengths (B) of the keys -> multihead_batch_result
-template <std::size_t H, class T, std::size_t B, std::size_t Tq, std::size_t Dq, std::size_t BK, std::size_t S,
-          std::size_t Dk, std::size_t BV, std::size_t SV, std::size_t Dv, std::size_t BL>
+template <std::size_t H, class T, std::size_t B, std::size_t Tq, std::size_t Dq, std::size_t BK,
+          std::size_t S, std::size_t Dk, std::size_t BV, std::size_t SV, std::size_t Dv, std::size_t BL>
   requires(std::numeric_limits<T>::has_infinity && one_memory_per_query_sequence<B, BK> &&
            one_memory_per_query_sequence<B, BV> && one_memory_per_query_sequence<B, BL> &&
            queries_and_keys_have_the_same_columns<Dq, Dk> && keys_and_values_have_the_same_rows<S, SV> &&
@@ -259,22 +264,27 @@ template <std::size_t H, class T, std::size_t B, std::size_t Tq, std::size_t Dq,
     const std::array<std::size_t, BL>& lengths, const attention_options<T>& options = {}) {
   detail::check_lengths<S>(lengths);
   multihead_batch_result<T, H, B, Tq, S, Dq, Dv> r;
-  for (std::size_t b = 0; b < B; ++b) r.sequence[b] = multihead_attend_padded<H>(q[b], k[b], v[b], lengths[b], options);
+  for (std::size_t b = 0; b < B; ++b)
+    r.sequence[b] = multihead_attend_padded<H>(q[b], k[b], v[b], lengths[b], options);
   return r;
 }
 
 /// @brief H query heads sharing Hkv key/value heads over every sequence of a padded batch:
 /// q (B, T, H dk), k (B, S, Hkv dk), v (B, S, Hkv dv), lengths (B) -> grouped_batch_result
-template <std::size_t H, std::size_t Hkv, class T, std::size_t B, std::size_t Tq, std::size_t Dq, std::size_t BK,
-          std::size_t S, std::size_t DkvK, std::size_t BV, std::size_t SV, std::size_t DkvV, std::size_t BL>
+template <std::size_t H, std::size_t Hkv, class T, std::size_t B, std::size_t Tq, std::size_t Dq,
+          std::size_t BK, std::size_t S, std::size_t DkvK, std::size_t BV, std::size_t SV, std::size_t DkvV,
+          std::size_t BL>
   requires(std::numeric_limits<T>::has_infinity && one_memory_per_query_sequence<B, BK> &&
            one_memory_per_query_sequence<B, BV> && one_memory_per_query_sequence<B, BL> &&
            query_heads_divide_into_kv_groups<H, Hkv> && divisible_into_heads<Dq, H> &&
            divisible_into_heads<DkvK, Hkv> && divisible_into_heads<DkvV, Hkv> &&
-           queries_and_keys_have_the_same_columns<Dq / H, DkvK / Hkv> && keys_and_values_have_the_same_rows<S, SV>)
-[[nodiscard]] constexpr grouped_batch_result<T, H, Hkv, B, Tq, S, Dq, DkvK, DkvV> batch_grouped_query_attend_projected(
-    const stack<T, B, Tq, Dq>& q, const stack<T, BK, S, DkvK>& k, const stack<T, BV, SV, DkvV>& v,
-    const std::array<std::size_t, BL>& lengths, const attention_options<T>& options = {}) {
+           queries_and_keys_have_the_same_columns<Dq / H, DkvK / Hkv> &&
+           keys_and_values_have_the_same_rows<S, SV>)
+[[nodiscard]] constexpr grouped_batch_result<T, H, Hkv, B, Tq, S, Dq, DkvK, DkvV>
+batch_grouped_query_attend_projected(const stack<T, B, Tq, Dq>& q, const stack<T, BK, S, DkvK>& k,
+                                     const stack<T, BV, SV, DkvV>& v,
+                                     const std::array<std::size_t, BL>& lengths,
+                                     const attention_options<T>& options = {}) {
   detail::check_lengths<S>(lengths);
   grouped_batch_result<T, H, Hkv, B, Tq, S, Dq, DkvK, DkvV> r;
   for (std::size_t b = 0; b < B; ++b)
@@ -285,15 +295,15 @@ template <std::size_t H, std::size_t Hkv, class T, std::size_t B, std::size_t Tq
 /// @brief multi-head cross-attention of a padded batch: the queries of x (B, T, D) over the keys and
 /// values of memory (B, S, Dc), memory b's keys j >= memory_lengths[b] masked; each sequence
 /// projected in the layout L (its padding rows too), then batch_multihead_attend_projected
-template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_t Tq, std::size_t D, std::size_t BM,
-          std::size_t S, std::size_t Dc, std::size_t BL, std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC,
-          std::size_t VR, std::size_t VC>
+template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_t Tq, std::size_t D,
+          std::size_t BM, std::size_t S, std::size_t Dc, std::size_t BL, std::size_t QR, std::size_t QC,
+          std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
   requires(one_memory_per_query_sequence<B, BM> && one_memory_per_query_sequence<B, BL>)
-[[nodiscard]] constexpr auto batch_multihead_cross_attention(const stack<T, B, Tq, D>& x, const stack<T, BM, S, Dc>& memory,
-                                                             const std::array<std::size_t, BL>& memory_lengths,
-                                                             const matrix<T, QR, QC>& wq, const matrix<T, KR, KC>& wk,
-                                                             const matrix<T, VR, VC>& wv, L layout,
-                                                             const attention_options<T>& options = {}) {
+[[nodiscard]] constexpr auto batch_multihead_cross_attention(
+    const stack<T, B, Tq, D>& x, const stack<T, BM, S, Dc>& memory,
+    const std::array<std::size_t, BL>& memory_lengths, const matrix<T, QR, QC>& wq,
+    const matrix<T, KR, KC>& wk, const matrix<T, VR, VC>& wv, L layout,
+    const attention_options<T>& options = {}) {
   using Q = decltype(project(x[0], wq, layout));
   using K = decltype(project(memory[0], wk, layout));
   using V = decltype(project(memory[0], wv, layout));
@@ -310,12 +320,14 @@ template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_
 
 /// @brief multi-head self-attention of a padded batch x (B, N, D): batch_multihead_cross_attention
 /// of x with itself (x's lengths mask its keys)
-template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_t N, std::size_t D, std::size_t BL,
-          std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
+template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_t N, std::size_t D,
+          std::size_t BL, std::size_t QR, std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR,
+          std::size_t VC>
   requires one_memory_per_query_sequence<B, BL>
 [[nodiscard]] constexpr auto batch_multihead_self_attention(const stack<T, B, N, D>& x,
                                                             const std::array<std::size_t, BL>& lengths,
-                                                            const matrix<T, QR, QC>& wq, const matrix<T, KR, KC>& wk,
+                                                            const matrix<T, QR, QC>& wq,
+                                                            const matrix<T, KR, KC>& wk,
                                                             const matrix<T, VR, VC>& wv, L layout,
                                                             const attention_options<T>& options = {}) {
   return batch_multihead_cross_attention<H>(x, x, lengths, wq, wk, wv, layout, options);
@@ -323,11 +335,11 @@ template <std::size_t H, weight_layout_tag L, class T, std::size_t B, std::size_
 
 /// @brief the output projection of every sequence (multihead.hpp's output_projection):
 /// concat Woᵀ, (B, T, Dv) -> (B, T, Dout)
-template <class T, std::size_t H, std::size_t B, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t Dv,
-          std::size_t Dout, std::size_t WDin>
+template <class T, std::size_t H, std::size_t B, std::size_t Tq, std::size_t S, std::size_t Dq,
+          std::size_t Dv, std::size_t Dout, std::size_t WDin>
   requires product_shapes<Tq, Dv, WDin, Dout>
-[[nodiscard]] constexpr stack<T, B, Tq, Dout> output_projection(const multihead_batch_result<T, H, B, Tq, S, Dq, Dv>& r,
-                                                                const matrix<T, Dout, WDin>& wo) {
+[[nodiscard]] constexpr stack<T, B, Tq, Dout> output_projection(
+    const multihead_batch_result<T, H, B, Tq, S, Dq, Dv>& r, const matrix<T, Dout, WDin>& wo) {
   stack<T, B, Tq, Dout> out;
   for (std::size_t b = 0; b < B; ++b) out[b] = output_projection(r.sequence[b], wo);
   return out;
@@ -335,12 +347,12 @@ template <class T, std::size_t H, std::size_t B, std::size_t Tq, std::size_t S, 
 
 /// @brief the same with a bias: concat Woᵀ + bo, (B, T, Dv) -> (B, T, Dout). A sequence with no
 /// real key has concat 0, so its every row is exactly bo
-template <class T, std::size_t H, std::size_t B, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t Dv,
-          std::size_t Dout, std::size_t WDin>
+template <class T, std::size_t H, std::size_t B, std::size_t Tq, std::size_t S, std::size_t Dq,
+          std::size_t Dv, std::size_t Dout, std::size_t WDin>
   requires product_shapes<Tq, Dv, WDin, Dout>
-[[nodiscard]] constexpr stack<T, B, Tq, Dout> output_projection(const multihead_batch_result<T, H, B, Tq, S, Dq, Dv>& r,
-                                                                const matrix<T, Dout, WDin>& wo,
-                                                                const matrix<T, 1, Dout>& bo) {
+[[nodiscard]] constexpr stack<T, B, Tq, Dout> output_projection(
+    const multihead_batch_result<T, H, B, Tq, S, Dq, Dv>& r, const matrix<T, Dout, WDin>& wo,
+    const matrix<T, 1, Dout>& bo) {
   stack<T, B, Tq, Dout> out;
   for (std::size_t b = 0; b < B; ++b) out[b] = output_projection(r.sequence[b], wo, bo);
   return out;
@@ -368,10 +380,9 @@ template <sixteen_bit S, std::size_t B, std::size_t R, std::size_t C>
 /// @brief attention of 16-bit q (T, Dk), k (S, Dk), v (S, Dv): converted to float exactly, then
 /// attend_projected in float (float accumulation, a float result)
 template <sixteen_bit S16, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
-[[nodiscard]] constexpr attention_result<float, Tq, S, Dk, Dv> attend_projected(const matrix<S16, Tq, Dk>& q,
-                                                                               const matrix<S16, S, Dk>& k,
-                                                                               const matrix<S16, S, Dv>& v,
-                                                                               const attention_options<float>& options = {}) {
+[[nodiscard]] constexpr attention_result<float, Tq, S, Dk, Dv> attend_projected(
+    const matrix<S16, Tq, Dk>& q, const matrix<S16, S, Dk>& k, const matrix<S16, S, Dv>& v,
+    const attention_options<float>& options = {}) {
   return attend_projected(as_float(q), as_float(k), as_float(v), options);
 }
 

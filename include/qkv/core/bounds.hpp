@@ -53,8 +53,8 @@ template <class F, std::size_t R, std::size_t K, std::size_t C>
                                                            const matrix<double, K, C>& db) {
   const auto A = abs(a) + da;
   const auto B = abs(b) + db;
-  return scaled(gamma<F>(K), matrix_product(A, B)) + matrix_product(da, abs(b)) +
-         matrix_product(abs(a), db) + matrix_product(da, db);
+  return scaled(gamma<F>(K), matrix_product(A, B)) + matrix_product(da, abs(b)) + matrix_product(abs(a), db) +
+         matrix_product(da, db);
 }
 
 /// @brief a bound on the error of softmax_rows(s) computed in F when the scores s are off by at

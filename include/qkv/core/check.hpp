@@ -93,7 +93,8 @@ struct writer {
   constexpr void put_unsigned(std::uint64_t x) {
     char d[24]{};
     int k = 0;
-    do d[k++] = char('0' + x % 10); while ((x /= 10) != 0);
+    do d[k++] = char('0' + x % 10);
+    while ((x /= 10) != 0);
     while (k > 0) put(d[--k]);
   }
   constexpr void put_signed(std::int64_t x) {
@@ -302,8 +303,8 @@ constexpr void put_hex(writer& w, F x) {
 }
 
 template <class T>
-concept binary_float = std::is_floating_point_v<T> && (sizeof(T) == 4 || sizeof(T) == 8) &&
-                       std::numeric_limits<T>::is_iec559;
+concept binary_float =
+    std::is_floating_point_v<T> && (sizeof(T) == 4 || sizeof(T) == 8) && std::numeric_limits<T>::is_iec559;
 
 template <class T>
 concept fraction = requires(const T& x) {
@@ -426,13 +427,21 @@ constexpr void stop_at(A actual, A expected) {
 }
 
 template <class C>
-constexpr void failed_actual_expected(C a, C e) { stop_at(a, e); }
+constexpr void failed_actual_expected(C a, C e) {
+  stop_at(a, e);
+}
 template <class C>
-constexpr void failed_actual_expected_tolerance(C a, C e, C) { stop_at(a, e); }
+constexpr void failed_actual_expected_tolerance(C a, C e, C) {
+  stop_at(a, e);
+}
 template <class C>
-constexpr void failed_actual_expected_bound(C a, C e, C) { stop_at(a, e); }
+constexpr void failed_actual_expected_bound(C a, C e, C) {
+  stop_at(a, e);
+}
 template <class C>
-constexpr void failed_at_row_col_actual_expected(std::size_t, std::size_t, C a, C e) { stop_at(a, e); }
+constexpr void failed_at_row_col_actual_expected(std::size_t, std::size_t, C a, C e) {
+  stop_at(a, e);
+}
 template <class C>
 constexpr void failed_at_row_col_actual_expected_tolerance(std::size_t, std::size_t, C a, C e, C) {
   stop_at(a, e);
@@ -446,27 +455,30 @@ constexpr void failed_at_depth_row_col_actual_expected(std::size_t, std::size_t,
   stop_at(a, e);
 }
 template <class C>
-constexpr void failed_at_depth_row_col_actual_expected_tolerance(std::size_t, std::size_t,
-                                                                 std::size_t, C a, C e, C) {
+constexpr void failed_at_depth_row_col_actual_expected_tolerance(std::size_t, std::size_t, std::size_t, C a,
+                                                                 C e, C) {
   stop_at(a, e);
 }
 template <class C>
-constexpr void failed_at_depth_row_col_actual_expected_bound(std::size_t, std::size_t, std::size_t,
-                                                             C a, C e, C) {
+constexpr void failed_at_depth_row_col_actual_expected_bound(std::size_t, std::size_t, std::size_t, C a, C e,
+                                                             C) {
   stop_at(a, e);
 }
 #endif
 
 template <class T>
 constexpr bool is_nan(const T& x) {
-  if constexpr (std::is_floating_point_v<T>) return x != x;
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return x != x;
+  else
+    return false;
 }
 template <class T>
 constexpr bool is_infinite(const T& x) {
   if constexpr (std::numeric_limits<T>::has_infinity)
     return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
-  else return false;
+  else
+    return false;
 }
 
 /// the verdict of a failed comparison, in the type C it was made in
@@ -514,8 +526,10 @@ constexpr verdict failure(const where& at, const A& actual, const C& a, const C&
 /// C(x) for arithmetic types; for others (rationals) T is C already
 template <class C, class T>
 constexpr C as(const T& x) {
-  if constexpr (std::is_same_v<C, T>) return x;
-  else return static_cast<C>(x);
+  if constexpr (std::is_same_v<C, T>)
+    return x;
+  else
+    return static_cast<C>(x);
 }
 
 /// |a - e| <= b, in C; never does arithmetic on a NaN or an infinity (clang refuses NaN in a
@@ -539,8 +553,10 @@ template <rule R, class A, class E, class B>
 constexpr bool holds(const A& actual, const E& expected, const B& bound) {
   using C = compared_in<A, E, B>;
   const C a = as<C>(actual), e = as<C>(expected);
-  if constexpr (R == rule::equal) return !is_nan(a) && a == e;
-  else return close(a, e, as<C>(bound));
+  if constexpr (R == rule::equal)
+    return !is_nan(a) && a == e;
+  else
+    return close(a, e, as<C>(bound));
 }
 
 /// the verdict for one element; when it fails, on clang, the failing call path that prints it
@@ -552,20 +568,26 @@ constexpr verdict compare(where at, const A& actual, const E& expected, const B&
 #if defined(__clang__)
   if (std::is_constant_evaluated()) {
     if (at.dims == 0) {
-      if constexpr (R == rule::equal) failed_actual_expected(a, e);
-      else if constexpr (R == rule::near) failed_actual_expected_tolerance(a, e, b);
-      else failed_actual_expected_bound(a, e, b);
+      if constexpr (R == rule::equal)
+        failed_actual_expected(a, e);
+      else if constexpr (R == rule::near)
+        failed_actual_expected_tolerance(a, e, b);
+      else
+        failed_actual_expected_bound(a, e, b);
     } else if (at.dims == 2) {
-      if constexpr (R == rule::equal) failed_at_row_col_actual_expected(at.row, at.col, a, e);
+      if constexpr (R == rule::equal)
+        failed_at_row_col_actual_expected(at.row, at.col, a, e);
       else if constexpr (R == rule::near)
         failed_at_row_col_actual_expected_tolerance(at.row, at.col, a, e, b);
-      else failed_at_row_col_actual_expected_bound(at.row, at.col, a, e, b);
+      else
+        failed_at_row_col_actual_expected_bound(at.row, at.col, a, e, b);
     } else {
       if constexpr (R == rule::equal)
         failed_at_depth_row_col_actual_expected(at.depth, at.row, at.col, a, e);
       else if constexpr (R == rule::near)
         failed_at_depth_row_col_actual_expected_tolerance(at.depth, at.row, at.col, a, e, b);
-      else failed_at_depth_row_col_actual_expected_bound(at.depth, at.row, at.col, a, e, b);
+      else
+        failed_at_depth_row_col_actual_expected_bound(at.depth, at.row, at.col, a, e, b);
     }
   }
 #endif
@@ -580,21 +602,24 @@ constexpr verdict compare(where at, const A& actual, const E& expected, const B&
 
 /// actual == expected, exactly
 template <class A, class E>
-  requires(!requires { A::rows(); } && !requires { E::rows(); })
+  requires(
+      !requires { A::rows(); } && !requires { E::rows(); })
 [[nodiscard]] constexpr verdict equal(const A& actual, const E& expected) {
   return detail::compare<detail::rule::equal>({}, actual, expected, expected);
 }
 
 /// |actual - expected| <= tolerance
 template <class A, class E, class Tol>
-  requires(!requires { A::rows(); } && !requires { E::rows(); })
+  requires(
+      !requires { A::rows(); } && !requires { E::rows(); })
 [[nodiscard]] constexpr verdict near(const A& actual, const E& expected, const Tol& tolerance) {
   return detail::compare<detail::rule::near>({}, actual, expected, tolerance);
 }
 
 /// |actual - expected| <= bound: near, read as a derived error bound (core/bounds.hpp)
 template <class A, class E, class B>
-  requires(!requires { A::rows(); } && !requires { E::rows(); })
+  requires(
+      !requires { A::rows(); } && !requires { E::rows(); })
 [[nodiscard]] constexpr verdict within(const A& actual, const E& expected, const B& bound) {
   return detail::compare<detail::rule::within>({}, actual, expected, bound);
 }
@@ -605,7 +630,8 @@ template <class A, class E, std::size_t R, std::size_t C>
   for (std::size_t i = 0; i < R; ++i)
     for (std::size_t j = 0; j < C; ++j) {
       if (!detail::holds<detail::rule::equal>(actual(i, j), expected(i, j), expected(i, j)))
-        return detail::compare<detail::rule::equal>({2, 0, i, j}, actual(i, j), expected(i, j), expected(i, j));
+        return detail::compare<detail::rule::equal>({2, 0, i, j}, actual(i, j), expected(i, j),
+                                                    expected(i, j));
     }
   return {};
 }
@@ -638,8 +664,7 @@ template <class A, class E, class B, std::size_t R, std::size_t C>
 
 /// every element of every matrix exactly equal; a failure names depth, row and column
 template <class A, class E, std::size_t N, std::size_t R, std::size_t C>
-[[nodiscard]] constexpr verdict equal(const stack<A, N, R, C>& actual,
-                                      const stack<E, N, R, C>& expected) {
+[[nodiscard]] constexpr verdict equal(const stack<A, N, R, C>& actual, const stack<E, N, R, C>& expected) {
   for (std::size_t n = 0; n < N; ++n)
     for (std::size_t i = 0; i < R; ++i)
       for (std::size_t j = 0; j < C; ++j) {
@@ -652,26 +677,27 @@ template <class A, class E, std::size_t N, std::size_t R, std::size_t C>
 
 template <class A, class E, std::size_t N, std::size_t R, std::size_t C, class Tol>
   requires(!requires { Tol::rows(); })
-[[nodiscard]] constexpr verdict near(const stack<A, N, R, C>& actual,
-                                     const stack<E, N, R, C>& expected, const Tol& tolerance) {
+[[nodiscard]] constexpr verdict near(const stack<A, N, R, C>& actual, const stack<E, N, R, C>& expected,
+                                     const Tol& tolerance) {
   for (std::size_t n = 0; n < N; ++n)
     for (std::size_t i = 0; i < R; ++i)
       for (std::size_t j = 0; j < C; ++j) {
         if (!detail::holds<detail::rule::near>(actual(n, i, j), expected(n, i, j), tolerance))
-          return detail::compare<detail::rule::near>({3, n, i, j}, actual(n, i, j), expected(n, i, j), tolerance);
+          return detail::compare<detail::rule::near>({3, n, i, j}, actual(n, i, j), expected(n, i, j),
+                                                     tolerance);
       }
   return {};
 }
 
 template <class A, class E, class B, std::size_t N, std::size_t R, std::size_t C>
-[[nodiscard]] constexpr verdict within(const stack<A, N, R, C>& actual,
-                                       const stack<E, N, R, C>& expected,
+[[nodiscard]] constexpr verdict within(const stack<A, N, R, C>& actual, const stack<E, N, R, C>& expected,
                                        const stack<B, N, R, C>& bound) {
   for (std::size_t n = 0; n < N; ++n)
     for (std::size_t i = 0; i < R; ++i)
       for (std::size_t j = 0; j < C; ++j) {
         if (!detail::holds<detail::rule::within>(actual(n, i, j), expected(n, i, j), bound(n, i, j)))
-          return detail::compare<detail::rule::within>({3, n, i, j}, actual(n, i, j), expected(n, i, j), bound(n, i, j));
+          return detail::compare<detail::rule::within>({3, n, i, j}, actual(n, i, j), expected(n, i, j),
+                                                       bound(n, i, j));
       }
   return {};
 }

@@ -80,21 +80,21 @@ struct encoder_options {
 /// @brief every intermediate of one encoder layer on T tokens
 template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F>
 struct encoder_layer_result {
-  matrix<T, N, D> input;                       // x
-  matrix<bool, N, N> allowed;                  // the merged mask: true = may attend
-  layer_norm_result<T, N, D> norm1;            // norm1 of x (norm_first) or of x + sa (post-norm)
-  matrix<T, N, D> attention_input;             // x, or norm1(x) when norm_first
-  multihead_result<T, H, N, N, D, D> attention; // queries (unscaled), keys, values; per head:
-                                               // scores = (q_h / sqrt(d/H)) k_hᵀ, scaled_scores =
-                                               // the same masked (-inf), weights; concat
-  matrix<T, N, D> attention_output;            // concat W_outᵀ + b_out: sa(...)
-  matrix<T, N, D> first_sum;                   // x + sa(...)
-  matrix<T, N, D> hidden;                      // h: first_sum, or norm1(first_sum) (post-norm)
-  layer_norm_result<T, N, D> norm2;            // norm2 of h (norm_first) or of h + ff (post-norm)
-  matrix<T, N, D> feed_forward_input;          // h, or norm2(h) when norm_first
+  matrix<T, N, D> input;                         // x
+  matrix<bool, N, N> allowed;                    // the merged mask: true = may attend
+  layer_norm_result<T, N, D> norm1;              // norm1 of x (norm_first) or of x + sa (post-norm)
+  matrix<T, N, D> attention_input;               // x, or norm1(x) when norm_first
+  multihead_result<T, H, N, N, D, D> attention;  // queries (unscaled), keys, values; per head:
+                                                 // scores = (q_h / sqrt(d/H)) k_hᵀ, scaled_scores =
+                                                 // the same masked (-inf), weights; concat
+  matrix<T, N, D> attention_output;              // concat W_outᵀ + b_out: sa(...)
+  matrix<T, N, D> first_sum;                     // x + sa(...)
+  matrix<T, N, D> hidden;                        // h: first_sum, or norm1(first_sum) (post-norm)
+  layer_norm_result<T, N, D> norm2;              // norm2 of h (norm_first) or of h + ff (post-norm)
+  matrix<T, N, D> feed_forward_input;            // h, or norm2(h) when norm_first
   feed_forward_result<T, N, D, F> feed_forward;  // linear1, activation, linear2
-  matrix<T, N, D> second_sum;                  // h + ff(...)
-  matrix<T, N, D> output;                      // second_sum, or norm2(second_sum) (post-norm)
+  matrix<T, N, D> second_sum;                    // h + ff(...)
+  matrix<T, N, D> output;                        // second_sum, or norm2(second_sum) (post-norm)
 };
 
 /// @brief nn.MultiheadAttention's self-attention math with packed in-projection and a boolean
@@ -120,7 +120,8 @@ constexpr void encoder_self_attention(const matrix<T, N, D>& x, const encoder_la
     else
       a.scaled_scores[h] = a.scores[h];
     a.weights[h] = softmax_rows(a.scaled_scores[h]);  // rows sum to 1 (0 for a fully masked row)
-    a.context[h] = attended_context(a.scaled_scores[h], a.weights[h], vh[h]);  // (T, d/H), masked keys skipped
+    a.context[h] =
+        attended_context(a.scaled_scores[h], a.weights[h], vh[h]);  // (T, d/H), masked keys skipped
   }
   // pass 3: heads side by side, then the output projection
   a.concat = hconcat(a.context);
@@ -174,8 +175,8 @@ constexpr void encoder_layer_into(const matrix<T, N, D>& x, const encoder_layer_
 /// @brief one nn.TransformerEncoderLayer forward pass on x (T, d), every step kept
 template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F>
 [[nodiscard]] constexpr encoder_layer_result<T, N, D, H, F> encoder_layer_steps(
-    const matrix<T, N, D>& x, const encoder_layer_parameters<T, D, H, F>& p, const encoder_options<T>& options,
-    const matrix<bool, 1, N>& padding) {
+    const matrix<T, N, D>& x, const encoder_layer_parameters<T, D, H, F>& p,
+    const encoder_options<T>& options, const matrix<bool, 1, N>& padding) {
   encoder_layer_result<T, N, D, H, F> r;
   encoder_layer_into(x, p, options, padding, r);
   return r;
@@ -184,15 +185,17 @@ template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F>
 /// one layer without a padding mask
 template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F>
 [[nodiscard]] constexpr encoder_layer_result<T, N, D, H, F> encoder_layer_steps(
-    const matrix<T, N, D>& x, const encoder_layer_parameters<T, D, H, F>& p, const encoder_options<T>& options = {}) {
+    const matrix<T, N, D>& x, const encoder_layer_parameters<T, D, H, F>& p,
+    const encoder_options<T>& options = {}) {
   return encoder_layer_steps(x, p, options, matrix<bool, 1, N>{});
 }
 
 /// @brief one layer's output: nn.TransformerEncoderLayer(d, nhead, f, dropout=0, batch_first=True)(x)
 template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F>
-[[nodiscard]] constexpr matrix<T, N, D> encoder_layer(const matrix<T, N, D>& x, const encoder_layer_parameters<T, D, H, F>& p,
-                                                     const encoder_options<T>& options = {},
-                                                     const matrix<bool, 1, N>& padding = {}) {
+[[nodiscard]] constexpr matrix<T, N, D> encoder_layer(const matrix<T, N, D>& x,
+                                                      const encoder_layer_parameters<T, D, H, F>& p,
+                                                      const encoder_options<T>& options = {},
+                                                      const matrix<bool, 1, N>& padding = {}) {
   return encoder_layer_steps(x, p, options, padding).output;
 }
 
@@ -209,7 +212,8 @@ struct encoder_parameters {
 /// @brief L copies of one layer: what nn.TransformerEncoder(layer, L) does (copy.deepcopy), so
 /// every layer of a fresh stack starts with the same weights
 template <std::size_t L, class T, std::size_t D, std::size_t H, std::size_t F>
-[[nodiscard]] constexpr encoder_parameters<T, D, H, F, L> clones(const encoder_layer_parameters<T, D, H, F>& layer) {
+[[nodiscard]] constexpr encoder_parameters<T, D, H, F, L> clones(
+    const encoder_layer_parameters<T, D, H, F>& layer) {
   encoder_parameters<T, D, H, F, L> p;
   for (std::size_t l = 0; l < L; ++l) p.layers[l] = layer;
   return p;
@@ -235,10 +239,9 @@ constexpr void encoder_into(const matrix<T, N, D>& x, const encoder_parameters<T
 
 /// @brief the same, returned
 template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F, std::size_t L>
-[[nodiscard]] constexpr encoder_result<T, N, D, H, F, L> encoder_steps(const matrix<T, N, D>& x,
-                                                                      const encoder_parameters<T, D, H, F, L>& p,
-                                                                      const encoder_options<T>& options = {},
-                                                                      const matrix<bool, 1, N>& padding = {}) {
+[[nodiscard]] constexpr encoder_result<T, N, D, H, F, L> encoder_steps(
+    const matrix<T, N, D>& x, const encoder_parameters<T, D, H, F, L>& p,
+    const encoder_options<T>& options = {}, const matrix<bool, 1, N>& padding = {}) {
   encoder_result<T, N, D, H, F, L> r;
   encoder_into(x, p, options, padding, r);
   return r;
@@ -246,9 +249,10 @@ template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F, s
 
 /// the stack's output
 template <class T, std::size_t N, std::size_t D, std::size_t H, std::size_t F, std::size_t L>
-[[nodiscard]] constexpr matrix<T, N, D> encoder(const matrix<T, N, D>& x, const encoder_parameters<T, D, H, F, L>& p,
-                                               const encoder_options<T>& options = {},
-                                               const matrix<bool, 1, N>& padding = {}) {
+[[nodiscard]] constexpr matrix<T, N, D> encoder(const matrix<T, N, D>& x,
+                                                const encoder_parameters<T, D, H, F, L>& p,
+                                                const encoder_options<T>& options = {},
+                                                const matrix<bool, 1, N>& padding = {}) {
   return encoder_steps(x, p, options, padding).output;
 }
 

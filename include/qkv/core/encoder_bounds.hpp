@@ -38,8 +38,10 @@ namespace detail {
 
 /// @brief the errors of linear(x, w, b) computed in F, x carrying errors ex
 template <class F, class T, std::size_t N, std::size_t K, std::size_t O>
-[[nodiscard]] constexpr matrix<double, N, O> linear_error(const matrix<T, N, K>& x, const matrix<double, N, K>& ex,
-                                                          const matrix<T, O, K>& w, const matrix<T, 1, O>& b) {
+[[nodiscard]] constexpr matrix<double, N, O> linear_error(const matrix<T, N, K>& x,
+                                                          const matrix<double, N, K>& ex,
+                                                          const matrix<T, O, K>& w,
+                                                          const matrix<T, 1, O>& b) {
   using detail::abs_of;
   matrix<double, N, O> out;
   const double g = gamma<F>(K + 1);
@@ -58,8 +60,8 @@ template <class F, class T, std::size_t N, std::size_t K, std::size_t O>
 
 /// @brief the errors of an activation of x computed in F, x carrying errors ex
 template <class F, class T, std::size_t N, std::size_t C>
-[[nodiscard]] constexpr matrix<double, N, C> activation_error(const matrix<T, N, C>& x, const matrix<double, N, C>& ex,
-                                                              activation a) {
+[[nodiscard]] constexpr matrix<double, N, C> activation_error(const matrix<T, N, C>& x,
+                                                              const matrix<double, N, C>& ex, activation a) {
   if (a == activation::relu) return ex;
   matrix<double, N, C> out;
   for (std::size_t k = 0; k < N * C; ++k)
@@ -69,7 +71,8 @@ template <class F, class T, std::size_t N, std::size_t C>
 
 /// @brief the errors of a + b computed in F
 template <class F, class T, std::size_t N, std::size_t C>
-[[nodiscard]] constexpr matrix<double, N, C> sum_error(const matrix<T, N, C>& sum, const matrix<double, N, C>& ea,
+[[nodiscard]] constexpr matrix<double, N, C> sum_error(const matrix<T, N, C>& sum,
+                                                       const matrix<double, N, C>& ea,
                                                        const matrix<double, N, C>& eb) {
   matrix<double, N, C> out;
   for (std::size_t k = 0; k < N * C; ++k)
@@ -79,7 +82,8 @@ template <class F, class T, std::size_t N, std::size_t C>
 
 /// @brief the errors of LayerNorm computed in F (the computed steps r), its input x carrying errors ex
 template <class F, class T, std::size_t N, std::size_t D>
-[[nodiscard]] constexpr matrix<double, N, D> layer_norm_error(const matrix<T, N, D>& x, const matrix<double, N, D>& ex,
+[[nodiscard]] constexpr matrix<double, N, D> layer_norm_error(const matrix<T, N, D>& x,
+                                                              const matrix<double, N, D>& ex,
                                                               const layer_norm_result<T, N, D>& r,
                                                               const layer_norm_parameters<T, D>& p) {
   using detail::abs_of;
@@ -118,9 +122,9 @@ template <class F, class T, std::size_t N, std::size_t D>
 /// @brief the errors of the layer's self-attention before the output projection (the
 /// concatenated heads), computed in F, its input carrying errors ex
 template <class F, class T, std::size_t N, std::size_t D, std::size_t H, std::size_t Fd>
-[[nodiscard]] constexpr matrix<double, N, D> self_attention_error(const encoder_layer_result<T, N, D, H, Fd>& r,
-                                                                  const encoder_layer_parameters<T, D, H, Fd>& p,
-                                                                  const matrix<double, N, D>& ex) {
+[[nodiscard]] constexpr matrix<double, N, D> self_attention_error(
+    const encoder_layer_result<T, N, D, H, Fd>& r, const encoder_layer_parameters<T, D, H, Fd>& p,
+    const matrix<double, N, D>& ex) {
   using detail::abs_of;
   constexpr std::size_t dh = D / H;
   const double u = unit_roundoff<F>();
@@ -144,7 +148,7 @@ template <class F, class T, std::size_t N, std::size_t D, std::size_t H, std::si
         for (std::size_t m = 0; m < dh; ++m) {
           const std::size_t c = h * dh + m;
           const double q = abs_of(double(a.queries.v[i * D + c])) / root;  // the scaled query
-          const double eq = eq_of(i, c) / root + 2 * u * q;                  // its error: / sqrt(dh), rounded
+          const double eq = eq_of(i, c) / root + 2 * u * q;                // its error: / sqrt(dh), rounded
           const double k = abs_of(double(a.keys.v[j * D + c]));
           moved += q * ek_of(j, c) + eq * k + eq * ek_of(j, c);
           size += q * k;
@@ -185,10 +189,9 @@ struct encoder_layer_errors {
 /// @brief bounds on |computed - exact| of one layer's steps when computed in F (the trace r,
 /// the parameters p exact as given), its input x carrying errors ex (0 for an exact input)
 template <class F, class T, std::size_t N, std::size_t D, std::size_t H, std::size_t Fd>
-[[nodiscard]] constexpr encoder_layer_errors<N, D> encoder_layer_error(const encoder_layer_result<T, N, D, H, Fd>& r,
-                                                                       const encoder_layer_parameters<T, D, H, Fd>& p,
-                                                                       const encoder_options<T>& o,
-                                                                       const matrix<double, N, D>& ex = {}) {
+[[nodiscard]] constexpr encoder_layer_errors<N, D> encoder_layer_error(
+    const encoder_layer_result<T, N, D, H, Fd>& r, const encoder_layer_parameters<T, D, H, Fd>& p,
+    const encoder_options<T>& o, const matrix<double, N, D>& ex = {}) {
   encoder_layer_errors<N, D> e;
   const auto ea_in = o.norm_first ? layer_norm_error<F>(r.input, ex, r.norm1, p.norm1) : ex;
   const auto econcat = self_attention_error<F>(r, p, ea_in);

@@ -60,10 +60,9 @@ constexpr T flash_score(const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, s
 /// @brief flash attention's forward over key blocks of B (online_softmax.hpp's steps), keeping
 /// the output and each query's m and l. (T, d_k), (S, d_k), (S, d_v) -> (T, d_v) and 2 x (T, 1)
 template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
-[[nodiscard]] constexpr flash_result<T, Tq, Dv> flash_attention_forward(const matrix<T, Tq, Dk>& q,
-                                                                       const matrix<T, S, Dk>& k,
-                                                                       const matrix<T, S, Dv>& v,
-                                                                       const attention_options<T>& options = {}) {
+[[nodiscard]] constexpr flash_result<T, Tq, Dv> flash_attention_forward(
+    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v,
+    const attention_options<T>& options = {}) {
   static_assert(B >= 1, "flash_attention_forward: the block size B must be at least 1");
   flash_result<T, Tq, Dv> r;
   for (std::size_t i = 0; i < Tq; ++i) {
@@ -94,20 +93,20 @@ struct flash_gradients {
 namespace detail {
 /// the loop of flash attention's backward; weight(i, s) recomputes P_ij from the saved statistics
 /// and live(i) says whether query i attends to anything
-template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv, class Weight, class Live>
-constexpr flash_gradients<T, Tq, S, Dk, Dv> flash_backward_loop(const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k,
-                                                               const matrix<T, S, Dv>& v, const matrix<T, Tq, Dv>& context,
-                                                               const matrix<T, Tq, Dv>& d_context,
-                                                               const attention_options<T>& options, Weight weight,
-                                                               Live live) {
+template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv, class Weight,
+          class Live>
+constexpr flash_gradients<T, Tq, S, Dk, Dv> flash_backward_loop(
+    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v,
+    const matrix<T, Tq, Dv>& context, const matrix<T, Tq, Dv>& d_context, const attention_options<T>& options,
+    Weight weight, Live live) {
   static_assert(B >= 1, "flash_attention_backward: the block size B must be at least 1");
   flash_gradients<T, Tq, S, Dk, Dv> g{};
   g.d_row = row_dots(d_context, context);  // D_i, before the loop over the keys
   bool q_started[Tq]{}, kv_started[S]{};
   for (std::size_t j0 = 0; j0 < S; j0 += B) {  // outer loop: one block of keys and values
     const std::size_t n = S - j0 < B ? S - j0 : B;
-    for (std::size_t i = 0; i < Tq; ++i) {     // inner loop: every query against the block
-      if (!live(i)) continue;                  // fully masked row: no gradient
+    for (std::size_t i = 0; i < Tq; ++i) {  // inner loop: every query against the block
+      if (!live(i)) continue;               // fully masked row: no gradient
       for (std::size_t j = j0; j < j0 + n; ++j) {
         const T s = flash_score(q, k, i, j, options);
         if (is_minus_infinity(s)) continue;  // masked: P = 0, nothing flows
@@ -146,7 +145,9 @@ template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk,
     const attention_options<T>& options = {}) {
   return detail::flash_backward_loop<B>(
       q, k, v, forward.context, d_context, options,
-      [&](std::size_t i, const T& s) { return T(qkv::exp(T(s - forward.row_max.v[i])) / forward.row_sum.v[i]); },
+      [&](std::size_t i, const T& s) {
+        return T(qkv::exp(T(s - forward.row_max.v[i])) / forward.row_sum.v[i]);
+      },
       [&](std::size_t i) { return forward.row_sum.v[i] != T(0); });
 }
 
@@ -166,8 +167,9 @@ template <class T, std::size_t Tq, std::size_t Dv>
 /// FlashAttention-2 keeps them: P = e^(s - L). A row with L = -inf (fully masked) gets none.
 template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
 [[nodiscard]] constexpr flash_gradients<T, Tq, S, Dk, Dv> flash_attention_backward(
-    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v, const matrix<T, Tq, Dv>& context,
-    const matrix<T, Tq, 1>& logsumexp, const matrix<T, Tq, Dv>& d_context, const attention_options<T>& options = {}) {
+    const matrix<T, Tq, Dk>& q, const matrix<T, S, Dk>& k, const matrix<T, S, Dv>& v,
+    const matrix<T, Tq, Dv>& context, const matrix<T, Tq, 1>& logsumexp, const matrix<T, Tq, Dv>& d_context,
+    const attention_options<T>& options = {}) {
   return detail::flash_backward_loop<B>(
       q, k, v, context, d_context, options,
       [&](std::size_t i, const T& s) { return T(qkv::exp(T(s - logsumexp.v[i]))); },

@@ -36,28 +36,29 @@ template <std::size_t Hkv, std::size_t G, class T, std::size_t S, std::size_t Hk
   for (std::size_t s = 0; s < S; ++s)
     for (std::size_t h = 0; h < Hkv; ++h)
       for (std::size_t g = 0; g < G; ++g)
-        for (std::size_t c = 0; c < d; ++c) out.v[s * HkvD * G + (h * G + g) * d + c] = m.v[s * HkvD + h * d + c];
+        for (std::size_t c = 0; c < d; ++c)
+          out.v[s * HkvD * G + (h * G + g) * d + c] = m.v[s * HkvD + h * d + c];
   return out;
 }
 
 /// @brief every intermediate of grouped-query attention; H query heads, Hkv key/value heads
-template <class T, std::size_t H, std::size_t Hkv, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t DkvK,
-          std::size_t DkvV>
+template <class T, std::size_t H, std::size_t Hkv, std::size_t Tq, std::size_t S, std::size_t Dq,
+          std::size_t DkvK, std::size_t DkvV>
 struct grouped_result {
-  matrix<T, Tq, Dq> queries;    // all H query heads side by side
-  matrix<T, S, DkvK> keys;      // the Hkv key heads side by side
-  matrix<T, S, DkvV> values;    // the Hkv value heads side by side
-  stack<T, H, Tq, S> scores;          // per query head: q·k, raw
-  stack<T, H, Tq, S> scaled_scores;   // per query head: scaled and masked
-  stack<T, H, Tq, S> weights;         // per query head: softmax of each row
-  stack<T, H, Tq, DkvV / Hkv> context;  // per query head: weights V of its group
-  matrix<T, Tq, H * (DkvV / Hkv)> concat;  // the heads' contexts side by side
+  matrix<T, Tq, Dq> queries;             // all H query heads side by side
+  matrix<T, S, DkvK> keys;               // the Hkv key heads side by side
+  matrix<T, S, DkvV> values;             // the Hkv value heads side by side
+  stack<T, H, Tq, S> scores;             // per query head: q·k, raw
+  stack<T, H, Tq, S> scaled_scores;      // per query head: scaled and masked
+  stack<T, H, Tq, S> weights;            // per query head: softmax of each row
+  stack<T, H, Tq, DkvV / Hkv> context;   // per query head: weights V of its group
+  matrix<T, Tq, H*(DkvV / Hkv)> concat;  // the heads' contexts side by side
 };
 
 /// @brief grouped-query attention over projected q (T, H d_k), k (S, Hkv d_k), v (S, Hkv d_v):
 /// query head h attends with key/value head h / (H / Hkv); the scale from d_k
-template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t DkvK,
-          std::size_t DkvV>
+template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t S, std::size_t Dq,
+          std::size_t DkvK, std::size_t DkvV>
   requires(query_heads_divide_into_kv_groups<H, Hkv> && divisible_into_heads<Dq, H> &&
            divisible_into_heads<DkvK, Hkv> && divisible_into_heads<DkvV, Hkv> && Dq / H == DkvK / Hkv)
 [[nodiscard]] constexpr grouped_result<T, H, Hkv, Tq, S, Dq, DkvK, DkvV> grouped_query_attend_projected(
@@ -67,9 +68,9 @@ template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t S
   r.queries = q;
   r.keys = k;
   r.values = v;
-  const auto qh = split_heads<H>(q);                            // (H, T, d_k)
-  const auto kh = split_heads<Hkv>(k);                          // (Hkv, S, d_k)
-  const auto vh = split_heads<Hkv>(v);                          // (Hkv, S, d_v)
+  const auto qh = split_heads<H>(q);    // (H, T, d_k)
+  const auto kh = split_heads<Hkv>(k);  // (Hkv, S, d_k)
+  const auto vh = split_heads<Hkv>(v);  // (Hkv, S, d_v)
   constexpr std::size_t G = H / Hkv;
   for (std::size_t h = 0; h < H; ++h) {
     const auto a = attend_projected(qh[h], kh[h / G], vh[h / G], options);

@@ -70,7 +70,8 @@ struct kv_cache {
       if constexpr (rope_width_is_even<Dk>)
         k = qkv::rope(k_given, *rope, length);  // (N, Dk): row t at position length + t
       else
-        throw std::invalid_argument("qkv::kv_cache::append: RoPE needs an even key width, Dk is " + std::to_string(Dk));
+        throw std::invalid_argument("qkv::kv_cache::append: RoPE needs an even key width, Dk is " +
+                                    std::to_string(Dk));
     }
     for (std::size_t t = 0; t < N; ++t) {
       for (std::size_t c = 0; c < Dk; ++c) keys.v[(length + t) * Dk + c] = k.v[t * Dk + c];
@@ -85,7 +86,7 @@ struct kv_cache {
 /// @throws std::length_error when the cache holds fewer than Tq positions (their keys are not in yet)
 template <class T, std::size_t Tq, std::size_t Capacity, std::size_t Dk, std::size_t Dv>
 [[nodiscard]] constexpr matrix<T, Tq, Dk> rope_queries(const matrix<T, Tq, Dk>& q,
-                                                      const kv_cache<T, Capacity, Dk, Dv>& cache) {
+                                                       const kv_cache<T, Capacity, Dk, Dv>& cache) {
   if (!cache.rope) return q;
   if (Tq > cache.length)
     throw std::length_error("qkv::rope_queries: " + std::to_string(Tq) + " queries but only " +
@@ -93,7 +94,8 @@ template <class T, std::size_t Tq, std::size_t Capacity, std::size_t Dk, std::si
   if constexpr (rope_width_is_even<Dk>)
     return qkv::rope(q, *cache.rope, cache.length - Tq);
   else
-    throw std::invalid_argument("qkv::rope_queries: RoPE needs an even key width, Dk is " + std::to_string(Dk));
+    throw std::invalid_argument("qkv::rope_queries: RoPE needs an even key width, Dk is " +
+                                std::to_string(Dk));
 }
 
 /// @brief attention of Tq new queries (Tq, Dk) against the cache: scores (Tq, Capacity), keys
@@ -105,22 +107,23 @@ template <class T, std::size_t Tq, std::size_t Capacity, std::size_t Dk, std::si
 template <class T, std::size_t Tq, std::size_t Capacity, std::size_t Dk, std::size_t Dv>
   requires std::numeric_limits<T>::has_infinity
 [[nodiscard]] constexpr attention_result<T, Tq, Capacity, Dk, Dv> attend_cache(
-    const matrix<T, Tq, Dk>& q, const kv_cache<T, Capacity, Dk, Dv>& cache, const attention_options<T>& options = {},
-    causal_alignment alignment = causal_alignment::lower_right, std::size_t window = 0) {
+    const matrix<T, Tq, Dk>& q, const kv_cache<T, Capacity, Dk, Dv>& cache,
+    const attention_options<T>& options = {}, causal_alignment alignment = causal_alignment::lower_right,
+    std::size_t window = 0) {
   attention_result<T, Tq, Capacity, Dk, Dv> r;
   r.queries = q;
   r.keys = cache.keys;
   r.values = cache.values;
-  r.scores = scores(q, cache.keys);                          // (Tq, Capacity)
-  r.scaled_scores = scale(r.scores, options.scale, Dk);      // (Tq, Capacity)
+  r.scores = scores(q, cache.keys);                      // (Tq, Capacity)
+  r.scaled_scores = scale(r.scores, options.scale, Dk);  // (Tq, Capacity)
   for (std::size_t i = 0; i < Tq; ++i)
     for (std::size_t j = 0; j < Capacity; ++j) {
       const bool held = j < cache.length;
       const bool seen = !options.causal || causally_allowed(i, j, Tq, cache.length, alignment, window);
       if (!held || !seen) r.scaled_scores.v[i * Capacity + j] = -std::numeric_limits<T>::infinity();
     }
-  r.weights = softmax_rows(r.scaled_scores);                                // (Tq, Capacity)
-  r.context = attended_context(r.scaled_scores, r.weights, r.values);      // (Tq, Dv)
+  r.weights = softmax_rows(r.scaled_scores);                           // (Tq, Capacity)
+  r.context = attended_context(r.scaled_scores, r.weights, r.values);  // (Tq, Dv)
   return r;
 }
 

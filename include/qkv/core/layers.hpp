@@ -25,7 +25,7 @@ namespace qkv {
 template <class T, std::size_t N, std::size_t In, std::size_t Out, std::size_t WIn>
   requires product_shapes<N, In, WIn, Out>
 [[nodiscard]] constexpr matrix<T, N, Out> linear(const matrix<T, N, In>& x, const matrix<T, Out, WIn>& w,
-                                                const matrix<T, 1, Out>& b) {
+                                                 const matrix<T, 1, Out>& b) {
   return add_row_vector(matrix_product_transposed(x, w), b);
 }
 
@@ -43,7 +43,9 @@ template <class T, std::size_t N, std::size_t In, std::size_t Out, std::size_t W
 enum class activation { relu, gelu };
 
 /// the name PyTorch gives it: "relu", "gelu"
-[[nodiscard]] constexpr const char* activation_name(activation a) { return a == activation::relu ? "relu" : "gelu"; }
+[[nodiscard]] constexpr const char* activation_name(activation a) {
+  return a == activation::relu ? "relu" : "gelu";
+}
 
 /// ReLU of one number: max(0, x); NaN stays NaN (as torch.relu), -0 gives 0
 template <class T>
@@ -97,8 +99,8 @@ struct layer_norm_result {
 /// E[x^2] - mean^2 cancels catastrophically when |mean| >> std); pass 3: normalise, scale, shift.
 template <class T, std::size_t N, std::size_t D>
 [[nodiscard]] constexpr layer_norm_result<T, N, D> layer_norm_steps(const matrix<T, N, D>& x,
-                                                                   const layer_norm_parameters<T, D>& p,
-                                                                   const T& eps = T(1e-5)) {
+                                                                    const layer_norm_parameters<T, D>& p,
+                                                                    const T& eps = T(1e-5)) {
   layer_norm_result<T, N, D> r;
   for (std::size_t i = 0; i < N; ++i) {
     const T* xi = x.v + i * D;
@@ -129,8 +131,9 @@ template <class T, std::size_t N, std::size_t D>
 
 /// @brief nn.LayerNorm(d, eps) applied to each row: (T, d) -> (T, d)
 template <class T, std::size_t N, std::size_t D>
-[[nodiscard]] constexpr matrix<T, N, D> layer_norm(const matrix<T, N, D>& x, const layer_norm_parameters<T, D>& p,
-                                                  const T& eps = T(1e-5)) {
+[[nodiscard]] constexpr matrix<T, N, D> layer_norm(const matrix<T, N, D>& x,
+                                                   const layer_norm_parameters<T, D>& p,
+                                                   const T& eps = T(1e-5)) {
   return layer_norm_steps(x, p, eps).output;
 }
 
@@ -146,7 +149,8 @@ template <class T, std::size_t N, std::size_t D>
 /// @brief a residual connection: x + sublayer(x), the sublayer's output given. Same shape.
 template <class T, std::size_t N, std::size_t D, std::size_t SN, std::size_t SD>
   requires same_shapes<N, D, SN, SD>
-[[nodiscard]] constexpr matrix<T, N, D> residual(const matrix<T, N, D>& x, const matrix<T, SN, SD>& sublayer_output) {
+[[nodiscard]] constexpr matrix<T, N, D> residual(const matrix<T, N, D>& x,
+                                                 const matrix<T, SN, SD>& sublayer_output) {
   return x + sublayer_output;
 }
 
@@ -180,17 +184,17 @@ template <class T, std::size_t R, std::size_t C>
 template <class T, std::size_t N, std::size_t D, std::size_t F>
 constexpr void feed_forward_into(const matrix<T, N, D>& x, const matrix<T, F, D>& linear1_weight,
                                  const matrix<T, 1, F>& linear1_bias, const matrix<T, D, F>& linear2_weight,
-                                 const matrix<T, 1, D>& linear2_bias, activation a, feed_forward_result<T, N, D, F>& r) {
-  r.hidden = linear(x, linear1_weight, linear1_bias);             // (T, f)
-  r.activated = activate(r.hidden, a);                            // (T, f)
-  r.output = linear(r.activated, linear2_weight, linear2_bias);   // (T, d)
+                                 const matrix<T, 1, D>& linear2_bias, activation a,
+                                 feed_forward_result<T, N, D, F>& r) {
+  r.hidden = linear(x, linear1_weight, linear1_bias);            // (T, f)
+  r.activated = activate(r.hidden, a);                           // (T, f)
+  r.output = linear(r.activated, linear2_weight, linear2_bias);  // (T, d)
 }
 
 /// @brief the feed-forward block, every step kept
 template <class T, std::size_t N, std::size_t D, std::size_t F>
-[[nodiscard]] constexpr feed_forward_result<T, N, D, F> feed_forward_steps(const matrix<T, N, D>& x,
-                                                                          const feed_forward_parameters<T, D, F>& p,
-                                                                          activation a = activation::relu) {
+[[nodiscard]] constexpr feed_forward_result<T, N, D, F> feed_forward_steps(
+    const matrix<T, N, D>& x, const feed_forward_parameters<T, D, F>& p, activation a = activation::relu) {
   feed_forward_result<T, N, D, F> r;
   feed_forward_into(x, p.linear1_weight, p.linear1_bias, p.linear2_weight, p.linear2_bias, a, r);
   return r;
@@ -198,8 +202,9 @@ template <class T, std::size_t N, std::size_t D, std::size_t F>
 
 /// the feed-forward block's output
 template <class T, std::size_t N, std::size_t D, std::size_t F>
-[[nodiscard]] constexpr matrix<T, N, D> feed_forward(const matrix<T, N, D>& x, const feed_forward_parameters<T, D, F>& p,
-                                                    activation a = activation::relu) {
+[[nodiscard]] constexpr matrix<T, N, D> feed_forward(const matrix<T, N, D>& x,
+                                                     const feed_forward_parameters<T, D, F>& p,
+                                                     activation a = activation::relu) {
   return feed_forward_steps(x, p, a).output;
 }
 

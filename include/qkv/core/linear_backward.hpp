@@ -27,11 +27,11 @@ struct product_gradients {
 };
 
 /// @brief the backward of matrix_product(a, b): (R, K) x (K, C) with dY (R, C)
-template <class T, std::size_t R, std::size_t K, std::size_t BK, std::size_t C, std::size_t DR, std::size_t DC>
+template <class T, std::size_t R, std::size_t K, std::size_t BK, std::size_t C, std::size_t DR,
+          std::size_t DC>
   requires(product_shapes<R, K, BK, C> && same_shapes<R, C, DR, DC>)
-[[nodiscard]] constexpr product_gradients<T, R, K, C> matrix_product_backward(const matrix<T, R, K>& a,
-                                                                              const matrix<T, BK, C>& b,
-                                                                              const matrix<T, DR, DC>& d_out) {
+[[nodiscard]] constexpr product_gradients<T, R, K, C> matrix_product_backward(
+    const matrix<T, R, K>& a, const matrix<T, BK, C>& b, const matrix<T, DR, DC>& d_out) {
   return {matrix_product_transposed(d_out, b), matrix_product(transposed(a), d_out)};
 }
 
@@ -51,7 +51,8 @@ struct linear_gradients {
 };
 
 /// @brief backward of project(x, w, in_out), Y = X W: d_x = dY Wᵀ (T, d_in), d_w = Xᵀ dY (d_in, d_out)
-template <class T, std::size_t N, std::size_t Din, std::size_t WDin, std::size_t Dout, std::size_t DN, std::size_t DD>
+template <class T, std::size_t N, std::size_t Din, std::size_t WDin, std::size_t Dout, std::size_t DN,
+          std::size_t DD>
   requires(product_shapes<N, Din, WDin, Dout> && same_shapes<N, Dout, DN, DD>)
 [[nodiscard]] constexpr projection_gradients<T, N, Din, WDin, Dout> project_backward(
     const matrix<T, N, Din>& x, const matrix<T, WDin, Dout>& w, const matrix<T, DN, DD>& d_out, in_out_t) {
@@ -59,7 +60,8 @@ template <class T, std::size_t N, std::size_t Din, std::size_t WDin, std::size_t
 }
 
 /// @brief backward of project(x, w, out_in), Y = X Wᵀ: d_x = dY W (T, d_in), d_w = dYᵀ X (d_out, d_in)
-template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin, std::size_t DN, std::size_t DD>
+template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin, std::size_t DN,
+          std::size_t DD>
   requires(product_shapes<N, Din, WDin, Dout> && same_shapes<N, Dout, DN, DD>)
 [[nodiscard]] constexpr projection_gradients<T, N, Din, Dout, WDin> project_backward(
     const matrix<T, N, Din>& x, const matrix<T, Dout, WDin>& w, const matrix<T, DN, DD>& d_out, out_in_t) {
@@ -68,7 +70,8 @@ template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t
 
 /// @brief backward of project(x, w, columns), X (d_in, T), Y = (W X)ᵀ (T, d_out):
 /// d_x = (dY W)ᵀ (d_in, T), d_w = dYᵀ Xᵀ (d_out, d_in)
-template <class T, std::size_t Din, std::size_t N, std::size_t Dout, std::size_t WDin, std::size_t DN, std::size_t DD>
+template <class T, std::size_t Din, std::size_t N, std::size_t Dout, std::size_t WDin, std::size_t DN,
+          std::size_t DD>
   requires(product_shapes<Dout, WDin, Din, N> && same_shapes<N, Dout, DN, DD>)
 [[nodiscard]] constexpr projection_gradients<T, Din, N, Dout, WDin> project_backward(
     const matrix<T, Din, N>& x, const matrix<T, Dout, WDin>& w, const matrix<T, DN, DD>& d_out, columns_t) {
@@ -76,7 +79,8 @@ template <class T, std::size_t Din, std::size_t N, std::size_t Dout, std::size_t
 }
 
 /// @brief backward of project(x, w, b, out_in), nn.Linear Y = X Wᵀ + b: d_b = column sums of dY
-template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin, std::size_t DN, std::size_t DD>
+template <class T, std::size_t N, std::size_t Din, std::size_t Dout, std::size_t WDin, std::size_t DN,
+          std::size_t DD>
   requires(product_shapes<N, Din, WDin, Dout> && same_shapes<N, Dout, DN, DD>)
 [[nodiscard]] constexpr linear_gradients<T, N, Din, Dout, WDin> project_backward(
     const matrix<T, N, Din>& x, const matrix<T, Dout, WDin>& w, const matrix<T, 1, Dout>&,

@@ -45,7 +45,8 @@ enum class causal_alignment { upper_left, lower_right };
 /// @brief the position of query i among S keys when Tq queries are aligned as `a`:
 /// i (upper_left) or i + S - Tq (lower_right). Negative when Tq > S and the query sits before
 /// the first key (lower_right): it sees no key.
-[[nodiscard]] constexpr long long aligned_position(std::size_t i, std::size_t Tq, std::size_t S, causal_alignment a) {
+[[nodiscard]] constexpr long long aligned_position(std::size_t i, std::size_t Tq, std::size_t S,
+                                                   causal_alignment a) {
   return a == causal_alignment::upper_left ? static_cast<long long>(i)
                                            : static_cast<long long>(i + S) - static_cast<long long>(Tq);
 }
@@ -73,8 +74,8 @@ template <std::size_t Tq, std::size_t S>
 /// query, the most recent: allowed(i, j) = p - window < j <= p, p = aligned_position(i).
 /// window 0 means no window (the causal mask); window >= S is the causal mask too.
 template <std::size_t Tq, std::size_t S>
-[[nodiscard]] constexpr matrix<bool, Tq, S> sliding_window_mask(std::size_t window,
-                                                                causal_alignment a = causal_alignment::lower_right) {
+[[nodiscard]] constexpr matrix<bool, Tq, S> sliding_window_mask(
+    std::size_t window, causal_alignment a = causal_alignment::lower_right) {
   matrix<bool, Tq, S> m;
   for (std::size_t i = 0; i < Tq; ++i)
     for (std::size_t j = 0; j < S; ++j) m.v[i * S + j] = causally_allowed(i, j, Tq, S, a, window);

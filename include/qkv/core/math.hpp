@@ -58,25 +58,31 @@ namespace detail {
 [[nodiscard]] constexpr std::int32_t high_word(double x) {
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(to_bits(x) >> 32));
 }
-[[nodiscard]] constexpr std::uint32_t low_word(double x) {
-  return static_cast<std::uint32_t>(to_bits(x));
-}
+[[nodiscard]] constexpr std::uint32_t low_word(double x) { return static_cast<std::uint32_t>(to_bits(x)); }
 [[nodiscard]] constexpr double with_high_word(double x, std::uint32_t hi) {
   return double_from_bits((std::uint64_t{hi} << 32) | low_word(x));
 }
 
 template <class T>
-[[nodiscard]] constexpr bool is_nan(T x) { return x != x; }
+[[nodiscard]] constexpr bool is_nan(T x) {
+  return x != x;
+}
 template <class T>
 [[nodiscard]] constexpr bool is_inf(T x) {
   return x == std::numeric_limits<T>::infinity() || x == -std::numeric_limits<T>::infinity();
 }
 template <class T>
-[[nodiscard]] constexpr bool sign_bit(T x) { return (to_bits(x) >> (sizeof(T) * 8 - 1)) != 0; }
+[[nodiscard]] constexpr bool sign_bit(T x) {
+  return (to_bits(x) >> (sizeof(T) * 8 - 1)) != 0;
+}
 template <class T>
-[[nodiscard]] constexpr T infinity() { return std::numeric_limits<T>::infinity(); }
+[[nodiscard]] constexpr T infinity() {
+  return std::numeric_limits<T>::infinity();
+}
 template <class T>
-[[nodiscard]] constexpr T quiet_nan() { return std::numeric_limits<T>::quiet_NaN(); }
+[[nodiscard]] constexpr T quiet_nan() {
+  return std::numeric_limits<T>::quiet_NaN();
+}
 
 // 2^k for a normal exponent, k in [-1022, 1023], by building the bits
 [[nodiscard]] constexpr double two_to(int k) {
@@ -91,7 +97,7 @@ template <class T>
 template <class T>
 [[nodiscard]] constexpr T round_pack(bool negative, std::uint64_t sig, int e) {
   using bits_t = std::conditional_t<std::is_same_v<T, float>, std::uint32_t, std::uint64_t>;
-  constexpr int p = std::numeric_limits<T>::digits;             // 24 or 53
+  constexpr int p = std::numeric_limits<T>::digits;               // 24 or 53
   constexpr int emin = std::numeric_limits<T>::min_exponent - 1;  // -126 or -1022
   constexpr int emax = std::numeric_limits<T>::max_exponent - 1;  // 127 or 1023
   constexpr std::uint64_t inf_bits = std::uint64_t{2 * emax + 1} << (p - 1);
@@ -100,9 +106,9 @@ template <class T>
 
   const int exponent = e + 62;  // value = 1.xxx * 2^exponent before rounding
   if (exponent > emax) return signed_inf;
-  int shift = 63 - p;  // bits dropped for a normal result
+  int shift = 63 - p;                             // bits dropped for a normal result
   if (exponent < emin) shift += emin - exponent;  // and more for a subnormal one
-  if (shift >= 64) return signed_zero;  // below half the smallest subnormal: sig < 2^63 = half
+  if (shift >= 64) return signed_zero;            // below half the smallest subnormal: sig < 2^63 = half
 
   std::uint64_t kept = sig >> shift;
   const std::uint64_t rest = sig & ((std::uint64_t{1} << shift) - 1);
@@ -191,7 +197,7 @@ struct exp_reduced {
 [[nodiscard]] constexpr double exp_check(double x) {
   if (is_nan(x)) return x;
   if (x > exp_overflow) return infinity<double>();  // includes +inf
-  if (x < exp_underflow) return 0.0;                 // includes -inf
+  if (x < exp_underflow) return 0.0;                // includes -inf
   const std::uint32_t hx = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
   if (hx < 0x3e300000u) return 1.0 + x;  // |x| < 2^-28: e^x = 1 + x to within 2^-56
   const exp_reduced s = exp_reduce(x);
@@ -391,7 +397,7 @@ struct pio2_reduced {
   constexpr double pio2_2t = 2.02226624879595063154e-21;   // 0x3ba3198a 2e037073
   constexpr double pio2_3 = 2.02226624871116645580e-21;    // 0x3ba3198a 2e000000
   constexpr double pio2_3t = 8.47842766036889956997e-32;   // 0x397b839a 252049c1
-  constexpr double to_int = 0x1.8p52;  // adding and subtracting it rounds to an integer
+  constexpr double to_int = 0x1.8p52;                      // adding and subtracting it rounds to an integer
   const double fn = (x * inv_pio2 + to_int) - to_int;
   const int n = static_cast<int>(fn);
   double r = x - fn * pio2_1;
@@ -421,13 +427,11 @@ struct pio2_reduced {
 // 2/pi = 0.a2f9836e 4e441529 fc2757d1 ... (hex). 1280 bits: enough for the largest double,
 // whose reduction needs the bits from 2^-970 to 2^-1194.
 inline constexpr std::uint32_t two_over_pi_bits[40] = {
-    0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0, 0xdb629599, 0x3c439041,
-    0xfe5163ab, 0xdebbc561, 0xb7246e3a, 0x424dd2e0, 0x06492eea, 0x09d1921c,
-    0xfe1deb1c, 0xb129a73e, 0xe88235f5, 0x2ebb4484, 0xe99c7026, 0xb45f7e41,
-    0x3991d639, 0x835339f4, 0x9c845f8b, 0xbdf9283b, 0x1ff897ff, 0xde05980f,
-    0xef2f118b, 0x5a0a6d1f, 0x6d367ecf, 0x27cb09b7, 0x4f463f66, 0x9e5fea2d,
-    0x7527bac7, 0xebe5f17b, 0x3d0739f7, 0x8a5292ea, 0x6bfb5fb1, 0x1f8d5d08,
-    0x56033046, 0xfc7b6bab, 0xf0cfbc20, 0x9af4361d};
+    0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0, 0xdb629599, 0x3c439041, 0xfe5163ab, 0xdebbc561,
+    0xb7246e3a, 0x424dd2e0, 0x06492eea, 0x09d1921c, 0xfe1deb1c, 0xb129a73e, 0xe88235f5, 0x2ebb4484,
+    0xe99c7026, 0xb45f7e41, 0x3991d639, 0x835339f4, 0x9c845f8b, 0xbdf9283b, 0x1ff897ff, 0xde05980f,
+    0xef2f118b, 0x5a0a6d1f, 0x6d367ecf, 0x27cb09b7, 0x4f463f66, 0x9e5fea2d, 0x7527bac7, 0xebe5f17b,
+    0x3d0739f7, 0x8a5292ea, 0x6bfb5fb1, 0x1f8d5d08, 0x56033046, 0xfc7b6bab, 0xf0cfbc20, 0x9af4361d};
 
 // a*b = p + err exactly (Dekker's product with Veltkamp's split; no fma, no overflow here)
 struct double_double {
@@ -467,8 +471,8 @@ template <std::size_t N>
   const std::uint64_t b = to_bits(x);
   const std::uint64_t m = (b & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
   const int e = static_cast<int>((b >> 52) & 0x7ff) - 1075;  // x = m 2^e, e >= -32 here
-  const int k0 = e - 1 > 1 ? e - 1 : 1;                       // first bit of 2/pi that counts
-  const int i0 = (k0 - 1) / 32;                               // its word
+  const int k0 = e - 1 > 1 ? e - 1 : 1;                      // first bit of 2/pi that counts
+  const int i0 = (k0 - 1) / 32;                              // its word
   // window, little-endian: w[6] = two_over_pi_bits[i0], ..., w[0] = two_over_pi_bits[i0 + 6]
   std::uint32_t w[7]{};
   for (int j = 0; j < 7; ++j) w[j] = two_over_pi_bits[i0 + 6 - j];
@@ -510,8 +514,7 @@ template <std::size_t N>
   }
   z += s;  // fraction = (f_hi 2^64 + f_lo) 2^(-128 - z), top bit of f_hi set
   const double fh = static_cast<double>(f_hi >> 11) * two_to(-53 - z);
-  const double fl =
-      static_cast<double>(((f_hi & 0x7ff) << 42) | (f_lo >> 22)) * two_to(-106 - z);
+  const double fl = static_cast<double>(((f_hi & 0x7ff) << 42) | (f_lo >> 22)) * two_to(-106 - z);
   // y = fraction pi/2 with pi/2 = pio2_hi + pio2_lo
   constexpr double pio2_hi = 0x1.921fb54442d18p+0, pio2_lo = 0x1.1a62633145c07p-54;
   const double_double p = two_product(fh, pio2_hi);
@@ -534,8 +537,8 @@ template <std::size_t N>
   if (is_nan(x)) return x;
   if (is_inf(x)) return quiet_nan<double>();
   const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
-  if (ix <= 0x3fe921fbu) {               // |x| <= pi/4
-    if (ix < 0x3e500000u) return x;      // |x| < 2^-26: sin(x) = x (also +-0, subnormals)
+  if (ix <= 0x3fe921fbu) {           // |x| <= pi/4
+    if (ix < 0x3e500000u) return x;  // |x| < 2^-26: sin(x) = x (also +-0, subnormals)
     return kernel_sin(x, 0.0, false);
   }
   const pio2_reduced y = rem_pio2(x);
@@ -551,8 +554,8 @@ template <std::size_t N>
   if (is_nan(x)) return x;
   if (is_inf(x)) return quiet_nan<double>();
   const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
-  if (ix <= 0x3fe921fbu) {               // |x| <= pi/4
-    if (ix < 0x3e46a09eu) return 1.0;    // |x| < 2^-27 sqrt(2): cos(x) = 1 to within 2^-55
+  if (ix <= 0x3fe921fbu) {             // |x| <= pi/4
+    if (ix < 0x3e46a09eu) return 1.0;  // |x| < 2^-27 sqrt(2): cos(x) = 1 to within 2^-55
     return kernel_cos(x, 0.0);
   }
   const pio2_reduced y = rem_pio2(x);
@@ -634,8 +637,7 @@ struct expm1_reduced {
 };
 
 [[nodiscard]] constexpr expm1_reduced exp_dd_reduce(double_double a) {
-  constexpr double L1 = 0x1.62e42fefa4000p-1, L2 = -0x1.8432a1b0e2634p-43,
-                   L3 = 0x1.f97b57a079a19p-103;
+  constexpr double L1 = 0x1.62e42fefa4000p-1, L2 = -0x1.8432a1b0e2634p-43, L3 = 0x1.f97b57a079a19p-103;
   constexpr double inv_ln2 = 0x1.71547652b82fep+0;
   constexpr double to_int = 0x1.8p52;
   const double kd = (a.hi * inv_ln2 + to_int) - to_int;
@@ -680,7 +682,7 @@ struct expm1_reduced {
   if (biased < 54 || biased > 0x7fd) return false;  // ulp(hi) must be a normal double
   const double u = double_from_bits(static_cast<std::uint64_t>(biased - 52) << 52);  // ulp(|hi|)
   const bool power_of_two = (b & ((std::uint64_t{1} << 52) - 1)) == 0;
-  const double half_up = 0.5 * u;                             // to the midpoint above |hi|
+  const double half_up = 0.5 * u;                              // to the midpoint above |hi|
   const double half_down = power_of_two ? 0.25 * u : half_up;  // to the midpoint below
   const double l = sign_bit(hi) ? -lo : lo;                    // lo in the direction of |hi|
   if (8.0 * err >= half_down) return false;
@@ -901,8 +903,7 @@ struct cr_attempt {
   lm = dd_add(s, lm);
   lm = {2.0 * lm.hi, 2.0 * lm.lo};  // log(m)
   // k ln2 with ln2 = L1 + L2 + L3 (L1 of 40 bits: k L1 exact; k L2 exact as a two-product)
-  constexpr double L1 = 0x1.62e42fefa4000p-1, L2 = -0x1.8432a1b0e2634p-43,
-                   L3 = 0x1.f97b57a079a19p-103;
+  constexpr double L1 = 0x1.62e42fefa4000p-1, L2 = -0x1.8432a1b0e2634p-43, L3 = 0x1.f97b57a079a19p-103;
   const double dk = k;
   double_double kl = dd_add({dk * L1, 0.0}, two_product(dk, L2));
   kl = dd_add(kl, {dk * L3, 0.0});
@@ -931,22 +932,20 @@ struct cr_attempt {
 // sin r = r (1 - z/3! + z^2/5! - z^3/7! + z^4/9! + z^5 Ts(z)), cos r = 1 - z/2! + ... + z^5 Tc(z),
 // z = r^2, the first five coefficients in double-double and the tails in double. Relative
 // error below 2^-73 (docs/numerics.md), used as 2^-70. Above 2^20 pi/2 the functions above.
-inline constexpr double_double sin_coefficients[5] = {
-    {1.0, 0.0},
-    {-0x1.5555555555555p-3, -0x1.5555555555555p-57},
-    {0x1.1111111111111p-7, 0x1.1111111111111p-63},
-    {-0x1.a01a01a01a01ap-13, -0x1.a01a01a01a01ap-73},
-    {0x1.71de3a556c734p-19, -0x1.c154f8ddc6c00p-73}};
-inline constexpr double sin_tail[7] = {-0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
+inline constexpr double_double sin_coefficients[5] = {{1.0, 0.0},
+                                                      {-0x1.5555555555555p-3, -0x1.5555555555555p-57},
+                                                      {0x1.1111111111111p-7, 0x1.1111111111111p-63},
+                                                      {-0x1.a01a01a01a01ap-13, -0x1.a01a01a01a01ap-73},
+                                                      {0x1.71de3a556c734p-19, -0x1.c154f8ddc6c00p-73}};
+inline constexpr double sin_tail[7] = {-0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33,  -0x1.ae7f3e733b81fp-41,
                                        0x1.952c77030ad4ap-49,  -0x1.2f49b46814157p-57, 0x1.71b8ef6dcf572p-66,
                                        -0x1.761b41316381ap-75};
-inline constexpr double_double cos_coefficients[5] = {
-    {1.0, 0.0},
-    {-0x1.0000000000000p-1, 0.0},
-    {0x1.5555555555555p-5, 0x1.5555555555555p-59},
-    {-0x1.6c16c16c16c17p-10, 0x1.f49f49f49f49fp-65},
-    {0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-76}};
-inline constexpr double cos_tail[8] = {-0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37,
+inline constexpr double_double cos_coefficients[5] = {{1.0, 0.0},
+                                                      {-0x1.0000000000000p-1, 0.0},
+                                                      {0x1.5555555555555p-5, 0x1.5555555555555p-59},
+                                                      {-0x1.6c16c16c16c17p-10, 0x1.f49f49f49f49fp-65},
+                                                      {0x1.a01a01a01a01ap-16, 0x1.a01a01a01a01ap-76}};
+inline constexpr double cos_tail[8] = {-0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29,  -0x1.93974a8c07c9dp-37,
                                        0x1.ae7f3e733b81fp-45,  -0x1.6827863b97d97p-53, 0x1.e542ba4020225p-62,
                                        -0x1.0ce396db7f853p-70, 0x1.f2cf01972f578p-80};
 
@@ -996,7 +995,7 @@ template <std::size_t N>
   if (is_nan(x)) return x;
   if (is_inf(x)) return quiet_nan<double>();
   const std::uint32_t ix = static_cast<std::uint32_t>(high_word(x)) & 0x7fffffffu;
-  if (ix < 0x3e500000u) return x;  // |x| < 2^-26: x^3/6 < ulp(x)/3, sin x rounds to x
+  if (ix < 0x3e500000u) return x;              // |x| < 2^-26: x^3/6 < ulp(x)/3, sin x rounds to x
   if (ix >= 0x413921fbu) return sin_check(x);  // |x| >= 2^20 pi/2: within 1 ulp only
   return sin_cos_cr(x, false);
 }
@@ -1020,7 +1019,7 @@ template <std::size_t N>
 [[nodiscard]] constexpr double tanh_check(double x) {
   if (is_nan(x)) return x;
   const double ax = x < 0 ? -x : x;
-  if (ax < 0x1p-28) return x;  // also +-0 and subnormals
+  if (ax < 0x1p-28) return x;                 // also +-0 and subnormals
   if (ax >= 22.0) return x < 0 ? -1.0 : 1.0;  // also +-inf
   const double_double e = expm1_dd(2.0 * ax);
   const double_double q = dd_div(e, dd_add(e, {2.0, 0.0}));
@@ -1243,25 +1242,39 @@ template <class T>
 // integer arguments are computed in double, as <cmath> does
 template <class I>
   requires std::is_integral_v<I>
-[[nodiscard]] constexpr double exp(I x) { return exp(static_cast<double>(x)); }
+[[nodiscard]] constexpr double exp(I x) {
+  return exp(static_cast<double>(x));
+}
 template <class I>
   requires std::is_integral_v<I>
-[[nodiscard]] constexpr double log(I x) { return log(static_cast<double>(x)); }
+[[nodiscard]] constexpr double log(I x) {
+  return log(static_cast<double>(x));
+}
 template <class I>
   requires std::is_integral_v<I>
-[[nodiscard]] constexpr double sqrt(I x) { return sqrt(static_cast<double>(x)); }
+[[nodiscard]] constexpr double sqrt(I x) {
+  return sqrt(static_cast<double>(x));
+}
 template <class I>
   requires std::is_integral_v<I>
-[[nodiscard]] constexpr double sin(I x) { return sin(static_cast<double>(x)); }
+[[nodiscard]] constexpr double sin(I x) {
+  return sin(static_cast<double>(x));
+}
 template <class I>
   requires std::is_integral_v<I>
-[[nodiscard]] constexpr double cos(I x) { return cos(static_cast<double>(x)); }
+[[nodiscard]] constexpr double cos(I x) {
+  return cos(static_cast<double>(x));
+}
 
 template <class I>
   requires std::is_integral_v<I>
-[[nodiscard]] constexpr double tanh(I x) { return tanh(static_cast<double>(x)); }
+[[nodiscard]] constexpr double tanh(I x) {
+  return tanh(static_cast<double>(x));
+}
 template <class I>
   requires std::is_integral_v<I>
-[[nodiscard]] constexpr double erf(I x) { return erf(static_cast<double>(x)); }
+[[nodiscard]] constexpr double erf(I x) {
+  return erf(static_cast<double>(x));
+}
 
 }  // namespace qkv

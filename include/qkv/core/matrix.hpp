@@ -47,9 +47,7 @@ struct matrix {
   [[nodiscard]] static constexpr std::size_t size() { return Rows * Cols; }
 
   [[nodiscard]] constexpr T& operator()(std::size_t i, std::size_t j) { return v[i * Cols + j]; }
-  [[nodiscard]] constexpr const T& operator()(std::size_t i, std::size_t j) const {
-    return v[i * Cols + j];
-  }
+  [[nodiscard]] constexpr const T& operator()(std::size_t i, std::size_t j) const { return v[i * Cols + j]; }
 
   /// element k of a row or column vector (k counts along the vector)
   [[nodiscard]] constexpr T& operator[](std::size_t k)
@@ -71,8 +69,10 @@ struct matrix {
 };
 
 /// a 1 x N row vector and an N x 1 column vector
-template <class T, std::size_t N> using row_vector = matrix<T, 1, N>;
-template <class T, std::size_t N> using column_vector = matrix<T, N, 1>;
+template <class T, std::size_t N>
+using row_vector = matrix<T, 1, N>;
+template <class T, std::size_t N>
+using column_vector = matrix<T, N, 1>;
 
 /// @brief N matrices of the same shape: a 3-d tensor (N, Rows, Cols), e.g. one score matrix per head.
 template <class T, std::size_t N, std::size_t Rows, std::size_t Cols>
@@ -169,7 +169,7 @@ template <class T, std::size_t R, std::size_t C>
 template <class T, std::size_t ARows, std::size_t ACols, std::size_t BRows, std::size_t BCols>
   requires product_shapes<ARows, ACols, BRows, BCols>
 [[nodiscard]] constexpr matrix<T, ARows, BCols> matrix_product(const matrix<T, ARows, ACols>& a,
-                                                              const matrix<T, BRows, BCols>& b) {
+                                                               const matrix<T, BRows, BCols>& b) {
   matrix<T, ARows, BCols> out;
   for (std::size_t i = 0; i < ARows; ++i)
     for (std::size_t j = 0; j < BCols; ++j) {
@@ -184,8 +184,8 @@ template <class T, std::size_t ARows, std::size_t ACols, std::size_t BRows, std:
 /// attention's Q Kᵀ; same summation order as matrix_product(a, transposed(b)).
 template <class T, std::size_t ARows, std::size_t ACols, std::size_t BRows, std::size_t BCols>
   requires product_shapes<ARows, ACols, BCols, BRows>
-[[nodiscard]] constexpr matrix<T, ARows, BRows> matrix_product_transposed(
-    const matrix<T, ARows, ACols>& a, const matrix<T, BRows, BCols>& b) {
+[[nodiscard]] constexpr matrix<T, ARows, BRows> matrix_product_transposed(const matrix<T, ARows, ACols>& a,
+                                                                          const matrix<T, BRows, BCols>& b) {
   matrix<T, ARows, BRows> out;
   for (std::size_t i = 0; i < ARows; ++i)
     for (std::size_t j = 0; j < BRows; ++j) {
@@ -229,15 +229,13 @@ template <class T, std::size_t AR, std::size_t AC, std::size_t BR, std::size_t B
 
 template <class T, std::size_t AR, std::size_t AC, std::size_t BR, std::size_t BC>
   requires same_shapes<AR, AC, BR, BC>
-[[nodiscard]] constexpr matrix<T, AR, AC> operator+(const matrix<T, AR, AC>& a,
-                                                    const matrix<T, BR, BC>& b) {
+[[nodiscard]] constexpr matrix<T, AR, AC> operator+(const matrix<T, AR, AC>& a, const matrix<T, BR, BC>& b) {
   return zip_with(a, b, [](const T& x, const T& y) { return T(x + y); });
 }
 
 template <class T, std::size_t AR, std::size_t AC, std::size_t BR, std::size_t BC>
   requires same_shapes<AR, AC, BR, BC>
-[[nodiscard]] constexpr matrix<T, AR, AC> operator-(const matrix<T, AR, AC>& a,
-                                                    const matrix<T, BR, BC>& b) {
+[[nodiscard]] constexpr matrix<T, AR, AC> operator-(const matrix<T, AR, AC>& a, const matrix<T, BR, BC>& b) {
   return zip_with(a, b, [](const T& x, const T& y) { return T(x - y); });
 }
 
@@ -249,8 +247,7 @@ template <class T, std::size_t R, std::size_t C>
 /// the element-wise (Hadamard) product; matrix_product is the other one
 template <class T, std::size_t AR, std::size_t AC, std::size_t BR, std::size_t BC>
   requires same_shapes<AR, AC, BR, BC>
-[[nodiscard]] constexpr matrix<T, AR, AC> hadamard(const matrix<T, AR, AC>& a,
-                                                   const matrix<T, BR, BC>& b) {
+[[nodiscard]] constexpr matrix<T, AR, AC> hadamard(const matrix<T, AR, AC>& a, const matrix<T, BR, BC>& b) {
   return zip_with(a, b, [](const T& x, const T& y) { return T(x * y); });
 }
 
@@ -268,20 +265,21 @@ template <class T, std::size_t R, std::size_t C>
 }
 
 template <class T, std::size_t R, std::size_t C>
-[[nodiscard]] constexpr matrix<T, R, C> operator*(const std::type_identity_t<T>& s, const matrix<T, R, C>& a) {
+[[nodiscard]] constexpr matrix<T, R, C> operator*(const std::type_identity_t<T>& s,
+                                                  const matrix<T, R, C>& a) {
   return scaled(s, a);
 }
 
 template <class T, std::size_t R, std::size_t C>
-[[nodiscard]] constexpr matrix<T, R, C> operator/(const matrix<T, R, C>& a, const std::type_identity_t<T>& s) {
+[[nodiscard]] constexpr matrix<T, R, C> operator/(const matrix<T, R, C>& a,
+                                                  const std::type_identity_t<T>& s) {
   return divided(a, s);
 }
 
 /// add a row vector to every row: x Wᵀ + b
 template <class T, std::size_t R, std::size_t C, std::size_t BR, std::size_t BC>
   requires same_shapes<1, C, BR, BC>
-[[nodiscard]] constexpr matrix<T, R, C> add_row_vector(const matrix<T, R, C>& a,
-                                                       const matrix<T, BR, BC>& b) {
+[[nodiscard]] constexpr matrix<T, R, C> add_row_vector(const matrix<T, R, C>& a, const matrix<T, BR, BC>& b) {
   matrix<T, R, C> out = a;
   for (std::size_t i = 0; i < R; ++i)
     for (std::size_t j = 0; j < C; ++j) out.v[i * C + j] += b.v[j];
@@ -310,8 +308,8 @@ template <class T, std::size_t R, std::size_t C>
 /// the (BlockRows, BlockCols) block whose top-left element is (i0, j0)
 template <std::size_t BlockRows, std::size_t BlockCols, class T, std::size_t R, std::size_t C>
   requires(BlockRows <= R && BlockCols <= C)
-[[nodiscard]] constexpr matrix<T, BlockRows, BlockCols> block(const matrix<T, R, C>& a,
-                                                              std::size_t i0, std::size_t j0) {
+[[nodiscard]] constexpr matrix<T, BlockRows, BlockCols> block(const matrix<T, R, C>& a, std::size_t i0,
+                                                              std::size_t j0) {
   matrix<T, BlockRows, BlockCols> out;
   for (std::size_t i = 0; i < BlockRows; ++i)
     for (std::size_t j = 0; j < BlockCols; ++j) out.v[i * BlockCols + j] = a.v[(i0 + i) * C + j0 + j];
@@ -422,8 +420,7 @@ template <class T, std::size_t N, std::size_t R, std::size_t C>
 /// the largest |a - b| over all elements (for reports: "max difference 2.4e-07")
 template <class T, std::size_t AR, std::size_t AC, std::size_t BR, std::size_t BC>
   requires same_shapes<AR, AC, BR, BC>
-[[nodiscard]] constexpr T max_abs_difference(const matrix<T, AR, AC>& a,
-                                             const matrix<T, BR, BC>& b) {
+[[nodiscard]] constexpr T max_abs_difference(const matrix<T, AR, AC>& a, const matrix<T, BR, BC>& b) {
   T worst = magnitude(T(a.v[0] - b.v[0]));
   for (std::size_t k = 1; k < AR * AC; ++k) {
     const T d = magnitude(T(a.v[k] - b.v[k]));

@@ -35,11 +35,11 @@ struct multihead_result {
   matrix<T, Tq, Dq> queries;  // all heads side by side
   matrix<T, S, Dq> keys;
   matrix<T, S, Dv> values;
-  stack<T, H, Tq, S> scores;          // per head: q·k, raw
-  stack<T, H, Tq, S> scaled_scores;   // per head: scaled and masked
-  stack<T, H, Tq, S> weights;         // per head: softmax of each row
-  stack<T, H, Tq, Dv / H> context;    // per head: weights V_h
-  matrix<T, Tq, Dv> concat;           // the heads' contexts side by side
+  stack<T, H, Tq, S> scores;         // per head: q·k, raw
+  stack<T, H, Tq, S> scaled_scores;  // per head: scaled and masked
+  stack<T, H, Tq, S> weights;        // per head: softmax of each row
+  stack<T, H, Tq, Dv / H> context;   // per head: weights V_h
+  matrix<T, Tq, Dv> concat;          // the heads' contexts side by side
 };
 
 /// @brief multi-head attention over projected queries, keys and values
@@ -69,21 +69,20 @@ template <std::size_t H, class T, std::size_t Tq, std::size_t S, std::size_t Dq,
 /// @brief multi-head self-attention with projections in the layout L (see attention.hpp)
 template <std::size_t H, weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
           std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
-[[nodiscard]] constexpr auto multihead_self_attention(const matrix<T, XR, XC>& x,
-                                                      const matrix<T, QR, QC>& wq,
+[[nodiscard]] constexpr auto multihead_self_attention(const matrix<T, XR, XC>& x, const matrix<T, QR, QC>& wq,
                                                       const matrix<T, KR, KC>& wk,
                                                       const matrix<T, VR, VC>& wv, L layout,
                                                       const attention_options<T>& options = {}) {
-  return multihead_attend_projected<H>(project(x, wq, layout), project(x, wk, layout),
-                                       project(x, wv, layout), options);
+  return multihead_attend_projected<H>(project(x, wq, layout), project(x, wk, layout), project(x, wv, layout),
+                                       options);
 }
 
 /// the output projection of the concatenated heads: concat Woᵀ (nn.Linear layout), (T, d_v) -> (T, d_out)
 template <class T, std::size_t H, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t Dv,
           std::size_t Dout, std::size_t WDin>
   requires product_shapes<Tq, Dv, WDin, Dout>
-[[nodiscard]] constexpr matrix<T, Tq, Dout> output_projection(
-    const multihead_result<T, H, Tq, S, Dq, Dv>& r, const matrix<T, Dout, WDin>& wo) {
+[[nodiscard]] constexpr matrix<T, Tq, Dout> output_projection(const multihead_result<T, H, Tq, S, Dq, Dv>& r,
+                                                              const matrix<T, Dout, WDin>& wo) {
   return matrix_product_transposed(r.concat, wo);
 }
 
@@ -91,9 +90,9 @@ template <class T, std::size_t H, std::size_t Tq, std::size_t S, std::size_t Dq,
 template <class T, std::size_t H, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t Dv,
           std::size_t Dout, std::size_t WDin>
   requires product_shapes<Tq, Dv, WDin, Dout>
-[[nodiscard]] constexpr matrix<T, Tq, Dout> output_projection(
-    const multihead_result<T, H, Tq, S, Dq, Dv>& r, const matrix<T, Dout, WDin>& wo,
-    const matrix<T, 1, Dout>& bo) {
+[[nodiscard]] constexpr matrix<T, Tq, Dout> output_projection(const multihead_result<T, H, Tq, S, Dq, Dv>& r,
+                                                              const matrix<T, Dout, WDin>& wo,
+                                                              const matrix<T, 1, Dout>& bo) {
   return add_row_vector(matrix_product_transposed(r.concat, wo), bo);
 }
 

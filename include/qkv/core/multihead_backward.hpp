@@ -39,8 +39,8 @@ struct grouped_gradients {
 };
 
 /// @brief the backward of grouped_query_attend_projected<H, Hkv>(q, k, v, options) = r for d_concat
-template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t S, std::size_t Dq, std::size_t DkvK,
-          std::size_t DkvV, std::size_t DR, std::size_t DC>
+template <std::size_t H, std::size_t Hkv, class T, std::size_t Tq, std::size_t S, std::size_t Dq,
+          std::size_t DkvK, std::size_t DkvV, std::size_t DR, std::size_t DC>
   requires(query_heads_divide_into_kv_groups<H, Hkv> && same_shapes<Tq, H*(DkvV / Hkv), DR, DC>)
 [[nodiscard]] constexpr grouped_gradients<T, H, Tq, S, Dq, DkvK, DkvV, Hkv> grouped_query_attention_backward(
     const grouped_result<T, H, Hkv, Tq, S, Dq, DkvK, DkvV>& r, const matrix<T, DR, DC>& d_concat,
@@ -104,7 +104,8 @@ template <std::size_t H, class T, std::size_t Tq, std::size_t S, std::size_t Dq,
 
 /// @brief the backward of output_projection(r, wo, bo) = concat Woᵀ + bo for d_output (T, d_out):
 /// d_concat = d_output Wo, d_w_output = d_outputᵀ concat, d_b_output = column sums of d_output
-template <class T, std::size_t Tq, std::size_t Dv, std::size_t Dout, std::size_t WDin, std::size_t DR, std::size_t DC>
+template <class T, std::size_t Tq, std::size_t Dv, std::size_t Dout, std::size_t WDin, std::size_t DR,
+          std::size_t DC>
   requires(product_shapes<Tq, Dv, WDin, Dout> && same_shapes<Tq, Dout, DR, DC>)
 [[nodiscard]] constexpr linear_gradients<T, Tq, Dv, Dout, WDin> output_projection_backward(
     const matrix<T, Tq, Dv>& concat, const matrix<T, Dout, WDin>& wo, const matrix<T, DR, DC>& d_output) {
@@ -129,14 +130,14 @@ struct multihead_layer_gradients {
 /// project(x, wq, bq, out_in), project(x, wk, bk, out_in), project(x, wv, bv, out_in), options) = r
 /// for d_output (T, d_out): one call for every gradient of the layer. d_x adds the query's, the
 /// key's and the value's d_x in that order (PyTorch accumulates the three in its own order).
-template <std::size_t H, class T, std::size_t N, std::size_t Din, std::size_t D, std::size_t Dout, std::size_t DR,
-          std::size_t DC>
+template <std::size_t H, class T, std::size_t N, std::size_t Din, std::size_t D, std::size_t Dout,
+          std::size_t DR, std::size_t DC>
   requires(same_shapes<N, Dout, DR, DC> && divisible_into_heads<D, H>)
 [[nodiscard]] constexpr multihead_layer_gradients<T, H, N, Din, D, Dout> multihead_self_attention_backward(
-    const matrix<T, N, Din>& x, const matrix<T, D, Din>& wq, const matrix<T, 1, D>& bq, const matrix<T, D, Din>& wk,
-    const matrix<T, 1, D>& bk, const matrix<T, D, Din>& wv, const matrix<T, 1, D>& bv, const matrix<T, Dout, D>& wo,
-    const multihead_result<T, H, N, N, D, D>& r, const matrix<T, DR, DC>& d_output,
-    const attention_options<T>& options = {}) {
+    const matrix<T, N, Din>& x, const matrix<T, D, Din>& wq, const matrix<T, 1, D>& bq,
+    const matrix<T, D, Din>& wk, const matrix<T, 1, D>& bk, const matrix<T, D, Din>& wv,
+    const matrix<T, 1, D>& bv, const matrix<T, Dout, D>& wo, const multihead_result<T, H, N, N, D, D>& r,
+    const matrix<T, DR, DC>& d_output, const attention_options<T>& options = {}) {
   multihead_layer_gradients<T, H, N, Din, D, Dout> g;
   const auto out = output_projection_backward(r.concat, wo, d_output);
   g.d_concat = out.d_x;

@@ -42,9 +42,9 @@ namespace qkv {
 /// step did (its block's maximum, its rescale factor e^(m_old - m_new))
 template <class T, std::size_t Dv>
 struct online_softmax_state {
-  T m = -std::numeric_limits<T>::infinity();  // running maximum (-inf: no finite score yet)
-  T l = T(0);                                 // running sum of e^(s_j - m)
-  matrix<T, 1, Dv> o{};                       // running unnormalised output
+  T m = -std::numeric_limits<T>::infinity();          // running maximum (-inf: no finite score yet)
+  T l = T(0);                                         // running sum of e^(s_j - m)
+  matrix<T, 1, Dv> o{};                               // running unnormalised output
   T block_max = -std::numeric_limits<T>::infinity();  // the last block's own maximum
   T rescale = T(0);                                   // e^(m_old - m_new) of the last step
 };
@@ -66,8 +66,9 @@ constexpr online_softmax_state<T, Dv> online_nan_state(const T& nan) {
 /// @brief one online-softmax step: the block of n <= B scores s[0..n) and their value rows
 /// v(j0 + 0 .. j0 + n, :) (v: (S, Dv)) folded into the state. (1, Dv) state -> (1, Dv) state
 template <class T, std::size_t S, std::size_t Dv>
-[[nodiscard]] constexpr online_softmax_state<T, Dv> online_softmax_step(online_softmax_state<T, Dv> st, const T* s,
-                                                                        std::size_t n, const matrix<T, S, Dv>& v,
+[[nodiscard]] constexpr online_softmax_state<T, Dv> online_softmax_step(online_softmax_state<T, Dv> st,
+                                                                        const T* s, std::size_t n,
+                                                                        const matrix<T, S, Dv>& v,
                                                                         std::size_t j0) {
   if (detail::online_is_nan(st.m)) return st;  // NaN stays NaN
   T block_max = -std::numeric_limits<T>::infinity();
@@ -120,7 +121,7 @@ inline constexpr std::size_t online_blocks = (S + B - 1) / B;
 template <class T, std::size_t S, std::size_t Dv, std::size_t B>
 struct online_softmax_trace {
   std::array<online_softmax_state<T, Dv>, online_blocks<S, B>> after;  // after block 0, 1, ...
-  matrix<T, 1, Dv> output;                                              // o / l after the last
+  matrix<T, 1, Dv> output;                                             // o / l after the last
 };
 
 /// @brief softmax(s) v for one score row s (1, S) and the values v (S, Dv), read in blocks of B
@@ -143,11 +144,13 @@ template <std::size_t B, class T, std::size_t S, std::size_t Dv>
 /// @brief flash attention's output for every query: softmax of each row of the (scaled, masked)
 /// scores (T, S) times v (S, Dv), each row streamed over key blocks of B. (T, Dv)
 template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dv>
-[[nodiscard]] constexpr matrix<T, Tq, Dv> online_attention(const matrix<T, Tq, S>& scores, const matrix<T, S, Dv>& v) {
+[[nodiscard]] constexpr matrix<T, Tq, Dv> online_attention(const matrix<T, Tq, S>& scores,
+                                                           const matrix<T, S, Dv>& v) {
   matrix<T, Tq, Dv> out{};
   for (std::size_t i = 0; i < Tq; ++i) {
     online_softmax_state<T, Dv> st{};
-    for (std::size_t j0 = 0; j0 < S; j0 += B) st = online_softmax_step(st, scores.v + i * S + j0, S - j0 < B ? S - j0 : B, v, j0);
+    for (std::size_t j0 = 0; j0 < S; j0 += B)
+      st = online_softmax_step(st, scores.v + i * S + j0, S - j0 < B ? S - j0 : B, v, j0);
     const auto row = online_softmax_output(st);
     for (std::size_t c = 0; c < Dv; ++c) out(i, c) = row.v[c];
   }
@@ -177,13 +180,14 @@ template <std::size_t B, class T, std::size_t Tq, std::size_t S, std::size_t Dv>
 ///   and the final division rounds once more: u (max|v_c| + that);
 /// - a term below the smallest normal F rounds absolutely, by at most half the smallest
 ///   subnormal per operation: S K of them at most, against L >= 1, added to eta.
-[[nodiscard]] constexpr double online_softmax_error_units(std::size_t keys, std::size_t block, double exp_units) {
+[[nodiscard]] constexpr double online_softmax_error_units(std::size_t keys, std::size_t block,
+                                                          double exp_units) {
   const double nb = double((keys + block - 1) / block);
   return double(keys) + (exp_units + 2) * nb + exp_units + 1;
 }
 template <class F>
-[[nodiscard]] constexpr double online_softmax_error(std::size_t keys, std::size_t block, double range, double max_abs_v,
-                                                    double exp_units = 2) {
+[[nodiscard]] constexpr double online_softmax_error(std::size_t keys, std::size_t block, double range,
+                                                    double max_abs_v, double exp_units = 2) {
   const double u = std::numeric_limits<F>::epsilon() / 2.0;
   const double K = online_softmax_error_units(keys, block, exp_units);
   const double gamma = K * u / (1 - K * u);
@@ -207,7 +211,8 @@ template <class F>
   const double u = std::numeric_limits<F>::epsilon() / 2.0;
   auto gamma = [u](double k) { return k * u / (1 - k * u); };
   const double rho = range * u / (1 - range * u);
-  const double tiny = double(keys) * (double(keys) + exp_units + 1) * double(std::numeric_limits<F>::denorm_min());
+  const double tiny =
+      double(keys) * (double(keys) + exp_units + 1) * double(std::numeric_limits<F>::denorm_min());
   const double a = (1 + gamma(double(keys) + exp_units + 1)) * (1 + rho) - 1 + tiny;
   const double b = (1 + gamma(double(keys) + exp_units - 1)) * (1 + rho) - 1 + tiny;
   return (a + b) / (1 - b) * max_abs_v;

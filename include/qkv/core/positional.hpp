@@ -35,7 +35,8 @@ namespace qkv {
 
 namespace detail {
 // PE(pos, j) with fdlibm's sin and cos (within 1 ulp of double): what a float encoding rounds
-[[nodiscard]] constexpr double positional_encoding_value_faithful(std::size_t pos, std::size_t j, std::size_t d) {
+[[nodiscard]] constexpr double positional_encoding_value_faithful(std::size_t pos, std::size_t j,
+                                                                  std::size_t d) {
   const double angle = double(pos) * positional_frequency(j / 2, d);
   return j % 2 == 0 ? detail::sin_check(angle) : detail::cos_check(angle);
 }
@@ -48,14 +49,16 @@ template <class T, std::size_t N, std::size_t D>
   matrix<T, N, D> pe;
   for (std::size_t p = 0; p < N; ++p)
     for (std::size_t j = 0; j < D; ++j)
-      pe.v[p * D + j] = static_cast<T>(std::is_same_v<T, float> ? detail::positional_encoding_value_faithful(first + p, j, D)
-                                                                : positional_encoding_value(first + p, j, D));
+      pe.v[p * D + j] = static_cast<T>(std::is_same_v<T, float>
+                                           ? detail::positional_encoding_value_faithful(first + p, j, D)
+                                           : positional_encoding_value(first + p, j, D));
   return pe;
 }
 
 /// @brief x + PE: the encoder's input, each token's embedding plus its position's encoding. (T, d) -> (T, d)
 template <class T, std::size_t N, std::size_t D>
-[[nodiscard]] constexpr matrix<T, N, D> add_positional_encoding(const matrix<T, N, D>& x, std::size_t first = 0) {
+[[nodiscard]] constexpr matrix<T, N, D> add_positional_encoding(const matrix<T, N, D>& x,
+                                                                std::size_t first = 0) {
   return x + sinusoidal_positional_encoding<T, N, D>(first);
 }
 

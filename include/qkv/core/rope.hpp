@@ -83,8 +83,8 @@ struct rope_options {
 template <class T, std::size_t N, std::size_t D>
   requires rope_width_is_even<D>
 [[nodiscard]] constexpr matrix<T, N, D> rope(const matrix<T, N, D>& x, rope_layout layout,
-                                            std::size_t first_position = 0, double base = 10000.0,
-                                            std::size_t rotary_dim = 0) {
+                                             std::size_t first_position = 0, double base = 10000.0,
+                                             std::size_t rotary_dim = 0) {
   const std::size_t r = rotary_dim == 0 ? D : rotary_dim;
   if (r % 2 != 0 || r > D)
     throw std::invalid_argument("qkv::rope: rotary_dim must be even and at most the row's width D");
@@ -106,7 +106,7 @@ template <class T, std::size_t N, std::size_t D>
 template <class T, std::size_t N, std::size_t D>
   requires rope_width_is_even<D>
 [[nodiscard]] constexpr matrix<T, N, D> rope(const matrix<T, N, D>& x, const rope_options& o,
-                                            std::size_t first_position = 0) {
+                                             std::size_t first_position = 0) {
   return rope(x, o.layout, first_position, o.base, o.rotary_dim);
 }
 

@@ -18,15 +18,16 @@ namespace qkv {
 /// @brief a sequence cut or padded to L tokens
 template <class Id, std::size_t L>
 struct fixed_length_sequence {
-  matrix<Id, 1, L> ids;       // the first min(n, L) ids, then pad ids
-  matrix<bool, 1, L> padding; // true where a pad id was added
-  std::size_t length = 0;     // how many real tokens: min(n, L)
-  std::size_t truncated = 0;  // how many tokens were cut off the end: max(0, n - L)
+  matrix<Id, 1, L> ids;        // the first min(n, L) ids, then pad ids
+  matrix<bool, 1, L> padding;  // true where a pad id was added
+  std::size_t length = 0;      // how many real tokens: min(n, L)
+  std::size_t truncated = 0;   // how many tokens were cut off the end: max(0, n - L)
 };
 
 /// @brief the first L ids of a sequence of N, padded with pad_id when N < L
 template <std::size_t L, class Id, std::size_t N>
-[[nodiscard]] constexpr fixed_length_sequence<Id, L> fit_to_length(const matrix<Id, 1, N>& ids, const Id& pad_id) {
+[[nodiscard]] constexpr fixed_length_sequence<Id, L> fit_to_length(const matrix<Id, 1, N>& ids,
+                                                                   const Id& pad_id) {
   fixed_length_sequence<Id, L> s;
   s.length = N < L ? N : L;
   s.truncated = N > L ? N - L : 0;

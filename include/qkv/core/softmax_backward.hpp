@@ -45,8 +45,8 @@ template <class T, std::size_t R, std::size_t C, std::size_t BR, std::size_t BC>
 template <class T, std::size_t R, std::size_t C, std::size_t DR, std::size_t DC>
   requires same_shapes<R, C, DR, DC>
 [[nodiscard]] constexpr matrix<T, R, C> softmax_backward(const matrix<T, R, C>& weights,
-                                                        const matrix<T, DR, DC>& d_weights,
-                                                        const matrix<T, R, 1>& d_row) {
+                                                         const matrix<T, DR, DC>& d_weights,
+                                                         const matrix<T, R, 1>& d_row) {
   matrix<T, R, C> out;
   for (std::size_t i = 0; i < R; ++i)
     for (std::size_t j = 0; j < C; ++j) {
@@ -62,7 +62,7 @@ template <class T, std::size_t R, std::size_t C, std::size_t DR, std::size_t DC>
 template <class T, std::size_t R, std::size_t C, std::size_t DR, std::size_t DC>
   requires same_shapes<R, C, DR, DC>
 [[nodiscard]] constexpr matrix<T, R, C> softmax_backward(const matrix<T, R, C>& weights,
-                                                        const matrix<T, DR, DC>& d_weights) {
+                                                         const matrix<T, DR, DC>& d_weights) {
   matrix<T, R, 1> d_row;
   for (std::size_t i = 0; i < R; ++i) {
     T s = T(0);

@@ -90,7 +90,7 @@ class dictionary {
   /// the number the tutorial's dict comprehension gives the word: its last position in the sorted
   /// list of all the sentence's words, repeats included (equal to id() when no word repeats)
   [[nodiscard]] constexpr std::size_t tutorial_id(std::string_view w) const {
-    (void)id(w);  // throws for an unknown word
+    (void)id(w);                // throws for an unknown word
     std::size_t not_after = 0;  // words of the sentence that sort before w or equal it
     for (std::size_t t = 0; t < token_count_; ++t)
       if (!(w < view(tokens_[t]))) ++not_after;

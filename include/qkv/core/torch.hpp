@@ -157,7 +157,7 @@ template <dtype T>
 // (measured when the generator was written: 0 differences over 1 000 003 randn values).
 
 inline constexpr float cephes_sqrthf = 0.707106781186547524f;
-inline constexpr float cephes_log_p[9] = {7.0376836292E-2f, -1.1514610310E-1f, 1.1676998740E-1f,
+inline constexpr float cephes_log_p[9] = {7.0376836292E-2f,  -1.1514610310E-1f, 1.1676998740E-1f,
                                           -1.2420140846E-1f, +1.4249322787E-1f, -1.6668057665E-1f,
                                           +2.0000714765E-1f, -2.4999993993E-1f, +3.3333331174E-1f};
 inline constexpr float cephes_log_q1 = -2.12194440e-4f;
@@ -296,7 +296,8 @@ constexpr void normal_block(double* d, double mean, double std) {
 // operation, so the same bits, about 5x faster. Compile-time evaluation never comes here.
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(__FMA__)
 #define QKV_TORCH_FMA_DISPATCH 1
-[[gnu::target("fma"), gnu::flatten]] inline void normal_blocks_with_fma(float* d, std::size_t n, float mean, float std) {
+[[gnu::target("fma"), gnu::flatten]] inline void normal_blocks_with_fma(float* d, std::size_t n, float mean,
+                                                                        float std) {
   for (std::size_t i = 0; i + 16 <= n; i += 16) normal_block(d + i, mean, std);
 }
 [[nodiscard]] inline bool cpu_has_fma() {
@@ -315,8 +316,7 @@ constexpr void normal_block(double* d, double mean, double std) {
 }
 
 /// nn.init.xavier_uniform_'s bound: sqrt(3) * gain * sqrt(2 / (fan_in + fan_out))
-[[nodiscard]] constexpr double xavier_uniform_bound(std::size_t fan_in, std::size_t fan_out,
-                                                    double gain) {
+[[nodiscard]] constexpr double xavier_uniform_bound(std::size_t fan_in, std::size_t fan_out, double gain) {
   const double std = gain * exact_sqrt(2.0 / static_cast<double>(fan_in + fan_out));
   return exact_sqrt(3.0) * std;
 }
@@ -449,13 +449,19 @@ class generator {
 
   /// torch.rand(N)
   template <dtype T, std::size_t N>
-  [[nodiscard]] constexpr matrix<T, 1, N> rand() { return uniform<T, N>(0.0, 1.0); }
+  [[nodiscard]] constexpr matrix<T, 1, N> rand() {
+    return uniform<T, N>(0.0, 1.0);
+  }
   /// torch.rand(R, C)
   template <dtype T, std::size_t R, std::size_t C>
-  [[nodiscard]] constexpr matrix<T, R, C> rand() { return uniform<T, R, C>(0.0, 1.0); }
+  [[nodiscard]] constexpr matrix<T, R, C> rand() {
+    return uniform<T, R, C>(0.0, 1.0);
+  }
   /// torch.rand(N, R, C)
   template <dtype T, std::size_t N, std::size_t R, std::size_t C>
-  [[nodiscard]] constexpr stack<T, N, R, C> rand() { return uniform<T, N, R, C>(0.0, 1.0); }
+  [[nodiscard]] constexpr stack<T, N, R, C> rand() {
+    return uniform<T, N, R, C>(0.0, 1.0);
+  }
 
   /// torch.empty(N).uniform_(from, to)
   template <dtype T, std::size_t N>
@@ -479,13 +485,19 @@ class generator {
 
   /// torch.randn(N)
   template <dtype T, std::size_t N>
-  [[nodiscard]] constexpr matrix<T, 1, N> randn() { return normal<T, N>(0.0, 1.0); }
+  [[nodiscard]] constexpr matrix<T, 1, N> randn() {
+    return normal<T, N>(0.0, 1.0);
+  }
   /// torch.randn(R, C)
   template <dtype T, std::size_t R, std::size_t C>
-  [[nodiscard]] constexpr matrix<T, R, C> randn() { return normal<T, R, C>(0.0, 1.0); }
+  [[nodiscard]] constexpr matrix<T, R, C> randn() {
+    return normal<T, R, C>(0.0, 1.0);
+  }
   /// torch.randn(N, R, C): one tensor of N R C elements (the blocks run over all of it)
   template <dtype T, std::size_t N, std::size_t R, std::size_t C>
-  [[nodiscard]] constexpr stack<T, N, R, C> randn() { return normal<T, N, R, C>(0.0, 1.0); }
+  [[nodiscard]] constexpr stack<T, N, R, C> randn() {
+    return normal<T, N, R, C>(0.0, 1.0);
+  }
 
   /// torch.empty(N).normal_(mean, std)
   template <dtype T, std::size_t N>
@@ -520,8 +532,7 @@ class generator {
 
   /// nn.init.xavier_uniform_(w, gain) for a (fan_out, fan_in) weight
   template <dtype T>
-  constexpr void xavier_uniform_(std::span<T> w, std::size_t fan_in, std::size_t fan_out,
-                                 double gain = 1.0) {
+  constexpr void xavier_uniform_(std::span<T> w, std::size_t fan_in, std::size_t fan_out, double gain = 1.0) {
     const double bound = detail::xavier_uniform_bound(fan_in, fan_out, gain);
     uniform_(w, -bound, bound);
   }
@@ -586,8 +597,7 @@ class generator {
   }
 
   /// the row an nn.Embedding padding_idx names (negative counts from the end); throws if invalid
-  [[nodiscard]] static constexpr std::size_t padding_row(std::ptrdiff_t padding_idx,
-                                                         std::size_t num) {
+  [[nodiscard]] static constexpr std::size_t padding_row(std::ptrdiff_t padding_idx, std::size_t num) {
     const auto n = static_cast<std::ptrdiff_t>(num);
     if (padding_idx >= n || padding_idx < -n)
       throw std::out_of_range("padding_idx must be within num_embeddings");

@@ -40,21 +40,20 @@ namespace qkv::exact {
 /// a signed integer type that rational<Int> can be built on: std::numeric_limits describes it,
 /// and it has the integer operators (long long, boost::multiprecision::int128_t, int256_t)
 template <class Int>
-concept exact_integer =
-    std::numeric_limits<Int>::is_specialized && std::numeric_limits<Int>::is_integer &&
-    std::numeric_limits<Int>::is_signed && std::numeric_limits<Int>::is_bounded &&
-    requires(Int a, Int b, int shift) {
-      { a + b } -> std::convertible_to<Int>;
-      { a - b } -> std::convertible_to<Int>;
-      { a * b } -> std::convertible_to<Int>;
-      { a / b } -> std::convertible_to<Int>;
-      { a % b } -> std::convertible_to<Int>;
-      { -a } -> std::convertible_to<Int>;
-      { a >> shift } -> std::convertible_to<Int>;
-      { a << shift } -> std::convertible_to<Int>;
-      { a < b } -> std::convertible_to<bool>;
-      { a == b } -> std::convertible_to<bool>;
-    };
+concept exact_integer = std::numeric_limits<Int>::is_specialized && std::numeric_limits<Int>::is_integer &&
+                        std::numeric_limits<Int>::is_signed && std::numeric_limits<Int>::is_bounded &&
+                        requires(Int a, Int b, int shift) {
+                          { a + b } -> std::convertible_to<Int>;
+                          { a - b } -> std::convertible_to<Int>;
+                          { a* b } -> std::convertible_to<Int>;
+                          { a / b } -> std::convertible_to<Int>;
+                          { a % b } -> std::convertible_to<Int>;
+                          { -a } -> std::convertible_to<Int>;
+                          { a >> shift } -> std::convertible_to<Int>;
+                          { a << shift } -> std::convertible_to<Int>;
+                          { a < b } -> std::convertible_to<bool>;
+                          { a == b } -> std::convertible_to<bool>;
+                        };
 
 namespace detail {
 
@@ -77,8 +76,7 @@ namespace detail {
   throw std::domain_error("qkv::exact::rational: zero denominator");
 }
 [[noreturn]] inline void rational_malformed_decimal_literal() {
-  throw std::invalid_argument(
-      "qkv::exact::rational::decimal: expected [+-]digits[.digits][e[+-]digits]");
+  throw std::invalid_argument("qkv::exact::rational::decimal: expected [+-]digits[.digits][e[+-]digits]");
 }
 [[noreturn]] inline void rational_from_a_nan_or_infinity() {
   throw std::domain_error("qkv::exact::rational: NaN and infinity have no exact value");
@@ -179,7 +177,8 @@ template <class Int, std::integral I>
 [[nodiscard]] constexpr Int to_int(I n) {
   if constexpr (std::is_integral_v<Int>) {
     // also refuse Int's minimum (outside the symmetric range)
-    if (!std::in_range<Int>(n) || (std::is_signed_v<I> && static_cast<Int>(n) == std::numeric_limits<Int>::min()))
+    if (!std::in_range<Int>(n) ||
+        (std::is_signed_v<I> && static_cast<Int>(n) == std::numeric_limits<Int>::min()))
       rational_value_does_not_fit_the_integer_type();
     return static_cast<Int>(n);
   } else {
@@ -210,7 +209,7 @@ class rational {
   /// the same matrix of doubles.
   template <std::integral I>
   constexpr rational(I n) : num_(detail::to_int<Int>(n)) {}  // NOLINT: implicit on purpose
-  constexpr rational(const Int& n)  // NOLINT: implicit on purpose
+  constexpr rational(const Int& n)                           // NOLINT: implicit on purpose
     requires(!std::is_integral_v<Int>)
       : num_(n) {
     if (num_ < Int(-detail::max_value<Int>())) detail::rational_value_does_not_fit_the_integer_type();
@@ -271,7 +270,7 @@ class rational {
     requires(std::numeric_limits<F>::is_iec559 && (sizeof(F) == 4 || sizeof(F) == 8))
   [[nodiscard]] static constexpr rational exactly(F x) {
     using bits_type = std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>;
-    constexpr int mantissa_bits = std::numeric_limits<F>::digits - 1;  // 23 or 52 stored bits
+    constexpr int mantissa_bits = std::numeric_limits<F>::digits - 1;        // 23 or 52 stored bits
     constexpr int exponent_bias = std::numeric_limits<F>::max_exponent - 1;  // 127 or 1023
     constexpr bits_type exponent_mask = (bits_type(1) << (sizeof(F) * 8 - 1 - mantissa_bits)) - 1;
     const bits_type bits = std::bit_cast<bits_type>(x);
@@ -336,8 +335,7 @@ class rational {
     rational r;
     const Int g = detail::gcd(x.den_, y.den_);
     if (g == Int(1)) {
-      r.num_ = detail::checked_add(detail::checked_mul(x.num_, y.den_),
-                                   detail::checked_mul(y.num_, x.den_));
+      r.num_ = detail::checked_add(detail::checked_mul(x.num_, y.den_), detail::checked_mul(y.num_, x.den_));
       r.den_ = detail::checked_mul(x.den_, y.den_);
       return r;  // already in lowest terms when the denominators are coprime
     }
@@ -349,9 +347,7 @@ class rational {
     r.den_ = detail::checked_mul(Int(x.den_ / g), Int(y.den_ / g2));
     return r;
   }
-  [[nodiscard]] friend constexpr rational operator-(const rational& x, const rational& y) {
-    return x + (-y);
-  }
+  [[nodiscard]] friend constexpr rational operator-(const rational& x, const rational& y) { return x + (-y); }
 
   /// a/b * c/d = (a/g1 * c/g2) / (b/g2 * d/g1) with g1 = gcd(a, d), g2 = gcd(c, b): cancelling
   /// first keeps the products as small as the result
@@ -402,9 +398,7 @@ class rational {
   }
 
   /// -1, 0 or 1
-  [[nodiscard]] constexpr int sign() const {
-    return num_ < Int(0) ? -1 : (num_ == Int(0) ? 0 : 1);
-  }
+  [[nodiscard]] constexpr int sign() const { return num_ < Int(0) ? -1 : (num_ == Int(0) ? 0 : 1); }
 
   // --- conversion to floating point -------------------------------------------------------
 
@@ -426,7 +420,10 @@ class rational {
   /// a stream of anything that prints Int (std::ostream with a Boost integer or long long):
   /// "39/5", "-3/2", "7" for an integer. A template, so this header needs no <ostream>.
   template <class Ostream>
-    requires requires(Ostream& os, const Int& n) { os << n; os << '/'; }
+    requires requires(Ostream& os, const Int& n) {
+      os << n;
+      os << '/';
+    }
   friend Ostream& operator<<(Ostream& os, const rational& x) {
     os << x.num_;
     if (x.den_ != Int(1)) os << '/' << x.den_;
@@ -464,7 +461,7 @@ class rational {
   // `forward` flips each time the fractions are turned upside down. The arguments are
   // (den, num) pairs: compares num1/den1 with num2/den2.
   [[nodiscard]] static constexpr std::strong_ordering compare_positive(Int b, Int a, Int d, Int c,
-                                                                      bool forward) {
+                                                                       bool forward) {
     for (;;) {
       if (b == d) {
         const auto o = a == c ? std::strong_ordering::equal
@@ -526,14 +523,14 @@ class rational {
       sticky = r != Int(0);
     }
     // now m in [2^63, 2^64): the leading bit has exponent lead = e + 63
-    constexpr int precision = std::numeric_limits<F>::digits;           // 24 or 53
+    constexpr int precision = std::numeric_limits<F>::digits;             // 24 or 53
     constexpr int min_normal = std::numeric_limits<F>::min_exponent - 1;  // -126 or -1022
     constexpr int max_exp = std::numeric_limits<F>::max_exponent - 1;     // 127 or 1023
     const int lead = e + 63;
     if (lead > max_exp) return std::numeric_limits<F>::infinity();
     // bits kept: fewer below the normal range (gradual underflow), so one rounding only
     const int keep = lead >= min_normal ? precision : precision - (min_normal - lead);
-    if (keep < 0) return F(0);  // below half the smallest subnormal
+    if (keep < 0) return F(0);   // below half the smallest subnormal
     const int drop = 64 - keep;  // 11..64 bits dropped
     u64 kept = drop >= 64 ? 0 : m >> drop;
     const u64 rest = drop >= 64 ? m : m & ((u64(1) << drop) - 1);

@@ -136,8 +136,8 @@ inline void append(bert_encoding& out, const wordpiece_encoding& e, std::int64_t
   }
 }
 
-inline void append_added(bert_encoding& out, const wordpiece_vocab& v, std::string_view token, std::int64_t type,
-                         std::int64_t attention) {
+inline void append_added(bert_encoding& out, const wordpiece_vocab& v, std::string_view token,
+                         std::int64_t type, std::int64_t attention) {
   out.tokens.emplace_back(token);
   out.ids.push_back(v.id(token));
   out.token_type_ids.push_back(type);
@@ -173,8 +173,9 @@ inline void pad(bert_encoding& e, std::size_t length, const wordpiece_vocab& voc
                                 std::to_string(added) + " special tokens of a " + (pair ? "pair" : "text"));
   }
   if (opt.padding == padding_strategy::max_length && max_length > padding_limit) {
-    throw std::invalid_argument("max_length " + std::to_string(max_length) + " is above the padding limit of " +
-                                std::to_string(padding_limit) + " tokens");
+    throw std::invalid_argument("max_length " + std::to_string(max_length) +
+                                " is above the padding limit of " + std::to_string(padding_limit) +
+                                " tokens");
   }
   // with truncation on, the library stops tokenizing a sequence after the word at which it has
   // max_length tokens (before truncating to max_length minus the special tokens); not the first
@@ -215,7 +216,8 @@ struct text_pair {
   out.reserve(items.size());
   std::size_t longest = 0;
   for (const auto& it : items) {
-    out.push_back(encode(tok, it.text, it.pair ? std::optional<std::string_view>(*it.pair) : std::nullopt, opt));
+    out.push_back(
+        encode(tok, it.text, it.pair ? std::optional<std::string_view>(*it.pair) : std::nullopt, opt));
     longest = std::max(longest, out.back().size());
   }
   if (opt.padding == padding_strategy::longest)

@@ -73,7 +73,7 @@ namespace file_detail {
 
 /// a temporary file written next to the target, not yet renamed
 struct pending {
-  std::string shown;           // the path as the user gave it, for messages
+  std::string shown;  // the path as the user gave it, for messages
   std::filesystem::path target;
   std::filesystem::path temp;  // empty: written in place (not a regular file)
 };

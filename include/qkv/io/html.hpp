@@ -50,9 +50,9 @@ class html_page {
   /// a (rows, cols) matrix, row-major, as a table captioned with its name and shape; optional
   /// labels for the rows and the columns (their sizes must match); numbers with `digits`
   /// significant digits. Throws std::invalid_argument naming the matrix on a size mismatch.
-  html_page& matrix(std::string_view name, std::size_t rows, std::size_t cols, const std::vector<double>& values,
-                    const std::vector<std::string>& row_labels = {}, const std::vector<std::string>& col_labels = {},
-                    int digits = 6) {
+  html_page& matrix(std::string_view name, std::size_t rows, std::size_t cols,
+                    const std::vector<double>& values, const std::vector<std::string>& row_labels = {},
+                    const std::vector<std::string>& col_labels = {}, int digits = 6) {
     const std::string shape = "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")";
     if (values.size() != rows * cols)
       throw std::invalid_argument("html_page::matrix '" + std::string(name) + "' is " + shape + " but has " +
@@ -63,7 +63,8 @@ class html_page {
     if (!col_labels.empty() && col_labels.size() != cols)
       throw std::invalid_argument("html_page::matrix '" + std::string(name) + "' is " + shape + " but has " +
                                   std::to_string(col_labels.size()) + " column labels");
-    body_ += "<div class=\"matrix\"><table>\n<caption><code>" + xml_escape(name) + "</code> " + shape + "</caption>\n";
+    body_ += "<div class=\"matrix\"><table>\n<caption><code>" + xml_escape(name) + "</code> " + shape +
+             "</caption>\n";
     body_ += "<tr><th></th>";
     for (std::size_t j = 0; j < cols; ++j)
       body_ += "<th>" + (col_labels.empty() ? std::to_string(j) : xml_escape(col_labels[j])) + "</th>";
@@ -79,15 +80,16 @@ class html_page {
 
   /// the same from nested rows (all of the same length)
   html_page& matrix(std::string_view name, const std::vector<std::vector<double>>& m,
-                    const std::vector<std::string>& row_labels = {}, const std::vector<std::string>& col_labels = {},
-                    int digits = 6) {
+                    const std::vector<std::string>& row_labels = {},
+                    const std::vector<std::string>& col_labels = {}, int digits = 6) {
     const std::size_t cols = m.empty() ? 0 : m[0].size();
     std::vector<double> flat;
     flat.reserve(m.size() * cols);
     for (std::size_t i = 0; i < m.size(); ++i) {
       if (m[i].size() != cols)
-        throw std::invalid_argument("html_page::matrix '" + std::string(name) + "': row " + std::to_string(i) + " has " +
-                                    std::to_string(m[i].size()) + " values, row 0 has " + std::to_string(cols));
+        throw std::invalid_argument("html_page::matrix '" + std::string(name) + "': row " +
+                                    std::to_string(i) + " has " + std::to_string(m[i].size()) +
+                                    " values, row 0 has " + std::to_string(cols));
       flat.insert(flat.end(), m[i].begin(), m[i].end());
     }
     return matrix(name, m.size(), cols, flat, row_labels, col_labels, digits);
@@ -103,9 +105,11 @@ class html_page {
 
   /// the whole page
   [[nodiscard]] std::string str() const {
-    std::string s = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
-                    "<meta charset=\"utf-8\"/>\n<title>" + xml_escape(title_) + "</title>\n<style>\n" + style() +
-                    "</style>\n</head>\n<body>\n<h1>" + xml_escape(title_) + "</h1>\n";
+    std::string s =
+        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
+        "<meta charset=\"utf-8\"/>\n<title>" +
+        xml_escape(title_) + "</title>\n<style>\n" + style() + "</style>\n</head>\n<body>\n<h1>" +
+        xml_escape(title_) + "</h1>\n";
     s += body_;
     s += "<p class=\"footer\">Written by qkv.</p>\n</body>\n</html>\n";
     return s;

@@ -53,10 +53,14 @@ struct json_error : std::runtime_error {
 /// the dtype name of a number type: "float32", "float64"
 template <class T>
 [[nodiscard]] constexpr const char* dtype_name() {
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  else if constexpr (std::is_same_v<T, double>) return "float64";
-  else if constexpr (std::is_same_v<T, unsigned char> || std::is_same_v<T, bool>) return "bool";
-  else return "unknown";
+  if constexpr (std::is_same_v<T, float>)
+    return "float32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float64";
+  else if constexpr (std::is_same_v<T, unsigned char> || std::is_same_v<T, bool>)
+    return "bool";
+  else
+    return "unknown";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -108,8 +112,8 @@ void write_tensor(std::string& out, const runtime::dynamic_matrix<T>& m) {
 
 /// a stack of n same-shaped matrices as an (n, rows, cols) tensor; rows, cols are used when n = 0
 template <class T>
-void write_tensor(std::string& out, const std::vector<runtime::dynamic_matrix<T>>& s,
-                  std::size_t rows = 0, std::size_t cols = 0) {
+void write_tensor(std::string& out, const std::vector<runtime::dynamic_matrix<T>>& s, std::size_t rows = 0,
+                  std::size_t cols = 0) {
   if (!s.empty()) {
     rows = s[0].rows();
     cols = s[0].cols();
@@ -170,7 +174,8 @@ class json_document {
     const bool std_in = path == "-";
     const std::string name = std_in ? std::string("standard input") : path;
     std::error_code ec;
-    if (!std_in && std::filesystem::is_directory(path, ec)) throw json_error(path + ": is a directory, not a JSON file");
+    if (!std_in && std::filesystem::is_directory(path, ec))
+      throw json_error(path + ": is a directory, not a JSON file");
     std::ifstream file;
     if (!std_in) {
       file.open(path, std::ios::binary);
@@ -182,9 +187,10 @@ class json_document {
     while (in.read(buf, sizeof buf) || in.gcount() > 0) {
       const auto n = static_cast<std::uint64_t>(in.gcount());
       if (text.size() + n > max_bytes)
-        throw limit_error(name + ": the " + (std_in ? "input" : "file") + " is more than " + std::to_string(max_bytes) +
-                          " bytes, the limit" +
-                          (option.empty() ? std::string() : " (raise it with " + std::string(option) + " N)"));
+        throw limit_error(
+            name + ": the " + (std_in ? "input" : "file") + " is more than " + std::to_string(max_bytes) +
+            " bytes, the limit" +
+            (option.empty() ? std::string() : " (raise it with " + std::string(option) + " N)"));
       text.append(buf, static_cast<std::size_t>(n));
     }
     if (in.bad()) throw json_error(name + ": cannot read the " + (std_in ? "input" : "file"));
@@ -210,7 +216,8 @@ class json_document {
     auto path_of = [&open](const std::string& last) {
       std::string p;
       for (std::size_t k = 0; k + 1 < open.size(); ++k)
-        p += open[k].object ? (p.empty() ? "" : ".") + open[k].key : "[" + std::to_string(open[k].index) + "]";
+        p +=
+            open[k].object ? (p.empty() ? "" : ".") + open[k].key : "[" + std::to_string(open[k].index) + "]";
       return p + (p.empty() ? "" : ".") + last;
     };
     auto element_done = [&open] {
@@ -220,9 +227,7 @@ class json_document {
     const nlohmann::json::parser_callback_t check = [&](int, event e, nlohmann::json& parsed) {
       switch (e) {
         case event::object_start:
-        case event::array_start:
-          open.push_back(frame{e == event::object_start, {}, {}, 0});
-          break;
+        case event::array_start: open.push_back(frame{e == event::object_start, {}, {}, 0}); break;
         case event::key: {
           auto k = parsed.get<std::string>();
           if (!open.back().keys.insert(k).second) throw duplicate{path_of(k)};
@@ -234,16 +239,15 @@ class json_document {
           open.pop_back();
           element_done();
           break;
-        case event::value:
-          element_done();
-          break;
+        case event::value: element_done(); break;
       }
       return true;
     };
     try {
       d.json_ = nlohmann::json::parse(text, check);
     } catch (const duplicate& e) {
-      throw d.error(e.field, "the key appears twice in one object (each key once: which one would be meant?)");
+      throw d.error(e.field,
+                    "the key appears twice in one object (each key once: which one would be meant?)");
     } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400
       throw json_error(name + ": not valid JSON: " + e.what());
     }
@@ -317,11 +321,12 @@ inline void infer_shape(const json_document& doc, const std::string& field, cons
 /// flatten data to values, checking it against shape at every level
 template <class T>
 void flatten(const json_document& doc, const std::string& field, const nlohmann::json& j,
-             const std::vector<std::size_t>& shape, std::size_t depth, std::string at,
-             std::vector<T>& out, null_means nulls) {
+             const std::vector<std::size_t>& shape, std::size_t depth, std::string at, std::vector<T>& out,
+             null_means nulls) {
   if (depth == shape.size()) {
     if constexpr (std::is_same_v<T, unsigned char>) {
-      if (j.is_boolean()) out.push_back(j.get<bool>() ? 1 : 0);
+      if (j.is_boolean())
+        out.push_back(j.get<bool>() ? 1 : 0);
       else if (j.is_number_integer() && (j.get<long long>() == 0 || j.get<long long>() == 1))
         out.push_back(static_cast<unsigned char>(j.get<long long>()));
       else
@@ -332,7 +337,8 @@ void flatten(const json_document& doc, const std::string& field, const nlohmann:
         const double v = j.get<double>();
         if (!fits<T>(v))
           throw doc.error(field, "element " + at + " = " + j.dump() + " does not fit in " + dtype_name<T>() +
-                                     " (its largest finite value is " + shortest(std::numeric_limits<T>::max()) +
+                                     " (its largest finite value is " +
+                                     shortest(std::numeric_limits<T>::max()) +
                                      "; write \"Infinity\" or \"-Infinity\" for an infinity)");
         out.push_back(static_cast<T>(v));
       } else if (j.is_string() && j == "NaN") {
@@ -344,18 +350,20 @@ void flatten(const json_document& doc, const std::string& field, const nlohmann:
       } else if (j.is_null() && nulls == null_means::minus_infinity) {
         out.push_back(-inf);
       } else if (j.is_null()) {
-        throw doc.error(field, "element " + at + " is null, which this field does not take (null means -inf only in a "
+        throw doc.error(field, "element " + at +
+                                   " is null, which this field does not take (null means -inf only in a "
                                    "mask; write \"-Infinity\", \"Infinity\" or \"NaN\" for those values)");
       } else {
-        throw doc.error(field, "element " + at + " must be a number or \"NaN\", \"Infinity\", \"-Infinity\", got " +
+        throw doc.error(field, "element " + at +
+                                   " must be a number or \"NaN\", \"Infinity\", \"-Infinity\", got " +
                                    (j.is_string() ? j.dump() : kind_of(j)));
       }
     }
     return;
   }
   if (!j.is_array() || j.size() != shape[depth])
-    throw doc.error(field, "data" + at + " must be an array of " + std::to_string(shape[depth]) +
-                               " (shape " + shape_text(shape) + "), got " + kind_of(j));
+    throw doc.error(field, "data" + at + " must be an array of " + std::to_string(shape[depth]) + " (shape " +
+                               shape_text(shape) + "), got " + kind_of(j));
   for (std::size_t k = 0; k < j.size(); ++k)
     flatten(doc, field, j[k], shape, depth + 1, at + "[" + std::to_string(k) + "]", out, nulls);
 }
@@ -372,8 +380,8 @@ struct tensor {
 /// @brief read j (field `field` of doc) as a tensor of T: a {"dtype","shape","data"} object or a
 /// bare nested array. Checks every level of data against shape.
 template <class T>
-[[nodiscard]] tensor<T> read_tensor(const json_document& doc, const std::string& field, const nlohmann::json& j,
-                                    null_means nulls = null_means::error) {
+[[nodiscard]] tensor<T> read_tensor(const json_document& doc, const std::string& field,
+                                    const nlohmann::json& j, null_means nulls = null_means::error) {
   tensor<T> t;
   const nlohmann::json* data = &j;
   if (j.is_object()) {
@@ -384,10 +392,12 @@ template <class T>
       if (!dt.is_string()) throw doc.error(field, "dtype must be a string, got " + detail::kind_of(dt));
       const std::string d = dt.get<std::string>();
       const bool want_bool = std::is_same_v<T, unsigned char>;
-      const bool ok = want_bool ? (d == "bool" || d == "int64") : (d == "float32" || d == "float64" || d == "int64");
+      const bool ok =
+          want_bool ? (d == "bool" || d == "int64") : (d == "float32" || d == "float64" || d == "int64");
       if (!ok)
-        throw doc.error(field, std::string("dtype must be ") + (want_bool ? "\"bool\"" : "\"float32\" or \"float64\"") +
-                                   ", got \"" + d + "\"");
+        throw doc.error(field, std::string("dtype must be ") +
+                                   (want_bool ? "\"bool\"" : "\"float32\" or \"float64\"") + ", got \"" + d +
+                                   "\"");
     }
     const auto& s = j.at("shape");
     if (!s.is_array()) throw doc.error(field, "shape must be an array of sizes, got " + detail::kind_of(s));
@@ -395,7 +405,8 @@ template <class T>
       throw doc.error(field, "shape has " + std::to_string(s.size()) + " dimensions, at most " +
                                  std::to_string(detail::max_rank) + " are supported");
     for (const auto& e : s) {
-      if (!e.is_number_unsigned()) throw doc.error(field, "shape must hold non-negative integers, got " + detail::kind_of(e));
+      if (!e.is_number_unsigned())
+        throw doc.error(field, "shape must hold non-negative integers, got " + detail::kind_of(e));
       t.shape.push_back(e.get<std::size_t>());
     }
     data = &j.at("data");
@@ -418,7 +429,8 @@ template <class T>
                                                      null_means nulls = null_means::error) {
   auto t = read_tensor<T>(doc, field, j, nulls);
   if (t.shape.size() != 2)
-    throw doc.error(field, "expected a 2-d tensor (" + expected + "), got shape " + detail::shape_text(t.shape));
+    throw doc.error(field,
+                    "expected a 2-d tensor (" + expected + "), got shape " + detail::shape_text(t.shape));
   runtime::dynamic_matrix<T> m(t.shape[0], t.shape[1]);
   for (std::size_t k = 0; k < t.data.size(); ++k) m.data()[k] = t.data[k];
   return m;
@@ -431,7 +443,8 @@ template <class T>
   auto t = read_tensor<T>(doc, field, j);
   if (t.shape.size() == 2 && t.shape[0] == 1) t.shape = {t.shape[1]};  // a 1 x n row is fine
   if (t.shape.size() != 1 || t.shape[0] != n)
-    throw doc.error(field, "expected shape [" + std::to_string(n) + "], got shape " + detail::shape_text(t.shape));
+    throw doc.error(field,
+                    "expected shape [" + std::to_string(n) + "], got shape " + detail::shape_text(t.shape));
   return t.data;
 }
 

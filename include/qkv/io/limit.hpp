@@ -52,9 +52,11 @@ struct limit_error : std::runtime_error {
 inline void check_limit(std::string_view what, std::uint64_t size, std::uint64_t limit,
                         std::string_view unit = "elements", std::string_view option = "--max-elements") {
   if (size <= limit) return;
-  const std::string shown = size == std::numeric_limits<std::uint64_t>::max() ? "at least 2^64 - 1" : std::to_string(size);
-  throw limit_error(std::string(what) + " would be " + shown + " " + std::string(unit) + ", above the limit of " +
-                    std::to_string(limit) + " (raise it with " + std::string(option) + " N)");
+  const std::string shown =
+      size == std::numeric_limits<std::uint64_t>::max() ? "at least 2^64 - 1" : std::to_string(size);
+  throw limit_error(std::string(what) + " would be " + shown + " " + std::string(unit) +
+                    ", above the limit of " + std::to_string(limit) + " (raise it with " +
+                    std::string(option) + " N)");
 }
 
 }  // namespace qkv::io

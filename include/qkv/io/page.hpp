@@ -58,8 +58,9 @@ struct page_limits {
 
 /// how a matrix was computed, for its cells' explanations (the page computes them from the data)
 struct page_how {
-  std::string op;      // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
-                       // "layernorm", "transpose", "rope"
+  std::string
+      op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
+           // "layernorm", "transpose", "rope"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -74,7 +75,8 @@ struct page_how {
   static page_how dot(std::string a, std::string b, std::size_t n, std::size_t ac = 0, std::size_t bc = 0,
                       std::string bias = {}) {
     page_how h;
-    h.op = "dot", h.a = std::move(a), h.b = std::move(b), h.n = n, h.ac = ac, h.bc = bc, h.bias = std::move(bias);
+    h.op = "dot", h.a = std::move(a), h.b = std::move(b), h.n = n, h.ac = ac, h.bc = bc,
+    h.bias = std::move(bias);
     return h;
   }
   /// C(i, j) = sum_m A(i, ac + m) B(br + m, bc + j): weights @ values, a projection x W (in_out)
@@ -99,8 +101,8 @@ struct page_how {
   /// c + r/2, "interleaved" 2c and 2c + 1): C = A(i, a) cos - A(i, b) sin for the first of a pair,
   /// A(i, b) cos + A(i, a) sin for the second, with cos = Cos(i, pair), sin = Sin(i, pair);
   /// columns past rotary_dim are A's
-  static page_how rope(std::string a, std::string cos, std::string sin, std::size_t head_dim, std::size_t rotary_dim,
-                       std::string layout) {
+  static page_how rope(std::string a, std::string cos, std::string sin, std::size_t head_dim,
+                       std::size_t rotary_dim, std::string layout) {
     page_how h;
     h.op = "rope", h.a = std::move(a), h.b = std::move(cos), h.bias = std::move(sin), h.n = head_dim;
     h.ac = rotary_dim, h.note = std::move(layout);
@@ -108,7 +110,8 @@ struct page_how {
   }
   /// C(i, 0) = sum_m A(i, ac + m) B(i, bc + m): a row of A dotted with the same row of B
   /// (the softmax backward's D = rowsum(dO ∘ O)), a column of T
-  static page_how row_dot(std::string a, std::string b, std::size_t n, std::size_t ac = 0, std::size_t bc = 0) {
+  static page_how row_dot(std::string a, std::string b, std::size_t n, std::size_t ac = 0,
+                          std::size_t bc = 0) {
     page_how h;
     h.op = "rowdot", h.a = std::move(a), h.b = std::move(b), h.n = n, h.ac = ac, h.bc = bc;
     return h;
@@ -116,7 +119,8 @@ struct page_how {
   /// C(i, j) = A(i, j) (B(i, j) - D(i, 0)): the softmax's backward (SoftmaxBackward0), A the
   /// weights P, B their gradient dP, `d` the column D = rowsum(dP ∘ P); where masked (`mask_note`
   /// says why), P = 0 and C exactly 0
-  static page_how softmax_backward(std::string weights, std::string d_weights, std::string d, std::string mask_note = {}) {
+  static page_how softmax_backward(std::string weights, std::string d_weights, std::string d,
+                                   std::string mask_note = {}) {
     page_how h;
     h.op = "softmax_backward", h.a = std::move(weights), h.b = std::move(d_weights), h.bias = std::move(d);
     h.mask = std::move(mask_note);
@@ -276,13 +280,13 @@ class page {
     page_how how;
     std::vector<double> expected;  // what a proof says the values are (per cell), or empty
     std::string expected_name;     // the expected matrix's name in the source
-    double tolerance = -1;         // the proof's tolerance; 0: exact (==); < 0: a bound the static_assert derives
+    double tolerance = -1;  // the proof's tolerance; 0: exact (==); < 0: a bound the static_assert derives
     std::string tolerance_text;
-    std::vector<double> truth_ulps;        // the error against the truth, in ulps of dtype, per cell, or empty
-    std::vector<std::string> truth_text;   // the truth itself, per cell (a fraction, 50 digits), or empty
-    std::string truth_name;                // what the truth is ("the exact rational w_T_2")
-    bool derived = false;                  // computed, but not by a page_how: not an exact input (page_truth.hpp)
-    bool hidden = false;           // data only (an operand not shown as a table)
+    std::vector<double> truth_ulps;       // the error against the truth, in ulps of dtype, per cell, or empty
+    std::vector<std::string> truth_text;  // the truth itself, per cell (a fraction, 50 digits), or empty
+    std::string truth_name;               // what the truth is ("the exact rational w_T_2")
+    bool derived = false;  // computed, but not by a page_how: not an exact input (page_truth.hpp)
+    bool hidden = false;   // data only (an operand not shown as a table)
   };
 
   /// a handle to the last matrix added, to set its labels, how it was computed, its proof
@@ -324,14 +328,17 @@ class page {
     /// what the example proves the values are (a matrix of the same shape, its name in the
     /// source) within `tolerance` (0: exactly), `tolerance_text` saying where the bound comes from
     template <class M>
-    matrix_ref& proven(const M& expected, std::string expected_name, double tolerance, std::string tolerance_text = {}) {
+    matrix_ref& proven(const M& expected, std::string expected_name, double tolerance,
+                       std::string tolerance_text = {}) {
       if (expected.rows() != m_->rows || expected.cols() != m_->cols)
         throw std::invalid_argument("page: the expected values of '" + m_->id + "' are (" +
                                     std::to_string(expected.rows()) + ", " + std::to_string(expected.cols()) +
-                                    "), the matrix is (" + std::to_string(m_->rows) + ", " + std::to_string(m_->cols) + ")");
+                                    "), the matrix is (" + std::to_string(m_->rows) + ", " +
+                                    std::to_string(m_->cols) + ")");
       m_->expected.clear();
       for (std::size_t i = 0; i < m_->rows; ++i)
-        for (std::size_t j = 0; j < m_->cols; ++j) m_->expected.push_back(page_detail::to_double(expected(i, j)));
+        for (std::size_t j = 0; j < m_->cols; ++j)
+          m_->expected.push_back(page_detail::to_double(expected(i, j)));
       m_->expected_name = std::move(expected_name);
       m_->tolerance = tolerance;
       m_->tolerance_text = std::move(tolerance_text);
@@ -356,8 +363,8 @@ class page {
     matrix_entry* m_;
     void check_labels(const std::vector<std::string>& l, std::size_t n, const char* what) const {
       if (l.size() != n)
-        throw std::invalid_argument("page: matrix '" + m_->id + "' has " + std::to_string(n) + " " + what + "s but " +
-                                    std::to_string(l.size()) + " " + what + " labels");
+        throw std::invalid_argument("page: matrix '" + m_->id + "' has " + std::to_string(n) + " " + what +
+                                    "s but " + std::to_string(l.size()) + " " + what + " labels");
     }
   };
 
@@ -420,7 +427,8 @@ class page {
 
   /// the source an example's steps and proofs come from (scripts/page_notes.py reads them
   /// from the example's comments and static_asserts, so that the prose has one source)
-  page& source(std::string_view file, std::vector<page_source_step> steps, std::vector<page_source_proof> proofs) {
+  page& source(std::string_view file, std::vector<page_source_step> steps,
+               std::vector<page_source_proof> proofs) {
     source_file_ = std::string(file);
     source_steps_ = std::move(steps);
     proofs_ = std::move(proofs);
@@ -441,12 +449,14 @@ class page {
         // the comment's first sentence (after the "Step N:") is the title, the rest the prose
         // (an unnumbered section's title ends at its first ". " or ": ")
         const std::string text = reflow(s.text);
-        const bool numbered = text.rfind("Step", 0) == 0 || (!text.empty() && text[0] >= '0' && text[0] <= '9');
+        const bool numbered =
+            text.rfind("Step", 0) == 0 || (!text.empty() && text[0] >= '0' && text[0] <= '9');
         const auto colon = text.find(':');
         std::size_t cut = std::string::npos;
         for (std::size_t q = numbered && colon != std::string::npos ? colon : 0; q + 1 < text.size(); ++q)
-          if ((text[q] == '.' || (!numbered && text[q] == ':')) && (text[q + 1] == ' ' || text[q + 1] == '\n') &&
-              q > 0 && text[q - 1] != '.' && (q + 2 >= text.size() || text[q + 2] != '.')) {
+          if ((text[q] == '.' || (!numbered && text[q] == ':')) &&
+              (text[q + 1] == ' ' || text[q + 1] == '\n') && q > 0 && text[q - 1] != '.' &&
+              (q + 2 >= text.size() || text[q + 2] != '.')) {
             cut = q;
             break;
           }
@@ -468,8 +478,9 @@ class page {
   /// a matrix from values, row-major (rows * cols); shown as a table in the current step
   matrix_ref matrix(std::string id, std::size_t rows, std::size_t cols, std::vector<double> values) {
     if (values.size() != rows * cols)
-      throw std::invalid_argument("page: matrix '" + id + "' is (" + std::to_string(rows) + ", " + std::to_string(cols) +
-                                  ") but has " + std::to_string(values.size()) + " values");
+      throw std::invalid_argument("page: matrix '" + id + "' is (" + std::to_string(rows) + ", " +
+                                  std::to_string(cols) + ") but has " + std::to_string(values.size()) +
+                                  " values");
     if (index_.count(id)) throw std::invalid_argument("page: matrix '" + id + "' added twice");
     matrix_entry m;
     m.id = id, m.caption = id, m.rows = rows, m.cols = cols, m.values = std::move(values);
@@ -501,28 +512,35 @@ class page {
     auto ref = matrix(std::move(id), m.rows(), m.cols(), std::move(v));
     auto& e = matrices_.back();
     e.exact = std::move(exact);
-    if constexpr (page_detail::rational_like<V>) e.dtype = "exact";
-    else if constexpr (std::is_same_v<V, double>) e.dtype = "float64";
+    if constexpr (page_detail::rational_like<V>)
+      e.dtype = "exact";
+    else if constexpr (std::is_same_v<V, double>)
+      e.dtype = "float64";
     return ref;
   }
 
   /// heatmaps of one matrix per head (all of the same shape); labels from the first matrix
-  page& heatmap(std::string title, std::vector<std::string> head_matrix_ids, std::vector<std::string> head_names = {}) {
+  page& heatmap(std::string title, std::vector<std::string> head_matrix_ids,
+                std::vector<std::string> head_names = {}) {
     if (head_matrix_ids.empty()) throw std::invalid_argument("page: heatmap '" + title + "' has no heads");
     for (const auto& id : head_matrix_ids)
-      if (!index_.count(id)) throw std::invalid_argument("page: heatmap '" + title + "' names no matrix '" + id + "'");
+      if (!index_.count(id))
+        throw std::invalid_argument("page: heatmap '" + title + "' names no matrix '" + id + "'");
     const auto& first = matrices_[index_.at(head_matrix_ids[0])];
     for (const auto& id : head_matrix_ids) {
       const auto& m = matrices_[index_.at(id)];
       if (m.rows != first.rows || m.cols != first.cols)
-        throw std::invalid_argument("page: heatmap '" + title + "': '" + id + "' is (" + std::to_string(m.rows) + ", " +
-                                    std::to_string(m.cols) + "), '" + first.id + "' is (" + std::to_string(first.rows) +
-                                    ", " + std::to_string(first.cols) + ")");
+        throw std::invalid_argument("page: heatmap '" + title + "': '" + id + "' is (" +
+                                    std::to_string(m.rows) + ", " + std::to_string(m.cols) + "), '" +
+                                    first.id + "' is (" + std::to_string(first.rows) + ", " +
+                                    std::to_string(first.cols) + ")");
     }
     if (head_names.empty())
-      for (std::size_t h = 0; h < head_matrix_ids.size(); ++h) head_names.push_back("head " + std::to_string(h));
+      for (std::size_t h = 0; h < head_matrix_ids.size(); ++h)
+        head_names.push_back("head " + std::to_string(h));
     item it;
-    it.kind = "heatmap", it.text = std::move(title), it.ids = std::move(head_matrix_ids), it.names = std::move(head_names);
+    it.kind = "heatmap", it.text = std::move(title), it.ids = std::move(head_matrix_ids),
+    it.names = std::move(head_names);
     current().items.push_back(std::move(it));
     return *this;
   }
@@ -530,7 +548,8 @@ class page {
   /// a per-cell mask for the heatmaps (true = masked: drawn hatched), rows * cols, row-major
   page& heatmap_mask(std::vector<bool> masked) {
     auto& it = current().items;
-    if (it.empty() || it.back().kind != "heatmap") throw std::invalid_argument("page: heatmap_mask without a heatmap");
+    if (it.empty() || it.back().kind != "heatmap")
+      throw std::invalid_argument("page: heatmap_mask without a heatmap");
     const auto& m = matrices_[index_.at(it.back().ids[0])];
     if (masked.size() != m.rows * m.cols)
       throw std::invalid_argument("page: heatmap_mask has " + std::to_string(masked.size()) + " flags for (" +
@@ -567,9 +586,11 @@ class page {
     std::string data = json();
     std::string s;
     s.reserve(data.size() + 40000);
-    s += "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+    s += "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
+         "charset=\"utf-8\"/>\n"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
-         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+         "'unsafe-inline'; "
          "script-src 'unsafe-inline'; img-src data: blob:\"/>\n<title>";
     s += xml_escape(title_);
     s += "</title>\n<style>\n";
@@ -578,8 +599,10 @@ class page {
     s += xml_escape(title_);
     s += "</h1></header>\n<main id=\"qkv-main\"><noscript><p>This page draws its tables and figures with "
          "JavaScript (inline, no network).</p></noscript></main>\n<div id=\"qkv-tip\" role=\"tooltip\" "
-         "hidden=\"hidden\"></div>\n<footer>Written by qkv. Every number on this page was computed by qkv; every "
-         "explanation is computed from these numbers.</footer>\n<script type=\"application/json\" id=\"qkv-data\">";
+         "hidden=\"hidden\"></div>\n<footer>Written by qkv. Every number on this page was computed by qkv; "
+         "every "
+         "explanation is computed from these numbers.</footer>\n<script type=\"application/json\" "
+         "id=\"qkv-data\">";
     s += data;
     // the script in a CDATA section behind a line comment: HTML runs it as it is, and the page
     // stays well-formed XML (an XML parser reads it, as tests/cli/attend/run_attend.py does)
@@ -641,7 +664,8 @@ class page {
   // "weighted_values" (issue 28: example 01's slices were not marked proven); "" for other ids
   static std::string_view stack_of(std::string_view id) {
     const auto open = id.find('[');
-    return open != std::string_view::npos && open > 0 && id.back() == ']' ? id.substr(0, open) : std::string_view{};
+    return open != std::string_view::npos && open > 0 && id.back() == ']' ? id.substr(0, open)
+                                                                          : std::string_view{};
   }
 
   // what a word of a static_assert must be to name the matrix `id`
@@ -674,14 +698,18 @@ class page {
       // (and never past A's last row: an operand may be shorter than the result)
       if (a >= 0)
         for (std::size_t i : m.how.op == "transpose" ? c : r)
-          if (i < matrices_[static_cast<std::size_t>(a)].rows) need_rows[static_cast<std::size_t>(a)].insert(i);
+          if (i < matrices_[static_cast<std::size_t>(a)].rows)
+            need_rows[static_cast<std::size_t>(a)].insert(i);
       if (b >= 0 && m.how.op == "dot") need_rows[static_cast<std::size_t>(b)].insert(c.begin(), c.end());
-      if (b >= 0 && (m.how.op == "scale" || m.how.op == "rope"))  // the added terms, the cos table: the same rows
+      if (b >= 0 &&
+          (m.how.op == "scale" || m.how.op == "rope"))  // the added terms, the cos table: the same rows
         for (std::size_t i : r)
-          if (i < matrices_[static_cast<std::size_t>(b)].rows) need_rows[static_cast<std::size_t>(b)].insert(i);
+          if (i < matrices_[static_cast<std::size_t>(b)].rows)
+            need_rows[static_cast<std::size_t>(b)].insert(i);
       if (const long sn = operand(m.how.bias); sn >= 0 && m.how.op == "rope")  // the sin table
         for (std::size_t i : r)
-          if (i < matrices_[static_cast<std::size_t>(sn)].rows) need_rows[static_cast<std::size_t>(sn)].insert(i);
+          if (i < matrices_[static_cast<std::size_t>(sn)].rows)
+            need_rows[static_cast<std::size_t>(sn)].insert(i);
       if (b >= 0 && m.how.op == "matmul")
         for (std::size_t j : c) need_cols[static_cast<std::size_t>(b)].insert(m.how.bc + j);
     }
@@ -703,7 +731,8 @@ class page {
     s += summary ? "true" : "false";
     s += ",\"numbers\":" + std::to_string(numbers());
     s += ",\"limits\":{\"full_numbers\":" + std::to_string(limits_.full_numbers) +
-         ",\"edge\":" + std::to_string(limits_.edge) + ",\"whole_side\":" + std::to_string(limits_.whole_side) +
+         ",\"edge\":" + std::to_string(limits_.edge) +
+         ",\"whole_side\":" + std::to_string(limits_.whole_side) +
          ",\"heatmap_side\":" + std::to_string(limits_.heatmap_side) + "}";
     s += ",\"proofs\":[";
     for (std::size_t p = 0; p < proofs_.size(); ++p) {
@@ -726,7 +755,8 @@ class page {
       s += ",\"rows\":" + std::to_string(m.rows) + ",\"cols\":" + std::to_string(m.cols) + ",\"dtype\":";
       json_string(s, m.dtype);
       if (m.hidden) s += ",\"hidden\":true";
-      auto labels = [&](const char* key, const std::vector<std::string>& l, const std::vector<std::size_t>& keep) {
+      auto labels = [&](const char* key, const std::vector<std::string>& l,
+                        const std::vector<std::size_t>& keep) {
         if (l.empty()) return;
         s += ",\"";
         s += key;
@@ -759,9 +789,7 @@ class page {
       s += ",\"shown_cols\":";
       list(sc);
       const bool full = !summary || (need_rows[k].size() == m.rows);
-      auto cell = [&](std::size_t i, std::size_t j) {
-        json_number(s, m.values[i * m.cols + j], as_float);
-      };
+      auto cell = [&](std::size_t i, std::size_t j) { json_number(s, m.values[i * m.cols + j], as_float); };
       if (full) {
         s += ",\"data\":[";
         for (std::size_t i = 0; i < m.rows; ++i)
@@ -954,7 +982,8 @@ class page {
           double sum = 0;
           std::size_t n = 0;
           for (std::size_t i = bi * fr; i < std::min(R, (bi + 1) * fr); ++i)
-            for (std::size_t j = bj * fc; j < std::min(C, (bj + 1) * fc); ++j, ++n) sum += m.values[i * C + j];
+            for (std::size_t j = bj * fc; j < std::min(C, (bj + 1) * fc); ++j, ++n)
+              sum += m.values[i * C + j];
           if (bi || bj) s += ",";
           json_short(s, n ? sum / static_cast<double>(n) : 0.0);
         }

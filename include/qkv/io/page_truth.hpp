@@ -72,7 +72,8 @@ struct solver {
     if (A == nullptr) return std::nullopt;
     const auto ta = truth(h.a);
     if (!ta) return std::nullopt;
-    auto at = [&](const page::matrix_entry& e, const values& t, std::size_t i, std::size_t j) -> std::optional<real> {
+    auto at = [&](const page::matrix_entry& e, const values& t, std::size_t i,
+                  std::size_t j) -> std::optional<real> {
       if (i >= e.rows || j >= e.cols) return std::nullopt;
       return t[i * e.cols + j];
     };
@@ -113,7 +114,8 @@ struct solver {
       for (std::size_t k = 0; k < R * C; ++k) {
         const auto a = at(*A, *ta, k / C, k % C);
         if (!a) return std::nullopt;
-        v[k] = std::isinf(m.values[k]) && m.values[k] < 0 ? -std::numeric_limits<real>::infinity() : real(h.scale) * *a;
+        v[k] = std::isinf(m.values[k]) && m.values[k] < 0 ? -std::numeric_limits<real>::infinity()
+                                                          : real(h.scale) * *a;
         if (B != nullptr && !boost::multiprecision::isinf(v[k])) {  // the added terms (a bias, ALiBi)
           const auto b = at(*B, *tb, k / C, k % C);
           if (!b) return std::nullopt;
@@ -132,10 +134,12 @@ struct solver {
         }
         for (std::size_t j = 0; j < C; ++j) {
           const real a = (*ta)[i * A->cols + j];
-          v[i * C + j] = boost::multiprecision::isinf(a) ? real(0) : real(boost::multiprecision::exp(a - top));
+          v[i * C + j] =
+              boost::multiprecision::isinf(a) ? real(0) : real(boost::multiprecision::exp(a - top));
           sum += v[i * C + j];
         }
-        for (std::size_t j = 0; j < C; ++j) v[i * C + j] = sum > 0 ? real(v[i * C + j] / sum) : real(0);  // every key masked: 0
+        for (std::size_t j = 0; j < C; ++j)
+          v[i * C + j] = sum > 0 ? real(v[i * C + j] / sum) : real(0);  // every key masked: 0
       }
       return v;
     }
@@ -169,7 +173,8 @@ struct solver {
         real mean = 0, var = 0;
         for (std::size_t j = 0; j < A->cols; ++j) mean += (*ta)[i * A->cols + j];
         mean /= A->cols;
-        for (std::size_t j = 0; j < A->cols; ++j) var += ((*ta)[i * A->cols + j] - mean) * ((*ta)[i * A->cols + j] - mean);
+        for (std::size_t j = 0; j < A->cols; ++j)
+          var += ((*ta)[i * A->cols + j] - mean) * ((*ta)[i * A->cols + j] - mean);
         var /= A->cols;
         const real inv = 1 / boost::multiprecision::sqrt(var + real(h.scale));
         for (std::size_t j = 0; j < C; ++j) {
@@ -188,11 +193,12 @@ struct solver {
 
 /// (value - truth) / ulp(truth) in the type of `digits` significand bits (24 or 53)
 inline double ulps(double value, const real& t, int digits, int min_exponent) {
-  if (boost::multiprecision::isinf(t) || std::isinf(value)) return value == t.convert_to<double>() ? 0.0 : NAN;
+  if (boost::multiprecision::isinf(t) || std::isinf(value))
+    return value == t.convert_to<double>() ? 0.0 : NAN;
   const real err = real(value) - t;
   if (t == 0) return value == 0 ? 0.0 : NAN;
   int e = 0;
-  boost::multiprecision::frexp(t, &e);  // |t| = f 2^e, f in [0.5, 1): ulp = 2^(e - digits)
+  boost::multiprecision::frexp(t, &e);             // |t| = f 2^e, f in [0.5, 1): ulp = 2^(e - digits)
   if (e - 1 < min_exponent) e = min_exponent + 1;  // subnormal: the ulp stops shrinking
   return real(boost::multiprecision::ldexp(err, digits - e)).convert_to<double>();
 }

@@ -174,8 +174,8 @@ template <class T, std::size_t R, std::size_t C>
       // padding, then the sign right before the digits (a space for a positive value when
       // any value is negative), then padding after, so that the decimal points line up
       const std::string sign = std::signbit(x) ? "-" : (any_negative ? " " : "");
-      const std::string cell = std::string(int_w - dot, ' ') + sign + s +
-                               std::string(frac_w - (s.size() - dot - 1), ' ');
+      const std::string cell =
+          std::string(int_w - dot, ' ') + sign + s + std::string(frac_w - (s.size() - dot - 1), ' ');
       out += (j > 0 ? " " : "") + cell;
     }
     out += "]";

@@ -47,10 +47,9 @@ struct dtype_info {
   std::uint64_t size;  // bytes per element
 };
 // the dtypes of the format; F8_E5M2 and F8_E4M3 are known (their files open) but not converted
-inline constexpr dtype_info dtypes[] = {
-    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
-    {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},   {"BOOL", 1}, {"F8_E5M2", 1},
-    {"F8_E4M3", 1}};
+inline constexpr dtype_info dtypes[] = {{"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+                                        {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+                                        {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1}};
 
 inline std::optional<std::uint64_t> dtype_size(std::string_view name) {
   for (const auto& d : dtypes)
@@ -75,7 +74,6 @@ inline void store_le(std::uint64_t v, std::size_t n, std::string& out) {
 }
 
 }  // namespace safetensors_detail
-
 
 /// one tensor of a file: where its bytes are in the data section
 struct safetensors_tensor_info {
@@ -147,9 +145,11 @@ class safetensors_file {
   /// rows [first, first + count) of a tensor of rank >= 1 (rows are the first dimension),
   /// converted to T; only those bytes are read
   template <class T>
-  [[nodiscard]] std::vector<T> read_rows(std::string_view tensor, std::uint64_t first, std::uint64_t count) const {
+  [[nodiscard]] std::vector<T> read_rows(std::string_view tensor, std::uint64_t first,
+                                         std::uint64_t count) const {
     const auto& t = info(tensor);
-    if (t.shape.empty()) throw safetensors_error(name_ + ": tensor '" + t.name + "' is a scalar: it has no rows");
+    if (t.shape.empty())
+      throw safetensors_error(name_ + ": tensor '" + t.name + "' is a scalar: it has no rows");
     const std::uint64_t rows = t.shape[0];
     if (first > rows || count > rows - first) {
       throw safetensors_error(name_ + ": tensor '" + t.name + "' has " + std::to_string(rows) +
@@ -173,8 +173,8 @@ class safetensors_file {
   std::string name_;
   std::uint64_t size_ = 0;
   std::uint64_t data_start_ = 0;
-  std::shared_ptr<std::ifstream> file_;         // when reading a file
-  std::shared_ptr<const std::string> bytes_;    // when reading from memory
+  std::shared_ptr<std::ifstream> file_;       // when reading a file
+  std::shared_ptr<const std::string> bytes_;  // when reading from memory
   std::vector<safetensors_tensor_info> tensors_;
   std::map<std::string, std::string> metadata_;
 
@@ -191,12 +191,15 @@ class safetensors_file {
     file_->clear();
     file_->seekg(static_cast<std::streamoff>(offset));
     file_->read(dst, static_cast<std::streamsize>(n));
-    if (!*file_) fail("the file ended early or changed while reading (at byte " + std::to_string(offset) + ")");
+    if (!*file_)
+      fail("the file ended early or changed while reading (at byte " + std::to_string(offset) + ")");
   }
 
   void read_header() {
     using nlohmann::json;
-    if (size_ < 8) fail("the file has " + std::to_string(size_) + " bytes; a safetensors file starts with an 8-byte header length");
+    if (size_ < 8)
+      fail("the file has " + std::to_string(size_) +
+           " bytes; a safetensors file starts with an 8-byte header length");
     unsigned char len_bytes[8];
     read_bytes(0, 8, reinterpret_cast<char*>(len_bytes));
     const std::uint64_t n = safetensors_detail::load_le(len_bytes, 8);
@@ -204,7 +207,8 @@ class safetensors_file {
       fail("the header length " + std::to_string(n) + " goes past the end of the file (" +
            std::to_string(size_ - 8) + " bytes after the length)");
     }
-    if (n > max_header_bytes) fail("the header length " + std::to_string(n) + " is above the format's limit of 100 MB");
+    if (n > max_header_bytes)
+      fail("the header length " + std::to_string(n) + " is above the format's limit of 100 MB");
     if (n < 2) fail("the header length " + std::to_string(n) + " is too small for a JSON object");
     std::string text(static_cast<std::size_t>(n), '\0');
     read_bytes(8, text.size(), text.data());
@@ -221,9 +225,7 @@ class safetensors_file {
           duplicate = parsed.get<std::string>();
         return true;
       });
-    } catch (const json::exception& e) {
-      fail(std::string("the header is not valid JSON: ") + e.what());
-    }
+    } catch (const json::exception& e) { fail(std::string("the header is not valid JSON: ") + e.what()); }
     if (duplicate) fail("the header names '" + *duplicate + "' twice");
     if (!header.is_object()) fail("the header is not a JSON object");
 
@@ -240,7 +242,8 @@ class safetensors_file {
       if (!value.is_object()) fail(where + " is not an object");
       if (!value.contains("dtype") || !value["dtype"].is_string()) fail(where + " has no dtype string");
       if (!value.contains("shape") || !value["shape"].is_array()) fail(where + " has no shape array");
-      if (!value.contains("data_offsets") || !value["data_offsets"].is_array() || value["data_offsets"].size() != 2)
+      if (!value.contains("data_offsets") || !value["data_offsets"].is_array() ||
+          value["data_offsets"].size() != 2)
         fail(where + " has no data_offsets [begin, end]");
       safetensors_tensor_info t;
       t.name = key;
@@ -250,7 +253,8 @@ class safetensors_file {
       t.dtype_size = *size;
       std::uint64_t elements = 1;
       for (const auto& d : value["shape"]) {
-        if (!d.is_number_unsigned()) fail(where + ": the shape " + value["shape"].dump() + " is not a list of sizes");
+        if (!d.is_number_unsigned())
+          fail(where + ": the shape " + value["shape"].dump() + " is not a list of sizes");
         t.shape.push_back(d.get<std::uint64_t>());
         const auto e = safetensors_detail::checked_mul(elements, t.shape.back());
         if (!e) fail(where + ": the shape " + value["shape"].dump() + " has too many elements");
@@ -287,7 +291,8 @@ class safetensors_file {
   }
 
   template <class T>
-  std::vector<T> convert(const safetensors_tensor_info& t, std::uint64_t byte_offset, std::uint64_t count) const {
+  std::vector<T> convert(const safetensors_tensor_info& t, std::uint64_t byte_offset,
+                         std::uint64_t count) const {
     static_assert(std::is_floating_point_v<T>, "safetensors tensors convert to float or double");
     const std::uint64_t n_bytes = count * t.dtype_size;  // within the tensor: checked
     std::string raw(static_cast<std::size_t>(n_bytes), '\0');
@@ -298,17 +303,28 @@ class safetensors_file {
     using safetensors_detail::load_le;
     for (std::size_t i = 0; i < out.size(); ++i) {
       const unsigned char* q = p + i * t.dtype_size;
-      if (d == "F32") out[i] = static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(load_le(q, 4))));
-      else if (d == "F64") out[i] = static_cast<T>(std::bit_cast<double>(load_le(q, 8)));
-      else if (d == "F16") out[i] = static_cast<T>(runtime::half_bits_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
-      else if (d == "BF16") out[i] = static_cast<T>(runtime::bfloat16_bits_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
-      else if (d == "I64") out[i] = static_cast<T>(static_cast<std::int64_t>(load_le(q, 8)));
-      else if (d == "I32") out[i] = static_cast<T>(static_cast<std::int32_t>(static_cast<std::uint32_t>(load_le(q, 4))));
-      else if (d == "I16") out[i] = static_cast<T>(static_cast<std::int16_t>(static_cast<std::uint16_t>(load_le(q, 2))));
-      else if (d == "I8") out[i] = static_cast<T>(static_cast<std::int8_t>(q[0]));
-      else if (d == "U64" || d == "U32" || d == "U16" || d == "U8") out[i] = static_cast<T>(load_le(q, t.dtype_size));
-      else if (d == "BOOL") out[i] = q[0] ? T(1) : T(0);
-      else fail("tensor '" + t.name + "': dtype " + d + " cannot be converted to floating point");
+      if (d == "F32")
+        out[i] = static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(load_le(q, 4))));
+      else if (d == "F64")
+        out[i] = static_cast<T>(std::bit_cast<double>(load_le(q, 8)));
+      else if (d == "F16")
+        out[i] = static_cast<T>(runtime::half_bits_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
+      else if (d == "BF16")
+        out[i] = static_cast<T>(runtime::bfloat16_bits_to_float(static_cast<std::uint16_t>(load_le(q, 2))));
+      else if (d == "I64")
+        out[i] = static_cast<T>(static_cast<std::int64_t>(load_le(q, 8)));
+      else if (d == "I32")
+        out[i] = static_cast<T>(static_cast<std::int32_t>(static_cast<std::uint32_t>(load_le(q, 4))));
+      else if (d == "I16")
+        out[i] = static_cast<T>(static_cast<std::int16_t>(static_cast<std::uint16_t>(load_le(q, 2))));
+      else if (d == "I8")
+        out[i] = static_cast<T>(static_cast<std::int8_t>(q[0]));
+      else if (d == "U64" || d == "U32" || d == "U16" || d == "U8")
+        out[i] = static_cast<T>(load_le(q, t.dtype_size));
+      else if (d == "BOOL")
+        out[i] = q[0] ? T(1) : T(0);
+      else
+        fail("tensor '" + t.name + "': dtype " + d + " cannot be converted to floating point");
     }
     return out;
   }
@@ -323,21 +339,28 @@ struct safetensors_tensor {
 };
 
 /// a tensor from floats, stored as "F32", "F16" or "BF16" (rounded to nearest even)
-[[nodiscard]] inline safetensors_tensor make_safetensors_tensor(std::string name, std::vector<std::uint64_t> shape,
+[[nodiscard]] inline safetensors_tensor make_safetensors_tensor(std::string name,
+                                                                std::vector<std::uint64_t> shape,
                                                                 const std::vector<float>& values,
                                                                 std::string dtype = "F32") {
   safetensors_tensor t{std::move(name), std::move(dtype), std::move(shape), {}};
   for (float v : values) {
-    if (t.dtype == "F32") safetensors_detail::store_le(std::bit_cast<std::uint32_t>(v), 4, t.bytes);
-    else if (t.dtype == "F16") safetensors_detail::store_le(runtime::float_to_half_bits(v), 2, t.bytes);
-    else if (t.dtype == "BF16") safetensors_detail::store_le(runtime::float_to_bfloat16_bits(v), 2, t.bytes);
-    else throw safetensors_error("tensor '" + t.name + "': floats are written as F32, F16 or BF16, not " + t.dtype);
+    if (t.dtype == "F32")
+      safetensors_detail::store_le(std::bit_cast<std::uint32_t>(v), 4, t.bytes);
+    else if (t.dtype == "F16")
+      safetensors_detail::store_le(runtime::float_to_half_bits(v), 2, t.bytes);
+    else if (t.dtype == "BF16")
+      safetensors_detail::store_le(runtime::float_to_bfloat16_bits(v), 2, t.bytes);
+    else
+      throw safetensors_error("tensor '" + t.name + "': floats are written as F32, F16 or BF16, not " +
+                              t.dtype);
   }
   return t;
 }
 
 /// a tensor from doubles, stored as "F64"
-[[nodiscard]] inline safetensors_tensor make_safetensors_tensor(std::string name, std::vector<std::uint64_t> shape,
+[[nodiscard]] inline safetensors_tensor make_safetensors_tensor(std::string name,
+                                                                std::vector<std::uint64_t> shape,
                                                                 const std::vector<double>& values) {
   safetensors_tensor t{std::move(name), "F64", std::move(shape), {}};
   for (double v : values) safetensors_detail::store_le(std::bit_cast<std::uint64_t>(v), 8, t.bytes);
@@ -365,10 +388,11 @@ struct safetensors_tensor {
     const auto bytes = safetensors_detail::checked_mul(elements, *size);
     if (!bytes || *bytes != t.bytes.size()) {
       throw safetensors_error("tensor '" + t.name + "': its shape needs " +
-                              (bytes ? std::to_string(*bytes) : std::string("too many")) + " bytes of " + t.dtype +
-                              ", it has " + std::to_string(t.bytes.size()));
+                              (bytes ? std::to_string(*bytes) : std::string("too many")) + " bytes of " +
+                              t.dtype + ", it has " + std::to_string(t.bytes.size()));
     }
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
   std::string json = header.dump();

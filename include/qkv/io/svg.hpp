@@ -36,16 +36,16 @@ struct heatmap_panel {
 };
 
 struct heatmap_options {
-  std::string title;                  // above the panels; empty: none
-  double min = 0.0, max = 1.0;        // the colour scale; attention weights lie in [0, 1]
-  bool auto_range = false;            // true: the data's own min and max instead
-  int cell = 28;                      // cell size in pixels
-  std::size_t panels_per_row = 4;     // panels side by side before wrapping
-  std::string row_axis = "query";     // axis names, in the tooltips and under the panels
+  std::string title;               // above the panels; empty: none
+  double min = 0.0, max = 1.0;     // the colour scale; attention weights lie in [0, 1]
+  bool auto_range = false;         // true: the data's own min and max instead
+  int cell = 28;                   // cell size in pixels
+  std::size_t panels_per_row = 4;  // panels side by side before wrapping
+  std::string row_axis = "query";  // axis names, in the tooltips and under the panels
   std::string col_axis = "key";
-  std::string id = "qkv";             // prefix of the SVG ids (several SVGs in one HTML page)
-  std::vector<bool> masked;           // empty, or rows * cols flags shared by the panels: true is a
-                                      // masked entry, drawn hatched (a weight of 0 is drawn white)
+  std::string id = "qkv";    // prefix of the SVG ids (several SVGs in one HTML page)
+  std::vector<bool> masked;  // empty, or rows * cols flags shared by the panels: true is a
+                             // masked entry, drawn hatched (a weight of 0 is drawn white)
 };
 
 /// the text with XML's special characters escaped (& < > " '), and what XML 1.0 cannot hold
@@ -67,8 +67,7 @@ struct heatmap_options {
       case U'"': out += "&quot;"; break;
       case U'\'': out += "&apos;"; break;
       default:
-        if ((c < 0x20 && c != U'\t' && c != U'\n' && c != U'\r') || c == 0xFFFE || c == 0xFFFF)
-          c = 0xFFFD;
+        if ((c < 0x20 && c != U'\t' && c != U'\n' && c != U'\r') || c == 0xFFFE || c == 0xFFFF) c = 0xFFFD;
         unicode::append_utf8(c, out);
     }
   }
@@ -98,7 +97,8 @@ inline std::string colour(double t) {
   const auto i = std::min<std::size_t>(static_cast<std::size_t>(t), 7);
   const double f = t - static_cast<double>(i);
   auto mix = [f](int a, int b) { return static_cast<int>(std::lround(a + (b - a) * f)); };
-  return hex({mix(blues[i].r, blues[i + 1].r), mix(blues[i].g, blues[i + 1].g), mix(blues[i].b, blues[i + 1].b)});
+  return hex(
+      {mix(blues[i].r, blues[i + 1].r), mix(blues[i].g, blues[i + 1].g), mix(blues[i].b, blues[i + 1].b)});
 }
 
 inline std::string num(double v, const char* fmt = "%.6g") {
@@ -174,7 +174,8 @@ inline int text_width(std::string_view s) {
   const std::string grad = xml_escape(o.id) + "-scale";
   s += "<defs><linearGradient id=\"" + grad + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (std::size_t i = 0; i < std::size(blues); ++i)
-    s += "<stop offset=\"" + num(static_cast<double>(i) / 8.0, "%.3f") + "\" stop-color=\"" + hex(blues[i]) + "\"/>";
+    s += "<stop offset=\"" + num(static_cast<double>(i) / 8.0, "%.3f") + "\" stop-color=\"" + hex(blues[i]) +
+         "\"/>";
   s += "</linearGradient>";
   const bool any_masked = !o.masked.empty();
   if (any_masked && o.masked.size() != rows * cols)
@@ -182,8 +183,10 @@ inline int text_width(std::string_view s) {
                                 std::to_string(rows) + ", " + std::to_string(cols) + ")");
   const std::string hatch = xml_escape(o.id) + "-masked";
   if (any_masked)
-    s += "<pattern id=\"" + hatch + "\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-         "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" "
+    s += "<pattern id=\"" + hatch +
+         "\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+         "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" "
+         "y1=\"0\" "
          "x2=\"0\" y2=\"6\" stroke=\"#9a9a9a\" stroke-width=\"2.5\"/></pattern>";
   s += "</defs>\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
@@ -197,23 +200,26 @@ inline int text_width(std::string_view s) {
     const int y0 = margin + title_h + static_cast<int>(p / per_row) * panel_h;
     const int gx = x0 + row_w + label_gap, gy = y0 + 18;
     s += "<g class=\"panel\">\n";
-    s += "<text x=\"" + std::to_string(gx) + "\" y=\"" + std::to_string(y0 + 12) + "\" font-weight=\"bold\">" +
-         xml_escape(h.title) + "</text>\n";
+    s += "<text x=\"" + std::to_string(gx) + "\" y=\"" + std::to_string(y0 + 12) +
+         "\" font-weight=\"bold\">" + xml_escape(h.title) + "</text>\n";
     for (std::size_t i = 0; i < rows; ++i) {
-      s += "<text x=\"" + std::to_string(gx - label_gap) + "\" y=\"" + std::to_string(gy + static_cast<int>(i) * c + c / 2 + 4) +
-           "\" text-anchor=\"end\">" + xml_escape(row_labels[i]) + "</text>\n";
+      s += "<text x=\"" + std::to_string(gx - label_gap) + "\" y=\"" +
+           std::to_string(gy + static_cast<int>(i) * c + c / 2 + 4) + "\" text-anchor=\"end\">" +
+           xml_escape(row_labels[i]) + "</text>\n";
     }
     for (std::size_t i = 0; i < rows; ++i) {
       for (std::size_t j = 0; j < cols; ++j) {
         const double v = h.values[i * cols + j];
         const bool masked = any_masked && o.masked[i * cols + j];
         s += "<rect x=\"" + std::to_string(gx + static_cast<int>(j) * c) + "\" y=\"" +
-             std::to_string(gy + static_cast<int>(i) * c) + "\" width=\"" + std::to_string(c) + "\" height=\"" +
-             std::to_string(c) + "\" fill=\"" + (masked ? "url(#" + hatch + ")" : colour((v - lo) / span)) +
+             std::to_string(gy + static_cast<int>(i) * c) + "\" width=\"" + std::to_string(c) +
+             "\" height=\"" + std::to_string(c) + "\" fill=\"" +
+             (masked ? "url(#" + hatch + ")" : colour((v - lo) / span)) +
              "\" stroke=\"#ffffff\" stroke-opacity=\"0.5\">";
-        s += "<title>" + xml_escape(h.title + ": " + o.row_axis + " " + std::to_string(i) + " \"" + row_labels[i] +
-                                    "\", " + o.col_axis + " " + std::to_string(j) + " \"" + col_labels[j] + "\" = " +
-                                    (masked ? "masked" : num(v))) +
+        s += "<title>" +
+             xml_escape(h.title + ": " + o.row_axis + " " + std::to_string(i) + " \"" + row_labels[i] +
+                        "\", " + o.col_axis + " " + std::to_string(j) + " \"" + col_labels[j] +
+                        "\" = " + (masked ? "masked" : num(v))) +
              "</title></rect>\n";
       }
     }
@@ -222,27 +228,28 @@ inline int text_width(std::string_view s) {
       s += "<text x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y) + "\" transform=\"rotate(60 " +
            std::to_string(x) + " " + std::to_string(y) + ")\">" + xml_escape(col_labels[j]) + "</text>\n";
     }
-    s += "<text x=\"" + std::to_string(gx) + "\" y=\"" + std::to_string(gy + grid_h + label_gap + col_label_h + 12) +
-         "\" fill=\"#555555\">" + xml_escape(caption) + "</text>\n";
+    s += "<text x=\"" + std::to_string(gx) + "\" y=\"" +
+         std::to_string(gy + grid_h + label_gap + col_label_h + 12) + "\" fill=\"#555555\">" +
+         xml_escape(caption) + "</text>\n";
     s += "</g>\n";
   }
 
   // legend: the colour scale, with its range
   const int lx = width - legend_w + 10, ly = margin + title_h + 18, lh = 160;
   s += "<g class=\"legend\">\n";
-  s += "<rect x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(ly) + "\" width=\"16\" height=\"" + std::to_string(lh) +
-       "\" fill=\"url(#" + grad + ")\" stroke=\"#999999\"/>\n";
+  s += "<rect x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(ly) + "\" width=\"16\" height=\"" +
+       std::to_string(lh) + "\" fill=\"url(#" + grad + ")\" stroke=\"#999999\"/>\n";
   for (int k = 0; k <= 4; ++k) {
     const int y = ly + lh - lh * k / 4;
-    s += "<line x1=\"" + std::to_string(lx + 16) + "\" y1=\"" + std::to_string(y) + "\" x2=\"" + std::to_string(lx + 20) +
-         "\" y2=\"" + std::to_string(y) + "\" stroke=\"#555555\"/>";
-    s += "<text x=\"" + std::to_string(lx + 23) + "\" y=\"" + std::to_string(y + 4) + "\">" + num(lo + span * k / 4.0, "%.3g") +
-         "</text>\n";
+    s += "<line x1=\"" + std::to_string(lx + 16) + "\" y1=\"" + std::to_string(y) + "\" x2=\"" +
+         std::to_string(lx + 20) + "\" y2=\"" + std::to_string(y) + "\" stroke=\"#555555\"/>";
+    s += "<text x=\"" + std::to_string(lx + 23) + "\" y=\"" + std::to_string(y + 4) + "\">" +
+         num(lo + span * k / 4.0, "%.3g") + "</text>\n";
   }
   if (any_masked)
-    s += "<rect x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(ly + lh + 14) + "\" width=\"16\" height=\"16\" fill=\"url(#" +
-         hatch + ")\" stroke=\"#999999\"/><text x=\"" + std::to_string(lx + 23) + "\" y=\"" + std::to_string(ly + lh + 26) +
-         "\">masked</text>\n";
+    s += "<rect x=\"" + std::to_string(lx) + "\" y=\"" + std::to_string(ly + lh + 14) +
+         "\" width=\"16\" height=\"16\" fill=\"url(#" + hatch + ")\" stroke=\"#999999\"/><text x=\"" +
+         std::to_string(lx + 23) + "\" y=\"" + std::to_string(ly + lh + 26) + "\">masked</text>\n";
   s += "</g>\n</svg>\n";
   return s;
 }
@@ -257,14 +264,15 @@ inline int text_width(std::string_view s) {
   std::vector<heatmap_panel> panels;
   for (std::size_t h = 0; h < weights.size(); ++h) {
     if (weights[h].size() != row_labels.size()) {
-      throw std::invalid_argument("attention_svg: head " + std::to_string(h) + " has " + std::to_string(weights[h].size()) +
-                                  " rows for " + std::to_string(row_labels.size()) + " query labels");
+      throw std::invalid_argument("attention_svg: head " + std::to_string(h) + " has " +
+                                  std::to_string(weights[h].size()) + " rows for " +
+                                  std::to_string(row_labels.size()) + " query labels");
     }
     heatmap_panel p{"head " + std::to_string(h), row_labels.size(), col_labels.size(), {}};
     for (std::size_t i = 0; i < weights[h].size(); ++i) {
       if (weights[h][i].size() != col_labels.size()) {
-        throw std::invalid_argument("attention_svg: head " + std::to_string(h) + " row " + std::to_string(i) + " has " +
-                                    std::to_string(weights[h][i].size()) + " weights for " +
+        throw std::invalid_argument("attention_svg: head " + std::to_string(h) + " row " + std::to_string(i) +
+                                    " has " + std::to_string(weights[h][i].size()) + " weights for " +
                                     std::to_string(col_labels.size()) + " key labels");
       }
       p.values.insert(p.values.end(), weights[h][i].begin(), weights[h][i].end());

@@ -32,9 +32,8 @@ enum class char_class : std::uint8_t { control, whitespace, punctuation, mark, o
 /// BERT's "Chinese character": the CJK Unified Ideographs blocks and their compatibility blocks
 /// (the ranges of BasicTokenizer._is_chinese_char). Hiragana, Katakana and Hangul are not in it.
 [[nodiscard]] constexpr bool is_cjk(char32_t c) noexcept {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
-         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
@@ -53,8 +52,10 @@ inline void append_lower(char32_t c, std::u32string& out) {
   std::size_t lo = 0, hi = n;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (static_cast<char32_t>(runs[4 * mid]) <= c) lo = mid + 1;
-    else hi = mid;
+    if (static_cast<char32_t>(runs[4 * mid]) <= c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo > 0) {
     const auto* r = runs + 4 * (lo - 1);
@@ -75,8 +76,10 @@ inline void append_lower(char32_t c, std::u32string& out) {
   std::size_t lo = 0, hi = n;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (t[3 * mid + 1] < c) lo = mid + 1;
-    else hi = mid;
+    if (t[3 * mid + 1] < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return (lo < n && t[3 * lo] <= c) ? t[3 * lo + 2] : 0u;
 }
@@ -98,8 +101,10 @@ inline void append_decomposition(char32_t c, std::u32string& out) {
   std::size_t lo = 0, hi = n;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (t[3 * mid] < c) lo = mid + 1;
-    else hi = mid;
+    if (t[3 * mid] < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < n && t[3 * lo] == c) {
     // one level per entry; the parts decompose further (depth is at most 4 in Unicode 14)
@@ -138,8 +143,7 @@ inline void append_decomposition(char32_t c, std::u32string& out) {
   std::u32string out;
   out.reserve(s.size());
   auto fail = [&](std::size_t at, const char* why) {
-    throw invalid_utf8(std::string(what) + " is not valid UTF-8: " + why + " at byte " +
-                       std::to_string(at));
+    throw invalid_utf8(std::string(what) + " is not valid UTF-8: " + why + " at byte " + std::to_string(at));
   };
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
   for (std::size_t i = 0; i < s.size();) {

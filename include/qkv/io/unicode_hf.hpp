@@ -50,8 +50,10 @@ inline constexpr std::array<hf_class, 128> ascii = [] {
   std::size_t lo = 0, hi = n;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (t[4 * mid] < c) lo = mid + 1;
-    else hi = mid;
+    if (t[4 * mid] < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return (lo < n && t[4 * lo] == c) ? t + 4 * lo + 1 : nullptr;
 }
@@ -64,8 +66,10 @@ inline constexpr std::array<hf_class, 128> ascii = [] {
   std::size_t lo = 0, hi = n;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (t[2 * mid] < c) lo = mid + 1;
-    else hi = mid;
+    if (t[2 * mid] < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return (lo < n && t[2 * lo] == c) ? t[2 * lo + 1] : 0u;
 }

@@ -86,8 +86,8 @@ class wordpiece_vocab {
       const auto id = static_cast<std::int64_t>(v.tokens_.size());
       auto [it, inserted] = v.ids_.try_emplace(std::string(token), id);
       if (!inserted) {
-        throw vocab_error(where + ": duplicate token \"" + std::string(token) +
-                          "\" (first on line " + std::to_string(it->second + 1) + ")");
+        throw vocab_error(where + ": duplicate token \"" + std::string(token) + "\" (first on line " +
+                          std::to_string(it->second + 1) + ")");
       }
       v.tokens_.emplace_back(token);
       v.max_token_bytes_ = std::max(v.max_token_bytes_, token.size());
@@ -180,7 +180,10 @@ class wordpiece_tokenizer {
     std::vector<std::string> words;
     scratch sc;
     for_each_word(
-        text, sc, [&](std::size_t a, std::size_t b) { words.push_back(unicode::to_utf8(std::u32string_view(sc.norm).substr(a, b - a))); },
+        text, sc,
+        [&](std::size_t a, std::size_t b) {
+          words.push_back(unicode::to_utf8(std::u32string_view(sc.norm).substr(a, b - a)));
+        },
         [&](std::string_view special, std::size_t) { words.emplace_back(special); });
     return words;
   }
@@ -248,7 +251,8 @@ class wordpiece_tokenizer {
     bool stop = false;  // set by a callback: no more words
   };
 
-  void push_special(wordpiece_encoding& e, std::string_view token, token_offsets cp, token_offsets bytes) const {
+  void push_special(wordpiece_encoding& e, std::string_view token, token_offsets cp,
+                    token_offsets bytes) const {
     e.tokens.emplace_back(token);
     e.ids.push_back(vocab_.id(token));
     e.offsets.push_back(cp);
@@ -325,7 +329,8 @@ class wordpiece_tokenizer {
       // the next special token: they all start with '['
       std::size_t best = t.size();
       std::string_view best_token;
-      for (std::size_t i = t.find(U'[', pos); i != std::u32string_view::npos && i < best; i = t.find(U'[', i + 1)) {
+      for (std::size_t i = t.find(U'[', pos); i != std::u32string_view::npos && i < best;
+           i = t.find(U'[', i + 1)) {
         for (const auto& s : specials_) {
           if (i + s.size() > t.size()) continue;
           bool same = true;
@@ -352,7 +357,9 @@ class wordpiece_tokenizer {
     sc.src.clear();
     std::size_t run = 0;  // where the current run of non-starters begins
     const bool fast = flavor_ == tokenizer_flavor::fast;
-    auto ccc = [fast](char32_t c) { return fast ? unicode_hf::combining_class(c) : unicode::combining_class(c); };
+    auto ccc = [fast](char32_t c) {
+      return fast ? unicode_hf::combining_class(c) : unicode::combining_class(c);
+    };
     auto push = [&](char32_t c, std::size_t i) {
       const unsigned k = c < 0x300 ? 0u : ccc(c);
       std::size_t j = sc.norm.size();
@@ -407,7 +414,7 @@ class wordpiece_tokenizer {
         continue;
       }
       const bool cjk = unicode::is_cjk(c);  // a word of its own (a compatibility ideograph
-      if (cjk) push(U' ', i);                // still decomposes: U+F96E -> U+8449)
+      if (cjk) push(U' ', i);               // still decomposes: U+F96E -> U+8449)
       sc.tmp.clear();
       sc.lowered.clear();
       unicode::append_lower(c, sc.lowered);  // U+0130 lowers to two: i + U+0307

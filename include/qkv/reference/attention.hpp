@@ -99,9 +99,9 @@ template <std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
   r.queries = q;
   r.keys = k;
   r.values = v;
-  r.scores = qkv::scores(q, k);                    // (T, S), exact
-  r.scaled_scores = scale(r.scores, how, Dk);      // (T, S)
-  r.weights = softmax_rows(r.scaled_scores);       // (T, S), rows sum to 1
+  r.scores = qkv::scores(q, k);                     // (T, S), exact
+  r.scaled_scores = scale(r.scores, how, Dk);       // (T, S)
+  r.weights = softmax_rows(r.scaled_scores);        // (T, S), rows sum to 1
   r.context = qkv::context(r.weights, to_real(v));  // (T, d_v)
   return r;
 }
@@ -109,8 +109,8 @@ template <std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
 /// @brief the reference self-attention of x with the weights wq, wk, wv in the layout L
 /// (qkv::in_out, qkv::out_in or qkv::columns), from inputs of any type (float, double,
 /// integers, qkv::exact::rational), all taken at their exact values.
-template <qkv::weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR,
-          std::size_t QC, std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
+template <qkv::weight_layout_tag L, class T, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC,
+          std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
 [[nodiscard]] auto self_attention(const matrix<T, XR, XC>& x, const matrix<T, QR, QC>& wq,
                                   const matrix<T, KR, KC>& wk, const matrix<T, VR, VC>& wv, L layout,
                                   const scaling& how = scaling::divide_by_sqrt_dk()) {

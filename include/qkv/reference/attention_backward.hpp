@@ -26,11 +26,11 @@ namespace qkv::reference {
 
 /// @brief the reference forward with every step in 50 digits from real inputs (for perturbed
 /// inputs, e.g. central differences: reference/attention.hpp's self_attention takes exact ones)
-template <qkv::weight_layout_tag L, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC, std::size_t KR,
-          std::size_t KC, std::size_t VR, std::size_t VC>
+template <qkv::weight_layout_tag L, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC,
+          std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC>
 [[nodiscard]] auto self_attention_real(const matrix<real, XR, XC>& x, const matrix<real, QR, QC>& wq,
-                                       const matrix<real, KR, KC>& wk, const matrix<real, VR, VC>& wv, L layout,
-                                       const scaling& how = scaling::divide_by_sqrt_dk()) {
+                                       const matrix<real, KR, KC>& wk, const matrix<real, VR, VC>& wv,
+                                       L layout, const scaling& how = scaling::divide_by_sqrt_dk()) {
   const auto q = qkv::project(x, wq, layout);
   const auto k = qkv::project(x, wk, layout);
   const auto v = qkv::project(x, wv, layout);
@@ -73,11 +73,11 @@ template <std::size_t Tq, std::size_t S, std::size_t Dk, std::size_t Dv>
 }
 
 /// @brief every gradient of self_attention_real(x, wq, wk, wv, layout, how) for d_context
-template <qkv::weight_layout_tag L, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC, std::size_t KR,
-          std::size_t KC, std::size_t VR, std::size_t VC, std::size_t Tq, std::size_t Dv>
+template <qkv::weight_layout_tag L, std::size_t XR, std::size_t XC, std::size_t QR, std::size_t QC,
+          std::size_t KR, std::size_t KC, std::size_t VR, std::size_t VC, std::size_t Tq, std::size_t Dv>
 [[nodiscard]] auto self_attention_backward(const matrix<real, XR, XC>& x, const matrix<real, QR, QC>& wq,
-                                           const matrix<real, KR, KC>& wk, const matrix<real, VR, VC>& wv, L layout,
-                                           const matrix<real, Tq, Dv>& d_context,
+                                           const matrix<real, KR, KC>& wk, const matrix<real, VR, VC>& wv,
+                                           L layout, const matrix<real, Tq, Dv>& d_context,
                                            const scaling& how = scaling::divide_by_sqrt_dk()) {
   const auto r = self_attention_real(x, wq, wk, wv, layout, how);
   constexpr std::size_t S = decltype(r.keys)::rows(), Dk = decltype(r.queries)::cols();

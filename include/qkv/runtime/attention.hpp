@@ -77,8 +77,8 @@ struct attention_mask {
   const unsigned char* key_padding = nullptr;
   std::size_t key_padding_size = 0;
   causal_alignment alignment = causal_alignment::upper_left;
-  std::size_t window = 0;   // 0 = none; else only keys j with p - window < j (sliding window)
-  double alibi_slope = 0;   // 0 = none; else m * (j - p) is added (ALiBi, Press et al. 2022)
+  std::size_t window = 0;  // 0 = none; else only keys j with p - window < j (sliding window)
+  double alibi_slope = 0;  // 0 = none; else m * (j - p) is added (ALiBi, Press et al. 2022)
   // additive bias on the scaled scores: (T, S) of the kernel's element type, row stride
   // bias_stride, contiguous rows; nullptr = none. Set with set_bias (it records the type).
   const void* bias = nullptr;
@@ -113,7 +113,9 @@ struct attention_mask {
   }
   /// true when only causal (upper_left), allowed and key_padding are used: the kernels' plain
   /// steps
-  [[nodiscard]] bool plain() const { return window == 0 && alibi_slope == 0 && bias == nullptr && offset == 0; }
+  [[nodiscard]] bool plain() const {
+    return window == 0 && alibi_slope == 0 && bias == nullptr && offset == 0;
+  }
 };
 
 /// the rows of queries that one task handles (materialised path), the most rows of one
@@ -166,8 +168,7 @@ namespace detail {
 
 inline void check_attention_shapes(std::size_t q_rows, std::size_t q_cols, std::size_t k_rows,
                                    std::size_t k_cols, std::size_t v_rows, std::size_t v_cols,
-                                   std::size_t out_rows, std::size_t out_cols,
-                                   const attention_mask& mask) {
+                                   std::size_t out_rows, std::size_t out_cols, const attention_mask& mask) {
   if (q_cols != k_cols)
     throw shape_error("attention: q is " + shape_string(q_rows, q_cols) + " but k is " +
                       shape_string(k_rows, k_cols) + " (q and k need the same number of columns)");
@@ -175,8 +176,8 @@ inline void check_attention_shapes(std::size_t q_rows, std::size_t q_cols, std::
     throw shape_error("attention: k is " + shape_string(k_rows, k_cols) + " but v is " +
                       shape_string(v_rows, v_cols) + " (one value row per key)");
   if (out_rows != q_rows || out_cols != v_cols)
-    throw shape_error("attention: the output is " + shape_string(out_rows, out_cols) +
-                      " but must be " + shape_string(q_rows, v_cols) + " (q's rows by v's columns)");
+    throw shape_error("attention: the output is " + shape_string(out_rows, out_cols) + " but must be " +
+                      shape_string(q_rows, v_cols) + " (q's rows by v's columns)");
   if (mask.allowed && (mask.allowed->rows() != q_rows || mask.allowed->cols() != k_rows))
     throw shape_error("attention: allowed is " + mask.allowed->shape() + " but must be " +
                       shape_string(q_rows, k_rows) + " (queries by keys)");
@@ -246,7 +247,8 @@ void mask_scores(T* srow, std::size_t j0, std::size_t n, const attention_mask& m
 
 /// the scaled score of query i and key j after mask_scores (-inf when masked)
 template <class T>
-[[nodiscard]] T masked_score(const attention_mask& mask, std::size_t i, std::size_t j, std::size_t s, T score) {
+[[nodiscard]] T masked_score(const attention_mask& mask, std::size_t i, std::size_t j, std::size_t s,
+                             T score) {
   mask_scores(&score, j, 1, mask, i, s);
   return score;
 }
@@ -349,16 +351,21 @@ void repair_rows(const matrix_view<const T>& q, const matrix_view<const T>& k, c
       if (!(s > -inf && s < inf)) continue;  // -inf: masked-like; NaN, +inf: the row is NaN already
       for (std::size_t c = 0; c < dv; ++c) {
         const T x = v(j, c);
-        if (x != x) seen[c] |= 1;
-        else if (x == inf) seen[c] |= 2;
-        else if (x == -inf) seen[c] |= 4;
+        if (x != x)
+          seen[c] |= 1;
+        else if (x == inf)
+          seen[c] |= 2;
+        else if (x == -inf)
+          seen[c] |= 4;
       }
       any = true;
     }
     if (!any) continue;
     for (std::size_t c = 0; c < dv; ++c) {
       if (!seen[c] || out(i, c) != out(i, c)) continue;
-      out(i, c) = (seen[c] & 1) || seen[c] == 6 ? std::numeric_limits<T>::quiet_NaN() : seen[c] == 2 ? inf : -inf;
+      out(i, c) = (seen[c] & 1) || seen[c] == 6 ? std::numeric_limits<T>::quiet_NaN()
+                  : seen[c] == 2                ? inf
+                                                : -inf;
     }
   }
 }
@@ -377,7 +384,8 @@ void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<c
     T* w = weights.data + i * weights.row_stride;
     if (mask.plain()) {
       masked_softmax_row(scores.data + i * scores.row_stride, w, s, scale,
-                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s), mask.key_padding);
+                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s),
+                         mask.key_padding);
     } else {  // the same products, then the bias, ALiBi and window steps (mask_scores)
       const T* raw = scores.data + i * scores.row_stride;
       for (std::size_t j = 0; j < s; ++j) w[j] = T(raw[j] * scale);
@@ -404,8 +412,8 @@ struct row_statistics_out {
 /// per-thread space of the streaming path: one scores tile and the row state
 template <class T>
 struct streaming_space {
-  aligned_vector<T> tile;  // (query_block, key_block)
-  aligned_vector<T> m, l;  // (stream_query_block): running maxima and sums
+  aligned_vector<T> tile;            // (query_block, key_block)
+  aligned_vector<T> m, l;            // (stream_query_block): running maxima and sums
   aligned_vector<T> m_new, row_sum;  // (stream_query_block): this key block's
   static streaming_space& get() {
     thread_local streaming_space s;
@@ -472,7 +480,8 @@ void pack_kv_block(const matrix_view<const T>& k, const matrix_view<const T>& v,
   const auto vb = row_block(v, j0, bc);  // (bc, dv)
   T* vd = head + lay.blocks * lay.k_stride + b * lay.v_stride;
   const std::size_t dv_padded = (dv + NR - 1) / NR * NR;
-  for (std::size_t pc = 0; pc < bc; pc += KC) pack_b(vb, pc, std::min(KC, bc - pc), 0, dv, vd + pc * dv_padded);
+  for (std::size_t pc = 0; pc < bc; pc += KC)
+    pack_b(vb, pc, std::min(KC, bc - pc), 0, dv, vd + pc * dv_padded);
 }
 
 /// the most elements of one head's kv_panels, what each thread keeps between calls: 2^22,
@@ -545,7 +554,8 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
         for (std::size_t t = 0; t < NV; ++t) acc[t] = V(T(0));
         for (std::size_t c = 0; c < d; ++c) {
           const V a(q(i, c));
-          for (std::size_t t = 0; t < NV; ++t) acc[t] = fmadd(a, V(kt + c * sp + t * W, stdx::vector_aligned), acc[t]);
+          for (std::size_t t = 0; t < NV; ++t)
+            acc[t] = fmadd(a, V(kt + c * sp + t * W, stdx::vector_aligned), acc[t]);
         }
         for (std::size_t t = 0; t < NV; ++t) (acc[t] * V(scale)).copy_to(pr + t * W, stdx::vector_aligned);
       });
@@ -590,7 +600,8 @@ void attend_rows_small(const matrix_view<const T>& q, const matrix_view<const T>
         const std::size_t n = std::min(W, dv - c0);
         V acc_o(T(0));
         if (n == W) {
-          for (std::size_t j = 0; j < s_end; ++j) acc_o = fmadd(V(pr[j]), V(&v(j, c0), stdx::element_aligned), acc_o);
+          for (std::size_t j = 0; j < s_end; ++j)
+            acc_o = fmadd(V(pr[j]), V(&v(j, c0), stdx::element_aligned), acc_o);
           (acc_o / vl).copy_to(o + c0, stdx::element_aligned);
         } else {
           for (std::size_t j = 0; j < s_end; ++j) acc_o = fmadd(V(pr[j]), load_partial(&v(j, c0), n), acc_o);
@@ -625,7 +636,8 @@ template <class T>
 void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                            const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
                            const attention_mask& mask, std::size_t i0, std::size_t i1,
-                           const kv_panels<T>* panels = nullptr, const row_statistics_out<T>* stats = nullptr) {
+                           const kv_panels<T>* panels = nullptr,
+                           const row_statistics_out<T>* stats = nullptr) {
   if (streams_small(q, k, v, out, mask, i0, i1))
     attend_rows_small(q, k, v, out, scale, mask, i0, i1, stats);
   else
@@ -637,8 +649,8 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
 template <class T>
 void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>& k,
                        const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
-                       const attention_mask& mask, std::size_t i0, std::size_t i1,
-                       const kv_panels<T>* panels, const row_statistics_out<T>* stats) {
+                       const attention_mask& mask, std::size_t i0, std::size_t i1, const kv_panels<T>* panels,
+                       const row_statistics_out<T>* stats) {
   const T ninf = -std::numeric_limits<T>::infinity();
   const std::size_t rows = i1 - i0, s = k.rows, dv = v.cols;
   auto& space = streaming_space<T>::get();
@@ -710,8 +722,8 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
     for (std::size_t g = 0; g < nsegs; ++g) {
       const auto [a, b, n] = segs[g];
       if (panels)
-        product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, a, b, 0,
-                         n, false, panels->k + kb * panels->k_stride, true);
+        product_block<T>(row_block(q, i0, rows), matrix_view<const T>{nullptr, k.cols, bp, bp, 1}, st, e, a,
+                         b, 0, n, false, panels->k + kb * panels->k_stride, true);
       else
         product_block<T>(row_block(q, i0, rows), transposed(row_block(k, j0, bc)), st, e, a, b, 0, n, false,
                          nullptr, true);
@@ -803,8 +815,9 @@ void attend_rows_tiled(const matrix_view<const T>& q, const matrix_view<const T>
         const std::size_t step = n == bp ? dv : NR;
         for (std::size_t c0 = 0; c0 < dv; c0 += step) {
           const std::size_t w = std::min(step, dv - c0);
-          product_block<T>(p, matrix_view<const T>{nullptr, n, w, w, 1}, column_block(row_block(out, i0, rows), c0, w),
-                           epilogue<T>{}, a, b, 0, w, !first, panels->v + kb * panels->v_stride + c0 * bp, true);
+          product_block<T>(p, matrix_view<const T>{nullptr, n, w, w, 1},
+                           column_block(row_block(out, i0, rows), c0, w), epilogue<T>{}, a, b, 0, w, !first,
+                           panels->v + kb * panels->v_stride + c0 * bp, true);
         }
       } else {
         product_block<T>(p, row_block(v, j0, n), row_block(out, i0, rows), epilogue<T>{}, a, b, 0, dv, !first,
@@ -858,7 +871,8 @@ inline std::vector<std::size_t> work_parts(const attention_mask& mask, std::size
   std::size_t p = 1;
   for (std::size_t i = 0; i < t_len && p < parts; ++i) {
     sum += work(i);
-    while (p < parts && sum >= total * static_cast<double>(p) / static_cast<double>(parts)) bound[p++] = i + 1;
+    while (p < parts && sum >= total * static_cast<double>(p) / static_cast<double>(parts))
+      bound[p++] = i + 1;
   }
   return bound;
 }
@@ -884,8 +898,8 @@ inline std::vector<std::size_t> work_parts(const attention_mask& mask, std::size
 template <class T, class HeadMask, class After>
 void attend_grouped_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                               const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
-                              std::size_t kv_heads, T scale, HeadMask&& head_mask, thread_pool* pool, After&& after,
-                              std::size_t panel_limit = kv_panel_limit,
+                              std::size_t kv_heads, T scale, HeadMask&& head_mask, thread_pool* pool,
+                              After&& after, std::size_t panel_limit = kv_panel_limit,
                               const row_statistics_out<T>* stats = nullptr) {
   const std::size_t t_len = q.rows, s_len = k.rows;
   if (heads == 0 || kv_heads == 0 || t_len == 0) return;
@@ -960,8 +974,9 @@ void attend_heads_streaming(const matrix_view<const T>& q, const matrix_view<con
                             T scale, const attention_mask& mask, thread_pool* pool, After&& after,
                             std::size_t panel_limit = kv_panel_limit,
                             const row_statistics_out<T>* stats = nullptr) {
-  attend_grouped_streaming(q, k, v, out, heads, heads, scale, [&](std::size_t) { return mask; }, pool,
-                           std::forward<After>(after), panel_limit, stats);
+  attend_grouped_streaming(
+      q, k, v, out, heads, heads, scale, [&](std::size_t) { return mask; }, pool, std::forward<After>(after),
+      panel_limit, stats);
 }
 
 }  // namespace detail
@@ -979,7 +994,8 @@ template <class T>
 /// T is deduced from out alone (q, k, v and scale convert to it), so views of a
 /// dynamic_matrix<float> (q.view(), a non-const view) and a double scale need no <float>.
 template <class T>
-void scaled_dot_product_attention(std::type_identity_t<matrix_view<const T>> q, std::type_identity_t<matrix_view<const T>> k,
+void scaled_dot_product_attention(std::type_identity_t<matrix_view<const T>> q,
+                                  std::type_identity_t<matrix_view<const T>> k,
                                   std::type_identity_t<matrix_view<const T>> v, matrix_view<T> out,
                                   std::type_identity_t<T> scale, const attention_mask& mask_in = {},
                                   const matrix_view<T>* scores = nullptr,
@@ -994,8 +1010,8 @@ void scaled_dot_product_attention(std::type_identity_t<matrix_view<const T>> q, 
     throw shape_error("attention: give both scores and weights, or neither");
   if (scores && (scores->rows != q.rows || scores->cols != k.rows || weights->rows != q.rows ||
                  weights->cols != k.rows))
-    throw shape_error("attention: scores are " + scores->shape() + " and weights " +
-                      weights->shape() + " but both must be " + shape_string(q.rows, k.rows));
+    throw shape_error("attention: scores are " + scores->shape() + " and weights " + weights->shape() +
+                      " but both must be " + shape_string(q.rows, k.rows));
   // a NaN or inf in v: the kernels read a copy with them set to 0, repair_rows puts them back
   // where a query attends to them (the header comment)
   const auto nonfinite = detail::nonfinite_values<T>::of(v);
@@ -1003,9 +1019,10 @@ void scaled_dot_product_attention(std::type_identity_t<matrix_view<const T>> q, 
   const double work = double(q.rows) * double(k.rows) * double(q.cols + v.cols);
   thread_pool* use = pool && work >= (1 << 17) ? pool : nullptr;
   if (!scores) {  // streaming: k and v packed once, shared by the query blocks
-    detail::attend_heads_streaming(q, k, vk, out, 1, scale, mask, use, [&](std::size_t, std::size_t i0, std::size_t i1) {
-      if (nonfinite) detail::repair_rows(q, k, v, out, scale, mask, nonfinite->keys, i0, i1);
-    });
+    detail::attend_heads_streaming(
+        q, k, vk, out, 1, scale, mask, use, [&](std::size_t, std::size_t i0, std::size_t i1) {
+          if (nonfinite) detail::repair_rows(q, k, v, out, scale, mask, nonfinite->keys, i0, i1);
+        });
     return;
   }
   const std::size_t tasks = (q.rows + query_block - 1) / query_block;
@@ -1023,11 +1040,13 @@ void scaled_dot_product_attention(std::type_identity_t<matrix_view<const T>> q, 
 /// @brief the same, streaming, on whole matrices: out (resized to q's rows by v's columns) =
 /// softmax(scale q kᵀ + mask) v, the call an engineer writes first (no views, no <float>)
 template <class T>
-void scaled_dot_product_attention(const dynamic_matrix<T>& q, const dynamic_matrix<T>& k, const dynamic_matrix<T>& v,
-                                  dynamic_matrix<T>& out, std::type_identity_t<T> scale, const attention_mask& mask = {},
+void scaled_dot_product_attention(const dynamic_matrix<T>& q, const dynamic_matrix<T>& k,
+                                  const dynamic_matrix<T>& v, dynamic_matrix<T>& out,
+                                  std::type_identity_t<T> scale, const attention_mask& mask = {},
                                   thread_pool* pool = &default_pool()) {
   out.resize(q.rows(), v.cols());
-  scaled_dot_product_attention<T>(q.view(), k.view(), v.view(), out.view(), scale, mask, nullptr, nullptr, pool);
+  scaled_dot_product_attention<T>(q.view(), k.view(), v.view(), out.view(), scale, mask, nullptr, nullptr,
+                                  pool);
 }
 
 }  // namespace qkv::runtime

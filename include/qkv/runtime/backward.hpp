@@ -94,8 +94,8 @@ namespace detail {
 template <class T>
 struct backward_space {
   aligned_vector<T> s, p, ds;
-  aligned_vector<T> dkt, dvt;            // one key block's dKᵀ (d, bc) and dVᵀ (dv, bc)
-  aligned_vector<T> kt, vt, kb;          // one key block's kᵀ, vᵀ and k in the products' panels
+  aligned_vector<T> dkt, dvt;    // one key block's dKᵀ (d, bc) and dVᵀ (dv, bc)
+  aligned_vector<T> kt, vt, kb;  // one key block's kᵀ, vᵀ and k in the products' panels
   static backward_space& get() {
     thread_local backward_space b;
     return b;
@@ -142,7 +142,8 @@ template <class T>
   constexpr std::size_t W = lanes<T>;
   V acc(T(0));
   std::size_t c = 0;
-  for (; c + W <= n; c += W) acc = fmadd(V(a + c, stdx::element_aligned), V(b + c, stdx::element_aligned), acc);
+  for (; c + W <= n; c += W)
+    acc = fmadd(V(a + c, stdx::element_aligned), V(b + c, stdx::element_aligned), acc);
   if (c < n) acc = fmadd(load_partial(a + c, n - c), load_partial(b + c, n - c), acc);
   return horizontal_sum(acc);
 }
@@ -157,7 +158,7 @@ struct backward_views {
   T scale = T(1);
   const T* stat_max = nullptr;  // (heads, T)
   const T* stat_sum = nullptr;
-  const T* d_row = nullptr;     // D, (heads, T)
+  const T* d_row = nullptr;  // D, (heads, T)
   bool dout_nonfinite = false;
 };
 
@@ -177,9 +178,12 @@ void pack_key_block(const backward_views<T>& bv, std::size_t g, std::size_t j0, 
   space.kb.resize(std::max(space.kb.size(), bc * dhp));
   // depth blocks of kc, as packed_operand lays them out
   constexpr std::size_t KC = gemm_blocking<T>::kc;
-  for (std::size_t pc = 0; pc < dh; pc += KC) pack_b(transposed(kh), pc, std::min(KC, dh - pc), 0, bc, space.kt.data() + pc * bcp);
-  for (std::size_t pc = 0; pc < dvh; pc += KC) pack_b(transposed(vh), pc, std::min(KC, dvh - pc), 0, bc, space.vt.data() + pc * bcp);
-  for (std::size_t pc = 0; pc < bc; pc += KC) pack_b(kh, pc, std::min(KC, bc - pc), 0, dh, space.kb.data() + pc * dhp);
+  for (std::size_t pc = 0; pc < dh; pc += KC)
+    pack_b(transposed(kh), pc, std::min(KC, dh - pc), 0, bc, space.kt.data() + pc * bcp);
+  for (std::size_t pc = 0; pc < dvh; pc += KC)
+    pack_b(transposed(vh), pc, std::min(KC, dvh - pc), 0, bc, space.vt.data() + pc * bcp);
+  for (std::size_t pc = 0; pc < bc; pc += KC)
+    pack_b(kh, pc, std::min(KC, bc - pc), 0, dh, space.kb.data() + pc * dhp);
 }
 
 /// one tile of the backward: query rows i0 .. i0 + rows of head h, keys j0 .. j0 + bc of its
@@ -226,7 +230,8 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
       continue;
     }
     if (!(m - m == T(0)) || l != l) [[unlikely]] {
-      for (std::size_t c = 0; c < bc; ++c) prow[c] = srow[c] == ninf ? T(0) : std::numeric_limits<T>::quiet_NaN();
+      for (std::size_t c = 0; c < bc; ++c)
+        prow[c] = srow[c] == ninf ? T(0) : std::numeric_limits<T>::quiet_NaN();
       continue;
     }
     const V vm(m), vl(l);
@@ -273,7 +278,8 @@ void backward_tile(const backward_views<T>& bv, std::size_t h, std::size_t g, co
   const auto qt = column_block(row_block(bv.q_t, h * dh, dh), i0, rows);
   product_block<T>(dot, matrix_view<const T>(pt), dvt, epilogue<T>{}, 0, dvh, 0, bc, true, nullptr, true);
   product_block<T>(qt, matrix_view<const T>(dst), dkt, epilogue<T>{}, 0, dh, 0, bc, true, nullptr, true);
-  product_block<T>(matrix_view<const T>(dst), kh, dq, epilogue<T>{}, 0, rows, 0, dh, true, space.kb.data(), true);
+  product_block<T>(matrix_view<const T>(dst), kh, dq, epilogue<T>{}, 0, rows, 0, dh, true, space.kb.data(),
+                   true);
   // a non-finite dO(i, c): P(i, j) dO(i, c) added to dV(j, c) of the keys row i sees
   if (bv.dout_nonfinite) [[unlikely]] {
     for (std::size_t r = 0; r < rows; ++r)
@@ -308,8 +314,7 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
   T* d_row = call.d_row.data();
   for (std::size_t h = 0; h < H; ++h)
     for (std::size_t i = 0; i < t_len; ++i)
-      d_row[h * t_len + i] = dvh == 0 ? T(0)
-                                      : row_dot(&bv.d_out(i, h * dvh), &bv.out(i, h * dvh), dvh);
+      d_row[h * t_len + i] = dvh == 0 ? T(0) : row_dot(&bv.d_out(i, h * dvh), &bv.out(i, h * dvh), dvh);
   bv.d_row = d_row;
   // a non-finite dO: dV's product reads a copy with those elements 0 (backward_tile adds them)
   dynamic_matrix<T> clean;
@@ -329,7 +334,8 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
   if (call.d_out_t.size() < bv.d_out.cols * t_len) call.d_out_t.resize(bv.d_out.cols * t_len);
   const matrix_view<T> q_t{call.q_t.data(), bv.q.cols, t_len, t_len, 1},
       d_out_t{call.d_out_t.data(), bv.d_out.cols, t_len, t_len, 1};
-  const auto transpose_into = [](const matrix_view<const T>& a, const matrix_view<T>& at, std::size_t c0, std::size_t c1) {
+  const auto transpose_into = [](const matrix_view<const T>& a, const matrix_view<T>& at, std::size_t c0,
+                                 std::size_t c1) {
     constexpr std::size_t B = 16;
     for (std::size_t i0 = 0; i0 < a.rows; i0 += B)
       for (std::size_t j0 = c0; j0 < c1; j0 += B)
@@ -404,8 +410,8 @@ void heads_backward(backward_views<T> bv, MaskOf&& mask_of, thread_pool* pool) {
 template <class T>
 void check_heads(const matrix_view<const T>& q, const matrix_view<const T>& v, std::size_t heads) {
   if (heads == 0 || q.cols % heads != 0 || v.cols % heads != 0)
-    throw shape_error("attention: " + std::to_string(heads) + " heads do not divide q " + q.shape() + " and v " +
-                      v.shape() + " into equal column blocks");
+    throw shape_error("attention: " + std::to_string(heads) + " heads do not divide q " + q.shape() +
+                      " and v " + v.shape() + " into equal column blocks");
 }
 
 /// the backward's own shape checks: dO's and the statistics'
@@ -414,12 +420,12 @@ void check_backward_shapes(const matrix_view<const T>& q, const matrix_view<cons
                            const matrix_view<const T>& d_out, const attention_statistics<T>& stats,
                            std::size_t heads) {
   if (d_out.rows != out.rows || d_out.cols != out.cols)
-    throw shape_error("attention_backward: d_context is " + d_out.shape() + " but the output is " + out.shape() +
-                      " (one gradient per output element)");
+    throw shape_error("attention_backward: d_context is " + d_out.shape() + " but the output is " +
+                      out.shape() + " (one gradient per output element)");
   if (stats.max.rows() != heads || stats.max.cols() != q.rows || stats.sum.rows() != heads ||
       stats.sum.cols() != q.rows)
-    throw shape_error("attention_backward: the statistics are " + stats.max.shape() + " and " + stats.sum.shape() +
-                      " but must be " + shape_string(heads, q.rows) +
+    throw shape_error("attention_backward: the statistics are " + stats.max.shape() + " and " +
+                      stats.sum.shape() + " but must be " + shape_string(heads, q.rows) +
                       " (heads by queries: attention_forward_for_backward's)");
 }
 
@@ -432,8 +438,9 @@ void check_backward_shapes(const matrix_view<const T>& q, const matrix_view<cons
 /// @throws shape_error naming the shapes that do not fit
 template <class T>
 void attention_forward_for_backward(matrix_view<const T> q, matrix_view<const T> k, matrix_view<const T> v,
-                                    matrix_view<T> out, std::size_t heads, T scale, const attention_mask& mask_in,
-                                    attention_statistics<T>& stats, thread_pool* pool = &default_pool()) {
+                                    matrix_view<T> out, std::size_t heads, T scale,
+                                    const attention_mask& mask_in, attention_statistics<T>& stats,
+                                    thread_pool* pool = &default_pool()) {
   detail::check_attention_shapes(q.rows, q.cols, k.rows, k.cols, v.rows, v.cols, out.rows, out.cols, mask_in);
   detail::check_heads(q, v, heads);
   if (mask_in.bias && mask_in.bias_element != sizeof(T))
@@ -451,8 +458,9 @@ void attention_forward_for_backward(matrix_view<const T> q, matrix_view<const T>
       q, k, vk, out, heads, scale, mask, use,
       [&](std::size_t h, std::size_t i0, std::size_t i1) {
         if (nonfinite)
-          detail::repair_rows(column_block(q, h * dh, dh), column_block(k, h * dh, dh), column_block(v, h * dvh, dvh),
-                              column_block(out, h * dvh, dvh), scale, mask, nonfinite->keys, i0, i1);
+          detail::repair_rows(column_block(q, h * dh, dh), column_block(k, h * dh, dh),
+                              column_block(v, h * dvh, dvh), column_block(out, h * dvh, dvh), scale, mask,
+                              nonfinite->keys, i0, i1);
       },
       detail::kv_panel_limit, &so);
 }
@@ -495,7 +503,8 @@ void attention_backward(matrix_view<const T> q, matrix_view<const T> k, matrix_v
   bv.scale = scale;
   bv.stat_max = stats.max.data();
   bv.stat_sum = stats.sum.data();
-  detail::heads_backward(bv, [&](std::size_t) { return mask; }, pool);
+  detail::heads_backward(
+      bv, [&](std::size_t) { return mask; }, pool);
 }
 
 /// @brief one head: the same with heads = 1

@@ -49,8 +49,9 @@ namespace qkv::runtime {
 /// one sequence of a batch
 template <class T>
 struct batch_sequence {
-  matrix_view<const T> x;                       // (T_b, d): the queries' tokens
-  std::optional<matrix_view<const T>> context = std::nullopt;  // (S_b, d_c): keys' and values' tokens; unset = x
+  matrix_view<const T> x;  // (T_b, d): the queries' tokens
+  std::optional<matrix_view<const T>> context =
+      std::nullopt;                             // (S_b, d_c): keys' and values' tokens; unset = x
   std::vector<unsigned char> key_padding = {};  // empty, or S_b flags: nonzero = padding, ignored
 };
 
@@ -59,11 +60,14 @@ namespace detail {
 template <class T, class W>
 void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const attention_options<T>& opt) {
   if (opt.allowed)
-    throw shape_error("batch attention: attention_options::allowed is " + opt.allowed->shape() +
-                      " but sequences of different lengths cannot share one mask; give each sequence its key_padding");
+    throw shape_error(
+        "batch attention: attention_options::allowed is " + opt.allowed->shape() +
+        " but sequences of different lengths cannot share one mask; give each sequence its key_padding");
   if (opt.key_padding)
-    throw shape_error("batch attention: attention_options::key_padding has " + std::to_string(opt.key_padding->size()) +
-                      " flags but sequences of different lengths cannot share one padding; give each sequence its key_padding");
+    throw shape_error("batch attention: attention_options::key_padding has " +
+                      std::to_string(opt.key_padding->size()) +
+                      " flags but sequences of different lengths cannot share one padding; give each "
+                      "sequence its key_padding");
   const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("batch attention: heads must be at least 1");
   // the weights' own widths (wq against wk, heads, wo; kv_heads when there are several) are
@@ -78,28 +82,29 @@ void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const att
       throw shape_error(seq + "x is " + shape_string(s.x.rows, s.x.cols) + " but wq takes " +
                         std::to_string(w.q.in_features()) + " features");
     if (c.cols != w.k.in_features() || c.cols != w.v.in_features())
-      throw shape_error(seq + (s.context ? "context" : "x") + std::string(" is ") + shape_string(c.rows, c.cols) +
-                        " but wk takes " + std::to_string(w.k.in_features()) + " and wv " +
-                        std::to_string(w.v.in_features()) + " features");
+      throw shape_error(seq + (s.context ? "context" : "x") + std::string(" is ") +
+                        shape_string(c.rows, c.cols) + " but wk takes " + std::to_string(w.k.in_features()) +
+                        " and wv " + std::to_string(w.v.in_features()) + " features");
     if (!s.key_padding.empty() && s.key_padding.size() != c.rows)
-      throw shape_error(seq + "key_padding has " + std::to_string(s.key_padding.size()) + " flags but there are " +
-                        std::to_string(c.rows) + " keys (" + (s.context ? "context" : "x") + " is " +
-                        shape_string(c.rows, c.cols) + ")");
+      throw shape_error(seq + "key_padding has " + std::to_string(s.key_padding.size()) +
+                        " flags but there are " + std::to_string(c.rows) + " keys (" +
+                        (s.context ? "context" : "x") + " is " + shape_string(c.rows, c.cols) + ")");
     // one (T, S) or (heads T, S) bias serves the batch only when every sequence has that shape:
     // refused here, before any sequence is computed (attention() would refuse it only when it
     // reached the first sequence it does not fit, after the ones before it)
     if (!detail::bias_fits(opt, H, s.x.rows, c.rows))
-      throw shape_error(seq + "the bias is " + opt.bias->shape() + " but this sequence needs " +
-                        shape_string(s.x.rows, c.rows) + " or " + shape_string(H * s.x.rows, c.rows) +
-                        " (heads x queries by keys); one bias serves a batch only when every sequence has that shape");
+      throw shape_error(
+          seq + "the bias is " + opt.bias->shape() + " but this sequence needs " +
+          shape_string(s.x.rows, c.rows) + " or " + shape_string(H * s.x.rows, c.rows) +
+          " (heads x queries by keys); one bias serves a batch only when every sequence has that shape");
     const long double ts = static_cast<long double>(s.x.rows) * static_cast<long double>(c.rows);
     if (opt.keep_weights) bytes += 2.0L * static_cast<long double>(opt.heads) * ts * sizeof(T);
   }
   if (bytes > static_cast<long double>(opt.max_weights_bytes))
-    throw size_limit_error("batch attention: " + std::to_string(batch.size()) +
-                           " sequences keep scores and weights of " + bytes_string(bytes) +
-                           " bytes in all, over the limit of " + std::to_string(opt.max_weights_bytes) +
-                           " (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))");
+    throw size_limit_error(
+        "batch attention: " + std::to_string(batch.size()) + " sequences keep scores and weights of " +
+        bytes_string(bytes) + " bytes in all, over the limit of " + std::to_string(opt.max_weights_bytes) +
+        " (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))");
 }
 
 }  // namespace detail
@@ -111,8 +116,9 @@ void check_batch(std::span<const batch_sequence<T>> batch, const W& w, const att
 template <class T, template <class> class Weights>
   requires std::is_same_v<Weights<T>, attention_weights<T>> ||
            std::is_same_v<Weights<T>, packed_attention_weights<T>>
-void batch_attention(std::span<const batch_sequence<T>> batch, const Weights<T>& w, const attention_options<T>& opt,
-                     std::vector<multihead_result<T>>& results, thread_pool* pool = &default_pool()) {
+void batch_attention(std::span<const batch_sequence<T>> batch, const Weights<T>& w,
+                     const attention_options<T>& opt, std::vector<multihead_result<T>>& results,
+                     thread_pool* pool = &default_pool()) {
   detail::check_batch(batch, w, opt);
   results.resize(batch.size());
   auto one = [&](std::size_t b, thread_pool* inner) {
@@ -135,7 +141,8 @@ template <class T, template <class> class Weights>
   requires std::is_same_v<Weights<T>, attention_weights<T>> ||
            std::is_same_v<Weights<T>, packed_attention_weights<T>>
 [[nodiscard]] std::vector<multihead_result<T>> batch_attention(std::span<const batch_sequence<T>> batch,
-                                                               const Weights<T>& w, const attention_options<T>& opt = {},
+                                                               const Weights<T>& w,
+                                                               const attention_options<T>& opt = {},
                                                                thread_pool* pool = &default_pool()) {
   std::vector<multihead_result<T>> r;
   batch_attention<T>(batch, w, opt, r, pool);

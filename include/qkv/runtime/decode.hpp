@@ -59,14 +59,15 @@ template <storage_type S>
     // plain ones pass _mm512_undefined_*, which g++ 12 reports as uninitialised under -Werror)
     if constexpr (lanes<float> == 16) {
       constexpr __mmask16 all = 0xFFFF;
-      return V(_mm512_castsi512_ps(
-          _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16)));
+      return V(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+          all, _mm512_maskz_cvtepu16_epi32(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
+          16)));
     }
 #endif
 #if defined(__AVX2__)
     if constexpr (lanes<float> == 8)
-      return V(_mm256_castsi256_ps(
-          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16)));
+      return V(_mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16)));
 #endif
     using U16 = stdx::rebind_simd_t<std::uint16_t, V>;
     using U32 = stdx::rebind_simd_t<std::uint32_t, V>;
@@ -124,16 +125,20 @@ inline __m512 sum_lanes16(const __m512* x) {
   constexpr __mmask8 all8 = 0xFF;
   __m512 a[8], b[4], c[2];
   for (int i = 0; i < 8; ++i)  // per 128-bit lane: x0 x1 pairs (0+2, 1+3)
-    a[i] = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, x[2 * i], x[2 * i + 1]), _mm512_maskz_unpackhi_ps(all, x[2 * i], x[2 * i + 1]));
+    a[i] = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, x[2 * i], x[2 * i + 1]),
+                         _mm512_maskz_unpackhi_ps(all, x[2 * i], x[2 * i + 1]));
   for (int i = 0; i < 4; ++i) {  // per 128-bit lane: the 4 vectors' 128-bit partial sums
-    const __m512d lo = _mm512_maskz_unpacklo_pd(all8, _mm512_castps_pd(a[2 * i]), _mm512_castps_pd(a[2 * i + 1]));
-    const __m512d hi = _mm512_maskz_unpackhi_pd(all8, _mm512_castps_pd(a[2 * i]), _mm512_castps_pd(a[2 * i + 1]));
+    const __m512d lo =
+        _mm512_maskz_unpacklo_pd(all8, _mm512_castps_pd(a[2 * i]), _mm512_castps_pd(a[2 * i + 1]));
+    const __m512d hi =
+        _mm512_maskz_unpackhi_pd(all8, _mm512_castps_pd(a[2 * i]), _mm512_castps_pd(a[2 * i + 1]));
     b[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
   }
   for (int i = 0; i < 2; ++i)  // 128-bit lanes 0+1 and 2+3 of two vectors
     c[i] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, b[2 * i], b[2 * i + 1], 0x88),
                          _mm512_maskz_shuffle_f32x4(all, b[2 * i], b[2 * i + 1], 0xDD));
-  return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0x88), _mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0xDD));
+  return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0x88),
+                       _mm512_maskz_shuffle_f32x4(all, c[0], c[1], 0xDD));
 }
 #endif
 
@@ -151,7 +156,8 @@ void decode_score_block(const float* q, const S* k, std::size_t row_stride, std:
     for (std::size_t t = 0; t < N; ++t) acc[t] = V(0.0f);
     for (std::size_t c = 0; c < dk; c += W) {
       const V kv = load_floats(krow + c);
-      for (std::size_t t = 0; t < N; ++t) acc[t] = fmadd(V(q + t * dk + c, stdx::element_aligned), kv, acc[t]);
+      for (std::size_t t = 0; t < N; ++t)
+        acc[t] = fmadd(V(q + t * dk + c, stdx::element_aligned), kv, acc[t]);
     }
     for (std::size_t t = 0; t < N; ++t) acc[t].copy_to(tile[t][jj], stdx::vector_aligned);
   }
@@ -177,8 +183,8 @@ void decode_score_block(const float* q, const S* k, std::size_t row_stride, std:
 /// out columns c0 .. c0 + NC W of N query heads: acc[t * dv + c] += sum_jj w[t * stride + jj] v_jj[c],
 /// the keys in order, one fma each; the NC x N accumulators stay in registers over the nk keys
 template <std::size_t N, std::size_t NC, storage_type S>
-void decode_value_block(const float* w, std::size_t stride, const S* v, std::size_t row_stride, std::size_t nk,
-                        float* acc, std::size_t dv, std::size_t c0) {
+void decode_value_block(const float* w, std::size_t stride, const S* v, std::size_t row_stride,
+                        std::size_t nk, float* acc, std::size_t dv, std::size_t c0) {
   using V = simd<float>;
   constexpr std::size_t W = lanes<float>;
   V a[N][NC];
@@ -253,7 +259,8 @@ void decode_score_group(const float* q, const S* k, std::size_t row_stride, std:
     for (std::size_t kk = 0; kk < KK; ++kk) {
       __m512 ka, kb;
       if (pf)
-        for (std::size_t b = 0; b < 32 * sizeof(S); b += 64) prefetch_line(pf + (kk * row_stride + c) * sizeof(S) + b);
+        for (std::size_t b = 0; b < 32 * sizeof(S); b += 64)
+          prefetch_line(pf + (kk * row_stride + c) * sizeof(S) + b);
       load_pair(row[kk] + c, ka, kb);
       for (std::size_t t = 0; t < N; ++t) {
         acc[t][kk] = _mm512_fmadd_ps(qa[t], ka, acc[t][kk]);
@@ -271,23 +278,25 @@ void decode_score_group(const float* q, const S* k, std::size_t row_stride, std:
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const auto keys = static_cast<__mmask16>((1u << nk) - 1);
   for (std::size_t t = 0; t < N; ++t)
-    _mm512_mask_storeu_ps(scores + t * stride, keys,
-                          _mm512_maskz_permutexvar_ps(all, _mm512_add_epi32(lane, _mm512_set1_epi32(int(t * KK))), s));
+    _mm512_mask_storeu_ps(
+        scores + t * stride, keys,
+        _mm512_maskz_permutexvar_ps(all, _mm512_add_epi32(lane, _mm512_set1_epi32(int(t * KK))), s));
 }
 
 /// out positions c0 .. c0 + 32 NP (load_pair's order) of N query heads: acc[t * dv + c] +=
 /// sum_jj w[t * stride + jj] v_jj[c], the keys in order, one fma each; the N x 2 NP
 /// accumulators stay in registers over the nk keys
 template <std::size_t N, std::size_t NP, storage_type S>
-void decode_value_pairs(const float* w, std::size_t stride, const S* v, std::size_t row_stride, std::size_t nk,
-                        float* acc, std::size_t dv, std::size_t c0, const char* pf) {
+void decode_value_pairs(const float* w, std::size_t stride, const S* v, std::size_t row_stride,
+                        std::size_t nk, float* acc, std::size_t dv, std::size_t c0, const char* pf) {
   __m512 a[N][2 * NP];
   for (std::size_t t = 0; t < N; ++t)
     for (std::size_t x = 0; x < 2 * NP; ++x) a[t][x] = _mm512_loadu_ps(acc + t * dv + c0 + x * 16);
   for (std::size_t jj = 0; jj < nk; ++jj) {
     __m512 r[2 * NP];
     if (pf)
-      for (std::size_t b = 0; b < dv * sizeof(S); b += 64) prefetch_line(pf + jj * row_stride * sizeof(S) + b);
+      for (std::size_t b = 0; b < dv * sizeof(S); b += 64)
+        prefetch_line(pf + jj * row_stride * sizeof(S) + b);
     for (std::size_t x = 0; x < NP; ++x) load_pair(v + jj * row_stride + c0 + x * 32, r[2 * x], r[2 * x + 1]);
     for (std::size_t t = 0; t < N; ++t) {
       const __m512 p = _mm512_set1_ps(w[t * stride + jj]);
@@ -308,8 +317,8 @@ template <std::size_t N, storage_type S>
 void decode_score_group(const float* q, const S* k, std::size_t row_stride, std::size_t dk, std::size_t nk,
                         float scale, float* scores, std::size_t stride, const char* pf);
 template <std::size_t N, std::size_t NP, storage_type S>
-void decode_value_pairs(const float* w, std::size_t stride, const S* v, std::size_t row_stride, std::size_t nk,
-                        float* acc, std::size_t dv, std::size_t c0, const char* pf);
+void decode_value_pairs(const float* w, std::size_t stride, const S* v, std::size_t row_stride,
+                        std::size_t nk, float* acc, std::size_t dv, std::size_t c0, const char* pf);
 #endif
 
 }  // namespace detail
@@ -323,9 +332,9 @@ void decode_value_pairs(const float* w, std::size_t stride, const S* v, std::siz
 /// tests/runtime/decoder_torch_test.cpp). Needs d_key and d_value multiples of the simd width;
 /// otherwise, and for T > 1, it calls attend.
 template <storage_type S>
-void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float> q, matrix_view<float> out,
-                   const cache_attention_options& opt, const std::vector<double>& slopes = {},
-                   thread_pool* pool = &default_pool()) {
+void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float> q,
+                   matrix_view<float> out, const cache_attention_options& opt,
+                   const std::vector<double>& slopes = {}, thread_pool* pool = &default_pool()) {
   using V = simd<float>;
   constexpr std::size_t W = lanes<float>;
   const std::size_t H = opt.heads, HK = cache.kv_heads(), dk = cache.d_key(), dv = cache.d_value();
@@ -365,7 +374,8 @@ void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<cons
       }
     }
     // scores: K read once, 16 keys a block, the R key ranges' blocks in turn (R streams)
-    const std::size_t kb = (n + detail::score_block_keys - 1) / detail::score_block_keys, kper = (kb + R - 1) / R;
+    const std::size_t kb = (n + detail::score_block_keys - 1) / detail::score_block_keys,
+                      kper = (kb + R - 1) / R;
     for (std::size_t b = 0; b < kper; ++b)
       for (std::size_t r = 0; r < R; ++r) {
         const std::size_t blk = r * kper + b;
@@ -380,11 +390,13 @@ void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<cons
               if (pairs) {
                 constexpr std::size_t KK = 16 / N;
                 for (std::size_t jj = 0; jj < nk; jj += KK) {
-                  const std::size_t kn = std::min(KK, nk - jj), at = (j + jj) * krow + detail::decode_prefetch_distance<S>;
-                  const char* pf = h0 == 0 && at + kn * krow <= kbytes
-                                       ? reinterpret_cast<const char*>(k0) + at : nullptr;
-                  detail::decode_score_group<N>(space.qp.data() + h0 * dk, k0 + (j + jj) * k.row_stride, k.row_stride,
-                                                dk, kn, scale, sc + h0 * stride + j + jj, stride, pf);
+                  const std::size_t kn = std::min(KK, nk - jj),
+                                    at = (j + jj) * krow + detail::decode_prefetch_distance<S>;
+                  const char* pf =
+                      h0 == 0 && at + kn * krow <= kbytes ? reinterpret_cast<const char*>(k0) + at : nullptr;
+                  detail::decode_score_group<N>(space.qp.data() + h0 * dk, k0 + (j + jj) * k.row_stride,
+                                                k.row_stride, dk, kn, scale, sc + h0 * stride + j + jj,
+                                                stride, pf);
                 }
                 return;
               }
@@ -400,7 +412,8 @@ void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<cons
       if (opt.alibi) {
         const float slope = static_cast<float>(slopes[g * group + t]);
         for (std::size_t j = 0; j < n; ++j)
-          st[j] = st[j] + slope * static_cast<float>(static_cast<std::ptrdiff_t>(first + j) - static_cast<std::ptrdiff_t>(p));
+          st[j] = st[j] + slope * static_cast<float>(static_cast<std::ptrdiff_t>(first + j) -
+                                                     static_cast<std::ptrdiff_t>(p));
       }
       const float m = detail::row_max(st, n);
       finite = finite && m - m == 0.0f;
@@ -409,16 +422,18 @@ void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<cons
     if (finite) {
       // out_t += w_t[j] v_j: V read once, 32 keys a block, up to 4 heads x 4 vectors of columns
       // at a time; key range r into its own accumulators acc_r (R streams), added at the end
-      const std::size_t vb = (n + detail::value_block_keys - 1) / detail::value_block_keys, vper = (vb + R - 1) / R;
+      const std::size_t vb = (n + detail::value_block_keys - 1) / detail::value_block_keys,
+                        vper = (vb + R - 1) / R;
       for (std::size_t b = 0; b < vper; ++b)
         for (std::size_t r = 0; r < R; ++r) {
           const std::size_t blk = r * vper + b;
           if (blk >= vb) break;
-          const std::size_t j = blk * detail::value_block_keys, nk = std::min(detail::value_block_keys, n - j);
+          const std::size_t j = blk * detail::value_block_keys,
+                            nk = std::min(detail::value_block_keys, n - j);
           const std::size_t from = j * vrow + detail::decode_prefetch_distance<S>;
           if (!pairs) detail::prefetch_bytes(v0, vbytes, from, from + nk * vrow);
-          const char* pfv = pairs && from + nk * vrow <= vbytes
-                                ? reinterpret_cast<const char*>(v0) + from : nullptr;
+          const char* pfv =
+              pairs && from + nk * vrow <= vbytes ? reinterpret_cast<const char*>(v0) + from : nullptr;
           const S* vr = v0 + j * v.row_stride;
           float* ar = acc + r * group * dv;
           for (std::size_t h0 = 0; h0 < group; h0 += 4)

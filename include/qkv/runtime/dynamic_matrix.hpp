@@ -68,11 +68,12 @@ inline constexpr std::size_t max_matrix_bytes = std::size_t(1) << 40;
 /// the size_limit_error of checked_elements (out of line: the check itself stays a few
 /// instructions)
 [[noreturn, gnu::noinline, gnu::cold]] inline void throw_size_limit(std::size_t rows, std::size_t cols,
-                                                                   std::size_t bytes) {
+                                                                    std::size_t bytes) {
   const long double total = static_cast<long double>(rows) * static_cast<long double>(cols) * bytes;
-  throw size_limit_error("dynamic_matrix: " + shape_string(rows, cols) + " elements of " + std::to_string(bytes) +
-                         " bytes need " + bytes_string(total) + " bytes, over the limit of " +
-                         std::to_string(max_matrix_bytes) + " (runtime::max_matrix_bytes)");
+  throw size_limit_error("dynamic_matrix: " + shape_string(rows, cols) + " elements of " +
+                         std::to_string(bytes) + " bytes need " + bytes_string(total) +
+                         " bytes, over the limit of " + std::to_string(max_matrix_bytes) +
+                         " (runtime::max_matrix_bytes)");
 }
 
 /// rows x cols elements of `bytes` bytes each, checked against max_matrix_bytes (overflow included)
@@ -93,7 +94,7 @@ inline constexpr bool checked_access = false;
 
 /// the std::out_of_range of check_index (out of line)
 [[noreturn, gnu::noinline, gnu::cold]] inline void throw_index(std::size_t i, std::size_t j, std::size_t rows,
-                                                              std::size_t cols, const char* what) {
+                                                               std::size_t cols, const char* what) {
   throw std::out_of_range(std::string(what) + ": element (" + std::to_string(i) + ", " + std::to_string(j) +
                           ") of a " + shape_string(rows, cols) + " matrix");
 }
@@ -121,7 +122,9 @@ struct aligned_allocator {
   }
   void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t{alignment}); }
   template <class U>
-  bool operator==(const aligned_allocator<U>&) const noexcept { return true; }
+  bool operator==(const aligned_allocator<U>&) const noexcept {
+    return true;
+  }
 };
 
 template <class T>
@@ -191,9 +194,8 @@ class dynamic_matrix {
     std::size_t i = 0;
     for (const auto& r : init) {
       if (r.size() != cols_)
-        throw shape_error("dynamic_matrix: row " + std::to_string(i) + " has " +
-                          std::to_string(r.size()) + " elements but row 0 has " +
-                          std::to_string(cols_));
+        throw shape_error("dynamic_matrix: row " + std::to_string(i) + " has " + std::to_string(r.size()) +
+                          " elements but row 0 has " + std::to_string(cols_));
       data_.insert(data_.end(), r.begin(), r.end());
       ++i;
     }
@@ -240,8 +242,7 @@ class dynamic_matrix {
   template <std::size_t R, std::size_t C>
   [[nodiscard]] qkv::matrix<T, R, C> to_fixed() const {
     if (rows_ != R || cols_ != C)
-      throw shape_error("to_fixed: the matrix is " + shape() + " but the target is " +
-                        shape_string(R, C));
+      throw shape_error("to_fixed: the matrix is " + shape() + " but the target is " + shape_string(R, C));
     qkv::matrix<T, R, C> out;
     for (std::size_t k = 0; k < R * C; ++k) out.v[k] = data_[k];
     return out;

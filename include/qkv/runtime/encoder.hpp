@@ -77,14 +77,16 @@ template <class T>
 void check_matrix(const dynamic_matrix<T>& m, std::size_t rows, std::size_t cols, const std::string& where,
                   const std::string& field, const std::string& what) {
   if (m.rows() != rows || m.cols() != cols)
-    throw shape_error(where + field + " is " + m.shape() + " but " + what + " is " + shape_string(rows, cols));
+    throw shape_error(where + field + " is " + m.shape() + " but " + what + " is " +
+                      shape_string(rows, cols));
 }
 
 template <class T>
 void check_vector(const std::vector<T>& v, std::size_t n, const std::string& where, const std::string& field,
                   const std::string& what) {
   if (v.size() != n)
-    throw shape_error(where + field + " is " + vector_shape(v.size()) + " but " + what + " is " + vector_shape(n));
+    throw shape_error(where + field + " is " + vector_shape(v.size()) + " but " + what + " is " +
+                      vector_shape(n));
 }
 
 }  // namespace detail
@@ -92,10 +94,13 @@ void check_vector(const std::vector<T>& v, std::size_t n, const std::string& whe
 /// @brief every shape of one layer against the config; throws shape_error naming the field and
 /// both shapes. `where` prefixes the message (e.g. "layers[1] ").
 template <class T>
-void check_shapes(const encoder_layer_parameters<T>& w, const encoder_options& c, const std::string& where = "") {
-  if (c.d_model == 0 || c.dim_feedforward == 0) throw shape_error(where + "d_model and dim_feedforward must be positive");
+void check_shapes(const encoder_layer_parameters<T>& w, const encoder_options& c,
+                  const std::string& where = "") {
+  if (c.d_model == 0 || c.dim_feedforward == 0)
+    throw shape_error(where + "d_model and dim_feedforward must be positive");
   if (c.nhead == 0 || c.d_model % c.nhead != 0)
-    throw shape_error(where + "nhead " + std::to_string(c.nhead) + " does not divide d_model " + std::to_string(c.d_model));
+    throw shape_error(where + "nhead " + std::to_string(c.nhead) + " does not divide d_model " +
+                      std::to_string(c.d_model));
   const std::size_t d = c.d_model, f = c.dim_feedforward;
   detail::check_matrix(w.in_proj_weight, 3 * d, d, where, "self_attn.in_proj_weight", "3 d_model x d_model");
   detail::check_vector(w.in_proj_bias, 3 * d, where, "self_attn.in_proj_bias", "3 d_model");
@@ -150,7 +155,7 @@ template <class T, std::size_t D, std::size_t H, std::size_t F>
 /// the config of a constexpr layer type and its options
 template <class T, std::size_t D, std::size_t H, std::size_t F>
 [[nodiscard]] encoder_options to_runtime_options(const qkv::encoder_layer_parameters<T, D, H, F>&,
-                                                const qkv::encoder_options<T>& o) {
+                                                 const qkv::encoder_options<T>& o) {
   return {D, H, F, o.act, o.norm_first, double(o.layer_norm_eps), o.causal};
 }
 
@@ -163,11 +168,11 @@ struct encoder_layer_result {
   dynamic_matrix<T> first_sum;           // x + sa(...)
   dynamic_matrix<T> hidden;              // h: first_sum, or norm1(first_sum) (post-norm)
   dynamic_matrix<T> feed_forward_input;  // h, or norm2(h) when norm_first
-  dynamic_matrix<T> feed_forward_hidden; // linear1(...)            (T, f)
+  dynamic_matrix<T> feed_forward_hidden;     // linear1(...)            (T, f)
   dynamic_matrix<T> feed_forward_activated;  // activation(...)     (T, f)
-  dynamic_matrix<T> feed_forward_output; // linear2(...)            (T, d)
-  dynamic_matrix<T> second_sum;          // h + ff(...)
-  dynamic_matrix<T> output;              // second_sum, or norm2(second_sum) (post-norm)
+  dynamic_matrix<T> feed_forward_output;     // linear2(...)            (T, d)
+  dynamic_matrix<T> second_sum;              // h + ff(...)
+  dynamic_matrix<T> output;                  // second_sum, or norm2(second_sum) (post-norm)
 };
 
 /// @brief LayerNorm of each row with the core's two-pass arithmetic (core/layers.hpp), so the
@@ -177,8 +182,9 @@ void layer_norm(matrix_view<const T> x, const std::vector<T>& weight, const std:
                 dynamic_matrix<T>& out) {
   const std::size_t n = x.rows, d = x.cols;
   if (weight.size() != d || bias.size() != d)
-    throw shape_error("layer_norm: x is " + x.shape() + " but the weight is " + detail::vector_shape(weight.size()) +
-                      " and the bias " + detail::vector_shape(bias.size()));
+    throw shape_error("layer_norm: x is " + x.shape() + " but the weight is " +
+                      detail::vector_shape(weight.size()) + " and the bias " +
+                      detail::vector_shape(bias.size()));
   out.resize(n, d);
   for (std::size_t i = 0; i < n; ++i) {
     T s = x(i, 0);
@@ -243,7 +249,8 @@ attention_weights<T> split_in_proj(const encoder_layer_parameters<T>& w, std::si
     parts[p]->weight = dynamic_matrix<T>(d, d);
     for (std::size_t i = 0; i < d; ++i)
       for (std::size_t j = 0; j < d; ++j) parts[p]->weight(i, j) = w.in_proj_weight(p * d + i, j);
-    parts[p]->bias.assign(w.in_proj_bias.begin() + std::ptrdiff_t(p * d), w.in_proj_bias.begin() + std::ptrdiff_t((p + 1) * d));
+    parts[p]->bias.assign(w.in_proj_bias.begin() + std::ptrdiff_t(p * d),
+                          w.in_proj_bias.begin() + std::ptrdiff_t((p + 1) * d));
   }
   a.o = linear_weights<T>{w.out_proj_weight, w.out_proj_bias, weight_layout::out_in};
   return a;
@@ -255,10 +262,12 @@ attention_weights<T> split_in_proj(const encoder_layer_parameters<T>& w, std::si
 /// @throws shape_error naming the field and both shapes when x, a weight or the mask does not fit
 template <class T>
 void encoder_layer(const dynamic_matrix<T>& x, const encoder_layer_parameters<T>& w, const encoder_options& c,
-                   const encoder_run_options& run, encoder_layer_result<T>& tr, thread_pool* pool = &default_pool()) {
+                   const encoder_run_options& run, encoder_layer_result<T>& tr,
+                   thread_pool* pool = &default_pool()) {
   check_shapes(w, c);
   if (x.cols() != c.d_model)
-    throw shape_error("x is " + x.shape() + " but d_model is " + std::to_string(c.d_model) + " (x must be T x d_model)");
+    throw shape_error("x is " + x.shape() + " but d_model is " + std::to_string(c.d_model) +
+                      " (x must be T x d_model)");
   const T eps = static_cast<T>(c.layer_norm_eps);
   attention_options<T> opt;
   opt.heads = c.nhead;
@@ -302,11 +311,14 @@ void encoder_layer(const dynamic_matrix<T>& x, const encoder_layer_parameters<T>
 /// @brief nn.TransformerEncoder(layer, N, norm=None): the layers in turn with the same masks;
 /// traces[l] holds layer l's steps, the output is traces.back().output
 template <class T>
-const dynamic_matrix<T>& encoder(const dynamic_matrix<T>& x, const std::vector<encoder_layer_parameters<T>>& layers,
+const dynamic_matrix<T>& encoder(const dynamic_matrix<T>& x,
+                                 const std::vector<encoder_layer_parameters<T>>& layers,
                                  const encoder_options& c, const encoder_run_options& run,
-                                 std::vector<encoder_layer_result<T>>& traces, thread_pool* pool = &default_pool()) {
+                                 std::vector<encoder_layer_result<T>>& traces,
+                                 thread_pool* pool = &default_pool()) {
   if (layers.empty()) throw shape_error("encoder: no layers");
-  for (std::size_t l = 0; l < layers.size(); ++l) check_shapes(layers[l], c, "layers[" + std::to_string(l) + "] ");
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    check_shapes(layers[l], c, "layers[" + std::to_string(l) + "] ");
   traces.resize(layers.size());
   for (std::size_t l = 0; l < layers.size(); ++l)
     encoder_layer(l == 0 ? x : traces[l - 1].output, layers[l], c, run, traces[l], pool);
@@ -318,7 +330,8 @@ const dynamic_matrix<T>& encoder(const dynamic_matrix<T>& x, const std::vector<e
 // two template aliases are silent there)
 using encoder_config [[deprecated("use qkv::runtime::encoder_options")]] = encoder_options;
 template <class T>
-using encoder_layer_weights [[deprecated("use qkv::runtime::encoder_layer_parameters")]] = encoder_layer_parameters<T>;
+using encoder_layer_weights [[deprecated("use qkv::runtime::encoder_layer_parameters")]] =
+    encoder_layer_parameters<T>;
 template <class T>
 using encoder_layer_trace [[deprecated("use qkv::runtime::encoder_layer_result")]] = encoder_layer_result<T>;
 template <class T, std::size_t D, std::size_t H, std::size_t F>

@@ -34,8 +34,8 @@ struct exp_constants<float> {
   using int_type = std::int32_t;
   static constexpr float lo = -104.0f, hi = 89.0f;  // beyond: 0 and +inf anyway
   static constexpr float log2e = 1.44269504088896341f;
-  static constexpr float ln2_hi = 0.693359375f;      // 9 significant bits: n ln2_hi is exact
-  static constexpr float ln2_lo = -2.12194440e-4f;   // ln 2 - ln2_hi
+  static constexpr float ln2_hi = 0.693359375f;     // 9 significant bits: n ln2_hi is exact
+  static constexpr float ln2_lo = -2.12194440e-4f;  // ln 2 - ln2_hi
   static constexpr int mantissa_bits = 23, bias = 127;
   static constexpr float fast_limit = 87.0f;  // n = round(x log2e) in [-126, 126]: 2^n normal
   // Cephes expf.c, P(r) such that e^r ~ 1 + r + r^2 P(r) on [-ln2/2, ln2/2]
@@ -53,10 +53,9 @@ struct exp_constants<double> {
   static constexpr int mantissa_bits = 52, bias = 1023;
   static constexpr double fast_limit = 708.0;  // n in [-1022, 1022]
   // 1/k! for k = 13 .. 2: P(r) = sum r^(k-2)/k!, remainder r^14/14! < 4e-18 for |r| <= ln2/2
-  static constexpr double p[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
-                                 1.0 / 3628800.0,    1.0 / 362880.0,    1.0 / 40320.0,
-                                 1.0 / 5040.0,       1.0 / 720.0,       1.0 / 120.0,
-                                 1.0 / 24.0,         1.0 / 6.0,         1.0 / 2.0};
+  static constexpr double p[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                 1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
+                                 1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        1.0 / 2.0};
 };
 
 }  // namespace detail
@@ -66,8 +65,9 @@ namespace detail {
 /// the "shifter": 1.5 2^p + bias (p = mantissa bits), so that a sum near it has an ulp of 1 and
 /// its low mantissa bits are an integer n + bias
 template <class T>
-inline constexpr T exp_shift = T(3) * T(typename exp_constants<T>::int_type(1) << (exp_constants<T>::mantissa_bits - 1)) +
-                               T(exp_constants<T>::bias);
+inline constexpr T exp_shift =
+    T(3) * T(typename exp_constants<T>::int_type(1) << (exp_constants<T>::mantissa_bits - 1)) +
+    T(exp_constants<T>::bias);
 
 /// x log2 e + shift, rounded once: its low mantissa bits are n + bias with n = round(x log2 e)
 /// (exp_shift), which gives n without a round and its 2^n without an int conversion
@@ -132,7 +132,8 @@ template <class T>
 #endif
   // z's low bits are n + bias: shifted into the exponent field they are 2^n (the bits above
   // drop out of the integer)
-  const V two_n = stdx::__proposed::simd_bit_cast<V>(stdx::__proposed::simd_bit_cast<I>(z) << c::mantissa_bits);
+  const V two_n =
+      stdx::__proposed::simd_bit_cast<V>(stdx::__proposed::simd_bit_cast<I>(z) << c::mantissa_bits);
   return y * two_n;
 }
 
@@ -159,7 +160,8 @@ template <class T>
 inline void vexp(const T* in, T* out, std::size_t n) {
   constexpr std::size_t w = lanes<T>;
   std::size_t i = 0;
-  for (; i + w <= n; i += w) vexp(simd<T>(in + i, stdx::element_aligned)).copy_to(out + i, stdx::element_aligned);
+  for (; i + w <= n; i += w)
+    vexp(simd<T>(in + i, stdx::element_aligned)).copy_to(out + i, stdx::element_aligned);
   if (i < n) store_partial(vexp(load_partial(in + i, n - i)), out + i, n - i);
 }
 

@@ -46,9 +46,9 @@ struct gemm_blocking {
   // and 12 x 2 accumulators (24) there measured 5% faster than 6 and 14 rows on a 128 x 768 x 768
   // product (MR = 14 spills a broadcast: 1.15x slower)
   static constexpr std::size_t mr = lanes<T> >= 16 ? 12 : 6;
-  static constexpr std::size_t nr = 2 * lanes<T>;   // columns: two registers
-  static constexpr std::size_t kc = 256;            // depth of one packed block (L1: kc*nr*4 = 16 KiB)
-  static constexpr std::size_t mc = 12 * mr;        // rows of a packed a block (L2)
+  static constexpr std::size_t nr = 2 * lanes<T>;  // columns: two registers
+  static constexpr std::size_t kc = 256;           // depth of one packed block (L1: kc*nr*4 = 16 KiB)
+  static constexpr std::size_t mc = 12 * mr;       // rows of a packed a block (L2)
 };
 
 /// thread-local packing space, grown once and reused
@@ -63,8 +63,8 @@ struct packing_space {
 
 /// a(i0 .. i0+mc, k0 .. k0+kc) into panels of MR rows: dst[p][k][r], zero rows past the end
 template <class T>
-void pack_a(const matrix_view<const T>& a, std::size_t i0, std::size_t mc, std::size_t k0,
-            std::size_t kc, T* dst) {
+void pack_a(const matrix_view<const T>& a, std::size_t i0, std::size_t mc, std::size_t k0, std::size_t kc,
+            T* dst) {
   constexpr std::size_t MR = gemm_blocking<T>::mr;
   for (std::size_t p = 0; p < mc; p += MR, dst += MR * kc)
     for (std::size_t r = 0; r < MR; ++r) {
@@ -80,8 +80,8 @@ void pack_a(const matrix_view<const T>& a, std::size_t i0, std::size_t mc, std::
 
 /// b(k0 .. k0+kc, j0 .. j0+nc) into panels of NR columns: dst[q][k][n], zero columns past the end
 template <class T>
-void pack_b(const matrix_view<const T>& b, std::size_t k0, std::size_t kc, std::size_t j0,
-            std::size_t nc, T* dst) {
+void pack_b(const matrix_view<const T>& b, std::size_t k0, std::size_t kc, std::size_t j0, std::size_t nc,
+            T* dst) {
   constexpr std::size_t NR = gemm_blocking<T>::nr;
   for (std::size_t q = 0; q < nc; q += NR, dst += NR * kc) {
     const std::size_t n_valid = std::min(NR, nc - q);
@@ -162,6 +162,8 @@ template <class T, std::size_t Rows, class A>
 // acc = fma(a(r, k), b(k, j), acc) for k in order from c or 0 (vfmadd231ps rounds
 // zmm_b * zmm_a + acc once, and an exact product does not depend on the order of its factors),
 // then acc * scale and + bias[j] (vmulps, vaddps: one rounding each, as in C++): the same bits.
+// (the kernel in assembly is laid out by hand, one instruction per line: not formatted)
+// clang-format off
 #define QKV_GEMM_S(x) #x
 #define QKV_GEMM_STR(x) QKV_GEMM_S(x)
 #define QKV_GEMM_ROW(disp, addr, r, s)               \
@@ -379,6 +381,7 @@ inline void tile_12x32_asm(std::size_t kc, const float* a, std::size_t lda, cons
 #undef QKV_GEMM_ROW
 #undef QKV_GEMM_STR
 #undef QKV_GEMM_S
+// clang-format on
 #endif
 
 /// @brief the Rows x NR micro-kernel (Rows = MR, or fewer for the last rows of a block):
@@ -394,7 +397,7 @@ inline void micro_kernel_rows(std::size_t kc, const T* __restrict ap, const T* _
                               const epilogue<T>* last, std::size_t j, std::size_t lda) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>, MR = gemm_blocking<T>::mr, NR = gemm_blocking<T>::nr;
-  const bool full_width = nr == NR;  // rows past mr are simply not stored
+  const bool full_width = nr == NR;      // rows past mr are simply not stored
   alignas(alignment) T tile[Rows * NR];  // for partial widths: c copied in and out through here
   T* cp = c;
   std::size_t ld = ldc;
@@ -428,7 +431,8 @@ inline void micro_kernel_rows(std::size_t kc, const T* __restrict ap, const T* _
       for (; k + 4 <= kc; k += 4, bp += 4 * NR) {
 #pragma GCC unroll 4
         for (std::size_t u = 0; u < 4; ++u)
-          kernel_step<T, Rows>(acc0, acc1, bp + u * NR, [&](std::size_t r) { return base[r / G][(r % G) * lda + k + u]; });
+          kernel_step<T, Rows>(acc0, acc1, bp + u * NR,
+                               [&](std::size_t r) { return base[r / G][(r % G) * lda + k + u]; });
       }
       for (; k < kc; ++k, bp += NR)
         kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return base[r / G][(r % G) * lda + k]; });
@@ -441,14 +445,16 @@ inline void micro_kernel_rows(std::size_t kc, const T* __restrict ap, const T* _
       for (std::size_t u = 0; u < 4; ++u)
         kernel_step<T, Rows>(acc0, acc1, bp + u * NR, [&](std::size_t r) { return rows[r][k + u]; });
     }
-    for (; k < kc; ++k, bp += NR) kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return rows[r][k]; });
+    for (; k < kc; ++k, bp += NR)
+      kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return rows[r][k]; });
   } else {
     for (; k + 4 <= kc; k += 4, ap += 4 * MR, bp += 4 * NR) {
 #pragma GCC unroll 4
       for (std::size_t u = 0; u < 4; ++u)
         kernel_step<T, Rows>(acc0, acc1, bp + u * NR, [&](std::size_t r) { return ap[u * MR + r]; });
     }
-    for (; k < kc; ++k, ap += MR, bp += NR) kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return ap[r]; });
+    for (; k < kc; ++k, ap += MR, bp += NR)
+      kernel_step<T, Rows>(acc0, acc1, bp, [&](std::size_t r) { return ap[r]; });
   }
   if (last) {
     if (last->scaled) {
@@ -462,8 +468,8 @@ inline void micro_kernel_rows(std::size_t kc, const T* __restrict ap, const T* _
     if (last->bias) {
       const T* bias = last->bias + j;
       const V bias0 = nr >= W ? V(bias, stdx::element_aligned) : load_partial(bias, nr);
-      const V bias1 = nr >= NR ? V(bias + W, stdx::element_aligned)
-                               : (nr > W ? load_partial(bias + W, nr - W) : V(T(0)));
+      const V bias1 =
+          nr >= NR ? V(bias + W, stdx::element_aligned) : (nr > W ? load_partial(bias + W, nr - W) : V(T(0)));
 #pragma GCC unroll 16
       for (std::size_t r = 0; r < Rows; ++r) {
         acc0[r] += bias0;
@@ -516,8 +522,8 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
 /// arithmetic), no partial-tile copies. Each element is the micro-kernel's chain and epilogue:
 /// the same bits.
 template <class T>
-void small_rows(const matrix_view<const T>& a, const matrix_view<T>& c, const epilogue<T>& e,
-                std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1, const T* panels) {
+void small_rows(const matrix_view<const T>& a, const matrix_view<T>& c, const epilogue<T>& e, std::size_t i0,
+                std::size_t i1, std::size_t j0, std::size_t j1, const T* panels) {
   using V = simd<T>;
   constexpr std::size_t W = lanes<T>, NR = gemm_blocking<T>::nr;
   const std::size_t K = a.cols, nc = j1 - j0;
@@ -528,14 +534,16 @@ void small_rows(const matrix_view<const T>& a, const matrix_view<T>& c, const ep
     if (e.bias) {
       const T* bias = e.bias + j0 + jr;
       bias0 = n >= W ? V(bias, stdx::element_aligned) : load_partial(bias, n);
-      bias1 = n >= NR ? V(bias + W, stdx::element_aligned) : (n > W ? load_partial(bias + W, n - W) : V(T(0)));
+      bias1 =
+          n >= NR ? V(bias + W, stdx::element_aligned) : (n > W ? load_partial(bias + W, n - W) : V(T(0)));
     }
     for (std::size_t i = i0; i < i1; ++i) {
       V acc0(T(0)), acc1(T(0));
       const T* ar = &a(i, 0);
       const std::size_t cs = a.col_stride;
       if (n <= W) {  // one register of real columns: the second would be padding
-        for (std::size_t k = 0; k < K; ++k) acc0 = fmadd(V(ar[k * cs]), V(bp + k * NR, stdx::vector_aligned), acc0);
+        for (std::size_t k = 0; k < K; ++k)
+          acc0 = fmadd(V(ar[k * cs]), V(bp + k * NR, stdx::vector_aligned), acc0);
       } else {
         for (std::size_t k = 0; k < K; ++k) {
           const V x(ar[k * cs]);
@@ -571,10 +579,9 @@ void small_rows(const matrix_view<const T>& a, const matrix_view<T>& c, const ep
 /// `accumulate` the chains start from c's values instead of 0 (c += a b, continuing the chain).
 /// `packed`: b already in panels (packed_operand, below; j0 a multiple of NR), or nullptr.
 template <class T>
-void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
-                   const matrix_view<T>& c, const epilogue<T>& e, std::size_t i0, std::size_t i1,
-                   std::size_t j0, std::size_t j1, bool accumulate = false,
-                   const T* packed = nullptr, bool direct_a = false) {
+void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c,
+                   const epilogue<T>& e, std::size_t i0, std::size_t i1, std::size_t j0, std::size_t j1,
+                   bool accumulate = false, const T* packed = nullptr, bool direct_a = false) {
   using blk = gemm_blocking<T>;
   const std::size_t K = a.cols;
   if (i0 >= i1 || j0 >= j1) return;
@@ -632,17 +639,17 @@ void product_block(const matrix_view<const T>& a, const matrix_view<const T>& b,
       if (direct) {
         for (std::size_t jr = 0; jr < nc; jr += blk::nr)
           for (std::size_t ir = 0; ir < mc; ir += blk::mr)
-            micro_kernel<T, true>(kc, &a(ic + ir, pc), bpanels + jr * kc, &c(ic + ir, j0 + jr),
-                                  c.row_stride, std::min(blk::mr, mc - ir), std::min(blk::nr, nc - jr),
+            micro_kernel<T, true>(kc, &a(ic + ir, pc), bpanels + jr * kc, &c(ic + ir, j0 + jr), c.row_stride,
+                                  std::min(blk::mr, mc - ir), std::min(blk::nr, nc - jr),
                                   accumulate || pc > 0, last ? &e : nullptr, j0 + jr, a.row_stride);
         continue;
       }
       pack_a(a, ic, mc, pc, kc, space.a.data());
       for (std::size_t jr = 0; jr < nc; jr += blk::nr)
         for (std::size_t ir = 0; ir < mc; ir += blk::mr)
-          micro_kernel(kc, space.a.data() + ir * kc, bpanels + jr * kc,
-                       &c(ic + ir, j0 + jr), c.row_stride, std::min(blk::mr, mc - ir),
-                       std::min(blk::nr, nc - jr), accumulate || pc > 0, last ? &e : nullptr, j0 + jr);
+          micro_kernel(kc, space.a.data() + ir * kc, bpanels + jr * kc, &c(ic + ir, j0 + jr), c.row_stride,
+                       std::min(blk::mr, mc - ir), std::min(blk::nr, nc - jr), accumulate || pc > 0,
+                       last ? &e : nullptr, j0 + jr);
     }
   }
 }
@@ -688,7 +695,8 @@ struct product_job {
   void run(std::size_t t) const {
     const std::size_t M = a.rows, N = b.cols;
     if (by_columns)
-      product_block(a, b, c, e, 0, M, std::min(N, t * per), std::min(N, (t + 1) * per), false, packed, direct);
+      product_block(a, b, c, e, 0, M, std::min(N, t * per), std::min(N, (t + 1) * per), false, packed,
+                    direct);
     else
       product_block(a, b, c, e, t * per, std::min(M, (t + 1) * per), 0, N, false, packed);
   }
@@ -717,9 +725,8 @@ void threaded_products(product_job<T> (&jobs)[P], thread_pool* pool) {
 }
 
 template <class T>
-void threaded_product(const matrix_view<const T>& a, const matrix_view<const T>& b,
-                      const matrix_view<T>& c, const epilogue<T>& e, thread_pool* pool,
-                      const T* packed) {
+void threaded_product(const matrix_view<const T>& a, const matrix_view<const T>& b, const matrix_view<T>& c,
+                      const epilogue<T>& e, thread_pool* pool, const T* packed) {
   product_job<T> jobs[1] = {{a, b, c, e, packed}};
   threaded_products(jobs, pool);
 }

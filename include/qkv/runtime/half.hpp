@@ -40,7 +40,8 @@ concept storage_type = std::is_same_v<S, float> || std::is_same_v<S, bfloat16> |
 template <storage_type S>
 void to_float(const S* in, float* out, std::size_t n) noexcept {
   if constexpr (std::is_same_v<S, bfloat16>) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(in[i].bits) << 16);
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(in[i].bits) << 16);
   } else {
     for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
   }

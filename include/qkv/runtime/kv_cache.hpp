@@ -59,20 +59,23 @@ class kv_cache {
  public:
   /// @throws size_limit_error when the full cache would take more than max_bytes (checked
   /// before allocating); shape_error for a zero head count or width
-  kv_cache(std::size_t layers, std::size_t kv_heads, std::size_t d_key, std::size_t d_value, std::size_t capacity,
-           std::size_t max_bytes = default_max_cache_bytes)
+  kv_cache(std::size_t layers, std::size_t kv_heads, std::size_t d_key, std::size_t d_value,
+           std::size_t capacity, std::size_t max_bytes = default_max_cache_bytes)
       : layers_(layers), heads_(kv_heads), dk_(d_key), dv_(d_value), capacity_(capacity) {
     if (layers == 0 || kv_heads == 0 || d_key == 0)
-      throw shape_error("kv_cache: layers, kv_heads and d_key must be at least 1 (got " + std::to_string(layers) +
-                        ", " + std::to_string(kv_heads) + ", " + std::to_string(d_key) + ")");
-    const long double bytes = static_cast<long double>(layers) * kv_heads * static_cast<long double>(capacity) *
-                              static_cast<long double>(d_key + d_value) * sizeof(S);
+      throw shape_error("kv_cache: layers, kv_heads and d_key must be at least 1 (got " +
+                        std::to_string(layers) + ", " + std::to_string(kv_heads) + ", " +
+                        std::to_string(d_key) + ")");
+    const long double bytes = static_cast<long double>(layers) * kv_heads *
+                              static_cast<long double>(capacity) * static_cast<long double>(d_key + d_value) *
+                              sizeof(S);
     if (bytes > static_cast<long double>(max_bytes))
       throw size_limit_error("kv_cache: " + std::to_string(layers) + " layers x " + std::to_string(kv_heads) +
-                             " heads x " + std::to_string(capacity) + " positions x (" + std::to_string(d_key) +
-                             " + " + std::to_string(d_value) + ") x " + std::to_string(sizeof(S)) +
-                             " bytes need " + bytes_string(bytes) + " bytes, over the limit of " +
-                             std::to_string(max_bytes) + " (kv_cache's max_bytes)");
+                             " heads x " + std::to_string(capacity) + " positions x (" +
+                             std::to_string(d_key) + " + " + std::to_string(d_value) + ") x " +
+                             std::to_string(sizeof(S)) + " bytes need " + bytes_string(bytes) +
+                             " bytes, over the limit of " + std::to_string(max_bytes) +
+                             " (kv_cache's max_bytes)");
     keys_.resize(layers * kv_heads);
     values_.resize(layers * kv_heads);
     length_.assign(layers, 0);
@@ -98,9 +101,9 @@ class kv_cache {
                         " (kv_heads x d_key, kv_heads x d_value)");
     const std::size_t n = k.rows, len = length_[layer];
     if (n > capacity_ - len)
-      throw size_limit_error("kv_cache: appending " + std::to_string(n) + " positions to the " + std::to_string(len) +
-                             " of layer " + std::to_string(layer) + " passes the capacity of " +
-                             std::to_string(capacity_));
+      throw size_limit_error("kv_cache: appending " + std::to_string(n) + " positions to the " +
+                             std::to_string(len) + " of layer " + std::to_string(layer) +
+                             " passes the capacity of " + std::to_string(capacity_));
     if (rope_ && n > 0) {  // rotate the new keys in float at positions first + len .. (rope.hpp), then store
       rotated_.resize(n * heads_ * dk_);
       const matrix_view<float> r{rotated_.data(), n, heads_ * dk_, heads_ * dk_, 1};
@@ -144,7 +147,8 @@ class kv_cache {
     for (std::size_t l = 0; l < layers_; ++l)
       if (length_[l] != 0)
         throw std::logic_error("kv_cache::set_rope: layer " + std::to_string(l) + " holds " +
-                               std::to_string(length_[l]) + " keys stored without this rotation (clear() first)");
+                               std::to_string(length_[l]) +
+                               " keys stored without this rotation (clear() first)");
     rope_ = o;
   }
   /// the rotation append applies (std::nullopt: none)
@@ -195,10 +199,10 @@ void rope_queries(const kv_cache<S>& cache, std::size_t layer, const matrix_view
 
 /// how the new queries attend to the cache
 struct cache_attention_options {
-  std::size_t heads = 1;        // query heads H; a multiple of the cache's kv_heads
-  std::optional<float> scale = std::nullopt;   // default 1/sqrt(d_key)
-  std::size_t window = 0;       // 0 = none; else sliding window (attention_mask::window)
-  bool alibi = false;           // ALiBi with the slopes of alibi_slopes(heads) (multihead.hpp)
+  std::size_t heads = 1;                      // query heads H; a multiple of the cache's kv_heads
+  std::optional<float> scale = std::nullopt;  // default 1/sqrt(d_key)
+  std::size_t window = 0;                     // 0 = none; else sliding window (attention_mask::window)
+  bool alibi = false;                         // ALiBi with the slopes of alibi_slopes(heads) (multihead.hpp)
 };
 
 namespace detail {
@@ -217,8 +221,9 @@ matrix_view<const float> as_float(const matrix_view<const S>& m, std::vector<flo
 
 /// the query heads of key/value head g (H / H_kv of them): attend's work for one task
 template <storage_type S>
-void attend_group(const kv_cache<S>& cache, std::size_t layer, std::size_t g, const matrix_view<const float>& q,
-                  const matrix_view<float>& out, const cache_attention_options& opt, const std::vector<double>& slopes) {
+void attend_group(const kv_cache<S>& cache, std::size_t layer, std::size_t g,
+                  const matrix_view<const float>& q, const matrix_view<float>& out,
+                  const cache_attention_options& opt, const std::vector<double>& slopes) {
   const std::size_t H = opt.heads, dk = cache.d_key(), dv = cache.d_value(), group = H / cache.kv_heads();
   const float scale = opt.scale ? *opt.scale : default_scale<float>(dk);
   attention_mask mask;
@@ -231,8 +236,8 @@ void attend_group(const kv_cache<S>& cache, std::size_t layer, std::size_t g, co
   for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
     attention_mask m = mask;
     if (opt.alibi) m.alibi_slope = slopes[h];
-    scaled_dot_product_attention<float>(column_block(q, h * dk, dk), k, v, column_block(out, h * dv, dv), scale, m,
-                                        nullptr, nullptr, nullptr);
+    scaled_dot_product_attention<float>(column_block(q, h * dk, dk), k, v, column_block(out, h * dv, dv),
+                                        scale, m, nullptr, nullptr, nullptr);
   }
 }
 
@@ -249,18 +254,20 @@ void attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float
             thread_pool* pool = &default_pool()) {
   const std::size_t H = opt.heads, HK = cache.kv_heads(), dk = cache.d_key(), dv = cache.d_value();
   if (H == 0 || H % HK != 0)
-    throw shape_error("kv_cache attend: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
-                      " key/value heads (kv_heads must divide heads)");
+    throw shape_error("kv_cache attend: " + std::to_string(H) + " query heads cannot share " +
+                      std::to_string(HK) + " key/value heads (kv_heads must divide heads)");
   const std::size_t S_len = cache.length(layer);
   if (q.cols != H * dk || out.cols != H * dv || out.rows != q.rows)
     throw shape_error("kv_cache attend: q is " + q.shape() + " and out " + out.shape() + " but must be " +
-                      shape_string(q.rows, H * dk) + " and " + shape_string(q.rows, H * dv) + " (" + std::to_string(H) +
-                      " heads of d_key = " + std::to_string(dk) + " and d_value = " + std::to_string(dv) + ")");
+                      shape_string(q.rows, H * dk) + " and " + shape_string(q.rows, H * dv) + " (" +
+                      std::to_string(H) + " heads of d_key = " + std::to_string(dk) +
+                      " and d_value = " + std::to_string(dv) + ")");
   if (q.rows > S_len)  // the shapes fit: the cache is too short (empty, most often: append first)
-    throw shape_error("kv_cache attend: q has " + std::to_string(q.rows) + (q.rows == 1 ? " query" : " queries") +
-                      " but layer " + std::to_string(layer) + " of the cache holds " + std::to_string(S_len) +
-                      (S_len == 1 ? " position" : " positions") +
-                      ": append the new tokens' keys and values first (each query is one of the last cached positions)");
+    throw shape_error(
+        "kv_cache attend: q has " + std::to_string(q.rows) + (q.rows == 1 ? " query" : " queries") +
+        " but layer " + std::to_string(layer) + " of the cache holds " + std::to_string(S_len) +
+        (S_len == 1 ? " position" : " positions") +
+        ": append the new tokens' keys and values first (each query is one of the last cached positions)");
   if (opt.alibi && slopes.size() != H)
     throw shape_error("kv_cache attend: " + std::to_string(slopes.size()) + " ALiBi slopes for " +
                       std::to_string(H) + " heads");
@@ -290,7 +297,8 @@ void scaled_dot_product_attention(const matrix_view<const S>& q, const matrix_vi
                                   const matrix_view<const S>& v, const matrix_view<float>& out, float scale,
                                   const attention_mask& mask = {}, thread_pool* pool = &default_pool()) {
   const auto qf = to_float(q), kf = to_float(k), vf = to_float(v);
-  scaled_dot_product_attention<float>(qf.view(), kf.view(), vf.view(), out, scale, mask, nullptr, nullptr, pool);
+  scaled_dot_product_attention<float>(qf.view(), kf.view(), vf.view(), out, scale, mask, nullptr, nullptr,
+                                      pool);
 }
 
 }  // namespace qkv::runtime

@@ -81,19 +81,19 @@ void check_linear(std::size_t x_rows, std::size_t x_cols, const W& w, const char
   if (w.in_features() == x_cols && (w.bias.empty() || w.bias.size() == w.out_features())) return;
   const std::string n = name;  // the messages are built only on an error
   const std::string shape = [&] {
-    if constexpr (requires { w.weight_shape; }) return w.weight_shape;
-    else return w.weight.shape();
+    if constexpr (requires { w.weight_shape; })
+      return w.weight_shape;
+    else
+      return w.weight.shape();
   }();
   if (w.in_features() != x_cols)
-    throw shape_error("linear " + n + ": x is " + shape_string(x_rows, x_cols) + " but " + n + " is " +
-                      shape +
-                      (w.layout == weight_layout::out_in
-                           ? " (out_in: " + n + "'s columns must equal x's columns)"
-                           : " (in_out: " + n + "'s rows must equal x's columns)"));
+    throw shape_error(
+        "linear " + n + ": x is " + shape_string(x_rows, x_cols) + " but " + n + " is " + shape +
+        (w.layout == weight_layout::out_in ? " (out_in: " + n + "'s columns must equal x's columns)"
+                                           : " (in_out: " + n + "'s rows must equal x's columns)"));
   if (!w.bias.empty() && w.bias.size() != w.out_features())
-    throw shape_error("linear " + n + ": the bias has " + std::to_string(w.bias.size()) +
-                      " values but " + n + " is " + shape + " with " +
-                      std::to_string(w.out_features()) + " outputs");
+    throw shape_error("linear " + n + ": the bias has " + std::to_string(w.bias.size()) + " values but " + n +
+                      " is " + shape + " with " + std::to_string(w.out_features()) + " outputs");
 }
 
 }  // namespace detail
@@ -205,7 +205,7 @@ struct attention_options {
   // (S) flags, nonzero = padding: key j masked for every query (nn.MultiheadAttention's
   // key_padding_mask). The same bits as allowed(i, j) = !key_padding[j], in O(S) memory
   std::optional<std::vector<unsigned char>> key_padding = std::nullopt;
-  bool keep_weights = true;            // false: streaming, no scores/weights/context kept
+  bool keep_weights = true;  // false: streaming, no scores/weights/context kept
   // the most memory kept scores and weights may take (2 x heads x T x S x sizeof(T)), checked
   // before allocating: past it, size_limit_error names the size and this limit
   std::size_t max_weights_bytes = default_max_weights_bytes;
@@ -223,7 +223,8 @@ struct attention_options {
   // additive float bias on the scaled scores: (T, S) for every head or (heads * T, S), head h's
   // rows h*T .. h*T + T - 1; -inf = masked (the key is skipped)
   std::optional<dynamic_matrix<T>> bias = std::nullopt;
-  std::optional<rope_options> rope = std::nullopt;  // rotary embeddings of q and k after the projections (rope.hpp)
+  std::optional<rope_options> rope =
+      std::nullopt;  // rotary embeddings of q and k after the projections (rope.hpp)
 };
 
 namespace detail {
@@ -232,7 +233,8 @@ namespace detail {
 /// window), resolved for t_len queries and s_len keys; it points into opt. Each head adds its
 /// ALiBi slope and bias rows
 template <class T>
-[[nodiscard]] attention_mask options_mask(const attention_options<T>& opt, std::size_t t_len, std::size_t s_len) {
+[[nodiscard]] attention_mask options_mask(const attention_options<T>& opt, std::size_t t_len,
+                                          std::size_t s_len) {
   attention_mask m{opt.causal, opt.allowed ? &*opt.allowed : nullptr};
   if (opt.key_padding) m.set_key_padding(*opt.key_padding);
   m.alignment = opt.alignment;
@@ -243,13 +245,16 @@ template <class T>
 /// whether opt.bias, if there is one, fits t_len queries by s_len keys for `heads` heads: (T, S),
 /// one bias for every head, or (heads T, S), head h's in rows h T .. h T + T - 1
 template <class T>
-[[nodiscard]] bool bias_fits(const attention_options<T>& opt, std::size_t heads, std::size_t t_len, std::size_t s_len) {
-  return !opt.bias || ((opt.bias->rows() == t_len || opt.bias->rows() == heads * t_len) && opt.bias->cols() == s_len);
+[[nodiscard]] bool bias_fits(const attention_options<T>& opt, std::size_t heads, std::size_t t_len,
+                             std::size_t s_len) {
+  return !opt.bias ||
+         ((opt.bias->rows() == t_len || opt.bias->rows() == heads * t_len) && opt.bias->cols() == s_len);
 }
 
 /// head h's t_len rows of opt.bias (which must be set and fit, bias_fits)
 template <class T>
-[[nodiscard]] matrix_view<const T> head_bias(const attention_options<T>& opt, std::size_t h, std::size_t t_len) {
+[[nodiscard]] matrix_view<const T> head_bias(const attention_options<T>& opt, std::size_t h,
+                                             std::size_t t_len) {
   return row_block(matrix_view<const T>(opt.bias->view()), opt.bias->rows() == t_len ? 0 : h * t_len, t_len);
 }
 
@@ -271,18 +276,19 @@ template <class T>
 /// plus the output projection and the scale used; qkv::attention_result is one head's steps)
 template <class T>
 struct multihead_result {
-  dynamic_matrix<T> queries, keys, values;             // (T, d_q) (S, d_q) (S, d_v)
-  std::vector<dynamic_matrix<T>> scores, weights;      // heads x (T, S): raw q·k, softmax
-  std::vector<dynamic_matrix<T>> context;              // heads x (T, d_v / heads)
-  dynamic_matrix<T> concat, output;                    // (T, d_v) (T, d_out)
-  T scale = T(1);                                      // the scale used
+  dynamic_matrix<T> queries, keys, values;         // (T, d_q) (S, d_q) (S, d_v)
+  std::vector<dynamic_matrix<T>> scores, weights;  // heads x (T, S): raw q·k, softmax
+  std::vector<dynamic_matrix<T>> context;          // heads x (T, d_v / heads)
+  dynamic_matrix<T> concat, output;                // (T, d_v) (T, d_out)
+  T scale = T(1);                                  // the scale used
 };
 
 /// the old name of multihead_result, for one release. (g++ warns where it is used; clang 16
 /// ignores [[deprecated]] on an alias template, so there it is silent.)
 template <class T>
-using attention_result [[deprecated("use qkv::runtime::multihead_result (qkv::attention_result is one head's steps)")]] =
-    multihead_result<T>;
+using attention_result
+    [[deprecated("use qkv::runtime::multihead_result (qkv::attention_result is one head's steps)")]] =
+        multihead_result<T>;
 
 namespace detail {
 
@@ -305,23 +311,27 @@ void attend_heads(const attention_options<T>& opt, multihead_result<T>& r, const
     throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) +
                       " flags but there are " + std::to_string(s_len) + " keys (" + keys_are + ")");
   if (!detail::bias_fits(opt, H, t_len, s_len))
-    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, s_len) +
-                      " or " + shape_string(H * t_len, s_len) + " (heads x queries by keys)");
+    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " +
+                      shape_string(t_len, s_len) + " or " + shape_string(H * t_len, s_len) +
+                      " (heads x queries by keys)");
   if (opt.rope) {  // rotary embeddings of every head's queries and keys, in place (rope.hpp)
     apply_rope<T>(r.queries.view(), dh, *opt.rope, opt.rope->position_offset, pool);
-    apply_rope<T>(r.keys.view(), dh, *opt.rope, opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
+    apply_rope<T>(r.keys.view(), dh, *opt.rope,
+                  opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
   }
   r.scale = opt.scale ? *opt.scale : default_scale<T>(dh);
   r.concat.resize(t_len, dv);
   const std::size_t keep = opt.keep_weights ? H : 0;
   if (keep) {  // scores and weights, heads x T x S each: checked before anything is allocated
-    const long double bytes = 2.0L * H * static_cast<long double>(t_len) * static_cast<long double>(s_len) * sizeof(T);
+    const long double bytes =
+        2.0L * H * static_cast<long double>(t_len) * static_cast<long double>(s_len) * sizeof(T);
     if (bytes > static_cast<long double>(opt.max_weights_bytes))
-      throw size_limit_error("attention: keeping the weights of " + std::to_string(H) + " heads x " +
-                             shape_string(t_len, s_len) + " (scores and weights, " + std::to_string(sizeof(T)) +
-                             " bytes each) needs " + bytes_string(bytes) +
-                             " bytes, over the limit of " + std::to_string(opt.max_weights_bytes) +
-                             " (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))");
+      throw size_limit_error(
+          "attention: keeping the weights of " + std::to_string(H) + " heads x " +
+          shape_string(t_len, s_len) + " (scores and weights, " + std::to_string(sizeof(T)) +
+          " bytes each) needs " + bytes_string(bytes) + " bytes, over the limit of " +
+          std::to_string(opt.max_weights_bytes) +
+          " (attention_options::max_weights_bytes; keep_weights = false streams in O(T + S))");
   }
   r.scores.resize(keep);
   r.weights.resize(keep);
@@ -347,15 +357,17 @@ void attend_heads(const attention_options<T>& opt, multihead_result<T>& r, const
   if (!opt.keep_weights) {  // streaming: each key/value head packed once, one pool dispatch
     if (t_len > 0)
       detail::attend_grouped_streaming<T>(
-          matrix_view<const T>(r.queries.view()), matrix_view<const T>(r.keys.view()), values, r.concat.view(), H, HK,
-          r.scale, head_mask, pool && double(H) * double(t_len) * double(s_len) * double(dh + dvh) >= (1 << 17) ? pool : nullptr,
+          matrix_view<const T>(r.queries.view()), matrix_view<const T>(r.keys.view()), values,
+          r.concat.view(), H, HK, r.scale, head_mask,
+          pool && double(H) * double(t_len) * double(s_len) * double(dh + dvh) >= (1 << 17) ? pool : nullptr,
           [&](std::size_t h, std::size_t i0, std::size_t i1) {
             if (!nonfinite) return;
             const std::size_t g = h / group;
             detail::repair_rows<T>(column_block(matrix_view<const T>(r.queries.view()), h * dh, dh),
                                    column_block(matrix_view<const T>(r.keys.view()), g * dh, dh),
                                    column_block(matrix_view<const T>(r.values.view()), g * dvh, dvh),
-                                   column_block(r.concat.view(), h * dvh, dvh), r.scale, head_mask(h), nonfinite->keys, i0, i1);
+                                   column_block(r.concat.view(), h * dvh, dvh), r.scale, head_mask(h),
+                                   nonfinite->keys, i0, i1);
           });
     return;
   }
@@ -375,8 +387,8 @@ void attend_heads(const attention_options<T>& opt, multihead_result<T>& r, const
     const auto v = column_block(values, g * dvh, dvh);
     const auto out = column_block(r.concat.view(), h * dvh, dvh);
     if (opt.keep_weights)
-      detail::attend_rows_materialised<T>(q, k, v, out, r.scale, hm, r.scores[h].view(),
-                                          r.weights[h].view(), i0, i1);
+      detail::attend_rows_materialised<T>(q, k, v, out, r.scale, hm, r.scores[h].view(), r.weights[h].view(),
+                                          i0, i1);
     else
       detail::attend_rows_streaming<T>(q, k, v, out, r.scale, hm, i0, i1);
     if (nonfinite)
@@ -409,8 +421,8 @@ void check_heads(const attention_options<T>& opt, std::size_t dq, std::size_t dk
                       " key/value heads (kv_heads must divide heads)");
   if (dq % H != 0 || dkv % HK != 0)
     throw shape_error("attention: " + std::to_string(H) + " heads do not divide d_q = " + std::to_string(dq) +
-                      " or " + std::to_string(HK) + " key/value heads do not divide d_v = " +
-                      std::to_string(dkv) + " evenly");
+                      " or " + std::to_string(HK) +
+                      " key/value heads do not divide d_v = " + std::to_string(dkv) + " evenly");
 }
 
 }  // namespace detail
@@ -422,12 +434,14 @@ void check_heads(const attention_options<T>& opt, std::size_t dq, std::size_t dk
 template <class T, template <class> class Weights>
   requires std::is_same_v<Weights<T>, attention_weights<T>> ||
            std::is_same_v<Weights<T>, packed_attention_weights<T>>
-void attention(std::type_identity_t<matrix_view<const T>> x, std::type_identity_t<matrix_view<const T>> context,
-               const Weights<T>& w, const attention_options<T>& opt, multihead_result<T>& r,
-               thread_pool* pool = &default_pool()) {
+void attention(std::type_identity_t<matrix_view<const T>> x,
+               std::type_identity_t<matrix_view<const T>> context, const Weights<T>& w,
+               const attention_options<T>& opt, multihead_result<T>& r, thread_pool* pool = &default_pool()) {
   auto wshape = [](const auto& l) {
-    if constexpr (requires { l.weight_shape; }) return l.weight_shape;
-    else return l.weight.shape();
+    if constexpr (requires { l.weight_shape; })
+      return l.weight_shape;
+    else
+      return l.weight.shape();
   };
   const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("attention: heads must be at least 1");
@@ -470,16 +484,16 @@ void attention(std::type_identity_t<matrix_view<const T>> x, std::type_identity_
 /// q, k, v.
 /// @throws shape_error naming q, k, v's shapes when they do not fit together or the heads
 template <class T>
-void multihead_attention(std::type_identity_t<matrix_view<const T>> q, std::type_identity_t<matrix_view<const T>> k,
+void multihead_attention(std::type_identity_t<matrix_view<const T>> q,
+                         std::type_identity_t<matrix_view<const T>> k,
                          std::type_identity_t<matrix_view<const T>> v, const attention_options<T>& opt,
-                         multihead_result<T>& r,
-                         thread_pool* pool = &default_pool()) {
+                         multihead_result<T>& r, thread_pool* pool = &default_pool()) {
   detail::check_heads(opt, q.cols, v.cols);
   const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads, dh = q.cols / H;
   if (k.cols != HK * dh)
-    throw shape_error("attention: q is " + q.shape() + " and k is " + k.shape() + " but k needs " + std::to_string(HK) +
-                      " key/value heads of q's " + std::to_string(dh) + " columns per head (" + std::to_string(HK * dh) +
-                      " columns)");
+    throw shape_error("attention: q is " + q.shape() + " and k is " + k.shape() + " but k needs " +
+                      std::to_string(HK) + " key/value heads of q's " + std::to_string(dh) +
+                      " columns per head (" + std::to_string(HK * dh) + " columns)");
   if (k.rows != v.rows)
     throw shape_error("attention: k is " + k.shape() + " but v is " + v.shape() + " (one value row per key)");
   auto copy = [](matrix_view<const T> from, dynamic_matrix<T>& to) {
@@ -510,31 +524,34 @@ void multihead_attention(std::type_identity_t<matrix_view<const T>> q, std::type
 /// T is deduced from out; q, k and v may be views of const or non-const matrices.
 /// @throws shape_error naming the shapes that do not fit (q, k, v, out, the heads, the mask's)
 template <class T>
-void multihead_attention(std::type_identity_t<matrix_view<const T>> q, std::type_identity_t<matrix_view<const T>> k,
+void multihead_attention(std::type_identity_t<matrix_view<const T>> q,
+                         std::type_identity_t<matrix_view<const T>> k,
                          std::type_identity_t<matrix_view<const T>> v, matrix_view<T> out,
                          const attention_options<T>& opt, thread_pool* pool = &default_pool()) {
   detail::check_heads(opt, q.cols, v.cols);
-  const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads, dh = q.cols / H, dvh = v.cols / HK;
+  const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads, dh = q.cols / H,
+                    dvh = v.cols / HK;
   const std::size_t t_len = q.rows, s_len = k.rows, group = H / HK;
   if (k.cols != HK * dh)
-    throw shape_error("attention: q is " + q.shape() + " and k is " + k.shape() + " but k needs " + std::to_string(HK) +
-                      " key/value heads of q's " + std::to_string(dh) + " columns per head (" + std::to_string(HK * dh) +
-                      " columns)");
+    throw shape_error("attention: q is " + q.shape() + " and k is " + k.shape() + " but k needs " +
+                      std::to_string(HK) + " key/value heads of q's " + std::to_string(dh) +
+                      " columns per head (" + std::to_string(HK * dh) + " columns)");
   if (k.rows != v.rows)
     throw shape_error("attention: k is " + k.shape() + " but v is " + v.shape() + " (one value row per key)");
   if (out.rows != t_len || out.cols != H * dvh)
-    throw shape_error("attention: out is " + out.shape() + " but must be " + shape_string(t_len, H * dvh) + " (q's " +
-                      std::to_string(t_len) + " rows by " + std::to_string(H) + " heads of v's " + std::to_string(dvh) +
-                      " columns per key/value head)");
+    throw shape_error("attention: out is " + out.shape() + " but must be " + shape_string(t_len, H * dvh) +
+                      " (q's " + std::to_string(t_len) + " rows by " + std::to_string(H) + " heads of v's " +
+                      std::to_string(dvh) + " columns per key/value head)");
   if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != s_len))
-    throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " + shape_string(t_len, s_len) +
-                      " (queries by keys)");
+    throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
+                      shape_string(t_len, s_len) + " (queries by keys)");
   if (opt.key_padding && opt.key_padding->size() != s_len)
-    throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) + " flags but there are " +
-                      std::to_string(s_len) + " keys (k is " + k.shape() + ")");
+    throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) +
+                      " flags but there are " + std::to_string(s_len) + " keys (k is " + k.shape() + ")");
   if (!detail::bias_fits(opt, H, t_len, s_len))
-    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, s_len) +
-                      " or " + shape_string(H * t_len, s_len) + " (heads x queries by keys)");
+    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " +
+                      shape_string(t_len, s_len) + " or " + shape_string(H * t_len, s_len) +
+                      " (heads x queries by keys)");
   if (t_len == 0) return;
   // RoPE: rotated copies of q and k (the caller's stay as given)
   std::optional<dynamic_matrix<T>> q_rot, k_rot;
@@ -546,7 +563,8 @@ void multihead_attention(std::type_identity_t<matrix_view<const T>> q, std::type
     for (std::size_t i = 0; i < s_len; ++i)
       for (std::size_t j = 0; j < k.cols; ++j) (*k_rot)(i, j) = k(i, j);
     apply_rope<T>(q_rot->view(), dh, *opt.rope, opt.rope->position_offset, pool);
-    apply_rope<T>(k_rot->view(), dh, *opt.rope, opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
+    apply_rope<T>(k_rot->view(), dh, *opt.rope,
+                  opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
   }
   const matrix_view<const T> qv = q_rot ? matrix_view<const T>(q_rot->view()) : q;
   const matrix_view<const T> kv = k_rot ? matrix_view<const T>(k_rot->view()) : k;
@@ -567,15 +585,17 @@ void multihead_attention(std::type_identity_t<matrix_view<const T>> q, std::type
       [&](std::size_t h, std::size_t i0, std::size_t i1) {
         if (!nonfinite) return;
         const std::size_t g = h / group;
-        detail::repair_rows<T>(column_block(qv, h * dh, dh), column_block(kv, g * dh, dh), column_block(v, g * dvh, dvh),
-                               column_block(out, h * dvh, dvh), scale, head_mask(h), nonfinite->keys, i0, i1);
+        detail::repair_rows<T>(column_block(qv, h * dh, dh), column_block(kv, g * dh, dh),
+                               column_block(v, g * dvh, dvh), column_block(out, h * dvh, dvh), scale,
+                               head_mask(h), nonfinite->keys, i0, i1);
       });
 }
 
 /// @brief the same as a new result
 template <class T>
 [[nodiscard]] multihead_result<T> multihead_attention(const dynamic_matrix<T>& q, const dynamic_matrix<T>& k,
-                                                      const dynamic_matrix<T>& v, const attention_options<T>& opt = {},
+                                                      const dynamic_matrix<T>& v,
+                                                      const attention_options<T>& opt = {},
                                                       thread_pool* pool = &default_pool()) {
   multihead_result<T> r;
   multihead_attention<T>(q.view(), k.view(), v.view(), opt, r, pool);
@@ -639,9 +659,10 @@ template <storage_type S>
 }
 
 template <storage_type S>
-[[nodiscard]] multihead_result<float> attention_16(const dynamic_matrix<S>& x, const dynamic_matrix<S>& context,
-                                                   const attention_weights<S>& w, const attention_options<float>& opt,
-                                                   thread_pool* pool) {
+[[nodiscard]] multihead_result<float> attention_16(const dynamic_matrix<S>& x,
+                                                   const dynamic_matrix<S>& context,
+                                                   const attention_weights<S>& w,
+                                                   const attention_options<float>& opt, thread_pool* pool) {
   attention_weights<float> wf{widened(w.q), widened(w.k), widened(w.v), std::nullopt};
   if (w.o) wf.o = widened(*w.o);
   const dynamic_matrix<float> xf = widened(x);

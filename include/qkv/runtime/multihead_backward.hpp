@@ -44,24 +44,27 @@ void check_layer(const attention_weights<T>& w, const attention_options<T>& opt,
   if (H % HK != 0)
     throw shape_error("attention: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
                       " key/value heads (kv_heads must divide heads)");
-  if (opt.rope) throw shape_error("attention_backward: rotary embeddings (attention_options::rope) have no backward yet");
+  if (opt.rope)
+    throw shape_error("attention_backward: rotary embeddings (attention_options::rope) have no backward yet");
   if (dq % H != 0 || dkv % HK != 0)
     throw shape_error("attention: " + std::to_string(H) + " heads do not divide d_q = " + std::to_string(dq) +
-                      " or " + std::to_string(HK) + " key/value heads do not divide d_v = " + std::to_string(dkv) +
-                      " evenly");
+                      " or " + std::to_string(HK) +
+                      " key/value heads do not divide d_v = " + std::to_string(dkv) + " evenly");
   if (dk != HK * (dq / H))
     throw shape_error("attention: wq is " + w.q.weight.shape() + " and wk is " + w.k.weight.shape() +
-                      " but keys need " + std::to_string(HK) + " heads of d_q / heads = " + std::to_string(dq / H) +
-                      " columns (" + std::to_string(HK * (dq / H)) + " vs " + std::to_string(dk) + ")");
+                      " but keys need " + std::to_string(HK) +
+                      " heads of d_q / heads = " + std::to_string(dq / H) + " columns (" +
+                      std::to_string(HK * (dq / H)) + " vs " + std::to_string(dk) + ")");
   if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != t_len))
-    throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " + shape_string(t_len, t_len) +
-                      " (x's rows by context's rows)");
+    throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
+                      shape_string(t_len, t_len) + " (x's rows by context's rows)");
   if (opt.key_padding && opt.key_padding->size() != t_len)
     throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) +
                       " flags but there are " + std::to_string(t_len) + " keys");
   if (!bias_fits(opt, H, t_len, t_len))
-    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " + shape_string(t_len, t_len) +
-                      " or " + shape_string(H * t_len, t_len) + " (heads x queries by keys)");
+    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " +
+                      shape_string(t_len, t_len) + " or " + shape_string(H * t_len, t_len) +
+                      " (heads x queries by keys)");
   const std::size_t dv = H * (dkv / HK);
   if (w.o && w.o->in_features() != dv)
     throw shape_error("attention: wo is " + w.o->weight.shape() + " but the concatenated heads are " +
@@ -129,10 +132,11 @@ void attention_forward_for_backward(matrix_view<const T> x, const attention_weig
     const auto k = column_block(matrix_view<const T>(r.keys.view()), g * dh, dh);
     const auto out = column_block(r.concat.view(), h * dvh, dvh);
     const detail::row_statistics_out<T> so{stats.max.data() + h * t_len, stats.sum.data() + h * t_len};
-    detail::attend_rows_streaming<T>(q, k, column_block(values, g * dvh, dvh), out, r.scale, hm, i0, i1, nullptr, &so);
+    detail::attend_rows_streaming<T>(q, k, column_block(values, g * dvh, dvh), out, r.scale, hm, i0, i1,
+                                     nullptr, &so);
     if (nonfinite)
-      detail::repair_rows<T>(q, k, column_block(matrix_view<const T>(r.values.view()), g * dvh, dvh), out, r.scale,
-                             hm, nonfinite->keys, i0, i1);
+      detail::repair_rows<T>(q, k, column_block(matrix_view<const T>(r.values.view()), g * dvh, dvh), out,
+                             r.scale, hm, nonfinite->keys, i0, i1);
   };
   const double work = double(H) * double(t_len) * double(t_len) * double(dh + dvh);
   if (t_len > 0) {
@@ -153,10 +157,10 @@ void attention_forward_for_backward(matrix_view<const T> x, const attention_weig
 /// (attention_forward_for_backward), with the same x, w and opt.
 /// @throws shape_error naming the shapes that do not fit
 template <class T>
-void attention_backward(matrix_view<const T> x, const attention_weights<T>& w, const attention_options<T>& opt,
-                        const multihead_result<T>& r, const attention_statistics<T>& stats,
-                        matrix_view<const T> d_output, attention_gradients<T>& g,
-                        thread_pool* pool = &default_pool()) {
+void attention_backward(matrix_view<const T> x, const attention_weights<T>& w,
+                        const attention_options<T>& opt, const multihead_result<T>& r,
+                        const attention_statistics<T>& stats, matrix_view<const T> d_output,
+                        attention_gradients<T>& g, thread_pool* pool = &default_pool()) {
   const std::size_t t_len = x.rows, H = opt.heads;
   detail::check_layer(w, opt, t_len, r.queries.cols(), r.keys.cols(), r.values.cols());
   if (r.queries.rows() != t_len || r.concat.rows() != t_len)
@@ -205,7 +209,8 @@ void attention_backward(matrix_view<const T> x, const attention_weights<T>& w, c
   bv.scale = r.scale;
   bv.stat_max = stats.max.data();
   bv.stat_sum = stats.sum.data();
-  detail::heads_backward(bv, [&](std::size_t h) { return detail::head_mask(opt, h, H, t_len, t_len); }, pool);
+  detail::heads_backward(
+      bv, [&](std::size_t h) { return detail::head_mask(opt, h, H, t_len, t_len); }, pool);
   // the projections' weights and biases
   const matrix_view<const T> dq = g.d_queries.view(), dk = g.d_keys.view(), dv = g.d_values.view();
   detail::product_job<T> jobs[3] = {detail::weight_gradient_job(w.q, x, dq, g.d_w_query),
@@ -277,10 +282,10 @@ void attention_forward_for_backward(const dynamic_matrix<S>& x, const attention_
 /// of the widened parameters; round them to S with from_float if the optimiser keeps S)
 template <storage_type S>
   requires(!std::is_same_v<S, float>)
-void attention_backward(const dynamic_matrix<S>& x, const attention_weights<S>& w, const attention_options<float>& opt,
-                        const multihead_result<float>& r, const attention_statistics<float>& stats,
-                        matrix_view<const float> d_output, attention_gradients<float>& g,
-                        thread_pool* pool = &default_pool()) {
+void attention_backward(const dynamic_matrix<S>& x, const attention_weights<S>& w,
+                        const attention_options<float>& opt, const multihead_result<float>& r,
+                        const attention_statistics<float>& stats, matrix_view<const float> d_output,
+                        attention_gradients<float>& g, thread_pool* pool = &default_pool()) {
   const detail::widened_layer<S> f(x, w);
   attention_backward<float>(f.x.view(), f.w, opt, r, stats, d_output, g, pool);
 }

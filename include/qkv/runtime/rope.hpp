@@ -79,7 +79,8 @@ namespace detail {
 inline std::size_t rotary_width(const rope_options& o, std::size_t head_dim) {
   const std::size_t r = o.rotary_dim == 0 ? head_dim : o.rotary_dim;
   if (r % 2 != 0 || r > head_dim)
-    throw shape_error("rope: rotary_dim " + std::to_string(r) + (o.rotary_dim == 0 ? " (the whole head)" : "") +
+    throw shape_error("rope: rotary_dim " + std::to_string(r) +
+                      (o.rotary_dim == 0 ? " (the whole head)" : "") +
                       " must be even and at most the head's " + std::to_string(head_dim) + " columns");
   if (!(o.base > 0) || !std::isfinite(o.base))
     throw shape_error("rope: base must be a positive finite number, got " + std::to_string(o.base));
@@ -123,7 +124,9 @@ void apply_rope(const matrix_view<T>& m, std::size_t head_dim, const rope_option
   const rope_table<T> t(o, r, first, m.rows);
   constexpr std::size_t block = 64;
   const std::size_t blocks = (m.rows + block - 1) / block;
-  auto run = [&](std::size_t b) { apply_rope<T>(m, head_dim, o.layout, t, b * block, std::min(m.rows, (b + 1) * block)); };
+  auto run = [&](std::size_t b) {
+    apply_rope<T>(m, head_dim, o.layout, t, b * block, std::min(m.rows, (b + 1) * block));
+  };
   if (pool && blocks > 1)
     pool->parallel_for(blocks, run);
   else

@@ -79,8 +79,10 @@ template <class T, qkv::weight_layout_tag L>
 /// tokens as rows: x itself, or (qkv::columns) x's transpose, (d_in, T) -> (T, d_in)
 template <class T, class L>
 [[nodiscard]] dynamic_matrix<T> tokens_as_rows(const dynamic_matrix<T>& x, L) {
-  if constexpr (std::is_same_v<L, columns_t>) return copy_of(transposed(x.view()));
-  else return x;
+  if constexpr (std::is_same_v<L, columns_t>)
+    return copy_of(transposed(x.view()));
+  else
+    return x;
 }
 
 /// heads x (T, S) as one (heads T, S) matrix, head after head (one head: moved, no copy)

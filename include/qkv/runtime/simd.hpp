@@ -46,14 +46,16 @@ template <class T>
   if constexpr (std::is_same_v<T, float> && lanes<float> == 16)
     return simd<T>(_mm512_fmadd_ps(static_cast<__m512>(a), static_cast<__m512>(b), static_cast<__m512>(c)));
   else if constexpr (std::is_same_v<T, double> && lanes<double> == 8)
-    return simd<T>(_mm512_fmadd_pd(static_cast<__m512d>(a), static_cast<__m512d>(b), static_cast<__m512d>(c)));
+    return simd<T>(
+        _mm512_fmadd_pd(static_cast<__m512d>(a), static_cast<__m512d>(b), static_cast<__m512d>(c)));
   else
 #endif
 #if defined(__FMA__) && defined(__AVX__)
-  if constexpr (std::is_same_v<T, float> && lanes<float> == 8)
+      if constexpr (std::is_same_v<T, float> && lanes<float> == 8)
     return simd<T>(_mm256_fmadd_ps(static_cast<__m256>(a), static_cast<__m256>(b), static_cast<__m256>(c)));
   else if constexpr (std::is_same_v<T, double> && lanes<double> == 4)
-    return simd<T>(_mm256_fmadd_pd(static_cast<__m256d>(a), static_cast<__m256d>(b), static_cast<__m256d>(c)));
+    return simd<T>(
+        _mm256_fmadd_pd(static_cast<__m256d>(a), static_cast<__m256d>(b), static_cast<__m256d>(c)));
   else
 #endif
     return a * b + c;

@@ -127,9 +127,8 @@ inline void softmax_row(T* x, std::size_t n) {
 /// masked: a key_padding row, shared by every query) or nullptr; keys j >= key_limit are masked
 /// too (causal: key_limit = query index + 1). raw and out may be the same array.
 template <class T>
-inline void masked_softmax_row(const T* raw, T* out, std::size_t n, T scale,
-                               const unsigned char* allowed, std::size_t key_limit,
-                               const unsigned char* padding = nullptr) {
+inline void masked_softmax_row(const T* raw, T* out, std::size_t n, T scale, const unsigned char* allowed,
+                               std::size_t key_limit, const unsigned char* padding = nullptr) {
   const T ninf = -std::numeric_limits<T>::infinity();
   for (std::size_t j = 0; j < n; ++j) {
     const bool ok = j < key_limit && (!allowed || allowed[j]) && (!padding || !padding[j]);
@@ -162,7 +161,8 @@ void softmax_rows(matrix_view<T> m, thread_pool* pool = &default_pool()) {
 
 /// @brief the row softmax of m as a new matrix
 template <class T>
-[[nodiscard]] dynamic_matrix<T> softmax_rows(const dynamic_matrix<T>& m, thread_pool* pool = &default_pool()) {
+[[nodiscard]] dynamic_matrix<T> softmax_rows(const dynamic_matrix<T>& m,
+                                             thread_pool* pool = &default_pool()) {
   dynamic_matrix<T> out = m;
   softmax_rows(out.view(), pool);
   return out;

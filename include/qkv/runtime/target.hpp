@@ -40,7 +40,8 @@ inline constexpr const char* instruction_set =
 // message is written out twice: g++'s pragma takes a string literal, not a macro.
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wpedantic"
-#warning "qkv/runtime/ is compiled without AVX2+FMA: its SIMD kernels fall back to SSE2, several times slower. Use the packages (pkg-config qkv-runtime, CMake qkv::runtime, meson qkv_runtime_dep) or -march=x86-64-v3 / -march=native; define QKV_RUNTIME_PORTABLE to keep SSE2 on purpose."
+#warning \
+    "qkv/runtime/ is compiled without AVX2+FMA: its SIMD kernels fall back to SSE2, several times slower. Use the packages (pkg-config qkv-runtime, CMake qkv::runtime, meson qkv_runtime_dep) or -march=x86-64-v3 / -march=native; define QKV_RUNTIME_PORTABLE to keep SSE2 on purpose."
 #pragma clang diagnostic pop
 #else
 #pragma GCC warning \

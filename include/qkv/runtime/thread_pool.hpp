@@ -59,7 +59,9 @@ class thread_pool {
   }
 
   /// one per core: std::thread::hardware_concurrency(), or 1 when it is unknown (it returns 0)
-  [[nodiscard]] static std::size_t hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+  [[nodiscard]] static std::size_t hardware_threads() {
+    return std::max(1u, std::thread::hardware_concurrency());
+  }
 
   /// @brief change the number of threads (the caller included; 0 means one per core,
   /// hardware_threads(), as in the constructor and set_threads). Waits until a
@@ -68,8 +70,9 @@ class thread_pool {
   /// its own job).
   void resize(std::size_t threads) {
     if (inside_task())
-      throw std::logic_error("thread_pool::resize (or set_threads) called from inside a parallel_for task: it "
-                             "would wait for its own job; resize between calls instead");
+      throw std::logic_error(
+          "thread_pool::resize (or set_threads) called from inside a parallel_for task: it "
+          "would wait for its own job; resize between calls instead");
     if (threads == 0) threads = hardware_threads();
     std::lock_guard serial(run_mutex_);  // no job runs on this pool while the workers change
     if (threads == size()) return;
@@ -84,7 +87,7 @@ class thread_pool {
   void parallel_for(std::size_t tasks, F&& f) {
     if (tasks == 0) return;
     if (tasks == 1 || size() == 1 || inside_task()) return run_inline(tasks, f);
-    std::lock_guard serial(run_mutex_);  // one parallel_for at a time per pool, and no resize
+    std::lock_guard serial(run_mutex_);                 // one parallel_for at a time per pool, and no resize
     if (workers_.empty()) return run_inline(tasks, f);  // resized to 1 since size() was read
     job j;
     j.fn = &f;
@@ -112,7 +115,7 @@ class thread_pool {
     std::size_t tasks = 0;
     std::atomic<std::size_t> next{0};
     std::atomic<std::size_t> finished_workers{0};  // changed under mutex_, read by a spinning caller
-    std::exception_ptr error;          // guarded by mutex_
+    std::exception_ptr error;                      // guarded by mutex_
   };
 
   template <class F>
@@ -164,14 +167,16 @@ class thread_pool {
   void start(std::size_t threads) {
     quit_.store(false, std::memory_order_release);
     size_.store(1, std::memory_order_release);
-    const std::size_t now = generation_.load(std::memory_order_acquire);  // a new worker waits for the next job
+    const std::size_t now =
+        generation_.load(std::memory_order_acquire);  // a new worker waits for the next job
     for (std::size_t w = 1; w < threads; ++w)
       workers_.emplace_back([this, now] {
         std::size_t seen = now;
         for (;;) {
           job* j;
           const auto news = [&] {
-            return quit_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+            return quit_.load(std::memory_order_acquire) ||
+                   generation_.load(std::memory_order_acquire) != seen;
           };
           spin_until(news);  // then the wait below returns at once, or sleeps
           {
@@ -205,7 +210,7 @@ class thread_pool {
   std::vector<std::thread> workers_;
   std::mutex mutex_, run_mutex_;
   std::condition_variable wake_, done_;
-  job* job_ = nullptr;                       // guarded by mutex_
+  job* job_ = nullptr;                      // guarded by mutex_
   std::atomic<std::size_t> generation_{0};  // changed under mutex_, read by spinning workers
   std::atomic<bool> quit_{false};           // likewise
   std::atomic<long long> spin_us_{200};
