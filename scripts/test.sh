@@ -40,14 +40,16 @@ run_suites="core exact reference io runtime examples cli fuzz"  # the suites who
 # -fno-sanitize-recover it prints and the test passes), and libstdc++'s checked operator[] and
 # friends. g++ gives false -Wmaybe-uninitialized reports inside Boost.Multiprecision's cpp_int
 # when ASan instruments it, so gcc-asan turns that one warning off; build-gcc keeps it.
-plain_options=(-Dwerror=true)
+# -g1 (after meson's -g, so it wins): line tables only, enough for a sanitizer's or a debugger's
+# file:line, and 14% less compile time than full debug info (measured on a runtime test)
+plain_options=(-Dwerror=true -Dcpp_args=-g1)
 sanitize_options=(-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false)
-sanitize_cpp_args="-D_GLIBCXX_ASSERTIONS -fno-sanitize-recover=all"
+sanitize_cpp_args="-D_GLIBCXX_ASSERTIONS -fno-sanitize-recover=all -g1"
 # ThreadSanitizer: a data race or a misuse of a mutex ends the test with a report (halt_on_error)
-tsan_options=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false "-Dcpp_args=-D_GLIBCXX_ASSERTIONS")
+tsan_options=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false "-Dcpp_args=-D_GLIBCXX_ASSERTIONS -g1")
 # the runtime path for this CPU (-march=native): the builds above target AVX2 + FMA, and
 # libstdc++'s simd takes other code paths (and clang other bugs) on AVX-512
-native_options=(-Dwerror=true -Dsimd_arch=native)
+native_options=(-Dwerror=true -Dsimd_arch=native -Dcpp_args=-g1)
 
 for b in $builds; do
   case $b in
