@@ -29,7 +29,8 @@
 #include <thread>
 #include <vector>
 
-namespace {
+// this file's own names: a unity build (tests/core/meson.build) puts it beside the other sweeps
+namespace math_accuracy_test {
 
 namespace mp = boost::multiprecision;
 using qkv::test::splitmix64;
@@ -272,4 +273,4 @@ TEST_CASE("fma is correctly rounded against the exact a*b + c") {
   check_fma<float>();
 }
 
-}  // namespace
+}  // namespace math_accuracy_test

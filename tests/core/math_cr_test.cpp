@@ -29,7 +29,8 @@
 #include "../support/math_hard_cases.hpp"
 #include "../support/math_samples.hpp"
 
-namespace {
+// this file's own names: a unity build (tests/core/meson.build) puts it beside the other sweeps
+namespace math_cr_test {
 
 using big = boost::multiprecision::cpp_bin_float_50;
 using qkv::test::splitmix64;
@@ -78,8 +79,6 @@ double argument(fn f, splitmix64& g, std::uint64_t i) {
     default: return qkv::test::trig_argument<double>(g, i);
   }
 }
-
-}  // namespace
 
 TEST_CASE("log, sin and cos in double are correctly rounded on the literature's hard cases") {
   int wrong = 0, accurate = 0, total = 0;
@@ -162,3 +161,5 @@ TEST_CASE("where glibc's log, sin or cos misround in PyTorch's draws, qkv's are 
                 << "returns the same as PyTorch's on " << glibc_here);
   CHECK(calls > 1000);
 }
+
+}  // namespace math_cr_test

@@ -31,7 +31,8 @@
 #include <limits>
 #include <thread>
 
-namespace {
+// this file's own names: a unity build (tests/core/meson.build) puts it beside the other sweeps
+namespace math_tanh_erf_accuracy_test {
 
 namespace mp = boost::multiprecision;
 using qkv::test::splitmix64;
@@ -156,4 +157,4 @@ TEST_CASE("erf is within 1 ulp of Boost.Multiprecision") {
   check<float>(function::erf, "erf");
 }
 
-}  // namespace
+}  // namespace math_tanh_erf_accuracy_test
