@@ -361,9 +361,16 @@ constexpr auto f64 = derive<double>();
 }  // namespace bound
 
 // ---------------------------------------------------------------------------------------------
-// Step 5: the forward, proven. HAND
+// Step 5: the forward, proven within its bounds of PyTorch's float64 (and float32) forward.
+// x row 0 = tok[a] + pos[0] = [-1.046191 + 1.800436, 1.230521 + 0.009574, 1.866212 + 0.153447,
+// -0.343533 - 2.663088] = [0.754245, 1.240095, 2.019660, -3.006621]: one rounding, within u |x|
 static_assert(proven<check::within(fwd<float>.x, m(pt::x_f32), bound::both(bound::f32.x, bound::f64.x))>);
 static_assert(proven<check::within(fwd<float>.x, m(pt::x_f64), bound::both(bound::f32.x, bound::f64.x))>);
+// causal: query 0 sees key 0 alone, with weight exactly 1 (e^0 / (e^0 + 0 + 0)); the future
+// keys weigh exactly 0
+static_assert(proven<check::equal(fwd<float>.attention.weights, matrix<float, 3, 3>{{{1, 0, 0},
+                                                                                   {fwd<float>.attention.weights(1, 0), fwd<float>.attention.weights(1, 1), 0},
+                                                                                   {fwd<float>.attention.weights(2, 0), fwd<float>.attention.weights(2, 1), fwd<float>.attention.weights(2, 2)}}})>);
 static_assert(proven<check::within(fwd<float>.attention.weights, m(pt::weights_f64),
                                    bound::both(bound::f32.weights, bound::f64.weights))>);
 static_assert(proven<check::within(fwd<float>.attention.context, m(pt::context_f64),
@@ -372,24 +379,96 @@ static_assert(proven<check::within(fwd<float>.h, m(pt::h_f64), bound::both(bound
 static_assert(proven<check::within(fwd<float>.logits, m(pt::logits_f64), bound::both(bound::f32.logits, bound::f64.logits))>);
 static_assert(proven<check::within(fwd<float>.loss.probabilities, m(pt::probabilities_f64),
                                    bound::both(bound::f32.probabilities, bound::f64.probabilities))>);
+// the loss: position 0 gives its target "b" p = 0.2098813, so l_0 = -log 0.2098813 = 1.561213;
+// l_1 = -log 0.4061117 = 0.901127 ("a" after "a b"), l_2 = -log 0.2111693 = 1.555095; the mean
+// (1.561213 + 0.901127 + 1.555095) / 3 = 4.017435 / 3 = 1.339145, a little under log 4 = 1.386,
+// the loss of a model that guesses the 4 tokens uniformly
 static_assert(proven<check::within(fwd<float>.loss.loss, pt::loss_f64, bound::both(bound::f32.loss, bound::f64.loss))>);
 static_assert(proven<check::within(fwd<double>.loss.loss, pt::loss_f64, bound::both(bound::f64.loss, bound::f64.loss))>);
 
 // ---------------------------------------------------------------------------------------------
-// Step 6: the loss's gradient. HAND
+// Step 6: the loss's gradient, d_logits = (softmax(logits) - onehot(targets)) / 3: the model's
+// belief minus the truth. Row 0 (target "b"): ([0.2806273, 0.2098813, 0.1042077, 0.4052836] -
+// [0, 1, 0, 0]) / 3 = [0.0935425, -0.2633729, 0.0347359, 0.1350945]: the target's logit is pushed
+// up (a step against the gradient raises it), every other one down, each by its probability.
 static_assert(proven<check::within(grad<float>.d_logits, m(pt::d_logits_f64),
                                    bound::both(bound::f32.d_logits, bound::f64.d_logits))>);
 static_assert(proven<check::within(grad<double>.d_logits, m(pt::d_logits_f64),
                                    bound::both(bound::f64.d_logits, bound::f64.d_logits))>);
+// Each row of d_logits sums to 0 exactly in real numbers, for any logits (the p's sum to 1, the
+// one-hot row to 1). Computed: the float32 probabilities of the computed logits z are within
+// e_p = softmax_rows_error(z, p, 0) of softmax(z) (no input error: the identity holds for
+// the logits as computed), each d_logits within e = (e_t + u (|t| + e_t)) / 3 of (softmax(z) -
+// y) / 3 (t = p - y, e_t = e_p + u (|t| + e_p)), and the float32 sum of the 4 within
+// sum e + gamma(3) sum (|d| + e) of 0. Measured: -3.7e-8, 1.5e-8, 1.1e-8.
+/// sum_j e(i, j) for row i: how far the float32 d_logits row's exact sum can be from 0
+constexpr double row_sum_error(std::size_t i) {
+  const auto z = qkv::matrix_cast<double>(fwd<float>.logits);
+  const auto p = qkv::matrix_cast<double>(fwd<float>.loss.probabilities);
+  const double u = qkv::bounds::unit_roundoff<float>();
+  const auto e_p = qkv::bounds::softmax_rows_error<float>(z, p, matrix<double, 3, 4>{});
+  double sum = 0;
+  for (std::size_t j = 0; j < 4; ++j) {
+    const double t = p(i, j) - (j == std::size_t(targets(0, i)) ? 1.0 : 0.0), at = t < 0 ? -t : t;
+    const double e_t = e_p(i, j) + u * (at + e_p(i, j));
+    sum += (e_t + u * (at + e_t)) / 3;
+  }
+  return sum;
+}
+constexpr double row_size(std::size_t i) {
+  double s = 0;
+  for (std::size_t j = 0; j < 4; ++j) s += grad<float>.d_logits(i, j) < 0 ? -grad<float>.d_logits(i, j) : grad<float>.d_logits(i, j);
+  return s;
+}
+constexpr bool rows_sum_to_zero = [] {
+  for (std::size_t i = 0; i < 3; ++i) {
+    float sum = 0;
+    for (std::size_t j = 0; j < 4; ++j) sum += grad<float>.d_logits(i, j);
+    const double bound = row_sum_error(i) + qkv::bounds::gamma<float>(3) * row_size(i);
+    if (!(sum <= bound && -sum <= bound)) return false;
+  }
+  return true;
+}();
+static_assert(rows_sum_to_zero);
 
-// Step 7: the output projection. HAND
+// Step 7: the output projection, logits = h W_headᵀ + b_head (AddmmBackward0):
+// d_W_head = d_logitsᵀ h (4, 4): (1, 0) = sum_i d_logits(i, 1) h(i, 0) = -0.2633729 0.846113 +
+// 0.0868063 (-1.088072) - 0.2629435 0.5214929 = -0.222843 - 0.094452 - 0.137123 = -0.454418;
+// d_b_head = the column sums of d_logits: (1) = -0.2633729 + 0.0868063 - 0.2629435 = -0.4395102;
+// d_h = d_logits W_head (3, 4): (0, 0) = 0.0935425 (-0.4933239) - 0.2633729 (-0.2394933) +
+// 0.0347359 0.4054924 + 0.1350945 (-0.1979792) = -0.046147 + 0.063076 + 0.014085 - 0.026746 = 0.004268
 static_assert(proven<check::within(grad<float>.d_W_head, m(pt::d_W_head_f64),
                                    bound::both(bound::f32.d.W_head, bound::f64.d.W_head))>);
 static_assert(proven<check::within(grad<float>.d_b_head, m(pt::d_b_head_f64),
                                    bound::both(bound::f32.d.b_head, bound::f64.d.b_head))>);
 static_assert(proven<check::within(grad<float>.d_h, m(pt::d_h_f64), bound::both(bound::f32.d_h, bound::f64.d_h))>);
+// PyTorch's own float32 gradients are within the same bounds of its float64 ones
+static_assert(proven<check::within(m(pt::d_W_head_f32), m(pt::d_W_head_f64), bound::both(bound::f32.d.W_head, bound::f64.d.W_head))>);
+// the bias's gradient sums to 0, as each row of d_logits does: raising all 4 biases together
+// changes no probability. sum_j d_b(j) = sum_i (row i of d_logits summed), each within
+// row_sum_error(i) of 0; each column sum rounds twice (gamma(2) sum_i |d_logits(i, j)|), and
+// the 4 are added here in double (gamma_double(3) of the same)
+static_assert([] {
+  const auto& d = grad<float>.d_b_head;
+  const double s = double(d(0, 0)) + double(d(0, 1)) + double(d(0, 2)) + double(d(0, 3));
+  double bound = 0;
+  for (std::size_t i = 0; i < 3; ++i)
+    bound += row_sum_error(i) + (qkv::bounds::gamma<float>(2) + qkv::bounds::gamma<double>(3)) * row_size(i);
+  return s <= bound && -s <= bound;
+}());
 
-// Step 8: attention. HAND
+// Step 8: the gradient flows into attention: d_context = d_h (the residual passes the same
+// gradient to x and to the attention's output), then example 15's steps with the causal mask.
+// Query 0 has one key with weight 1: D_0 = dP_00 1 = dP_00, so dS row 0 = 1 (dP_00 - D_0) = 0
+// exactly, and so is d_queries row 0: position 0 cannot learn where to look, it has nowhere else.
+// Masked scores get exactly 0 (the future keys had no part in the loss).
+static_assert(proven<check::equal(qkv::row(grad<float>.attention.attention.d_scores, 0), matrix<float, 1, 3>{})>);
+static_assert(proven<check::equal(qkv::row(grad<float>.attention.attention.d_queries, 0), matrix<float, 1, 4>{})>);
+static_assert(grad<float>.attention.attention.d_scores(1, 2) == 0.0f);
+// Row 1: dP_10 = -0.1164366, dP_11 = 0.1119620 (dP = d_h vᵀ); D_1 = 0.5702658 (-0.1164366) +
+// 0.4297342 0.1119620 = -0.066400 + 0.048114 = -0.018286; dS_10 = 0.5702658 (-0.1164366 + 0.018286)
+// = -0.055972 and dS_11 = 0.4297342 (0.1119620 + 0.018286) = 0.055972: two weights, opposite
+// gradients; d_scores = dS / 2 = [-0.027986, 0.027986]
 static_assert(proven<check::within(grad<float>.attention.attention.d_weights, m(pt::d_weights_f64),
                                    bound::both(bound::f32.attention.d_weights, bound::f64.attention.d_weights))>);
 static_assert(proven<check::within(grad<float>.attention.attention.d_scores, m(pt::d_scores_f64),
@@ -400,16 +479,45 @@ static_assert(proven<check::within(grad<float>.attention.attention.d_keys, m(pt:
                                    bound::both(bound::f32.attention.d_keys, bound::f64.attention.d_keys))>);
 static_assert(proven<check::within(grad<float>.attention.attention.d_values, m(pt::d_values_f64),
                                    bound::both(bound::f32.attention.d_values, bound::f64.attention.d_values))>);
+// key 2 is seen by query 2 alone: dV row 2 = P_22 d_h row 2, one product each:
+// dV(2, 0) = 0.1677219 0.0371795 = 0.0062358
+static_assert([] {
+  for (std::size_t c = 0; c < 4; ++c)
+    if (grad<float>.attention.attention.d_values(2, c) != fwd<float>.attention.weights(2, 2) * grad<float>.d_h(2, c))
+      return false;
+  return true;
+}());
+// through the projections: d_W_q = dQᵀ x, d_W_k = dKᵀ x, d_W_v = dVᵀ x (nn.Linear's (out, in))
 static_assert(proven<check::within(grad<float>.d.W_q, m(pt::d_W_q_f64), bound::both(bound::f32.d.W_q, bound::f64.d.W_q))>);
 static_assert(proven<check::within(grad<float>.d.W_k, m(pt::d_W_k_f64), bound::both(bound::f32.d.W_k, bound::f64.d.W_k))>);
 static_assert(proven<check::within(grad<float>.d.W_v, m(pt::d_W_v_f64), bound::both(bound::f32.d.W_v, bound::f64.d.W_v))>);
+static_assert(proven<check::within(grad<double>.d.W_q, m(pt::d_W_q_f64), bound::both(bound::f64.d.W_q, bound::f64.d.W_q))>);
+static_assert(proven<check::within(grad<double>.d.W_k, m(pt::d_W_k_f64), bound::both(bound::f64.d.W_k, bound::f64.d.W_k))>);
+static_assert(proven<check::within(grad<double>.d.W_v, m(pt::d_W_v_f64), bound::both(bound::f64.d.W_v, bound::f64.d.W_v))>);
+static_assert(proven<check::within(m(pt::d_W_q_f32), m(pt::d_W_q_f64), bound::both(bound::f32.d.W_q, bound::f64.d.W_q))>);
+static_assert(proven<check::within(m(pt::d_W_k_f32), m(pt::d_W_k_f64), bound::both(bound::f32.d.W_k, bound::f64.d.W_k))>);
+static_assert(proven<check::within(m(pt::d_W_v_f32), m(pt::d_W_v_f64), bound::both(bound::f32.d.W_v, bound::f64.d.W_v))>);
 
-// Step 9: the embeddings. HAND
+// Step 9: the embeddings. x = tok[ids] + pos gets d_x = d_h (the residual) + dQ W_q + dK W_k +
+// dV W_v (the three projections). The positions' table gets d_x itself; the tokens' table gets
+// each row of d_x at the row of its token: "a" is at positions 0 and 2, so
+// d_tok row a = d_x row 0 + d_x row 2 = [-0.1075454 + 0.0376999, -0.0390515 - 0.0295666,
+// 0.0253742 + 0.0268735, -0.0116249 + 0.0316477] = [-0.0698456, -0.0686181, 0.0522477, 0.0200228],
+// bit for bit; "b" gets d_x row 1; "c" and "d" are not in the batch and get exactly 0.
+static_assert(proven<check::equal(qkv::row(grad<float>.d.tok, 0), qkv::row(grad<float>.d_x, 0) + qkv::row(grad<float>.d_x, 2))>);
+static_assert(proven<check::equal(qkv::row(grad<float>.d.tok, 1), qkv::row(grad<float>.d_x, 1))>);
+static_assert(proven<check::equal(qkv::row(grad<float>.d.tok, 2), matrix<float, 1, 4>{})>);
+static_assert(proven<check::equal(qkv::row(grad<float>.d.tok, 3), matrix<float, 1, 4>{})>);
+static_assert(proven<check::equal(grad<float>.d.pos, grad<float>.d_x)>);
 static_assert(proven<check::within(grad<float>.d_x, m(pt::d_x_f64), bound::both(bound::f32.d_x, bound::f64.d_x))>);
 static_assert(proven<check::within(grad<float>.d.tok, m(pt::d_tok_f64), bound::both(bound::f32.d.tok, bound::f64.d.tok))>);
 static_assert(proven<check::within(grad<float>.d.pos, m(pt::d_pos_f64), bound::both(bound::f32.d.pos, bound::f64.d.pos))>);
+static_assert(proven<check::within(grad<double>.d.tok, m(pt::d_tok_f64), bound::both(bound::f64.d.tok, bound::f64.d.tok))>);
+static_assert(proven<check::within(m(pt::d_tok_f32), m(pt::d_tok_f64), bound::both(bound::f32.d.tok, bound::f64.d.tok))>);
 
-// Step 10: the SGD step. HAND
+// Step 10: the SGD step, W <- W - 0.1 dW for all 108 parameters. W_q(0, 0) = -0.2822167 -
+// 0.1 0.0601250 = -0.2882292; b_head(1) = 0.3045433 - 0.1 (-0.4395102) = 0.3484943: the bias of
+// the most wanted token ("b") goes up. Within the bounds of PyTorch's float64 step:
 static_assert(proven<check::within(stepped<float>.tok, m(pt::sgd_tok_f64), bound::both(bound::f32.stepped.tok, bound::f64.stepped.tok))>);
 static_assert(proven<check::within(stepped<float>.pos, m(pt::sgd_pos_f64), bound::both(bound::f32.stepped.pos, bound::f64.stepped.pos))>);
 static_assert(proven<check::within(stepped<float>.W_q, m(pt::sgd_W_q_f64), bound::both(bound::f32.stepped.W_q, bound::f64.stepped.W_q))>);
@@ -419,6 +527,25 @@ static_assert(proven<check::within(stepped<float>.W_head, m(pt::sgd_W_head_f64),
                                    bound::both(bound::f32.stepped.W_head, bound::f64.stepped.W_head))>);
 static_assert(proven<check::within(stepped<float>.b_head, m(pt::sgd_b_head_f64),
                                    bound::both(bound::f32.stepped.b_head, bound::f64.stepped.b_head))>);
+static_assert(proven<check::within(stepped<double>.W_q, m(pt::sgd_W_q_f64), bound::both(bound::f64.stepped.W_q, bound::f64.stepped.W_q))>);
+static_assert(proven<check::within(stepped<double>.tok, m(pt::sgd_tok_f64), bound::both(bound::f64.stepped.tok, bound::f64.stepped.tok))>);
+// The update itself is PyTorch's bit for bit: qkv::sgd_step (one fma, one rounding) applied to
+// PyTorch's own float32 gradients gives PyTorch's float32 parameters after opt.step(), all 108.
+// (Our float32 gradients are not PyTorch's bits: its sums run in other orders; both are within
+// the bounds above.)
+template <std::size_t R, std::size_t C>
+constexpr bool pytorch_step(const matrix<float, R, C>& w, const double (&g)[R][C], const double (&after)[R][C]) {
+  return qkv::sgd_step(w, qkv::matrix_cast<float>(m(g)), 0.1f) == qkv::matrix_cast<float>(m(after));
+}
+static_assert(pytorch_step(init.tok, pt::d_tok_f32, pt::sgd_tok_f32) && pytorch_step(init.pos, pt::d_pos_f32, pt::sgd_pos_f32));
+static_assert(pytorch_step(init.W_q, pt::d_W_q_f32, pt::sgd_W_q_f32) && pytorch_step(init.W_k, pt::d_W_k_f32, pt::sgd_W_k_f32));
+static_assert(pytorch_step(init.W_v, pt::d_W_v_f32, pt::sgd_W_v_f32));
+static_assert(pytorch_step(init.W_head, pt::d_W_head_f32, pt::sgd_W_head_f32));
+static_assert(pytorch_step(init.b_head, pt::d_b_head_f32, pt::sgd_b_head_f32));
+// and the model learned: the same batch's loss after the step is 0.956932 (float32 and double),
+// down from 1.339145 (PyTorch: 0.9569320356283222 in float64)
+constexpr auto loss_after = forward(stepped<float>).loss.loss;
+static_assert(loss_after < fwd<float>.loss.loss && forward(stepped<double>).loss.loss < fwd<double>.loss.loss);
 
 // ---------------------------------------------------------------------------------------------
 // the trace
