@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <iostream>
 
+#include <qkv/core/adamw.hpp>
 #include <qkv/core/attention.hpp>
 #include <qkv/core/attention_backward.hpp>
 #include <qkv/core/backward_bounds.hpp>
@@ -548,6 +549,91 @@ constexpr auto loss_after = forward(stepped<float>).loss.loss;
 static_assert(loss_after < fwd<float>.loss.loss && forward(stepped<double>).loss.loss < fwd<double>.loss.loss);
 
 // ---------------------------------------------------------------------------------------------
+// Step 11: the same gradients, one step of torch.optim.AdamW(lr=0.01) instead (weight decay
+// 0.01, betas (0.9, 0.999), eps 1e-8; core/adamw.hpp). On the first step its moments are m =
+// 0.1 g and v = 0.001 g^2, the bias corrections divide them by 0.1 and 0.001, and each weight
+// moves by lr g / (|g| + eps) after a decay by 1 - lr wd = 0.9999: by about 0.01 against the
+// sign of its gradient, however small the gradient. W_q(0, 0) = -0.2822167 0.9999 - 0.01
+// 0.0601250 / (0.0601250 + 1e-8) = -0.2821884 - 0.0100000 = -0.2921884. d_tok's rows "c" and
+// "d" are exactly 0: those rows only decay.
+template <class F>
+constexpr parameters<F> adamw(const parameters<F>& p, const parameters<F>& d) {
+  const auto one = []<std::size_t R, std::size_t C>(const matrix<F, R, C>& w, const matrix<F, R, C>& g) {
+    return qkv::adamw_step(qkv::adamw_parameter<F, R, C>{w}, g, {.lr = 0.01}).w;
+  };
+  return {one(p.tok, d.tok), one(p.pos, d.pos), one(p.W_q, d.W_q), one(p.W_k, d.W_k),
+          one(p.W_v, d.W_v), one(p.W_head, d.W_head), one(p.b_head, d.b_head)};
+}
+template <class F>
+constexpr auto adamw_stepped = adamw(init_in<F>, grad<F>.d);
+static_assert(proven<check::equal(qkv::row(adamw_stepped<float>.tok, 2), qkv::map(qkv::row(init.tok, 2), [](float w) { return float(w * 0.9999f); }))>);
+// The bound. In real numbers the step is W (1 - lr wd) - lr r, r = g / (|g| + eps), |r| < 1.
+// The gradient's error e_g moves r by at most eps e_g / ((|g| - e_g + eps)(|g| + eps)) when
+// e_g < |g| (r's slope is eps / (|g| + eps)^2: tiny unless |g| is near eps; every gradient here
+// is 0 exactly or above 1e-4), and by nothing when g = 0 exactly (e_g = 0). The roundings,
+// counted from adamw.hpp's code: m = fl(fl(0.1) g) 2 u; v = fl(fl(0.001) g g) 3 u; its sqrt
+// 1.5 u + u; / fl(sqrt(bc2)) 2 u; + fl(eps) 2 u: the denominator 6.5 u; the quotient u; the
+// step size lr / bc1 (lr's representation, the division, the cast) 3 u; its product u: 13.5 u
+// relative on lr r, so 14 u lr |r|. The decay: the cast of 0.9999 and the product, 2 u |W|; the
+// last addition u |W'|. 1% on top for the second order.
+namespace bound {
+template <class F, std::size_t R, std::size_t C>
+constexpr matrix<double, R, C> e_adamw(const matrix<double, R, C>& w, const matrix<double, R, C>& w_new,
+                                       const matrix<double, R, C>& g, const matrix<double, R, C>& e_g) {
+  const double u = qkv::bounds::unit_roundoff<F>(), lr = 0.01, eps = 1e-8;
+  matrix<double, R, C> e;
+  for (std::size_t k = 0; k < R * C; ++k) {
+    const double ag = g.v[k] < 0 ? -g.v[k] : g.v[k], eg = e_g.v[k];
+    const double moved = eg == 0 ? 0 : eg < ag ? eps * eg / ((ag - eg + eps) * (ag + eps)) : (eg / eps < 2 ? eg / eps : 2);
+    const double aw = w.v[k] < 0 ? -w.v[k] : w.v[k], awn = w_new.v[k] < 0 ? -w_new.v[k] : w_new.v[k];
+    e.v[k] = 1.01 * (lr * moved + 14 * u * lr * (ag / (ag + eps)) + 2 * u * aw + u * awn);
+  }
+  return e;
+}
+template <class F>
+constexpr parameters<double> adamw_errors(const errors<F>& e) {
+  const auto& p = init_in<double>;
+  const auto& g = grad<double>.d;
+  const auto& s = adamw_stepped<double>;
+  return {e_adamw<F>(p.tok, s.tok, g.tok, e.d.tok),          e_adamw<F>(p.pos, s.pos, g.pos, e.d.pos),
+          e_adamw<F>(p.W_q, s.W_q, g.W_q, e.d.W_q),          e_adamw<F>(p.W_k, s.W_k, g.W_k, e.d.W_k),
+          e_adamw<F>(p.W_v, s.W_v, g.W_v, e.d.W_v),          e_adamw<F>(p.W_head, s.W_head, g.W_head, e.d.W_head),
+          e_adamw<F>(p.b_head, s.b_head, g.b_head, e.d.b_head)};
+}
+constexpr auto adamw32 = adamw_errors(f32);
+constexpr auto adamw64 = adamw_errors(f64);
+}  // namespace bound
+static_assert(proven<check::within(adamw_stepped<float>.tok, m(pt::adamw_tok_f64), bound::both(bound::adamw32.tok, bound::adamw64.tok))>);
+static_assert(proven<check::within(adamw_stepped<float>.pos, m(pt::adamw_pos_f64), bound::both(bound::adamw32.pos, bound::adamw64.pos))>);
+static_assert(proven<check::within(adamw_stepped<float>.W_q, m(pt::adamw_W_q_f64), bound::both(bound::adamw32.W_q, bound::adamw64.W_q))>);
+static_assert(proven<check::within(adamw_stepped<float>.W_k, m(pt::adamw_W_k_f64), bound::both(bound::adamw32.W_k, bound::adamw64.W_k))>);
+static_assert(proven<check::within(adamw_stepped<float>.W_v, m(pt::adamw_W_v_f64), bound::both(bound::adamw32.W_v, bound::adamw64.W_v))>);
+static_assert(proven<check::within(adamw_stepped<float>.W_head, m(pt::adamw_W_head_f64),
+                                   bound::both(bound::adamw32.W_head, bound::adamw64.W_head))>);
+static_assert(proven<check::within(adamw_stepped<float>.b_head, m(pt::adamw_b_head_f64),
+                                   bound::both(bound::adamw32.b_head, bound::adamw64.b_head))>);
+static_assert(proven<check::within(adamw_stepped<double>.W_q, m(pt::adamw_W_q_f64), bound::both(bound::adamw64.W_q, bound::adamw64.W_q))>);
+// and bit for bit: qkv::adamw_step on PyTorch's own gradients gives PyTorch's parameters after
+// opt.step(), all 108, in float32 and in float64 (the operations in PyTorch's order, adamw.hpp)
+template <class F, std::size_t R, std::size_t C>
+constexpr bool pytorch_adamw(const matrix<float, R, C>& w, const double (&g)[R][C], const double (&after)[R][C]) {
+  return qkv::adamw_step(qkv::adamw_parameter<F, R, C>{qkv::matrix_cast<F>(w)}, qkv::matrix_cast<F>(m(g)), {.lr = 0.01}).w ==
+         qkv::matrix_cast<F>(m(after));
+}
+static_assert(pytorch_adamw<float>(init.tok, pt::d_tok_f32, pt::adamw_tok_f32) && pytorch_adamw<float>(init.pos, pt::d_pos_f32, pt::adamw_pos_f32));
+static_assert(pytorch_adamw<float>(init.W_q, pt::d_W_q_f32, pt::adamw_W_q_f32) && pytorch_adamw<float>(init.W_k, pt::d_W_k_f32, pt::adamw_W_k_f32));
+static_assert(pytorch_adamw<float>(init.W_v, pt::d_W_v_f32, pt::adamw_W_v_f32) && pytorch_adamw<float>(init.W_head, pt::d_W_head_f32, pt::adamw_W_head_f32));
+static_assert(pytorch_adamw<float>(init.b_head, pt::d_b_head_f32, pt::adamw_b_head_f32));
+static_assert(pytorch_adamw<double>(init.tok, pt::d_tok_f64, pt::adamw_tok_f64) && pytorch_adamw<double>(init.pos, pt::d_pos_f64, pt::adamw_pos_f64));
+static_assert(pytorch_adamw<double>(init.W_q, pt::d_W_q_f64, pt::adamw_W_q_f64) && pytorch_adamw<double>(init.W_k, pt::d_W_k_f64, pt::adamw_W_k_f64));
+static_assert(pytorch_adamw<double>(init.W_v, pt::d_W_v_f64, pt::adamw_W_v_f64) && pytorch_adamw<double>(init.W_head, pt::d_W_head_f64, pt::adamw_W_head_f64));
+static_assert(pytorch_adamw<double>(init.b_head, pt::d_b_head_f64, pt::adamw_b_head_f64));
+// the loss went down less than with SGD's step (1.2386, PyTorch's 1.238550498490268): every
+// weight moved by about 0.01, where SGD moved the large gradients' weights by up to 0.11
+constexpr auto loss_after_adamw = forward(adamw_stepped<float>).loss.loss;
+static_assert(loss_after_adamw < fwd<float>.loss.loss && loss_after_adamw > loss_after);
+
+// ---------------------------------------------------------------------------------------------
 // the trace
 
 inline void walkthrough() {
@@ -573,7 +659,9 @@ inline void walkthrough() {
             << "d_x = d_h + d_x (attention) =\n" << torch_str(g.d_x) << "\n"
             << "d_tok =\n" << torch_str(g.d.tok) << "\n\n"
             << "after SGD(lr=0.1): W_q =\n" << torch_str(stepped<float>.W_q) << "\n"
-            << "loss before " << f.loss.loss << ", after " << forward(stepped<float>).loss.loss << "\n";
+            << "loss before " << f.loss.loss << ", after " << loss_after << "\n\n"
+            << "after AdamW(lr=0.01) instead: W_q =\n" << torch_str(adamw_stepped<float>.W_q) << "\n"
+            << "loss after " << loss_after_adamw << "\n";
 }
 
 }  // namespace qkv::examples::one_training_step
