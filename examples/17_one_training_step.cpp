@@ -29,6 +29,8 @@
 // update bit for bit PyTorch's float32 one given PyTorch's gradients.
 #include <cstddef>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <qkv/core/adamw.hpp>
 #include <qkv/core/attention.hpp>
@@ -662,6 +664,87 @@ inline void walkthrough() {
             << "loss before " << f.loss.loss << ", after " << loss_after << "\n\n"
             << "after AdamW(lr=0.01) instead: W_q =\n" << torch_str(adamw_stepped<float>.W_q) << "\n"
             << "loss after " << loss_after_adamw << "\n";
+}
+
+}  // namespace qkv::examples::one_training_step
+
+// ---------------------------------------------------------------------------------------------
+// the learner's page (qkv explain one_training_step --html FILE): the forward, each cell by its
+// sum, then the gradient flowing back from the loss to every weight, each product's cells
+// explained; the proofs are this file's static_asserts (scripts/page_notes.py).
+namespace qkv::examples::one_training_step {
+
+template <class Page>
+void page(Page& p) {
+  using how = typename Page::how;
+  const std::vector<std::string> words{"a", "b", "a"};
+  const std::vector<std::string> vocabulary{"a", "b", "c", "d"};
+  const auto& f = fwd<float>;
+  const auto& g = grad<float>;
+  const auto& a = g.attention.attention;
+  p.step(1);
+  p.matrix("tok", init.tok).rows(vocabulary).caption("tok: nn.Embedding(4, 4), (vocabulary, d_model)");
+  p.matrix("pos", init.pos).caption("pos: nn.Embedding(3, 4), one row per position");
+  p.matrix("W_q", init.W_q).caption("W_q: nn.Linear(4, 4, bias=False), (out, in)");
+  p.matrix("W_k", init.W_k).caption("W_k");
+  p.matrix("W_v", init.W_v).caption("W_v");
+  p.matrix("W_head", init.W_head).rows(vocabulary).caption("W_head: nn.Linear(4, 4), (vocabulary, d_model)");
+  p.matrix("b_head", init.b_head).cols(vocabulary).caption("b_head");
+  p.step(2);
+  p.matrix("tok[ids]", qkv::embed(init.tok, ids)).rows(words).caption("tok[ids]: the rows of a, b, a");
+  p.matrix("x", f.x).rows(words).how(how::add("tok[ids]", "pos"));
+  p.matrix("queries", f.attention.queries).rows(words).how(how::dot("x", "W_q", 4));
+  p.matrix("keys", f.attention.keys).rows(words).how(how::dot("x", "W_k", 4));
+  p.matrix("values", f.attention.values).rows(words).how(how::dot("x", "W_v", 4));
+  p.matrix("scores", f.attention.scores).rows(words).cols(words).how(how::dot("queries", "keys", 4));
+  p.matrix("scaled_scores", f.attention.scaled_scores).rows(words).cols(words)
+      .how(how::scaled("scores", 0.5, "1 / sqrt(4) = 1/2", "causal: the key comes after the query"));
+  p.matrix("weights", f.attention.weights).rows(words).cols(words).how(how::softmax("scaled_scores"));
+  p.heatmap("the causal weights", {"weights"});
+  p.matrix("context", f.attention.context).rows(words).how(how::matmul("weights", "values", 3));
+  p.matrix("h", f.h).rows(words).how(how::add("x", "context"));
+  p.matrix("logits", f.logits).rows(words).cols(vocabulary).how(how::dot("h", "W_head", 4, 0, 0, "b_head"));
+  p.matrix("probabilities", f.loss.probabilities).rows(words).cols(vocabulary).how(how::softmax("logits"));
+  p.matrix("losses", f.loss.losses).rows(words).caption("-log p(target) at each position; the loss is their mean")
+      .derived();
+  p.step(6);
+  p.matrix("d_logits", g.d_logits).rows(words).cols(vocabulary).caption("(probabilities - onehot(targets)) / 3")
+      .derived();
+  p.step(7);
+  p.matrix("d_logits.T", qkv::transposed(g.d_logits)).rows(vocabulary).cols(words).how(how::transposed("d_logits"));
+  p.matrix("d_W_head", g.d_W_head).rows(vocabulary).how(how::matmul("d_logits.T", "h", 3));
+  p.matrix("d_b_head", g.d_b_head).cols(vocabulary).caption("the column sums of d_logits").derived();
+  p.matrix("d_h", g.d_h).rows(words).how(how::matmul("d_logits", "W_head", 4));
+  p.step(8);
+  p.matrix("d_weights", a.d_weights).rows(words).cols(words).how(how::dot("d_h", "values", 4));
+  p.matrix("D", qkv::row_dots(a.d_weights, f.attention.weights)).rows(words).how(how::row_dot("d_weights", "weights", 3));
+  p.matrix("d_scaled_scores", a.d_scaled_scores).rows(words).cols(words)
+      .how(how::softmax_backward("weights", "d_weights", "D", "causal: the key comes after the query"));
+  p.matrix("d_scores", a.d_scores).rows(words).cols(words).caption("d_scaled_scores / 2").derived();
+  p.matrix("d_queries", a.d_queries).rows(words).how(how::matmul("d_scores", "keys", 3));
+  p.matrix("d_scores.T", qkv::transposed(a.d_scores)).rows(words).cols(words).how(how::transposed("d_scores"));
+  p.matrix("d_keys", a.d_keys).rows(words).how(how::matmul("d_scores.T", "queries", 3));
+  p.matrix("weights.T", qkv::transposed(f.attention.weights)).rows(words).cols(words).how(how::transposed("weights"));
+  p.matrix("d_values", a.d_values).rows(words).how(how::matmul("weights.T", "d_h", 3));
+  p.matrix("d_queries.T", qkv::transposed(a.d_queries)).cols(words).how(how::transposed("d_queries"));
+  p.matrix("d_W_q", g.d.W_q).how(how::matmul("d_queries.T", "x", 3))
+      .proven(m(pt::d_W_q_f64), "PyTorch float64's W_q.weight.grad",
+              qkv::max_abs_difference(bound::both(bound::f32.d.W_q, bound::f64.d.W_q), matrix<double, 4, 4>{}),
+              "the largest element of its derived bound (step 8)");
+  p.matrix("d_keys.T", qkv::transposed(a.d_keys)).cols(words).how(how::transposed("d_keys"));
+  p.matrix("d_W_k", g.d.W_k).how(how::matmul("d_keys.T", "x", 3));
+  p.matrix("d_values.T", qkv::transposed(a.d_values)).cols(words).how(how::transposed("d_values"));
+  p.matrix("d_W_v", g.d.W_v).how(how::matmul("d_values.T", "x", 3));
+  p.step(9);
+  p.matrix("d_x", g.d_x).rows(words).caption("d_h + d_queries W_q + d_keys W_k + d_values W_v").derived();
+  p.matrix("d_tok", g.d.tok).rows(vocabulary).caption("row a = d_x rows 1 and 3 added; c and d: 0").derived();
+  p.matrix("d_pos", g.d.pos).caption("d_x itself").derived();
+  p.step(10);
+  p.matrix("W_q after SGD", stepped<float>.W_q).caption("W_q - 0.1 d_W_q, one rounding").derived();
+  p.matrix("b_head after SGD", stepped<float>.b_head).cols(vocabulary).derived();
+  p.matrix("probabilities after SGD", forward(stepped<float>).loss.probabilities).rows(words).cols(vocabulary).derived();
+  p.step(11);
+  p.matrix("W_q after AdamW", adamw_stepped<float>.W_q).caption("W_q 0.9999 - 0.01 g / (|g| + 1e-8)").derived();
 }
 
 }  // namespace qkv::examples::one_training_step
