@@ -62,7 +62,8 @@ constexpr double power(double b, std::size_t n) {
 template <class T, std::size_t R, std::size_t C, std::size_t GR, std::size_t GC>
   requires same_shapes<R, C, GR, GC>
 [[nodiscard]] constexpr adamw_parameter<T, R, C> adamw_step(const adamw_parameter<T, R, C>& p,
-                                                            const matrix<T, GR, GC>& g, const adamw_options& o = {}) {
+                                                            const matrix<T, GR, GC>& g,
+                                                            const adamw_options& o = {}) {
   adamw_parameter<T, R, C> out = p;
   out.step = p.step + 1;
   const T decay = T(1 - o.lr * o.weight_decay);

@@ -24,7 +24,8 @@ namespace qkv {
 
 /// @brief the backward of embed(table, ids): the (V, D) table's gradient from d_out (L, D)
 template <std::size_t V, class T, std::size_t L, std::size_t D, class Id>
-[[nodiscard]] constexpr matrix<T, V, D> embed_backward(const matrix<T, L, D>& d_out, const matrix<Id, 1, L>& ids) {
+[[nodiscard]] constexpr matrix<T, V, D> embed_backward(const matrix<T, L, D>& d_out,
+                                                       const matrix<Id, 1, L>& ids) {
   matrix<T, V, D> d{};
   for (std::size_t k = 0; k < L; ++k) {
     bool negative = false;
@@ -39,8 +40,8 @@ template <std::size_t V, class T, std::size_t L, std::size_t D, class Id>
 
 /// @brief the same with nn.Embedding's padding_idx: the padding row's gradient stays 0
 template <std::size_t V, class T, std::size_t L, std::size_t D, class Id>
-[[nodiscard]] constexpr matrix<T, V, D> embed_backward(const matrix<T, L, D>& d_out, const matrix<Id, 1, L>& ids,
-                                                       std::size_t padding_idx) {
+[[nodiscard]] constexpr matrix<T, V, D> embed_backward(const matrix<T, L, D>& d_out,
+                                                       const matrix<Id, 1, L>& ids, std::size_t padding_idx) {
   auto d = embed_backward<V>(d_out, ids);
   if (padding_idx < V)
     for (std::size_t j = 0; j < D; ++j) d.v[padding_idx * D + j] = T(0);

@@ -23,7 +23,8 @@ namespace qkv {
 /// @brief torch.optim.SGD(lr).step() for one parameter: fl(w - lr g) elementwise, (R, C) -> (R, C)
 template <class T, std::size_t R, std::size_t C, std::size_t GR, std::size_t GC>
   requires same_shapes<R, C, GR, GC>
-[[nodiscard]] constexpr matrix<T, R, C> sgd_step(const matrix<T, R, C>& w, const matrix<T, GR, GC>& g, const T& lr) {
+[[nodiscard]] constexpr matrix<T, R, C> sgd_step(const matrix<T, R, C>& w, const matrix<T, GR, GC>& g,
+                                                 const T& lr) {
   matrix<T, R, C> out;
   for (std::size_t k = 0; k < R * C; ++k) out.v[k] = qkv::fma(T(-lr), g.v[k], w.v[k]);
   return out;
