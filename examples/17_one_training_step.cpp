@@ -705,6 +705,9 @@ void page(Page& p) {
   p.matrix("h", f.h).rows(words).how(how::add("x", "context"));
   p.matrix("logits", f.logits).rows(words).cols(vocabulary).how(how::dot("h", "W_head", 4, 0, 0, "b_head"));
   p.matrix("probabilities", f.loss.probabilities).rows(words).cols(vocabulary).how(how::softmax("logits"));
+  p.step(3);
+  p.step(4);
+  p.step(5);
   p.matrix("losses", f.loss.losses).rows(words).caption("-log p(target) at each position; the loss is their mean")
       .derived();
   p.step(6);
