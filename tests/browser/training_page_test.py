@@ -271,6 +271,7 @@ check(len(rows) == len(trace['answers']), 'one row per answer: %d' % len(rows))
 for row, a in zip(rows, trace['answers']):
     check(row[:3] == [a['input'], a['expected'], a['output']] and row[4] == ('right' if a['correct'] else 'wrong'),
           'answer %r as the trace has it: %r' % (a, row))
+driver.find_element(By.ID, 'step').send_keys(Keys.END)  # the learned attention in the picture
 screenshot('training_reverse_1280.png', 1280)
 
 # ---- 420 px: no sideways scroll; the heatmaps still there

@@ -462,7 +462,7 @@ struct series {
 // (its points exactly the series' points, data-points = their count), a legend, and a vertical
 // marker (class "marker") that the script moves to the slider's step. `log_y`: a log10 axis.
 inline std::string chart_svg(const std::string& id, const std::vector<series>& all, const std::string& y_label,
-                             bool log_y, double y_lo, double y_hi) {
+                             bool log_y, double y_lo, double y_hi, bool legend_below = false) {
   const int W = 640, H = 270, L = 64, R = 16, T = 14, B = 48;
   double x_lo = HUGE_VAL, x_hi = -HUGE_VAL;
   for (const auto& s : all)
@@ -503,7 +503,12 @@ inline std::string chart_svg(const std::string& id, const std::vector<series>& a
        "\" text-anchor=\"middle\" fill=\"#33414d\">step</text>\n";
   s += "<text transform=\"translate(14 " + std::to_string((T + H - B) / 2) + ") rotate(-90)\" text-anchor=\"middle\" fill=\"#33414d\">" +
        xml_escape(y_label) + "</text>\n";
-  int lx = L + 10;
+  // the legend in a corner the curves leave empty: top right (a falling loss), bottom right (a
+  // rising accuracy)
+  int legend_w = 0;
+  for (const auto& ser : all) legend_w += 30 + static_cast<int>(7 * ser.name.size());
+  int lx = W - R - 6 - legend_w;
+  const int ly = legend_below ? H - B - 12 : T + 12;
   for (const auto& ser : all) {
     s += "<polyline class=\"" + ser.css + "\" data-points=\"" + std::to_string(ser.xy.size()) + "\" fill=\"none\" points=\"";
     for (std::size_t k = 0; k < ser.xy.size(); ++k) {
@@ -512,8 +517,8 @@ inline std::string chart_svg(const std::string& id, const std::vector<series>& a
     }
     s += "\"><title>" + xml_escape(ser.name) + ": " + std::to_string(ser.xy.size()) + " points</title></polyline>\n";
     s += "<line class=\"" + ser.css + "\" x1=\"" + std::to_string(lx) + "\" x2=\"" + std::to_string(lx + 18) +
-         "\" y1=\"" + std::to_string(T + 12) + "\" y2=\"" + std::to_string(T + 12) + "\"/><text x=\"" +
-         std::to_string(lx + 23) + "\" y=\"" + std::to_string(T + 16) + "\">" + xml_escape(ser.name) + "</text>\n";
+         "\" y1=\"" + std::to_string(ly) + "\" y2=\"" + std::to_string(ly) + "\"/><text x=\"" +
+         std::to_string(lx + 23) + "\" y=\"" + std::to_string(ly + 4) + "\">" + xml_escape(ser.name) + "</text>\n";
     lx += 30 + static_cast<int>(7 * ser.name.size());
   }
   s += "<line class=\"marker\" x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(L) + "\" y1=\"" +
@@ -530,9 +535,13 @@ inline constexpr const char* css = R"CSS(
 .heads{display:flex;flex-wrap:wrap;gap:.8em 1.4em}.heads>figure{min-width:0}
 .heads svg rect.c{cursor:help}.heads svg rect.c:hover,.heads svg rect.c:focus{stroke:#d94801;stroke-width:2}
 .charts{display:flex;flex-wrap:wrap;gap:1em 2em}.charts figure{flex:1 1 24em;min-width:0;max-width:42em}
-svg.chart{width:100%;height:auto}
+svg.chart{width:100%;height:auto;font-size:12px}
+.scale{display:flex;align-items:center;gap:.5em;font-size:.85em;color:var(--muted);flex-wrap:wrap;margin:.3em 0}
+.scale .keep{display:inline-flex;align-items:center;gap:.4em}.scale .bar{display:inline-block;width:10em;height:.9em;border:1px solid #999;background:linear-gradient(to right,#f7fbff,#deebf7,#c6dbef,#9ecae1,#6baed6,#4292c6,#2171b5,#08519c,#08306b)}
+.scale .hatch{display:inline-block;width:1.1em;height:1.1em;border:1px solid #999;background:repeating-linear-gradient(45deg,#fff,#fff 3px,#9a9a9a 3px,#9a9a9a 5px)}
+svg .pos{fill:#8a96a0;font-size:.8em}
 svg.chart polyline{stroke-width:1.6;stroke-linejoin:round}svg.chart line.marker{stroke:#d94801;stroke-width:1.5;stroke-dasharray:4 3}
-svg.chart .train{stroke:#2171b5}svg.chart .heldout{stroke:#e6550d}svg.chart .acc{stroke:#31a354}
+svg.chart .train{stroke:#2171b5}svg.chart .heldout{stroke:#fd8d3c;stroke-width:4;stroke-opacity:.7}svg.chart .acc{stroke:#31a354}
 table.kv,table.answers{border-collapse:collapse;font-size:.92em}
 table.kv th,table.kv td,table.answers th,table.answers td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
 table.kv th,table.answers th{background:var(--head);font-weight:500}
@@ -595,10 +604,10 @@ function draw(T, tokens) {
       var grid = [];
       for (var j = 0; j < T; j += every) {
         var x = left + j * cs + cs / 2, y = top - 6;
-        svg.appendChild(sel('text', {x: x, y: y, transform: 'rotate(-45 ' + x + ' ' + y + ')', 'class': 'col'}, (j + 1) + ' ' + label(tokens[j])));
+        svg.appendChild(tokenText({x: x, y: y, transform: 'rotate(-45 ' + x + ' ' + y + ')', 'class': 'col'}, j, tokens[j]));
       }
       for (var i = 0; i < T; ++i) {
-        if (i % every === 0) svg.appendChild(sel('text', {x: left - 6, y: top + i * cs + cs / 2 + fs * 0.35, 'text-anchor': 'end', 'class': 'row'}, (i + 1) + ' ' + label(tokens[i])));
+        if (i % every === 0) svg.appendChild(tokenText({x: left - 6, y: top + i * cs + cs / 2 + fs * 0.35, 'text-anchor': 'end', 'class': 'row'}, i, tokens[i]));
         var row = [];
         for (j = 0; j < T; ++j) {
           var r = sel('rect', {'class': 'c', x: left + j * cs, y: top + i * cs, width: cs, height: cs, stroke: '#ffffff', 'stroke-width': 0.5,
@@ -618,6 +627,14 @@ function draw(T, tokens) {
     sec.appendChild(heads); holder.appendChild(sec);
   }
   drawnT = T;
+}
+// a label: the position (from 1, grey) and the token; its text is "POSITION TOKEN"
+function tokenText(attrs, k, token) {
+  var t = sel('text', attrs);
+  t.setAttribute('data-k', k);
+  t.appendChild(sel('tspan', {'class': 'pos'}, String(k + 1)));
+  t.appendChild(sel('tspan', null, ' ' + label(token)));
+  return t;
 }
 var slider = document.getElementById('step'), readout = document.getElementById('readout');
 function at(list, step) { for (var k = 0; k < list.length; ++k) if (list[k][0] === step) return list[k]; return null; }
@@ -644,7 +661,7 @@ function show(k) {
 }
 function relabel(tokens) {
   holder.querySelectorAll('text.row, text.col').forEach(function (t) {
-    var n = parseInt(t.textContent, 10); if (n >= 1 && n <= tokens.length) t.textContent = n + ' ' + label(tokens[n - 1]);
+    var k = +t.getAttribute('data-k'); if (k < tokens.length) t.lastChild.textContent = ' ' + label(tokens[k]);
   });
 }
 slider.addEventListener('input', function () { stop(); show(+slider.value); });
@@ -777,19 +794,22 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
        "type=\"button\" id=\"play\">Play</button><label for=\"step\" class=\"dt\">saved step</label><input "
        "type=\"range\" id=\"step\" min=\"0\" max=\"" +
        std::to_string(t.snapshots.size() - 1) + "\" step=\"1\" value=\"" + std::to_string(t.snapshots.size() - 1) +
-       "\"/><span id=\"readout\" class=\"readout\"></span></div>\n<div id=\"heatmaps\"><noscript><p>This page draws "
+       "\"/><span id=\"readout\" class=\"readout\"></span></div>\n<div class=\"scale\">weight <span>0</span><span "
+       "class=\"bar\"></span><span>1</span> <span class=\"keep\"><span class=\"hatch\"></span> masked (a key after its "
+       "query)</span> <span>\u00b7 labels: position, token</span></div>\n<div id=\"heatmaps\"><noscript><p>This page draws "
        "its heatmaps with JavaScript (inline, no network).</p></noscript></div>\n</section>\n";
 
   // the curves
+  // held-out first, wide and pale, so that the train line drawn over it stays visible where they meet
   std::vector<series> loss_series(2);
-  loss_series[0] = {"train", "train", {}};
-  loss_series[1] = {"held-out", "heldout", {}};
+  loss_series[0] = {"held-out", "heldout", {}};
+  loss_series[1] = {"train", "train", {}};
   double lo = HUGE_VAL, hi = 0;
   for (const auto& p : t.loss) {
-    loss_series[0].xy.emplace_back(static_cast<double>(p.step), p.train);
+    loss_series[1].xy.emplace_back(static_cast<double>(p.step), p.train);
     lo = std::min(lo, p.train), hi = std::max(hi, p.train);
     if (p.heldout) {
-      loss_series[1].xy.emplace_back(static_cast<double>(p.step), *p.heldout);
+      loss_series[0].xy.emplace_back(static_cast<double>(p.step), *p.heldout);
       lo = std::min(lo, *p.heldout), hi = std::max(hi, *p.heldout);
     }
   }
@@ -801,7 +821,7 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
   s += "<section class=\"part\" id=\"curves\"><h2>Loss and accuracy</h2>\n<div class=\"charts\"><figure "
        "id=\"loss\"><figcaption>Cross-entropy loss (nats) of the training batch at each recorded step, and on the "
        "held-out inputs where measured (" +
-       std::to_string(loss_series[0].xy.size()) + " and " + std::to_string(loss_series[1].xy.size()) +
+       std::to_string(loss_series[1].xy.size()) + " and " + std::to_string(loss_series[0].xy.size()) +
        " points; " + (log_y ? "log scale" : "linear scale") +
        "). The dashed line is the slider's step.</figcaption><div class=\"scroll\">" +
        chart_svg("loss-chart", loss_series, log_y ? "loss (log scale)" : "loss", log_y, y_lo, y_hi) +
@@ -812,7 +832,7 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
     for (const auto& p : t.accuracy) acc[0].xy.emplace_back(static_cast<double>(p.step), p.accuracy);
     s += "<figure id=\"accuracy\"><figcaption>Held-out accuracy (the fraction of held-out inputs answered exactly, " +
          std::to_string(acc[0].xy.size()) + " points).</figcaption><div class=\"scroll\">" +
-         chart_svg("accuracy-chart", acc, "accuracy", false, 0, 1) + "</div></figure>\n";
+         chart_svg("accuracy-chart", acc, "accuracy", false, 0, 1, true) + "</div></figure>\n";
   } else {
     s += "<p>This trace has no accuracy points.</p>\n";
   }
