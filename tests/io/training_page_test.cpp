@@ -33,9 +33,7 @@ template <class E = io::json_error>
 std::string refusal(const json& j, const io::training_page_limits& limits = {}) {
   try {
     (void)io::read_training_trace(j.dump(), "t.json", limits);
-  } catch (const E& e) {
-    return e.what();
-  }
+  } catch (const E& e) { return e.what(); }
   FAIL("the trace was not refused");
   return {};
 }
@@ -111,7 +109,8 @@ TEST_CASE("the tiny trace reads and its page says what it holds") {
 TEST_CASE("a wrong format tag, task or optimizer is refused naming the field") {
   auto j = tiny();
   j["format"] = "qkv-training-trace-2";
-  CHECK(refusal(j) == "t.json: field 'format': must be \"qkv-training-trace-1\", got \"qkv-training-trace-2\"");
+  CHECK(refusal(j) ==
+        "t.json: field 'format': must be \"qkv-training-trace-1\", got \"qkv-training-trace-2\"");
   j = tiny();
   j.erase("format");
   CHECK(refusal(j) == "t.json: field 'format': missing");
@@ -130,12 +129,14 @@ TEST_CASE("a wrong format tag, task or optimizer is refused naming the field") {
 TEST_CASE("ragged or wrongly sized attention is refused naming the row") {
   auto j = tiny();
   j["snapshots"][0]["attention"][0][0][1] = json::array({0.25});  // a ragged row
-  CHECK(refusal(j) == "t.json: field 'snapshots[0].attention[0][0][1]': must be an array of 2 (2 keys, one per "
-                      "token), got an array of 1");
+  CHECK(refusal(j) ==
+        "t.json: field 'snapshots[0].attention[0][0][1]': must be an array of 2 (2 keys, one per "
+        "token), got an array of 1");
   j = tiny();
   j["snapshots"][0]["attention"].push_back(j["snapshots"][0]["attention"][0]);  // 2 layers for 1
-  CHECK(refusal(j) == "t.json: field 'snapshots[0].attention': must be an array of 1 (model.layers = 1 layers), "
-                      "got an array of 2");
+  CHECK(refusal(j) ==
+        "t.json: field 'snapshots[0].attention': must be an array of 1 (model.layers = 1 layers), "
+        "got an array of 2");
   j = tiny();
   j["snapshots"][0]["attention"][0].push_back(j["snapshots"][0]["attention"][0][0]);  // 2 heads for 1
   CHECK(refusal(j).find("field 'snapshots[0].attention[0]': must be an array of 1 (model.heads = 1 heads)") !=
@@ -156,20 +157,24 @@ TEST_CASE("NaN, a weight that breaks causality or a row that is not a distributi
   CHECK_THROWS_AS((void)io::read_training_trace(text, "t.json"), io::json_error);
   auto j = tiny();
   j["snapshots"][0]["attention"][0][0][1][0] = "NaN";
-  CHECK(refusal(j) == "t.json: field 'snapshots[0].attention[0][0][1][0]': must be a number in [0, 1] (an "
-                      "attention weight), got \"NaN\"");
+  CHECK(refusal(j) ==
+        "t.json: field 'snapshots[0].attention[0][0][1][0]': must be a number in [0, 1] (an "
+        "attention weight), got \"NaN\"");
   j = tiny();
   j["loss"][0][1] = "Infinity";
-  CHECK(refusal(j) == "t.json: field 'loss[0][1]': must be a number at least 0 (a cross-entropy), got \"Infinity\"");
+  CHECK(refusal(j) ==
+        "t.json: field 'loss[0][1]': must be a number at least 0 (a cross-entropy), got \"Infinity\"");
   j = tiny();
   j["snapshots"][0]["attention"][0][0][0] = json::array({0.5, 0.5});  // query 0 sees key 1
-  CHECK(refusal(j) == "t.json: field 'snapshots[0].attention[0][0][0][1]': must be 0: key 1 comes after query 0 "
-                      "(the model is causal), got 0.5");
+  CHECK(refusal(j) ==
+        "t.json: field 'snapshots[0].attention[0][0][0][1]': must be 0: key 1 comes after query 0 "
+        "(the model is causal), got 0.5");
   j = tiny();
   // 0.25 + 0.7 = 0.95: 0.05 from 1, far above 2 2^-14 + 4 2^-24 = 1.2e-4
   j["snapshots"][0]["attention"][0][0][1][1] = 0.7;
-  CHECK(refusal(j).find("field 'snapshots[0].attention[0][0][1]': the weights of a query must sum to 1 within "
-                        "0.000122 (T 2^-14 + (T + 2) 2^-24, T = 2), got 0.94999999999999996") != std::string::npos);
+  CHECK(refusal(j).find(
+            "field 'snapshots[0].attention[0][0][1]': the weights of a query must sum to 1 within "
+            "0.000122 (T 2^-14 + (T + 2) 2^-24, T = 2), got 0.94999999999999996") != std::string::npos);
   // the bound itself: a row rounded to 4 digits passes, one off by a 1000th does not
   CHECK(io::row_sum_bound(2) == 2 * 0x1p-14 + 4 * 0x1p-24);
   j = tiny();
@@ -188,8 +193,9 @@ TEST_CASE("steps, answers and accuracies that contradict themselves are refused"
   CHECK(refusal(j) == "t.json: field 'accuracy[1][1]': must be a number in [0, 1], got 1.5");
   j = tiny();
   j["answers"][0]["output"] = "ab";
-  CHECK(refusal(j) == "t.json: field 'answers[0].correct': is true but the output \"ab\" differs from the "
-                      "expected \"ba\"");
+  CHECK(refusal(j) ==
+        "t.json: field 'answers[0].correct': is true but the output \"ab\" differs from the "
+        "expected \"ba\"");
   j = tiny();
   j["loss"][0][0] = -1;
   CHECK(refusal(j) == "t.json: field 'loss[0][0]': must be a non-negative integer, got -1");
@@ -201,7 +207,8 @@ TEST_CASE("steps, answers and accuracies that contradict themselves are refused"
 TEST_CASE("huge sizes are refused before anything of their size is allocated") {
   auto j = tiny();
   j["model"]["layers"] = 1000000000;
-  CHECK(refusal<io::limit_error>(j) == "t.json: field 'model.layers': 1000000000 layers, above the limit of 16");
+  CHECK(refusal<io::limit_error>(j) ==
+        "t.json: field 'model.layers': 1000000000 layers, above the limit of 16");
   j = tiny();
   j["model"]["context"] = 18446744073709551615ull;
   CHECK(refusal<io::limit_error>(j) ==
@@ -212,8 +219,9 @@ TEST_CASE("huge sizes are refused before anything of their size is allocated") {
   j = tiny();
   j["snapshots"].push_back(j["snapshots"][0]);
   j["snapshots"][1]["step"] = 1;
-  CHECK(refusal<io::limit_error>(j, small) == "t.json: field 'snapshots[1].attention': 8 attention weights in "
-                                              "snapshots[0..1], above the limit of 7");
+  CHECK(refusal<io::limit_error>(j, small) ==
+        "t.json: field 'snapshots[1].attention': 8 attention weights in "
+        "snapshots[0..1], above the limit of 7");
   small = {};
   small.snapshots = 1;
   CHECK(refusal<io::limit_error>(j, small) == "t.json: field 'snapshots': 2 snapshots, above the limit of 1");
@@ -226,8 +234,9 @@ TEST_CASE("huge sizes are refused before anything of their size is allocated") {
     (void)io::read_training_trace(deep, "deep.json");
     FAIL("not refused");
   } catch (const io::json_error& e) {
-    CHECK(std::string(e.what()) == "deep.json: arrays and objects nested 1000000 deep, a training trace nests at "
-                                   "most 16");
+    CHECK(std::string(e.what()) ==
+          "deep.json: arrays and objects nested 1000000 deep, a training trace nests at "
+          "most 16");
   }
 }
 

@@ -58,18 +58,18 @@ namespace qkv::io {
 
 /// the sizes a trace may have; each is checked before anything of that size is allocated
 struct training_page_limits {
-  std::uint64_t trace_bytes = 32u << 20;        // the trace's text
-  std::uint64_t nesting = 16;                   // arrays and objects inside each other (the trace has 6)
-  std::uint64_t layers = 16, heads = 32;        // model.layers, model.heads
-  std::uint64_t context = 256;                  // model.context, and a snapshot's T
-  std::uint64_t vocab = 65536;                  // model.vocab's tokens
-  std::uint64_t token_bytes = 64;               // one token's text
-  std::uint64_t snapshots = 256;                // saved steps
-  std::uint64_t attention_numbers = 1u << 20;   // weights in all snapshots (layers x heads x T x T each)
-  std::uint64_t curve_points = 1u << 20;        // loss and accuracy points, each
-  std::uint64_t answers = 1000;                 // held-out answers
-  std::uint64_t answer_bytes = 4096;            // one answer's input, expected or output
-  std::uint64_t page_bytes = 24u << 20;         // the page written
+  std::uint64_t trace_bytes = 32u << 20;       // the trace's text
+  std::uint64_t nesting = 16;                  // arrays and objects inside each other (the trace has 6)
+  std::uint64_t layers = 16, heads = 32;       // model.layers, model.heads
+  std::uint64_t context = 256;                 // model.context, and a snapshot's T
+  std::uint64_t vocab = 65536;                 // model.vocab's tokens
+  std::uint64_t token_bytes = 64;              // one token's text
+  std::uint64_t snapshots = 256;               // saved steps
+  std::uint64_t attention_numbers = 1u << 20;  // weights in all snapshots (layers x heads x T x T each)
+  std::uint64_t curve_points = 1u << 20;       // loss and accuracy points, each
+  std::uint64_t answers = 1000;                // held-out answers
+  std::uint64_t answer_bytes = 4096;           // one answer's input, expected or output
+  std::uint64_t page_bytes = 24u << 20;        // the page written
   static constexpr std::uint64_t max_step = std::uint64_t{1} << 53;  // a step the script counts exactly
 };
 
@@ -175,7 +175,8 @@ class reader {
   // member `key` of object `o` (field `at`), which must be there
   const json& member(const json& o, const std::string& at, const char* key) const {
     const std::string f = at.empty() ? key : at + "." + key;
-    if (!o.is_object()) throw error(at.empty() ? "(the document)" : at, "must be an object, got " + detail::kind_of(o));
+    if (!o.is_object())
+      throw error(at.empty() ? "(the document)" : at, "must be an object, got " + detail::kind_of(o));
     const auto it = o.find(key);
     if (it == o.end()) throw error(f, "missing");
     return *it;
@@ -194,13 +195,15 @@ class reader {
   }
   const json& array_of(const json& j, const std::string& f, std::size_t n, const std::string& what) const {
     if (!j.is_array() || j.size() != n)
-      throw error(f, "must be an array of " + std::to_string(n) + " (" + what + "), got " + detail::kind_of(j));
+      throw error(f,
+                  "must be an array of " + std::to_string(n) + " (" + what + "), got " + detail::kind_of(j));
     return j;
   }
   std::uint64_t count(const json& j, const std::string& f, std::uint64_t lo, std::uint64_t hi,
                       std::string_view unit = "") const {
     if (!j.is_number_unsigned())  // nlohmann: a JSON integer >= 0 (not 1.0, not -1)
-      throw error(f, "must be a non-negative integer, got " + (j.is_number() ? j.dump() : detail::kind_of(j)));
+      throw error(f,
+                  "must be a non-negative integer, got " + (j.is_number() ? j.dump() : detail::kind_of(j)));
     const auto v = j.get<std::uint64_t>();
     if (v < lo) throw error(f, "must be at least " + std::to_string(lo) + ", got " + std::to_string(v));
     if (v > hi) {
@@ -211,9 +214,11 @@ class reader {
   }
   double number(const json& j, const std::string& f, double lo, double hi, const std::string& range) const {
     if (!j.is_number())
-      throw error(f, "must be a number " + range + ", got " + (j.is_string() ? j.dump() : detail::kind_of(j)));
+      throw error(f,
+                  "must be a number " + range + ", got " + (j.is_string() ? j.dump() : detail::kind_of(j)));
     const double v = j.get<double>();
-    if (!std::isfinite(v) || v < lo || v > hi) throw error(f, "must be a number " + range + ", got " + j.dump());
+    if (!std::isfinite(v) || v < lo || v > hi)
+      throw error(f, "must be a number " + range + ", got " + j.dump());
     return v;
   }
   std::string text(const json& j, const std::string& f, std::uint64_t max_bytes) const {
@@ -227,7 +232,8 @@ class reader {
     return j.get<bool>();
   }
   // a step: an integer below 2^53, above the previous one (`previous`: none for the first)
-  std::uint64_t step(const json& j, const std::string& f, const std::optional<std::uint64_t>& previous) const {
+  std::uint64_t step(const json& j, const std::string& f,
+                     const std::optional<std::uint64_t>& previous) const {
     const auto s = count(j, f, 0, training_page_limits::max_step);
     if (previous && s <= *previous)
       throw error(f, "steps must increase: step " + std::to_string(s) + " comes after step " +
@@ -264,7 +270,8 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
 
   const json& format = r.member(root, "", "format");
   if (!format.is_string() || format.get<std::string>() != "qkv-training-trace-1")
-    throw r.error("format", "must be \"qkv-training-trace-1\", got " + (format.is_string() ? format.dump() : detail::kind_of(format)));
+    throw r.error("format", "must be \"qkv-training-trace-1\", got " +
+                                (format.is_string() ? format.dump() : detail::kind_of(format)));
   t.task = r.text(r.member(root, "", "task"), "task", 64);
   if (t.task != "reverse" && t.task != "sort" && t.task != "text")
     throw r.error("task", "must be \"reverse\", \"sort\" or \"text\", got \"" + t.task + "\"");
@@ -278,8 +285,8 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
   md.heads = r.count(r.member(m, "model", "heads"), "model.heads", 1, limits.heads, "heads");
   md.d_model = r.count(r.member(m, "model", "d_model"), "model.d_model", 1, 1u << 20);
   if (md.d_model % md.heads != 0)
-    throw r.error("model.d_model", std::to_string(md.d_model) + " is not a multiple of model.heads = " +
-                                       std::to_string(md.heads));
+    throw r.error("model.d_model", std::to_string(md.d_model) +
+                                       " is not a multiple of model.heads = " + std::to_string(md.heads));
   md.d_ff = r.count(r.member(m, "model", "d_ff"), "model.d_ff", 1, 1u << 22);
   md.context = r.count(r.member(m, "model", "context"), "model.context", 1, limits.context, "tokens");
   md.norm_first = r.boolean(r.member(m, "model", "norm_first"), "model.norm_first");
@@ -326,7 +333,8 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
     training_trace::loss_point q;
     q.step = r.step(p[0], f + "[0]", previous);
     q.train = r.number(p[1], f + "[1]", 0, HUGE_VAL, "at least 0 (a cross-entropy)");
-    if (!p[2].is_null()) q.heldout = r.number(p[2], f + "[2]", 0, HUGE_VAL, "at least 0 (a cross-entropy), or null");
+    if (!p[2].is_null())
+      q.heldout = r.number(p[2], f + "[2]", 0, HUGE_VAL, "at least 0 (a cross-entropy), or null");
     previous = q.step;
     t.loss.push_back(q);
   }
@@ -355,7 +363,8 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
     training_trace::snapshot snap;
     snap.step = r.step(r.member(s, f, "step"), f + ".step", previous);
     previous = snap.step;
-    const json& tokens = r.array(r.member(s, f, "tokens"), f + ".tokens", md.context, "tokens (model.context)");
+    const json& tokens =
+        r.array(r.member(s, f, "tokens"), f + ".tokens", md.context, "tokens (model.context)");
     const std::size_t T = tokens.size();
     if (T == 0) throw r.error(f + ".tokens", "must hold at least one token, got an empty array");
     for (std::size_t i = 0; i < T; ++i) {
@@ -368,12 +377,14 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
       throw r.too_many(f + ".attention", numbers, limits.attention_numbers,
                        "attention weights in snapshots[0.." + std::to_string(k) + "]");
     const std::string fa = f + ".attention";
-    const json& layers = r.array_of(r.member(s, f, "attention"), fa, md.layers, "model.layers = " + std::to_string(md.layers) + " layers");
+    const json& layers = r.array_of(r.member(s, f, "attention"), fa, md.layers,
+                                    "model.layers = " + std::to_string(md.layers) + " layers");
     snap.attention.reserve(md.layers * md.heads * T * T);
     const double bound = row_sum_bound(T);
     for (std::size_t l = 0; l < md.layers; ++l) {
       const std::string fl = at(fa, l);
-      const json& heads = r.array_of(layers[l], fl, md.heads, "model.heads = " + std::to_string(md.heads) + " heads");
+      const json& heads =
+          r.array_of(layers[l], fl, md.heads, "model.heads = " + std::to_string(md.heads) + " heads");
       for (std::size_t h = 0; h < md.heads; ++h) {
         const std::string fh = at(fl, h);
         const json& rows = r.array_of(heads[h], fh, T, std::to_string(T) + " queries, one per token");
@@ -385,14 +396,16 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
             const double w = r.number(row[j], at(fi, j), 0, 1, "in [0, 1] (an attention weight)");
             if (j > i && w != 0)
               throw r.error(at(fi, j), "must be 0: key " + std::to_string(j) + " comes after query " +
-                                           std::to_string(i) + " (the model is causal), got " + row[j].dump());
+                                           std::to_string(i) + " (the model is causal), got " +
+                                           row[j].dump());
             sum += w;
             snap.attention.push_back(w);
           }
           if (!(std::fabs(sum - 1) <= bound)) {
             char buf[120];
-            std::snprintf(buf, sizeof buf, "sum to 1 within %.3g (T 2^-14 + (T + 2) 2^-24, T = %zu), got %.17g",
-                          bound, T, sum);
+            std::snprintf(buf, sizeof buf,
+                          "sum to 1 within %.3g (T 2^-14 + (T + 2) 2^-24, T = %zu), got %.17g", bound, T,
+                          sum);
             throw r.error(fi, std::string("the weights of a query must ") + buf);
           }
         }
@@ -413,9 +426,10 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
     ans.output = r.text(r.member(a, f, "output"), f + ".output", limits.answer_bytes);
     ans.correct = r.boolean(r.member(a, f, "correct"), f + ".correct");
     if (ans.correct != (ans.output == ans.expected))
-      throw r.error(f + ".correct", std::string("is ") + (ans.correct ? "true" : "false") + " but the output \"" +
-                                        ans.output + "\" " + (ans.correct ? "differs from" : "equals") +
-                                        " the expected \"" + ans.expected + "\"");
+      throw r.error(f + ".correct", std::string("is ") + (ans.correct ? "true" : "false") +
+                                        " but the output \"" + ans.output + "\" " +
+                                        (ans.correct ? "differs from" : "equals") + " the expected \"" +
+                                        ans.expected + "\"");
     t.answers.push_back(std::move(ans));
   }
 
@@ -442,6 +456,11 @@ inline std::string fixed(double v, const char* fmt) {
   return buf;
 }
 
+// "1 answer", "16 answers"
+inline std::string count_of(std::size_t n, const std::string& thing) {
+  return std::to_string(n) + " " + thing + (n == 1 ? "" : "s");
+}
+
 // ticks 1, 2, 5 x 10^k spanning [lo, hi], about n of them
 inline std::vector<double> nice_ticks(double lo, double hi, int n) {
   std::vector<double> out;
@@ -449,20 +468,22 @@ inline std::vector<double> nice_ticks(double lo, double hi, int n) {
   if (!(span > 0)) return {lo};
   const double raw = span / n, p = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = raw / p < 1.5 ? p : raw / p < 3.5 ? 2 * p : raw / p < 7.5 ? 5 * p : 10 * p;
-  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) out.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+    out.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
   return out;
 }
 
 struct series {
-  std::string name, css;                       // legend text, class of the line
-  std::vector<std::pair<double, double>> xy;   // (step, value)
+  std::string name, css;                      // legend text, class of the line
+  std::vector<std::pair<double, double>> xy;  // (step, value)
 };
 
 // a line chart of steps against values: axes, ticks and their labels, one polyline per series
 // (its points exactly the series' points, data-points = their count), a legend, and a vertical
 // marker (class "marker") that the script moves to the slider's step. `log_y`: a log10 axis.
-inline std::string chart_svg(const std::string& id, const std::vector<series>& all, const std::string& y_label,
-                             bool log_y, double y_lo, double y_hi, bool legend_below = false) {
+inline std::string chart_svg(const std::string& id, const std::vector<series>& all,
+                             const std::string& y_label, bool log_y, double y_lo, double y_hi,
+                             bool legend_below = false) {
   const int W = 640, H = 270, L = 64, R = 16, T = 14, B = 48;
   double x_lo = HUGE_VAL, x_hi = -HUGE_VAL;
   for (const auto& s : all)
@@ -473,13 +494,15 @@ inline std::string chart_svg(const std::string& id, const std::vector<series>& a
   const double a = fy(y_lo), b = fy(y_hi) > fy(y_lo) ? fy(y_hi) : fy(y_lo) + 1;
   auto px = [&](double x) { return L + (x - x_lo) / (x_hi - x_lo) * (W - L - R); };
   auto py = [&](double y) { return T + (b - fy(y)) / (b - a) * (H - T - B); };
-  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"" + id + "\" class=\"chart\" viewBox=\"0 0 " +
-                  std::to_string(W) + " " + std::to_string(H) + "\" width=\"" + std::to_string(W) + "\" height=\"" +
-                  std::to_string(H) + "\" role=\"img\" font-family=\"sans-serif\" font-size=\"11\" data-x0=\"" +
-                  std::to_string(L) + "\" data-x1=\"" + std::to_string(W - R) + "\" data-s0=\"" + shortest(x_lo) +
-                  "\" data-s1=\"" + shortest(x_hi) + "\">\n";
-  s += "<rect x=\"" + std::to_string(L) + "\" y=\"" + std::to_string(T) + "\" width=\"" + std::to_string(W - L - R) +
-       "\" height=\"" + std::to_string(H - T - B) + "\" fill=\"#ffffff\" stroke=\"#c9d1d8\"/>\n";
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"" + id +
+                  "\" class=\"chart\" viewBox=\"0 0 " + std::to_string(W) + " " + std::to_string(H) +
+                  "\" width=\"" + std::to_string(W) + "\" height=\"" + std::to_string(H) +
+                  "\" role=\"img\" font-family=\"sans-serif\" font-size=\"11\" data-x0=\"" +
+                  std::to_string(L) + "\" data-x1=\"" + std::to_string(W - R) + "\" data-s0=\"" +
+                  shortest(x_lo) + "\" data-s1=\"" + shortest(x_hi) + "\">\n";
+  s += "<rect x=\"" + std::to_string(L) + "\" y=\"" + std::to_string(T) + "\" width=\"" +
+       std::to_string(W - L - R) + "\" height=\"" + std::to_string(H - T - B) +
+       "\" fill=\"#ffffff\" stroke=\"#c9d1d8\"/>\n";
   // y ticks
   std::vector<double> yt;
   if (log_y) {
@@ -489,20 +512,20 @@ inline std::string chart_svg(const std::string& id, const std::vector<series>& a
   }
   for (double v : yt) {
     const std::string y = fixed(py(v), "%.1f");
-    s += "<line x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(W - R) + "\" y1=\"" + y + "\" y2=\"" + y +
-         "\" stroke=\"#eef1f4\"/><text x=\"" + std::to_string(L - 5) + "\" y=\"" + fixed(py(v) + 4, "%.1f") +
-         "\" text-anchor=\"end\">" + fixed(v, "%g") + "</text>\n";
+    s += "<line x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(W - R) + "\" y1=\"" + y +
+         "\" y2=\"" + y + "\" stroke=\"#eef1f4\"/><text x=\"" + std::to_string(L - 5) + "\" y=\"" +
+         fixed(py(v) + 4, "%.1f") + "\" text-anchor=\"end\">" + fixed(v, "%g") + "</text>\n";
   }
   for (double v : nice_ticks(x_lo, x_hi, 6)) {
     const std::string x = fixed(px(v), "%.1f");
     s += "<line x1=\"" + x + "\" x2=\"" + x + "\" y1=\"" + std::to_string(H - B) + "\" y2=\"" +
-         std::to_string(H - B + 4) + "\" stroke=\"#5b6670\"/><text x=\"" + x + "\" y=\"" + std::to_string(H - B + 16) +
-         "\" text-anchor=\"middle\">" + fixed(v, "%.10g") + "</text>\n";
+         std::to_string(H - B + 4) + "\" stroke=\"#5b6670\"/><text x=\"" + x + "\" y=\"" +
+         std::to_string(H - B + 16) + "\" text-anchor=\"middle\">" + fixed(v, "%.10g") + "</text>\n";
   }
   s += "<text x=\"" + std::to_string((L + W - R) / 2) + "\" y=\"" + std::to_string(H - 8) +
        "\" text-anchor=\"middle\" fill=\"#33414d\">step</text>\n";
-  s += "<text transform=\"translate(14 " + std::to_string((T + H - B) / 2) + ") rotate(-90)\" text-anchor=\"middle\" fill=\"#33414d\">" +
-       xml_escape(y_label) + "</text>\n";
+  s += "<text transform=\"translate(14 " + std::to_string((T + H - B) / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\" fill=\"#33414d\">" + xml_escape(y_label) + "</text>\n";
   // the legend in a corner the curves leave empty: top right (a falling loss), bottom right (a
   // rising accuracy)
   int legend_w = 0;
@@ -510,15 +533,18 @@ inline std::string chart_svg(const std::string& id, const std::vector<series>& a
   int lx = W - R - 6 - legend_w;
   const int ly = legend_below ? H - B - 12 : T + 12;
   for (const auto& ser : all) {
-    s += "<polyline class=\"" + ser.css + "\" data-points=\"" + std::to_string(ser.xy.size()) + "\" fill=\"none\" points=\"";
+    s += "<polyline class=\"" + ser.css + "\" data-points=\"" + std::to_string(ser.xy.size()) +
+         "\" fill=\"none\" points=\"";
     for (std::size_t k = 0; k < ser.xy.size(); ++k) {
       if (k) s += ' ';
       s += fixed(px(ser.xy[k].first), "%.2f") + "," + fixed(py(ser.xy[k].second), "%.2f");
     }
-    s += "\"><title>" + xml_escape(ser.name) + ": " + std::to_string(ser.xy.size()) + " points</title></polyline>\n";
+    s += "\"><title>" + xml_escape(ser.name) + ": " + std::to_string(ser.xy.size()) +
+         " points</title></polyline>\n";
     s += "<line class=\"" + ser.css + "\" x1=\"" + std::to_string(lx) + "\" x2=\"" + std::to_string(lx + 18) +
          "\" y1=\"" + std::to_string(ly) + "\" y2=\"" + std::to_string(ly) + "\"/><text x=\"" +
-         std::to_string(lx + 23) + "\" y=\"" + std::to_string(ly + 4) + "\">" + xml_escape(ser.name) + "</text>\n";
+         std::to_string(lx + 23) + "\" y=\"" + std::to_string(ly + 4) + "\">" + xml_escape(ser.name) +
+         "</text>\n";
     lx += 30 + static_cast<int>(7 * ser.name.size());
   }
   s += "<line class=\"marker\" x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(L) + "\" y1=\"" +
@@ -709,23 +735,36 @@ document.documentElement.setAttribute('data-qkv-ready', '1');
 inline std::string what_to_look_for(const std::string& task, std::uint64_t layers) {
   const std::string last = layers > 1 ? "the last layer" : "the layer";
   if (task == "reverse")
-    return "<p><b>Reverse.</b> To write the k-th digit of the answer, the model must read the k-th digit from the "
-           "end of the input. Watch " + last + "'s heads: at step 0 the weights are spread over every visible key "
-           "(a pale lower triangle); as the loss falls, the rows of the answer's positions (the separator and the "
-           "answer's digits) each put nearly all their weight on one input digit, and those cells line up on the "
-           "<b>anti-diagonal</b> of the lower-left block: the first answer position looks at the last input digit, "
+    return "<p><b>Reverse.</b> To write the k-th digit of the answer, the model must read the k-th digit "
+           "from the "
+           "end of the input. Watch " +
+           last +
+           "'s heads: at step 0 the weights are spread over every visible key "
+           "(a pale lower triangle); as the loss falls, the rows of the answer's positions (the separator "
+           "and the "
+           "answer's digits) each put nearly all their weight on one input digit, and those cells line up on "
+           "the "
+           "<b>anti-diagonal</b> of the lower-left block: the first answer position looks at the last input "
+           "digit, "
            "the next at the one before it, and so on. The accuracy reaches its top when that permutation is "
            "clean.</p><p>The rows of the input digits themselves have nothing to predict (their loss is not "
            "counted), so their pattern may stay arbitrary.</p>";
   if (task == "sort")
-    return "<p><b>Sort.</b> To write the next digit of the sorted answer, the model must find the smallest input "
-           "digit not yet written. Watch " + last + "'s heads: the rows of the answer's positions learn to put "
-           "their weight on the input digit that comes next in sorted order (wherever it stood), and an answer "
-           "position often also attends to the digit just written (its own token). Unlike reverse, the pattern "
-           "depends on the input's values, not only on positions: the saved input is one held-out example.</p>";
+    return "<p><b>Sort.</b> To write the next digit of the sorted answer, the model must find the smallest "
+           "input "
+           "digit not yet written. Watch " +
+           last +
+           "'s heads: the rows of the answer's positions learn to put "
+           "their weight on the input digit that comes next in sorted order (wherever it stood), and an "
+           "answer "
+           "position often also attends to the digit just written (its own token). Unlike reverse, the "
+           "pattern "
+           "depends on the input's values, not only on positions: the saved input is one held-out "
+           "example.</p>";
   return "<p><b>Text.</b> The model predicts each next character of a text. Early on, heads attend broadly "
          "(mostly to the first position, or uniformly); watch for heads that learn to look at the "
-         "<b>previous character</b> (a bright line just below the diagonal), at the start of the current word, "
+         "<b>previous character</b> (a bright line just below the diagonal), at the start of the current "
+         "word, "
          "or at the same character earlier on. The loss curve says how much it learned; the answers are its "
          "samples.</p>";
 }
@@ -738,7 +777,8 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
   using namespace training_detail;
   const auto& md = t.model;
   // the data: the trace's numbers, each as the shortest text that reads back to it
-  std::string d = "{\"layers\":" + std::to_string(md.layers) + ",\"heads\":" + std::to_string(md.heads) + ",\"loss\":[";
+  std::string d =
+      "{\"layers\":" + std::to_string(md.layers) + ",\"heads\":" + std::to_string(md.heads) + ",\"loss\":[";
   for (std::size_t k = 0; k < t.loss.size(); ++k) {
     const auto& p = t.loss[k];
     d += (k ? ",[" : "[") + std::to_string(p.step) + "," + shortest(p.train) + "," +
@@ -771,32 +811,43 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
   const auto& last = t.snapshots.back();
   std::string s;
   s.reserve(d.size() + 60000);
-  s += "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
-       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-       "script-src 'unsafe-inline'; img-src data: blob:\"/>\n<title>";
+  s +=
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta "
+      "charset=\"utf-8\"/>\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+      "script-src 'unsafe-inline'; img-src data: blob:\"/>\n<title>";
   s += xml_escape(title) + "</title>\n<style>\n";
   s += page_script::css;
   s += css;
-  s += "</style>\n</head>\n<body>\n<header><h1>" + xml_escape(title) + "</h1>\n<p class=\"meta\">From <code>" +
-       xml_escape(source_name) + "</code>: " + std::to_string(t.snapshots.size()) + " saved steps (" +
-       std::to_string(first.step) + " to " + std::to_string(last.step) + ") of the attention on one held-out input, " +
-       std::to_string(t.loss.size()) + " loss points, " + std::to_string(t.accuracy.size()) + " accuracy points, " +
-       std::to_string(t.answers.size()) +
-       " answers. Positions count from 1 (query 1 is the first token), layers and heads from 0. Every number on "
+  s += "</style>\n</head>\n<body>\n<header><h1>" + xml_escape(title) +
+       "</h1>\n<p class=\"meta\">From <code>" + xml_escape(source_name) +
+       "</code>: " + count_of(t.snapshots.size(), "saved step") + " (" + std::to_string(first.step) + " to " +
+       std::to_string(last.step) + ") of the attention on one held-out input, " +
+       count_of(t.loss.size(), "loss point") + ", " + count_of(t.accuracy.size(), "accuracy point") + ", " +
+       count_of(t.answers.size(), "answer") +
+       ". Positions count from 1 (query 1 is the first token), layers and heads from 0. Every number on "
        "this page is the trace's.</p></header>\n<main>\n";
   s += "<section class=\"part what\"><h2>What to look for</h2>\n" + what_to_look_for(t.task, md.layers) +
-       "<p>Each heatmap is one head's attention weights on the saved input: row i is query i, column j is key j, "
-       "darker is more weight (0 white, 1 darkest: the same scale at every step, so heads can be compared over "
-       "training). A key after its query is masked (hatched): the model is causal. Hover or focus a cell for its "
+       "<p>Each heatmap is one head's attention weights on the saved input: row i is query i, column j is "
+       "key j, "
+       "darker is more weight (0 white, 1 darkest: the same scale at every step, so heads can be compared "
+       "over "
+       "training). A key after its query is masked (hatched): the model is causal. Hover or focus a cell for "
+       "its "
        "weight as the trace has it.</p></section>\n";
-  s += "<section class=\"part\" id=\"attention\"><h2>Attention over training</h2>\n<div class=\"player\"><button "
+  s += "<section class=\"part\" id=\"attention\"><h2>Attention over training</h2>\n<div "
+       "class=\"player\"><button "
        "type=\"button\" id=\"play\">Play</button><label for=\"step\" class=\"dt\">saved step</label><input "
        "type=\"range\" id=\"step\" min=\"0\" max=\"" +
-       std::to_string(t.snapshots.size() - 1) + "\" step=\"1\" value=\"" + std::to_string(t.snapshots.size() - 1) +
-       "\"/><span id=\"readout\" class=\"readout\"></span></div>\n<div class=\"scale\">weight <span>0</span><span "
-       "class=\"bar\"></span><span>1</span> <span class=\"keep\"><span class=\"hatch\"></span> masked (a key after its "
-       "query)</span> <span>\u00b7 labels: position, token</span></div>\n<div id=\"heatmaps\"><noscript><p>This page draws "
+       std::to_string(t.snapshots.size() - 1) + "\" step=\"1\" value=\"" +
+       std::to_string(t.snapshots.size() - 1) +
+       "\"/><span id=\"readout\" class=\"readout\"></span></div>\n<div class=\"scale\">weight "
+       "<span>0</span><span "
+       "class=\"bar\"></span><span>1</span> <span class=\"keep\"><span class=\"hatch\"></span> masked (a key "
+       "after its "
+       "query)</span> <span>\u00b7 labels: position, token</span></div>\n<div "
+       "id=\"heatmaps\"><noscript><p>This page draws "
        "its heatmaps with JavaScript (inline, no network).</p></noscript></div>\n</section>\n";
 
   // the curves
@@ -819,7 +870,8 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
   const double y_lo = log_y ? std::pow(10.0, std::floor(std::log10(lo))) : 0;
   const double y_hi = log_y ? std::pow(10.0, std::ceil(std::log10(hi))) : (hi > 0 ? hi * 1.05 : 1);
   s += "<section class=\"part\" id=\"curves\"><h2>Loss and accuracy</h2>\n<div class=\"charts\"><figure "
-       "id=\"loss\"><figcaption>Cross-entropy loss (nats) of the training batch at each recorded step, and on the "
+       "id=\"loss\"><figcaption>Cross-entropy loss (nats) of the training batch at each recorded step, and "
+       "on the "
        "held-out inputs where measured (" +
        std::to_string(loss_series[1].xy.size()) + " and " + std::to_string(loss_series[0].xy.size()) +
        " points; " + (log_y ? "log scale" : "linear scale") +
@@ -830,7 +882,8 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
     std::vector<series> acc(1);
     acc[0] = {"held-out accuracy", "acc", {}};
     for (const auto& p : t.accuracy) acc[0].xy.emplace_back(static_cast<double>(p.step), p.accuracy);
-    s += "<figure id=\"accuracy\"><figcaption>Held-out accuracy (the fraction of held-out inputs answered exactly, " +
+    s += "<figure id=\"accuracy\"><figcaption>Held-out accuracy (the fraction of held-out inputs answered "
+         "exactly, " +
          std::to_string(acc[0].xy.size()) + " points).</figcaption><div class=\"scroll\">" +
          chart_svg("accuracy-chart", acc, "accuracy", false, 0, 1, true) + "</div></figure>\n";
   } else {
@@ -846,12 +899,13 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
     s += "<p>This trace has no answers.</p>\n";
   } else {
     s += "<p>After the last step: " + std::to_string(right) + " of " + std::to_string(t.answers.size()) +
-         " right.</p>\n<div class=\"scroll\"><table class=\"answers\"><thead><tr><th>input</th><th>expected</th>"
+         " right.</p>\n<div class=\"scroll\"><table "
+         "class=\"answers\"><thead><tr><th>input</th><th>expected</th>"
          "<th>output</th><th>right?</th></tr></thead><tbody>\n";
     for (const auto& a : t.answers)
       s += std::string("<tr class=\"") + (a.correct ? "right" : "wrong") + "\"><td>" + xml_escape(a.input) +
-           "</td><td>" + xml_escape(a.expected) + "</td><td>" + xml_escape(a.output) + "</td><td class=\"mark\">" +
-           (a.correct ? "\u2713 right" : "\u2717 wrong") + "</td></tr>\n";
+           "</td><td>" + xml_escape(a.expected) + "</td><td>" + xml_escape(a.output) +
+           "</td><td class=\"mark\">" + (a.correct ? "\u2713 right" : "\u2717 wrong") + "</td></tr>\n";
     s += "</tbody></table></div>\n";
   }
   s += "</section>\n";
@@ -865,34 +919,38 @@ inline std::string what_to_look_for(const std::string& task, std::uint64_t layer
   if (md.vocab.size() > 64) vocab_text += " \u2026 (" + std::to_string(md.vocab.size() - 64) + " more)";
   s += "<section class=\"part\" id=\"settings\"><h2>The run</h2>\n<div class=\"tables\"><table class=\"kv\" "
        "id=\"model\"><caption>model</caption>\n";
-  s += row("task", t.task) + row("layers", std::to_string(md.layers)) + row("heads", std::to_string(md.heads)) +
-       row("d_model", std::to_string(md.d_model)) + row("d_ff", std::to_string(md.d_ff)) +
-       row("context", std::to_string(md.context) + " tokens") +
-       row("norm", md.norm_first ? "pre-norm (LayerNorm before each block)" : "post-norm (LayerNorm after each block)") +
+  s += row("task", t.task) + row("layers", std::to_string(md.layers)) +
+       row("heads", std::to_string(md.heads)) + row("d_model", std::to_string(md.d_model)) +
+       row("d_ff", std::to_string(md.d_ff)) + row("context", std::to_string(md.context) + " tokens") +
+       row("norm", md.norm_first ? "pre-norm (LayerNorm before each block)"
+                                 : "post-norm (LayerNorm after each block)") +
        row("vocabulary", std::to_string(md.vocab.size()) + " tokens: " + vocab_text);
-  s += "</table>\n<table class=\"kv\" id=\"optimizer\"><caption>optimizer</caption>\n" + row("name", t.optimizer.name) +
-       row("lr", shortest(t.optimizer.lr));
+  s += "</table>\n<table class=\"kv\" id=\"optimizer\"><caption>optimizer</caption>\n" +
+       row("name", t.optimizer.name) + row("lr", shortest(t.optimizer.lr));
   if (t.optimizer.betas)
-    s += row("betas", "(" + shortest(t.optimizer.betas->first) + ", " + shortest(t.optimizer.betas->second) + ")");
+    s += row("betas",
+             "(" + shortest(t.optimizer.betas->first) + ", " + shortest(t.optimizer.betas->second) + ")");
   if (t.optimizer.eps) s += row("eps", shortest(*t.optimizer.eps));
   if (t.optimizer.weight_decay) s += row("weight_decay", shortest(*t.optimizer.weight_decay));
   s += row("seed", std::to_string(t.seed)) + row("threads", std::to_string(t.threads));
   s += "</table>\n<table class=\"kv\" id=\"timing\"><caption>timing</caption>\n" +
-       row("seconds", shortest(t.timing.seconds)) + row("steps per second", shortest(t.timing.steps_per_second)) +
+       row("seconds", shortest(t.timing.seconds)) +
+       row("steps per second", shortest(t.timing.steps_per_second)) +
        row("peak memory", std::to_string(t.timing.peak_bytes) + " bytes (" +
                               fixed(static_cast<double>(t.timing.peak_bytes) / 1048576.0, "%.1f") + " MiB)");
   s += "</table></div>\n</section>\n</main>\n<div id=\"qkv-tip\" role=\"tooltip\" hidden=\"hidden\"></div>\n"
        "<footer>Written by qkv from the training trace <code>" +
-       xml_escape(source_name) + "</code>. Every number on this page is the trace's.</footer>\n"
+       xml_escape(source_name) +
+       "</code>. Every number on this page is the trace's.</footer>\n"
        "<script type=\"application/json\" id=\"qkv-data\">";
   s += d;
   s += "</script>\n<script>//<![CDATA[\n";
   s += js;
   s += "//]]>\n</script>\n</body>\n</html>\n";
   if (s.size() > limits.page_bytes)
-    throw limit_error("the training page of " + std::string(source_name) + " would be " + std::to_string(s.size()) +
-                      " bytes, above the limit of " + std::to_string(limits.page_bytes) +
-                      " (save fewer snapshots or loss points)");
+    throw limit_error("the training page of " + std::string(source_name) + " would be " +
+                      std::to_string(s.size()) + " bytes, above the limit of " +
+                      std::to_string(limits.page_bytes) + " (save fewer snapshots or loss points)");
   return s;
 }
 
