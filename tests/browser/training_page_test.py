@@ -21,9 +21,11 @@ here with Python's json, not against the page:
   - the malformed traces of the doctests are refused with exit 2 and nothing written.
 Screenshots at 1280 and 420 px in OUT_DIR. Exit 77 (meson: skipped) when chromium is missing.
 """
+import decimal
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -139,6 +141,13 @@ def shown():
     return {tuple(c[:4]): c[4] for c in cells}
 
 
+def number_after(text, prefix):
+    """the number the page wrote after `prefix` (JavaScript's String(v): the shortest text that
+    reads back to the double, a minus as U+2212), as a float; None when absent"""
+    m = re.search(re.escape(prefix) + r'([\u2212\-]?[0-9.]+(?:e[+\-]?[0-9]+)?)', text)
+    return float(m.group(1).replace('\u2212', '-')) if m else None
+
+
 def check_snapshot(k, how):
     s = S[k]
     T = len(s['tokens'])
@@ -154,6 +163,23 @@ def check_snapshot(k, how):
                         wrong.append(((l, h, i, j), cells.get((l, h, i, j)), want))
     check(not wrong, '%s: every cell coloured by snapshot %d (step %d)\'s weight: %d differ, first %s'
           % (how, k, s['step'], len(wrong), wrong[:3]))
+    # the values written in the cells (T <= 16): 2 decimals, as JavaScript's toFixed rounds the
+    # exact value of the double (a tie goes up), "0" for 0
+    texts = driver.execute_script(
+        'var out = {}; document.querySelectorAll("#heatmaps rect.c").forEach(r => { var t = r.nextElementSibling;'
+        ' if (t && t.tagName === "text" && t.getAttribute("pointer-events") === "none")'
+        ' out[[r.dataset.l, r.dataset.h, r.dataset.i, r.dataset.j].join()] = t.textContent; }); return out')
+    bad_text = []
+    for l in range(L):
+        for h in range(H):
+            for i in range(T):
+                for j in range(i + 1):
+                    v = s['attention'][l][h][i][j]
+                    want = '0' if v == 0 else str(decimal.Decimal(v).quantize(decimal.Decimal('0.01'), decimal.ROUND_HALF_UP))
+                    if texts.get('%d,%d,%d,%d' % (l, h, i, j)) != want:
+                        bad_text.append(((l, h, i, j), texts.get('%d,%d,%d,%d' % (l, h, i, j)), want))
+    check(not bad_text, '%s: every visible cell writes its weight to 2 decimals: %d differ, first %s'
+          % (how, len(bad_text), bad_text[:3]))
     labels = driver.execute_script(
         'return Array.from(document.querySelectorAll("#head-0-0 text.row")).map(t => t.textContent)')
     check(labels == ['%d %s' % (i + 1, t) for i, t in enumerate(s['tokens'])],
@@ -163,8 +189,11 @@ def check_snapshot(k, how):
           '%s: the readout names the step: %r' % (how, readout))
     loss = [p for p in trace['loss'] if p[0] == s['step']]
     if loss:
-        check('train loss %r' % loss[0][1] in readout.replace('\u2212', '-'),
+        check(number_after(readout, 'train loss ') == loss[0][1],
               '%s: the readout gives the train loss %r: %r' % (how, loss[0][1], readout))
+        if loss[0][2] is not None:
+            check(number_after(readout, 'held-out loss ') == loss[0][2],
+                  '%s: the readout gives the held-out loss %r: %r' % (how, loss[0][2], readout))
     # the loss chart's marker at the step
     x0, x1, s0, s1, mx = driver.execute_script(
         'var c = document.getElementById("loss-chart"), m = c.querySelector("line.marker");'
@@ -208,6 +237,16 @@ for (l, h, i, j) in [(L - 1, 0, T - 1, 0), (L - 1, H - 1, T // 2, T // 2 - 1), (
     check('query %d \u201c%s\u201d, key %d \u201c%s\u201d' % (i + 1, s['tokens'][i], j + 1, s['tokens'][j]) in text,
           'hover names the query and key tokens: %r' % text)
     check((j > i) == ('masked' in text), 'hover says masked exactly above the diagonal: %r' % text)
+
+# ---- keyboard focus shows the same
+cell = driver.find_element(By.CSS_SELECTOR, 'rect.c[data-l="0"][data-h="0"][data-i="1"][data-j="0"]')
+ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
+driver.execute_script('arguments[0].focus()', cell)
+tip = driver.find_element(By.ID, 'qkv-tip')
+check(tip.is_displayed() and number_after(tip.text, 'weight = ') == s['attention'][0][0][1][0],
+      'keyboard focus shows the weight: %r' % tip.text)
+driver.find_element(By.TAG_NAME, 'body').send_keys(Keys.ESCAPE)
+check(not tip.is_displayed(), 'Escape hides it')
 
 # ---- play: the slider advances by itself from the first snapshot
 driver.find_element(By.ID, 'step').send_keys(Keys.END)
