@@ -8,7 +8,7 @@ WRITER is tests/browser/training_page_write (TRACE OUT.html), the page's functio
 `qkv train --html` calls it. On the page of tests/data/train/reverse_trace_torch.json (made by
 scripts/fixtures/training_trace_torch.py in PyTorch 1.13) it checks, against the trace read
 here with Python's json, not against the page:
-  - it loads from file:// with no console warning or error and no network request;
+  - it is well-formed XML; it loads from file:// with no console warning or error and no network request;
   - one heatmap per layer and head, each with the snapshot's tokens on both axes;
   - the slider (moved with the keyboard: Home, End, arrows) redraws every cell of every head with
     the colour of the snapshot's weight, the readout names the snapshot's step and its losses,
@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
 WRITER, ROOT, OUT = sys.argv[1:4]
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
@@ -54,6 +55,14 @@ if r.returncode != 0:
 size = os.path.getsize(PAGE)
 print('the training page of %s: %d bytes' % (os.path.basename(TRACE), size))
 check(size < 200 * 1024, 'the page is under the 200 KB budget of a learner\'s page (%d bytes)' % size)
+
+# well-formed XML, as the other pages (an XML parser reads it: tests/io/check_xml.py)
+try:
+    ET.parse(PAGE)
+    well_formed = True
+except ET.ParseError as e:
+    well_formed = e
+check(well_formed is True, 'the page is well-formed XML: %s' % well_formed)
 
 # a bad trace: exit 2, the field named, nothing written (the tool's rule for bad input)
 bad = dict(trace, format='qkv-training-trace-0')

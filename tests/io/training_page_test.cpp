@@ -223,7 +223,23 @@ TEST_CASE("huge sizes are refused before anything of their size is allocated") {
         "t.json: field 'snapshots[1].attention': 8 attention weights in "
         "snapshots[0..1], above the limit of 7");
   small = {};
+  small.snapshot_cells = 3;  // the page draws 4 cells at once
+  CHECK(refusal<io::limit_error>(j, small) ==
+        "t.json: field 'snapshots[0].attention': 4 cells to draw (layers x "
+        "heads x 2 x 2), above the limit of 3");
+  j = tiny();
+  j["model"]["context"] = 256;
+  j["model"]["heads"] = 4;
+  j["snapshots"][0]["tokens"] = std::vector<std::string>(65, "a");  // 1 x 4 x 65 x 65 = 16,900 cells
+  CHECK(refusal<io::limit_error>(j, small) ==
+        "t.json: field 'snapshots[0].attention': 16900 cells to draw "
+        "(layers x heads x 65 x 65), above the limit of 3");
+  CHECK(refusal(j).find("field 'snapshots[0].attention[0]': must be an array of 4") != std::string::npos);
+  small = {};
   small.snapshots = 1;
+  j = tiny();
+  j["snapshots"].push_back(j["snapshots"][0]);
+  j["snapshots"][1]["step"] = 1;
   CHECK(refusal<io::limit_error>(j, small) == "t.json: field 'snapshots': 2 snapshots, above the limit of 1");
   small = {};
   small.trace_bytes = 100;

@@ -29,9 +29,10 @@
 //
 // Every number on the page is the trace's: the page embeds each as the shortest decimal that
 // reads back to the same double, and a heatmap cell's tooltip shows it so. The page's size is
-// bounded: the attention numbers of all snapshots by limits.attention_numbers (2^20), the page
-// by limits.page_bytes (24 MiB), checked before a byte is written to `out`; the fixture's page
-// (2 layers, 2 heads, 8 tokens, 30 snapshots, 401 losses) is about 115 KB.
+// bounded: the attention numbers of all snapshots by limits.attention_numbers (2^20), the cells
+// the page draws at once (layers x heads x T x T of one snapshot) by limits.snapshot_cells
+// (2^16), the page by limits.page_bytes (24 MiB), checked before a byte is written to `out`; the
+// fixture's page (2 layers, 2 heads, 8 tokens, 30 snapshots, 401 losses) is 100,546 bytes.
 #pragma once
 
 #include <algorithm>
@@ -66,6 +67,8 @@ struct training_page_limits {
   std::uint64_t token_bytes = 64;              // one token's text
   std::uint64_t snapshots = 256;               // saved steps
   std::uint64_t attention_numbers = 1u << 20;  // weights in all snapshots (layers x heads x T x T each)
+  std::uint64_t snapshot_cells = 1u << 16;     // heatmap cells drawn at once: layers x heads x T x T of a
+                                               // snapshot (4 layers x 4 heads x 64 x 64)
   std::uint64_t curve_points = 1u << 20;       // loss and accuracy points, each
   std::uint64_t answers = 1000;                // held-out answers
   std::uint64_t answer_bytes = 4096;           // one answer's input, expected or output
@@ -372,7 +375,12 @@ inline std::string at(const std::string& f, std::size_t k) { return f + "[" + st
       if (!known.count(snap.tokens.back()))
         throw r.error(at(f + ".tokens", i), "the token \"" + snap.tokens.back() + "\" is not in model.vocab");
     }
-    numbers = checked_sum({numbers, checked_product({md.layers, md.heads, T, T})});
+    const auto cells = checked_product({md.layers, md.heads, T, T});
+    if (cells > limits.snapshot_cells)
+      throw r.too_many(
+          f + ".attention", cells, limits.snapshot_cells,
+          "cells to draw (layers x heads x " + std::to_string(T) + " x " + std::to_string(T) + ")");
+    numbers = checked_sum({numbers, cells});
     if (numbers > limits.attention_numbers)
       throw r.too_many(f + ".attention", numbers, limits.attention_numbers,
                        "attention weights in snapshots[0.." + std::to_string(k) + "]");
