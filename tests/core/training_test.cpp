@@ -17,14 +17,13 @@
 #include <qkv/core/matrix.hpp>
 #include <qkv/core/sgd.hpp>
 
-namespace {
+// this file's own names (tests/core/ is a unity build: tests/runtime/meson.build says why)
+namespace training_test {
 
 using qkv::matrix;
 constexpr double inf_d = std::numeric_limits<double>::infinity();
 constexpr double nan_d = std::numeric_limits<double>::quiet_NaN();
 bool is_nan(double x) { return x != x; }
-
-}  // namespace
 
 TEST_CASE("cross_entropy of equal logits is log V, and its gradient is (1/V - onehot) / N exactly") {
   // every logit 0: p = e^0 / (4 e^0) = 1/4 exactly, l = log 4 - 0; d = (1/4 - [j = t]) / 2, exact
@@ -144,3 +143,5 @@ TEST_CASE("adamw_step: a gradient of exactly 0 only decays the weight; a NaN gra
   CHECK(is_nan(n.m(0, 0)));
   CHECK(!is_nan(n.w(0, 1)));
 }
+
+}  // namespace training_test
