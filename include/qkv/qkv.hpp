@@ -10,6 +10,7 @@
 #include <qkv_needs_cxx20__compile_with_std_cxx20__for_example_g++_-std=c++20>
 #endif
 
+#include "core/adamw.hpp"
 #include "core/alibi.hpp"
 #include "core/attention.hpp"
 #include "core/attention_backward.hpp"
@@ -17,6 +18,8 @@
 #include "core/batch.hpp"
 #include "core/bounds.hpp"
 #include "core/check.hpp"
+#include "core/cross_entropy.hpp"
+#include "core/embedding_backward.hpp"
 #include "core/encoder.hpp"
 #include "core/encoder_bounds.hpp"
 #include "core/flash_backward.hpp"
@@ -34,6 +37,7 @@
 #include "core/positional.hpp"
 #include "core/rope.hpp"
 #include "core/sequence.hpp"
+#include "core/sgd.hpp"
 #include "core/softmax.hpp"
 #include "core/softmax_backward.hpp"
 #include "core/text.hpp"
