@@ -43,7 +43,9 @@ run_suites="core exact reference io runtime examples cli fuzz"  # the suites who
 # -g1 (after meson's -g, so it wins): line tables only, enough for a sanitizer's or a debugger's
 # file:line, and 14% less compile time than full debug info (measured on a runtime test)
 plain_options=(-Dwerror=true -Dcpp_args=-g1)
-sanitize_options=(-Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false)
+# -O1 in the ASan builds, as sanitizers are usually run: g++ compiles a runtime test 43% faster
+# than at -O2 (runtime/attention_test.cpp: 78 -> 45 CPU-s) and the instrumented code still inlines
+sanitize_options=(-Dwerror=true -Doptimization=1 -Db_sanitize=address,undefined -Db_lundef=false)
 sanitize_cpp_args="-D_GLIBCXX_ASSERTIONS -fno-sanitize-recover=all -g1"
 # ThreadSanitizer: a data race or a misuse of a mutex ends the test with a report (halt_on_error)
 tsan_options=(-Dwerror=true -Db_sanitize=thread -Db_lundef=false "-Dcpp_args=-D_GLIBCXX_ASSERTIONS -g1")
