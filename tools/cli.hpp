@@ -75,6 +75,24 @@ inline bool parse_limit_option(const args& a, std::size_t& k, limits& l) {
   return true;
 }
 
+/// @brief the one case-file argument of attend, decode and encode: `arg` (no option of the
+/// command) becomes `path`; "-" is the case on standard input; another argument starting with '-'
+/// is an unknown option, named with the command's usage; a second file is refused
+inline void take_case_argument(std::string_view arg, std::string& path, std::string_view usage) {
+  if (arg.size() > 1 && arg[0] == '-')
+    throw input_error("unknown option '" + std::string(arg) + "' (usage: " + std::string(usage) + ")");
+  if (!path.empty())
+    throw input_error("one case file expected, got '" + path + "' and '" + std::string(arg) + "'");
+  path = std::string(arg);
+}
+
+/// @brief how messages name the case: its path, or "standard input" for "-"; the usage when no
+/// case was given
+inline std::string case_name(const std::string& path, std::string_view usage) {
+  if (path.empty()) throw input_error("usage: " + std::string(usage));
+  return path == "-" ? std::string("standard input") : path;
+}
+
 /// @brief every tensor of the case ({"dtype", "shape", "data"} objects among the top-level
 /// fields) whose dtype tag names a floating type must be tagged `allowed_tag`, the type the case
 /// reads its numbers as (empty: no floating tag is allowed): a "float64" tensor in a float32

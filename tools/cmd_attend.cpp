@@ -28,18 +28,12 @@ int cmd_attend(const args& a) {
       if (k + 1 >= a.size()) throw input_error(std::string(a[k]) + " needs a file name");
       (a[k] == "--svg" ? svg : html) = std::string(a[k + 1]);
       ++k;
-    } else if (a[k].size() > 1 && a[k][0] == '-') {  // "-": the case on standard input
-      throw input_error("unknown option '" + std::string(a[k]) +
-                        "' (usage: " + std::string(attend_detail::usage) + ")");
-    } else if (path.empty()) {
-      path = std::string(a[k]);
     } else {
-      throw input_error("one case file expected, got '" + path + "' and '" + std::string(a[k]) + "'");
+      take_case_argument(a[k], path, attend_detail::usage);
     }
   }
-  if (path.empty()) throw input_error("usage: " + std::string(attend_detail::usage));
+  const std::string shown = case_name(path, attend_detail::usage);  // how messages name the case
   attend_detail::check_outputs(path, svg, html);
-  const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
   try {
     const auto doc = attend_detail::load(path, lim);
     attend_detail::check_case(doc);

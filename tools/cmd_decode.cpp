@@ -55,17 +55,11 @@ int cmd_decode(const args& a) {
                           "' is not a positive whole number (below 2^64)");
       max_cache = n;
       ++k;
-    } else if (a[k].size() > 1 && a[k][0] == '-') {  // "-": the case on standard input
-      throw input_error("unknown option '" + std::string(a[k]) +
-                        "' (usage: " + std::string(decode_detail::usage) + ")");
-    } else if (path.empty()) {
-      path = std::string(a[k]);
     } else {
-      throw input_error("one case file expected, got '" + path + "' and '" + std::string(a[k]) + "'");
+      take_case_argument(a[k], path, decode_detail::usage);
     }
   }
-  if (path.empty()) throw input_error("usage: " + std::string(decode_detail::usage));
-  const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
+  const std::string shown = case_name(path, decode_detail::usage);  // how messages name the case
   try {
     const auto doc = qkv::io::json_document::load(path, lim.max_case_bytes(), "--max-elements");
     bool holds = true;

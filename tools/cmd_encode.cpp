@@ -22,16 +22,10 @@ int cmd_encode(const args& a) {
     if (parse_limit_option(a, k, lim)) continue;
     if (arg == "--json")
       as_json = true;
-    else if (arg.size() > 1 && arg[0] == '-')  // "-": the case on standard input
-      throw input_error("unknown option '" + std::string(arg) +
-                        "' (usage: " + std::string(encode_detail::usage) + ")");
-    else if (path.empty())
-      path = std::string(arg);
     else
-      throw input_error("one case file expected, got '" + path + "' and '" + std::string(arg) + "'");
+      take_case_argument(arg, path, encode_detail::usage);
   }
-  if (path.empty()) throw input_error("usage: " + std::string(encode_detail::usage));
-  const std::string shown = path == "-" ? std::string("standard input") : path;  // how messages name the case
+  const std::string shown = case_name(path, encode_detail::usage);  // how messages name the case
   try {
     const auto doc = encode_detail::load(path, lim);
     encode_detail::check_case(doc);
