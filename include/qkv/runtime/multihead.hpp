@@ -7,9 +7,10 @@
 //   context_h = softmax(scale Q_h K_hᵀ + mask) V_h   (T, d_v/H)
 //   concat = [context_0 ... context_{H-1}] (T, H * d_kv / H_kv),  output = concat Woᵀ + bo (or concat)
 // Weights are nn.Linear's (out, in) by default; weight_layout::in_out takes (in, out) as
-// tutorial 000 writes them (Q = x Wq). Each head's scores and weights are kept when
-// keep_weights is set (never averaged); otherwise the streaming path runs (attention.hpp)
-// and only concat and output are filled. Threads: heads x query blocks (streaming: each
+// tutorial 000 writes them (Q = x Wq). By default the streaming path runs (attention.hpp) and
+// only concat and output are filled: the engineer's call, the fast one. A learner's call asks
+// for every step with .keep_weights = true: each head's scores and weights are then kept (never
+// averaged). Threads: heads x query blocks (streaming: each
 // key/value head's K and V packed once per task, one pool dispatch), bit-identical.
 // multihead_attention(q, k, v, ...) is the same attention on queries, keys and values already
 // projected (the engineer's call: PyTorch's SDPA, ONNX Runtime's MultiHeadAttention).
@@ -205,7 +206,11 @@ struct attention_options {
   // (S) flags, nonzero = padding: key j masked for every query (nn.MultiheadAttention's
   // key_padding_mask). The same bits as allowed(i, j) = !key_padding[j], in O(S) memory
   std::optional<std::vector<unsigned char>> key_padding = std::nullopt;
-  bool keep_weights = true;  // false: streaming, no scores/weights/context kept
+  // true: the learner's call, every head's scores, weights and context kept (r.scores, r.weights,
+  // r.context; 2 x heads x T x S values); false, the default: the streaming path, only concat
+  // and output filled, O(T + S) memory per thread, the fastest (docs/performance.md, "The
+  // obvious call"). The output is the same bits either way (tests/runtime/paths_test.cpp)
+  bool keep_weights = false;
   // the most memory kept scores and weights may take (2 x heads x T x S x sizeof(T)), checked
   // before allocating: past it, size_limit_error names the size and this limit
   std::size_t max_weights_bytes = default_max_weights_bytes;
@@ -624,12 +629,35 @@ template <class T>
   return r;
 }
 
-/// @brief self-attention: queries, keys and values all from x
+/// @brief self-attention: queries, keys and values all from x. The engineer's call:
+/// `self_attention(x, w, {.heads = 12})` streams (output and concat only); `.keep_weights = true`
+/// keeps every head's steps
 template <class T>
 [[nodiscard]] multihead_result<T> self_attention(const dynamic_matrix<T>& x, const attention_weights<T>& w,
                                                  const attention_options<T>& opt = {},
                                                  thread_pool* pool = &default_pool()) {
   return attention(x, x, w, opt, pool);
+}
+
+/// @brief the same with the weights packed once (packed_attention_weights w(weights), made
+/// once and kept by the caller, as ONNX Runtime packs at session creation): the same bits, no
+/// repacking of the four weight matrices on every call
+template <class T>
+[[nodiscard]] multihead_result<T> self_attention(const dynamic_matrix<T>& x, const packed_attention_weights<T>& w,
+                                                 const attention_options<T>& opt = {},
+                                                 thread_pool* pool = &default_pool()) {
+  return attention(x, x, w, opt, pool);
+}
+
+/// @brief self-attention into `r`, reusing its buffers (a loop allocates nothing after the first
+/// call); w: attention_weights<T> or packed_attention_weights<T>
+template <class T, template <class> class Weights>
+  requires std::is_same_v<Weights<T>, attention_weights<T>> ||
+           std::is_same_v<Weights<T>, packed_attention_weights<T>>
+void self_attention(std::type_identity_t<matrix_view<const T>> x, const Weights<T>& w,
+                    const attention_options<T>& opt, multihead_result<T>& r,
+                    thread_pool* pool = &default_pool()) {
+  attention<T>(x, x, w, opt, r, pool);
 }
 
 // --- 16-bit inputs --------------------------------------------------------------------------
