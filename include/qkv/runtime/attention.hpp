@@ -370,33 +370,6 @@ void repair_rows(const matrix_view<const T>& q, const matrix_view<const T>& k, c
   }
 }
 
-/// @brief rows i0..i1 of the materialised path: scores (raw q kᵀ), weights, out
-template <class T>
-void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<const T>& k,
-                              const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
-                              const attention_mask& mask, const matrix_view<T>& scores,
-                              const matrix_view<T>& weights, std::size_t i0, std::size_t i1) {
-  const std::size_t s = k.rows;
-  // pass 1: scores = q kᵀ, raw (before scaling and masking: the caller keeps them)
-  product_block<T>(q, transposed(k), scores, epilogue<T>{}, i0, i1, 0, s);
-  // pass 2: weights = softmax(scale * scores + mask), row by row
-  for (std::size_t i = i0; i < i1; ++i) {
-    T* w = weights.data + i * weights.row_stride;
-    if (mask.plain()) {
-      masked_softmax_row(scores.data + i * scores.row_stride, w, s, scale,
-                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s),
-                         mask.key_padding);
-    } else {  // the same products, then the bias, ALiBi and window steps (mask_scores)
-      const T* raw = scores.data + i * scores.row_stride;
-      for (std::size_t j = 0; j < s; ++j) w[j] = T(raw[j] * scale);
-      mask_scores(w, 0, s, mask, i, s);
-      softmax_row(w, s);
-    }
-  }
-  // pass 3: out = weights v
-  product_block<T>(weights, v, out, epilogue<T>{}, i0, i1, 0, v.cols);
-}
-
 /// where the streaming path writes each query row's softmax statistics when asked (the
 /// backward's saved state, backward.hpp): the row maximum m of the masked scaled scores and the
 /// sum l of e^(s - m) over its visible keys, so that weight (i, j) = e^(s_ij - m_i) / l_i
@@ -642,6 +615,40 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
     attend_rows_small(q, k, v, out, scale, mask, i0, i1, stats);
   else
     attend_rows_tiled(q, k, v, out, scale, mask, i0, i1, panels, stats);
+}
+
+/// @brief rows i0..i1 of the materialised path: scores (raw q kᵀ), weights, out. out is the
+/// streaming path's (attend_rows_streaming on the same rows), not weights v: so keeping the
+/// weights never changes the output's bits (issue 32, item 5; tests/runtime/paths_test.cpp).
+/// The weights are exactly the row softmax of the scaled scores, and weights v equals out
+/// within the bound of docs/numerics.md ("The streaming path": the same sum in another order)
+template <class T>
+void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                              const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
+                              const attention_mask& mask, const matrix_view<T>& scores,
+                              const matrix_view<T>& weights, std::size_t i0, std::size_t i1) {
+  const std::size_t s = k.rows;
+  // pass 1: scores = q kᵀ, raw (before scaling and masking: the caller keeps them)
+  product_block<T>(q, transposed(k), scores, epilogue<T>{}, i0, i1, 0, s);
+  // pass 2: weights = softmax(scale * scores + mask), row by row
+  for (std::size_t i = i0; i < i1; ++i) {
+    T* w = weights.data + i * weights.row_stride;
+    if (mask.plain()) {
+      masked_softmax_row(scores.data + i * scores.row_stride, w, s, scale,
+                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s),
+                         mask.key_padding);
+    } else {  // the same products, then the bias, ALiBi and window steps (mask_scores)
+      const T* raw = scores.data + i * scores.row_stride;
+      for (std::size_t j = 0; j < s; ++j) w[j] = T(raw[j] * scale);
+      mask_scores(w, 0, s, mask, i, s);
+      softmax_row(w, s);
+    }
+  }
+  // pass 3: out as the streaming path computes it (its order of sums: the key blocks of
+  // key_block in order, the online rescale), so that a row's output is the same bits whether
+  // the weights are kept or not. Costs the scores' product once more (measured:
+  // docs/performance.md, "The same bits on every path")
+  attend_rows_streaming<T>(q, k, v, out, scale, mask, i0, i1);
 }
 
 /// @brief rows i0..i1 (at most stream_query_block) of the streaming path, in tiles of
