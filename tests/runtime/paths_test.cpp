@@ -199,3 +199,49 @@ TEST_CASE("a sequence alone or in a padded batch gives the same bits") {
     }
   }
 }
+
+namespace {
+
+/// (T, H d) heads side by side -> (H T, d) heads first: head h's columns become rows h T ..
+dynamic_matrix<float> heads_first_of(const dynamic_matrix<float>& m, std::size_t heads) {
+  const std::size_t t = m.rows(), d = m.cols() / heads;
+  dynamic_matrix<float> r(heads * t, d);
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < t; ++i)
+      for (std::size_t c = 0; c < d; ++c) r(h * t + i, c) = m(i, h * d + c);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the (H, T, d) layout gives the bits of heads side by side, for every option and thread count") {
+  // T = 150 queries, S = 170 keys: the few-keys kernel is not taken, two key blocks, GQA 4 over 2
+  const std::size_t T = 150, S = 170, H = 4, HK = 2, d = 16;
+  const auto q = random_matrix<float>(T, H * d, 71), k = random_matrix<float>(S, HK * d, 72);
+  auto v = random_matrix<float>(S, HK * d, 73);
+  v(5, 3) = std::numeric_limits<float>::quiet_NaN();  // key 5 of key/value head 0, column 3
+  v(100, d + 2) = std::numeric_limits<float>::infinity();  // key 100 of head 1
+  const auto qf = heads_first_of(q, H), kf = heads_first_of(k, HK), vf = heads_first_of(v, HK);
+  std::vector<rt::attention_options<float>> cases(6);
+  for (auto& o : cases) o.heads = H, o.kv_heads = HK;
+  cases[1].causal = true, cases[1].alignment = rt::causal_alignment::lower_right;
+  cases[2].alibi = true, cases[2].window = 40, cases[2].causal = true;
+  cases[3].key_padding = std::vector<unsigned char>(S, 0), (*cases[3].key_padding)[7] = 1;
+  cases[4].bias = random_matrix<float>(H * T, S, 74);
+  cases[5].rope = rt::rope_options{};
+  rt::thread_pool one(1), two(2);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    CAPTURE(c);
+    dynamic_matrix<float> side(T, H * d);
+    rt::multihead_attention(q.view(), k.view(), v.view(), side.view(), cases[c], &one);
+    for (rt::thread_pool* pool : {&one, &two}) {
+      dynamic_matrix<float> first(H * T, d);
+      rt::multihead_attention(rt::heads_first, qf.view(), kf.view(), vf.view(), first.view(), cases[c], pool);
+      CHECK(same_bits(first, heads_first_of(side, H)));
+    }
+  }
+  dynamic_matrix<float> bad(H * T, d + 1);
+  CHECK_THROWS_WITH_AS(rt::multihead_attention(rt::heads_first, qf.view(), kf.view(), vf.view(), bad.view(), cases[0]),
+                       "attention (heads first): out is 600x17 but must be 600x16 (q's rows by v's columns)",
+                       rt::shape_error);
+}

@@ -902,22 +902,42 @@ inline std::vector<std::size_t> work_parts(const attention_mask& mask, std::size
 /// attend_rows_tiled does alone. Only who packs and who computes changes, never how: the same
 /// bits for every thread count and split. stats: where query head h's row statistics go, at
 /// offset h T (row_statistics_out), or nullptr.
+template <class T, class Heads, class HeadMask, class After>
+void attend_grouped_streaming_heads(std::size_t heads, std::size_t kv_heads, Heads&& head, T scale,
+                                    HeadMask&& head_mask, thread_pool* pool, After&& after,
+                                    std::size_t panel_limit = kv_panel_limit,
+                                    const row_statistics_out<T>* stats = nullptr);
+
 template <class T, class HeadMask, class After>
 void attend_grouped_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                               const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
                               std::size_t kv_heads, T scale, HeadMask&& head_mask, thread_pool* pool,
                               After&& after, std::size_t panel_limit = kv_panel_limit,
                               const row_statistics_out<T>* stats = nullptr) {
-  const std::size_t t_len = q.rows, s_len = k.rows;
-  if (heads == 0 || kv_heads == 0 || t_len == 0) return;
+  if (heads == 0 || kv_heads == 0 || q.rows == 0) return;
   const std::size_t group = heads / kv_heads;
   const std::size_t d = q.cols / heads, dv = v.cols / kv_heads;
-  const std::size_t threads = pool ? pool->size() : 1;
   const auto head = [&](std::size_t h) {
     const std::size_t g = h / group;
     return std::tuple{column_block(q, h * d, d), column_block(k, g * d, d), column_block(v, g * dv, dv),
                       column_block(out, h * dv, dv)};
   };
+  attend_grouped_streaming_heads<T>(heads, kv_heads, head, scale, head_mask, pool, after, panel_limit, stats);
+}
+
+/// @brief attend_grouped_streaming on heads given by head(h): the tuple of query head h's q
+/// (T, d) and out (T, dv) and its key/value head's k (S, d) and v (S, dv), views of any strides
+/// (heads side by side: column blocks; (H, T, d): row blocks). The same tasks and the same bits
+template <class T, class Heads, class HeadMask, class After>
+void attend_grouped_streaming_heads(std::size_t heads, std::size_t kv_heads, Heads&& head, T scale,
+                                    HeadMask&& head_mask, thread_pool* pool, After&& after,
+                                    std::size_t panel_limit, const row_statistics_out<T>* stats) {
+  if (heads == 0 || kv_heads == 0) return;
+  const auto [q0, k0, v0, o0] = head(std::size_t(0));
+  const std::size_t t_len = q0.rows, s_len = k0.rows, d = q0.cols, dv = v0.cols;
+  if (t_len == 0) return;
+  const std::size_t group = heads / kv_heads;
+  const std::size_t threads = pool ? pool->size() : 1;
   const auto run_all = [&](std::size_t tasks, auto&& f) {
     if (pool && threads > 1)
       pool->parallel_for(tasks, f);
