@@ -16,7 +16,10 @@
 // without a causal kernel does.
 // Names: <workload>/<impl>/threads:<n>; impl qkv (weights packed once, before the timed loop, as
 // an inference engine does and as the peers lay out theirs), qkv_unpacked (W1-W3: the weights
-// packed on every call), naive, eigen, openblas. Counters: GFLOP/s (2 flops per multiply-add of the
+// packed on every call), qkv_obvious / qkv_obvious_packed / qkv_keep_steps (W1-W3: the docs'
+// first call, self_attention(x, w, {.heads}), a new result per call: on the weights as given, on
+// packed_attention_weights, and keeping every step), qkv_heads_first (W4/W5: the (H, T, d)
+// layout), naive, eigen, openblas. Counters: GFLOP/s (2 flops per multiply-add of the
 // products; softmax not counted) and, for W4, peak_extra_MiB: the most heap memory the call
 // holds at once beyond its inputs and output, measured on fresh threads (scripts/bench.sh).
 // Every implementation allocates its buffers before the timed loop (first-touch page faults would be timed otherwise).
@@ -238,6 +241,61 @@ struct qkv_unpacked_impl {
   void operator()() {
     rt::attention(w.x.view(), w.x.view(), w.w, opt, r);
     benchmark::DoNotOptimize(r.output.data());
+  }
+};
+
+/// the obvious calls (issue 32, item 2): what the docs show first, a new result per call.
+/// qkv_obvious: `rt::self_attention(x, w, {.heads, .scale})` on the weights as given (packed on
+/// every call); qkv_obvious_packed: the same call on packed_attention_weights made once;
+/// qkv_keep_steps: the learner's call, `.keep_weights = true` (the old default). W1-W3
+template <int Kind>  // 0 obvious, 1 obvious_packed, 2 keep_steps
+struct qkv_obvious_impl {
+  const workload& w;
+  rt::packed_attention_weights<float> packed;
+  explicit qkv_obvious_impl(const workload& wl) : w(wl) {
+    if constexpr (Kind == 1) packed = rt::packed_attention_weights<float>(wl.w);
+  }
+  void operator()() {
+    if constexpr (Kind == 0) {
+      const auto r = rt::self_attention(w.x, w.w, {.heads = w.heads, .scale = w.scale});
+      benchmark::DoNotOptimize(r.output.data());
+    } else if constexpr (Kind == 1) {
+      const auto r = rt::self_attention(w.x, packed, {.heads = w.heads, .scale = w.scale});
+      benchmark::DoNotOptimize(r.output.data());
+    } else {
+      const auto r = rt::self_attention(w.x, w.w, {.heads = w.heads, .scale = w.scale, .keep_weights = true});
+      benchmark::DoNotOptimize(r.output.data());
+    }
+  }
+};
+using qkv_obvious = qkv_obvious_impl<0>;
+using qkv_obvious_packed = qkv_obvious_impl<1>;
+using qkv_keep_steps = qkv_obvious_impl<2>;
+
+/// qkv_heads_first (W4/W5 and causal): multihead_attention on the (H, T, d) layout, the same
+/// numbers as qkv's q, k, v with the heads moved first before the timed loop
+struct qkv_heads_first_impl {
+  const workload& w;
+  rt::attention_options<float> opt;
+  matrixf q, k, v, out;
+  static matrixf first(const matrixf& m, std::size_t heads) {
+    const std::size_t t = m.rows(), d = m.cols() / heads;
+    matrixf r(heads * t, d);
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < t; ++i)
+        for (std::size_t c = 0; c < d; ++c) r(h * t + i, c) = m(i, h * d + c);
+    return r;
+  }
+  explicit qkv_heads_first_impl(const workload& wl)
+      : w(wl), q(first(wl.q, wl.heads)), k(first(wl.k, wl.heads)), v(first(wl.v, wl.heads)),
+        out(wl.heads * wl.T, wl.dv / wl.heads) {
+    opt.heads = w.heads;
+    opt.scale = w.scale;
+    opt.causal = w.causal;
+  }
+  void operator()() {
+    rt::multihead_attention(rt::heads_first, q.view(), k.view(), v.view(), out.view(), opt);
+    benchmark::DoNotOptimize(out.data());
   }
 };
 
@@ -549,6 +607,21 @@ int register_all() {
           ->Arg(1)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
+    if (id >= 4)
+      benchmark::RegisterBenchmark((n + "/qkv_heads_first").c_str(),
+                                   [id](benchmark::State& s) { run<qkv_heads_first_impl>(s, id, false); })
+          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    if (id <= 3) {
+      benchmark::RegisterBenchmark((n + "/qkv_obvious").c_str(),
+                                   [id, mem](benchmark::State& s) { run<qkv_obvious>(s, id, mem); })
+          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((n + "/qkv_obvious_packed").c_str(),
+                                   [id, mem](benchmark::State& s) { run<qkv_obvious_packed>(s, id, mem); })
+          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((n + "/qkv_keep_steps").c_str(),
+                                   [id, mem](benchmark::State& s) { run<qkv_keep_steps>(s, id, mem); })
+          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
     benchmark::RegisterBenchmark((n + "/naive").c_str(),
                                  [id, mem](benchmark::State& s) { run<naive_impl>(s, id, mem); })
         ->ArgName("threads")

@@ -358,6 +358,7 @@ int run(const options& o) {
   // all 12 heads in one call: head h is columns 64h .. 64h + 63 of Q, K and V
   qkv::runtime::attention_options<float> opt;
   opt.heads = num_heads;  // scale: 1/sqrt(64) = 1/8
+  opt.keep_weights = true;  // the learner's call: every head's scores and weights kept
   const auto r = qkv::runtime::self_attention(L.seq_embedding, L.weights, opt);
 
   say("\n# one head: query = nn.Linear(768, 64)(seq_embedding), and key, value\n");
@@ -451,6 +452,7 @@ void page(Page& p) {
   const bert_layer L = o.model_dir.empty() ? stand_in(T) : from_checkpoint(o.model_dir, encoding.ids);
   qkv::runtime::attention_options<float> opt;
   opt.heads = num_heads;
+  opt.keep_weights = true;
   const auto r = qkv::runtime::self_attention(L.seq_embedding, L.weights, opt);
   const auto bias = [](const std::vector<float>& b) {
     dynamic_matrix<float> m(1, b.size());

@@ -105,6 +105,7 @@ TEST_CASE("causal equals the allowed mask of its lower triangle, bit for bit") {
   w.k.weight = random_matrix<float>(32, 32, 10, 0.2);
   w.v.weight = random_matrix<float>(32, 32, 11, 0.2);
   rt::attention_options<float> causal;
+  causal.keep_weights = true;
   causal.causal = true;
   causal.heads = 2;
   rt::attention_options<float> lower = causal;
@@ -208,6 +209,7 @@ TEST_CASE("multi-head attention is each head's attention on its columns, concate
   w.q.bias = {0.1, -0.2, 0.3, 0, 0, 0, 0.5, 0.5, 0.5, -1, 1, 0};
   w.o = rt::linear_weights<double>{random_matrix<double>(5, 9, 25, 0.3), {1, 2, 3, 4, 5}};
   rt::attention_options<double> opt;
+  opt.keep_weights = true;
   opt.heads = H;
   const auto r = rt::attention(x, c, w, opt);
   REQUIRE(r.scores.size() == H);
@@ -245,6 +247,7 @@ TEST_CASE("attention with 1 and 2 threads is identical bit for bit, both paths")
   rt::thread_pool one(1), two(2);
   for (bool keep : {true, false}) {
     rt::attention_options<float> opt;
+    opt.keep_weights = true;
     opt.heads = 6;
     opt.keep_weights = keep;
     const auto a = rt::attention(x, x, w, opt, &one);
@@ -472,6 +475,7 @@ TEST_CASE("attention names both shapes when they do not fit") {
                        rt::shape_error);
   w.q.weight = random_matrix<float>(3, 4, 51);
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = 2;
   CHECK_THROWS_WITH_AS((void)rt::self_attention(x, w, opt),
                        doctest::Contains("2 heads do not divide d_q = 3"), rt::shape_error);
@@ -635,6 +639,7 @@ TEST_CASE(
     REQUIRE(pad[nan_row]);
     if (config == 1 || config == 2) c(nan_row, 3) = std::numeric_limits<float>::quiet_NaN();
     rt::attention_options<float> opt;
+    opt.keep_weights = true;
     opt.heads = heads;
     opt.kv_heads = kv_heads;
     opt.causal = config == 0 || config == 2;
@@ -707,6 +712,7 @@ TEST_CASE("key_padding of the wrong length is refused naming both sizes") {
   w.k.weight = random_matrix<float>(4, 4, 66);
   w.v.weight = random_matrix<float>(4, 4, 67);
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.key_padding = five;
   for (bool keep : {true, false}) {
     opt.keep_weights = keep;
@@ -753,6 +759,7 @@ TEST_CASE("tutorial 003: one BERT head (9 tokens, 768 -> 64 with bias, scale 1/8
   w.k = {ref.get<float>("float32", "key_weight", 64, 768), ref.vec<float>("float32", "key_bias")};
   w.v = {ref.get<float>("float32", "value_weight", 64, 768), ref.vec<float>("float32", "value_bias")};
   rt::attention_options<float> opt;  // default scale 1/sqrt(64) = 1/8, exact
+  opt.keep_weights = true;
   for (bool keep : {true, false}) {
     opt.keep_weights = keep;
     const auto r = rt::self_attention(x, w, opt);
@@ -791,7 +798,7 @@ TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
     w.q.weight = ref.get<float>("float32", "W_query", 24, 16);
     w.k.weight = ref.get<float>("float32", "W_key", 24, 16);
     w.v.weight = ref.get<float>("float32", "W_value", 28, 16);
-    const auto r = rt::self_attention(x, w);
+    const auto r = rt::self_attention(x, w, {.keep_weights = true});
     // PyTorch divides by sqrt(24) in float32; our scale is 1/sqrt(24) in float32 (2 roundings
     // more than PyTorch's one): a relative 3u on the scaled scores, inside the softmax bound
     dynamic_matrix<double> q, dq, k, dk, v, dv;
@@ -813,6 +820,7 @@ TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
     w.k.weight = ref.get<float>("float32", "multihead_W_key", 72, 16);
     w.v.weight = ref.get<float>("float32", "multihead_W_value", 84, 16);
     rt::attention_options<float> opt;
+    opt.keep_weights = true;
     opt.heads = 3;
     const auto r = rt::self_attention(x, w, opt);
     const auto omega = ref.get<double>("float64", "multihead_omega", 18, 6);
@@ -844,7 +852,7 @@ TEST_CASE("tutorial 001: three heads and cross-attention agree with PyTorch") {
     w.q.weight = ref.get<float>("float32", "W_query", 24, 16);
     w.k.weight = ref.get<float>("float32", "W_key", 24, 16);
     w.v.weight = ref.get<float>("float32", "W_value", 28, 16);
-    const auto r = rt::attention(x, x2, w);
+    const auto r = rt::attention(x, x2, w, {.keep_weights = true});
     CHECK(r.weights[0].rows() == 6);
     CHECK(r.weights[0].cols() == 8);
     dynamic_matrix<double> q, dq, k, dk, v, dv;
@@ -915,6 +923,7 @@ TEST_CASE("attention with its weights packed once equals attention with the weig
       CAPTURE(layer);
       CAPTURE(keep);
       rt::attention_options<float> opt;
+      opt.keep_weights = true;
       opt.heads = H;
       opt.keep_weights = keep;
       opt.causal = layer == 1;

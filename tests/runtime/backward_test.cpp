@@ -220,6 +220,7 @@ TEST_CASE(
   w.v = {random_matrix<float>(HK * dh, E, 5, 0.2), {}};
   w.o = rt::linear_weights<float>{random_matrix<float>(E, H * dh, 6, 0.2), std::vector<float>(E, 0.05f)};
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = H;
   opt.kv_heads = HK;
   opt.causal = true;
@@ -329,6 +330,7 @@ TEST_CASE("16-bit inputs: the layer's gradients are the float layer's on the exa
   w16.o = rt::linear_weights<rt::bfloat16>{round16(random_matrix<float>(E, E, seed++, 0.2)), {}};
   wf.o = rt::linear_weights<float>{widen(w16.o->weight), {}};
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = 4;
   opt.causal = true;
   const auto dy = random_matrix<float>(T, E, 9);

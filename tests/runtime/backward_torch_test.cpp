@@ -169,6 +169,7 @@ void mha_case(const nlohmann::json& c) {
   w.v = {field<F>(c, "w_value", E, E, true), bias("b_value")};
   w.o = rt::linear_weights<F>{field<F>(c, "w_output", E, E, true), bias("b_output")};
   rt::attention_options<F> opt;
+  opt.keep_weights = true;
   opt.heads = H;
   opt.causal = c.at("causal");
   std::vector<unsigned char> padding(T, 0);

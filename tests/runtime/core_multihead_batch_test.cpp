@@ -149,6 +149,7 @@ TEST_CASE(
   std::vector<rt::batch_sequence<double>> seqs;
   for (std::size_t b = 0; b < B; ++b) seqs.push_back({xs[b].view(), std::nullopt, padding(lengths[b], N)});
   rt::attention_options<double> opt;
+  opt.keep_weights = true;
   opt.heads = H;  // scale 1/sqrt(4) = 1/2 on both paths: exact
   const auto run = rt::batch_attention<double>(std::span<const rt::batch_sequence<double>>(seqs), w, opt);
   REQUIRE(run.size() == B);
@@ -272,6 +273,7 @@ TEST_CASE(
   std::vector<rt::batch_sequence<double>> seqs;
   for (std::size_t b = 0; b < B; ++b) seqs.push_back({xs[b].view(), std::nullopt, padding(lengths[b], N)});
   rt::attention_options<double> opt;
+  opt.keep_weights = true;
   opt.heads = H;
   opt.kv_heads = 1;
   opt.causal = true;

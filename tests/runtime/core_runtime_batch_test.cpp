@@ -58,6 +58,7 @@ TEST_CASE("the core's padded batch and the runtime's batch_attention treat padde
     seqs.push_back({xs[b].view(), std::nullopt, pad});
   }
   rt::attention_options<double> opt;  // one head, scale 1/sqrt(2), keep_weights
+  opt.keep_weights = true;
   const auto r = rt::batch_attention<double>(std::span<const rt::batch_sequence<double>>(seqs), w, opt);
   REQUIRE(r.size() == B);
 

@@ -163,6 +163,7 @@ TEST_CASE("grouped-query attention equals multi-head attention with each K/V hea
     for (const bool keep : {true, false})
       for (const bool causal : {true, false}) {
         rt::attention_options<float> og;
+        og.keep_weights = true;
         og.heads = H;
         og.kv_heads = HK;
         og.keep_weights = keep;
@@ -179,6 +180,7 @@ TEST_CASE("grouped-query attention equals multi-head attention with each K/V hea
       }
   }
   rt::attention_options<float> bad;
+  bad.keep_weights = true;
   bad.heads = 8;
   bad.kv_heads = 3;
   rt::attention_weights<float> w;
@@ -203,6 +205,7 @@ TEST_CASE("the per-head bias (heads * T, S) reaches each head, and a (T, S) bias
   w.k = {random_matrix<float>(8, dm, 53), {}};
   w.v = {random_matrix<float>(8, dm, 54), {}};
   rt::attention_options<float> per, shared;
+  per.keep_weights = shared.keep_weights = true;
   per.heads = shared.heads = H;
   dynamic_matrix<float> b2(2 * 6, 6), b1(6, 6);
   for (std::size_t i = 0; i < 6; ++i)

@@ -28,6 +28,7 @@ template <class F>
 rt::attention_options<F> options_of(int kind, std::size_t H, std::size_t HK, std::size_t T, std::size_t S,
                                     unsigned seed) {
   rt::attention_options<F> o;
+  o.keep_weights = true;
   o.heads = H;
   o.kv_heads = HK == H ? 0 : HK;
   o.causal = kind >= 1 && kind <= 4;
@@ -117,6 +118,7 @@ TEST_CASE(
   const auto q = random_matrix<float>(T, H * d, 61, 0.6), k = random_matrix<float>(T, H * d, 62, 0.6),
              v = random_matrix<float>(T, H * d, 63);
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = H;
   opt.causal = true;
   dynamic_matrix<float> out(T, H * d), head(T, d);
@@ -145,6 +147,7 @@ TEST_CASE("multihead_attention: a NaN in v reaches exactly the rows that attend 
   auto q = rt::linear(x, w.q), k = rt::linear(x, w.k), v = rt::linear(x, w.v);
   v(100, 3) = std::numeric_limits<float>::quiet_NaN();  // key 100, head 0's column 3
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = H;
   opt.causal = true;
   opt.keep_weights = false;
@@ -163,6 +166,7 @@ TEST_CASE("multihead_attention: a NaN in v reaches exactly the rows that attend 
 TEST_CASE("multihead_attention names the shapes that do not fit") {
   dynamic_matrix<float> q(5, 8), k(7, 8), v(7, 6), out(5, 6), narrow_k(7, 6), short_v(6, 6), bad_out(5, 4);
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = 2;
   CHECK_THROWS_WITH_AS(
       rt::multihead_attention(q.view(), narrow_k.view(), v.view(), out.view(), opt),

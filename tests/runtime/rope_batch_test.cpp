@@ -204,6 +204,7 @@ TEST_CASE("rope: a bad rotary_dim or base is refused naming the head's width") {
   rt::attention_weights<float> w;
   w.q = w.k = w.v = {random_matrix<float>(8, 8, 3), {}};
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = 2;
   opt.rope = rt::rope_options{};
   opt.rope->rotary_dim = 6;
@@ -223,6 +224,7 @@ TEST_CASE(
   w.v = {matrix_at<float>(doc, j, "wv"), vector_at<float>(doc, j, "bv")};
   w.o = rt::linear_weights<float>{matrix_at<float>(doc, j, "wo"), vector_at<float>(doc, j, "bo")};
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = j.at("heads").get<std::size_t>();
   opt.causal = true;
   opt.rope = rt::rope_options{};
@@ -364,6 +366,7 @@ TEST_CASE("batch: a padded batch agrees with nn.MultiheadAttention(batch_first) 
   const torch_batch tb;
   const auto& j = tb.doc.json();
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = tb.heads;
   const auto seqs = tb.sequences();
   const auto r = rt::batch_attention<float>(std::span<const rt::batch_sequence<float>>(seqs), tb.w, opt);
@@ -462,6 +465,7 @@ TEST_CASE(
   for (bool keep : {true, false})
     for (bool causal : {false, true}) {
       rt::attention_options<float> opt;
+      opt.keep_weights = true;
       opt.heads = 4;
       opt.keep_weights = keep;
       opt.causal = causal;
@@ -494,6 +498,7 @@ TEST_CASE("batch: trailing padding gives the real rows of the unpadded sequence,
   // length give the same numbers on its real rows
   const torch_batch tb;
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = tb.heads;
   for (bool keep : {true, false}) {
     opt.keep_weights = keep;
@@ -516,6 +521,7 @@ TEST_CASE("batch: trailing padding gives the real rows of the unpadded sequence,
 TEST_CASE("batch: bad shapes and sizes are refused before anything is computed, naming the sequence") {
   const torch_batch tb;
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = tb.heads;
   auto seqs = tb.sequences();
   std::vector<rt::multihead_result<float>> r;
@@ -605,6 +611,7 @@ TEST_CASE(
   const std::vector<rt::batch_sequence<float>> seqs = {{x0.view(), std::nullopt, trailing},
                                                        {x1.view(), std::nullopt, scattered}};
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = 2;
   opt.causal = true;
   opt.keep_weights = false;
@@ -650,6 +657,7 @@ TEST_CASE(
     for (std::size_t n : {std::size_t(1), std::size_t(20), std::size_t(33), std::size_t(129),
                           std::size_t(256), std::size_t(263)}) {
       rt::attention_options<float> opt;
+      opt.keep_weights = true;
       opt.heads = 2;
       opt.keep_weights = keep;
       std::vector<unsigned char> pad(300, 0);

@@ -140,7 +140,7 @@ TEST_CASE("heads split the columns as attention() does, the (T, S) steps stacked
   const auto r = rt::self_attention(x4, w4, w4, w4, rt::in_out, {.heads = 2, .causal = true});
   rt::attention_weights<float> w;
   w.q = w.k = w.v = {w4, {}, rt::weight_layout::in_out};
-  const auto m = rt::self_attention(x4, w, {.heads = 2, .causal = true});
+  const auto m = rt::self_attention(x4, w, {.heads = 2, .causal = true, .keep_weights = true});
   REQUIRE(r.weights.shape() == "10x5");
   REQUIRE(r.scaled_scores.shape() == "10x5");
   for (std::size_t h = 0; h < 2; ++h)
@@ -150,11 +150,19 @@ TEST_CASE("heads split the columns as attention() does, the (T, S) steps stacked
         CHECK(r.scores(h * 5 + i, j) == m.scores[h](i, j));
       }
   CHECK(rt::max_abs_difference<float>(r.context.view(), m.output.view()) == 0.0f);
-  // streaming keeps no (T, S) steps
+  // the learner's call keeps every step whatever keep_weights says (its result is the steps);
+  // the engineer's call streams by default and keeps them only when asked
   const auto s = rt::self_attention(x4, w4, w4, w4, rt::in_out, {.keep_weights = false});
-  CHECK(s.weights.empty());
-  CHECK(s.scaled_scores.empty());
+  CHECK(s.weights.shape() == "5x5");
+  CHECK(s.scaled_scores.shape() == "5x5");
   CHECK(s.context.shape() == "5x4");
+  rt::attention_weights<float> w1;
+  w1.q = w1.k = w1.v = {w4, {}, rt::weight_layout::in_out};
+  const auto fast = rt::self_attention(x4, w1);
+  CHECK(fast.weights.empty());
+  CHECK(fast.scores.empty());
+  CHECK(fast.output.shape() == "5x4");
+  CHECK(rt::self_attention(x4, w1, {.keep_weights = true}).weights.size() == 1);
 }
 
 TEST_CASE(
@@ -218,4 +226,31 @@ TEST_CASE("a shape mismatch in the core's call shape throws shape_error naming b
     CHECK(m.find("3x4") != std::string::npos);
     CHECK(m.find("3x3") != std::string::npos);
   }
+}
+
+TEST_CASE("the engineer's call streams on weights packed once and gives the learner's call's output") {
+  // a layer of width 96, 12 heads of 8, with biases and an output projection (out_in)
+  const auto x = qkv::testing::random_matrix<float>(7, 96, 31);
+  rt::attention_weights<float> layer;
+  layer.q = {qkv::testing::random_matrix<float>(96, 96, 32, 0.1), std::vector<float>(96, 0.01f)};
+  layer.k = {qkv::testing::random_matrix<float>(96, 96, 33, 0.1), {}};
+  layer.v = {qkv::testing::random_matrix<float>(96, 96, 34, 0.1), std::vector<float>(96, -0.02f)};
+  layer.o = rt::linear_weights<float>{qkv::testing::random_matrix<float>(96, 96, 35, 0.1), {}};
+  const rt::packed_attention_weights<float> w(layer);  // q, k, v, o: attention_weights, packed once
+  auto r = rt::self_attention(x, w, {.heads = 12});    // streams: r.output, nothing (T, T) kept
+  auto steps = rt::self_attention(x, w, {.heads = 12, .keep_weights = true});  // every head's weights too
+  CHECK(r.weights.empty());
+  CHECK(r.scores.empty());
+  CHECK(r.context.empty());
+  REQUIRE(steps.weights.size() == 12);
+  CHECK(steps.weights[11].shape() == "7x7");
+  // packed or not, the same bits (packed_attention_weights' promise)
+  CHECK(qkv::testing::same_bits(r.output, rt::self_attention(x, layer, {.heads = 12}).output));
+  CHECK(qkv::testing::same_bits(steps.output, rt::self_attention(x, layer, {.heads = 12, .keep_weights = true}).output));
+  // streaming and keeping the steps: the same output bits (tests/runtime/paths_test.cpp has more)
+  CHECK(qkv::testing::same_bits(r.output, steps.output));
+  // into a result, its buffers reused
+  rt::multihead_result<float> into;
+  rt::self_attention<float>(x.view(), w, {.heads = 12}, into);
+  CHECK(qkv::testing::same_bits(into.output, r.output));
 }

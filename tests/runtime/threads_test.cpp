@@ -62,6 +62,7 @@ struct workload {
   }
   [[nodiscard]] dynamic_matrix<float> attention(bool keep, rt::thread_pool* pool) const {
     rt::attention_options<float> opt;
+    opt.keep_weights = true;
     opt.heads = 4;
     opt.causal = true;
     opt.keep_weights = keep;
@@ -259,6 +260,7 @@ TEST_CASE(
   rt::attention_weights<float> w;
   for (auto* l : {&w.q, &w.k, &w.v}) l->weight = random_matrix<float>(8, 4, 4, 0.5);
   rt::attention_options<float> opt;
+  opt.keep_weights = true;
   opt.heads = 2;
   // 2 heads x 100000 x 100000 scores and weights of 4 bytes: 160 GB (more than this machine has)
   try {

@@ -370,33 +370,6 @@ void repair_rows(const matrix_view<const T>& q, const matrix_view<const T>& k, c
   }
 }
 
-/// @brief rows i0..i1 of the materialised path: scores (raw q kᵀ), weights, out
-template <class T>
-void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<const T>& k,
-                              const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
-                              const attention_mask& mask, const matrix_view<T>& scores,
-                              const matrix_view<T>& weights, std::size_t i0, std::size_t i1) {
-  const std::size_t s = k.rows;
-  // pass 1: scores = q kᵀ, raw (before scaling and masking: the caller keeps them)
-  product_block<T>(q, transposed(k), scores, epilogue<T>{}, i0, i1, 0, s);
-  // pass 2: weights = softmax(scale * scores + mask), row by row
-  for (std::size_t i = i0; i < i1; ++i) {
-    T* w = weights.data + i * weights.row_stride;
-    if (mask.plain()) {
-      masked_softmax_row(scores.data + i * scores.row_stride, w, s, scale,
-                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s),
-                         mask.key_padding);
-    } else {  // the same products, then the bias, ALiBi and window steps (mask_scores)
-      const T* raw = scores.data + i * scores.row_stride;
-      for (std::size_t j = 0; j < s; ++j) w[j] = T(raw[j] * scale);
-      mask_scores(w, 0, s, mask, i, s);
-      softmax_row(w, s);
-    }
-  }
-  // pass 3: out = weights v
-  product_block<T>(weights, v, out, epilogue<T>{}, i0, i1, 0, v.cols);
-}
-
 /// where the streaming path writes each query row's softmax statistics when asked (the
 /// backward's saved state, backward.hpp): the row maximum m of the masked scaled scores and the
 /// sum l of e^(s - m) over its visible keys, so that weight (i, j) = e^(s_ij - m_i) / l_i
@@ -642,6 +615,40 @@ void attend_rows_streaming(const matrix_view<const T>& q, const matrix_view<cons
     attend_rows_small(q, k, v, out, scale, mask, i0, i1, stats);
   else
     attend_rows_tiled(q, k, v, out, scale, mask, i0, i1, panels, stats);
+}
+
+/// @brief rows i0..i1 of the materialised path: scores (raw q kᵀ), weights, out. out is the
+/// streaming path's (attend_rows_streaming on the same rows), not weights v: so keeping the
+/// weights never changes the output's bits (issue 32, item 5; tests/runtime/paths_test.cpp).
+/// The weights are exactly the row softmax of the scaled scores, and weights v equals out
+/// within the bound of docs/numerics.md ("The streaming path": the same sum in another order)
+template <class T>
+void attend_rows_materialised(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                              const matrix_view<const T>& v, const matrix_view<T>& out, T scale,
+                              const attention_mask& mask, const matrix_view<T>& scores,
+                              const matrix_view<T>& weights, std::size_t i0, std::size_t i1) {
+  const std::size_t s = k.rows;
+  // pass 1: scores = q kᵀ, raw (before scaling and masking: the caller keeps them)
+  product_block<T>(q, transposed(k), scores, epilogue<T>{}, i0, i1, 0, s);
+  // pass 2: weights = softmax(scale * scores + mask), row by row
+  for (std::size_t i = i0; i < i1; ++i) {
+    T* w = weights.data + i * weights.row_stride;
+    if (mask.plain()) {
+      masked_softmax_row(scores.data + i * scores.row_stride, w, s, scale,
+                         mask.allowed ? mask.allowed->row(i) : nullptr, key_limit(mask, i, s),
+                         mask.key_padding);
+    } else {  // the same products, then the bias, ALiBi and window steps (mask_scores)
+      const T* raw = scores.data + i * scores.row_stride;
+      for (std::size_t j = 0; j < s; ++j) w[j] = T(raw[j] * scale);
+      mask_scores(w, 0, s, mask, i, s);
+      softmax_row(w, s);
+    }
+  }
+  // pass 3: out as the streaming path computes it (its order of sums: the key blocks of
+  // key_block in order, the online rescale), so that a row's output is the same bits whether
+  // the weights are kept or not. Costs the scores' product once more (measured:
+  // docs/performance.md, "The same bits on every path")
+  attend_rows_streaming<T>(q, k, v, out, scale, mask, i0, i1);
 }
 
 /// @brief rows i0..i1 (at most stream_query_block) of the streaming path, in tiles of
@@ -895,22 +902,42 @@ inline std::vector<std::size_t> work_parts(const attention_mask& mask, std::size
 /// attend_rows_tiled does alone. Only who packs and who computes changes, never how: the same
 /// bits for every thread count and split. stats: where query head h's row statistics go, at
 /// offset h T (row_statistics_out), or nullptr.
+template <class T, class Heads, class HeadMask, class After>
+void attend_grouped_streaming_heads(std::size_t heads, std::size_t kv_heads, Heads&& head, T scale,
+                                    HeadMask&& head_mask, thread_pool* pool, After&& after,
+                                    std::size_t panel_limit = kv_panel_limit,
+                                    const row_statistics_out<T>* stats = nullptr);
+
 template <class T, class HeadMask, class After>
 void attend_grouped_streaming(const matrix_view<const T>& q, const matrix_view<const T>& k,
                               const matrix_view<const T>& v, const matrix_view<T>& out, std::size_t heads,
                               std::size_t kv_heads, T scale, HeadMask&& head_mask, thread_pool* pool,
                               After&& after, std::size_t panel_limit = kv_panel_limit,
                               const row_statistics_out<T>* stats = nullptr) {
-  const std::size_t t_len = q.rows, s_len = k.rows;
-  if (heads == 0 || kv_heads == 0 || t_len == 0) return;
+  if (heads == 0 || kv_heads == 0 || q.rows == 0) return;
   const std::size_t group = heads / kv_heads;
   const std::size_t d = q.cols / heads, dv = v.cols / kv_heads;
-  const std::size_t threads = pool ? pool->size() : 1;
   const auto head = [&](std::size_t h) {
     const std::size_t g = h / group;
     return std::tuple{column_block(q, h * d, d), column_block(k, g * d, d), column_block(v, g * dv, dv),
                       column_block(out, h * dv, dv)};
   };
+  attend_grouped_streaming_heads<T>(heads, kv_heads, head, scale, head_mask, pool, after, panel_limit, stats);
+}
+
+/// @brief attend_grouped_streaming on heads given by head(h): the tuple of query head h's q
+/// (T, d) and out (T, dv) and its key/value head's k (S, d) and v (S, dv), views of any strides
+/// (heads side by side: column blocks; (H, T, d): row blocks). The same tasks and the same bits
+template <class T, class Heads, class HeadMask, class After>
+void attend_grouped_streaming_heads(std::size_t heads, std::size_t kv_heads, Heads&& head, T scale,
+                                    HeadMask&& head_mask, thread_pool* pool, After&& after,
+                                    std::size_t panel_limit, const row_statistics_out<T>* stats) {
+  if (heads == 0 || kv_heads == 0) return;
+  const auto [q0, k0, v0, o0] = head(std::size_t(0));
+  const std::size_t t_len = q0.rows, s_len = k0.rows, d = q0.cols, dv = v0.cols;
+  if (t_len == 0) return;
+  const std::size_t group = heads / kv_heads;
+  const std::size_t threads = pool ? pool->size() : 1;
   const auto run_all = [&](std::size_t tasks, auto&& f) {
     if (pool && threads > 1)
       pool->parallel_for(tasks, f);

@@ -7,12 +7,14 @@
 //   context_h = softmax(scale Q_h K_hᵀ + mask) V_h   (T, d_v/H)
 //   concat = [context_0 ... context_{H-1}] (T, H * d_kv / H_kv),  output = concat Woᵀ + bo (or concat)
 // Weights are nn.Linear's (out, in) by default; weight_layout::in_out takes (in, out) as
-// tutorial 000 writes them (Q = x Wq). Each head's scores and weights are kept when
-// keep_weights is set (never averaged); otherwise the streaming path runs (attention.hpp)
-// and only concat and output are filled. Threads: heads x query blocks (streaming: each
+// tutorial 000 writes them (Q = x Wq). By default the streaming path runs (attention.hpp) and
+// only concat and output are filled: the engineer's call, the fast one. A learner's call asks
+// for every step with .keep_weights = true: each head's scores and weights are then kept (never
+// averaged). Threads: heads x query blocks (streaming: each
 // key/value head's K and V packed once per task, one pool dispatch), bit-identical.
 // multihead_attention(q, k, v, ...) is the same attention on queries, keys and values already
-// projected (the engineer's call: PyTorch's SDPA, ONNX Runtime's MultiHeadAttention).
+// projected (the engineer's call: PyTorch's SDPA, ONNX Runtime's MultiHeadAttention); heads side
+// by side (T, H d), or heads first, (H T, d), with multihead_attention(heads_first, ...).
 #pragma once
 
 #include <cmath>
@@ -205,7 +207,11 @@ struct attention_options {
   // (S) flags, nonzero = padding: key j masked for every query (nn.MultiheadAttention's
   // key_padding_mask). The same bits as allowed(i, j) = !key_padding[j], in O(S) memory
   std::optional<std::vector<unsigned char>> key_padding = std::nullopt;
-  bool keep_weights = true;  // false: streaming, no scores/weights/context kept
+  // true: the learner's call, every head's scores, weights and context kept (r.scores, r.weights,
+  // r.context; 2 x heads x T x S values); false, the default: the streaming path, only concat
+  // and output filled, O(T + S) memory per thread, the fastest (docs/performance.md, "The
+  // obvious call"). The output is the same bits either way (tests/runtime/paths_test.cpp)
+  bool keep_weights = false;
   // the most memory kept scores and weights may take (2 x heads x T x S x sizeof(T)), checked
   // before allocating: past it, size_limit_error names the size and this limit
   std::size_t max_weights_bytes = default_max_weights_bytes;
@@ -591,6 +597,99 @@ void multihead_attention(std::type_identity_t<matrix_view<const T>> q,
       });
 }
 
+/// the (H, T, d) layout of multihead_attention: heads first, each head's rows one block
+struct heads_first_t {
+  explicit heads_first_t() = default;
+};
+inline constexpr heads_first_t heads_first{};
+
+/// @brief multihead_attention on heads stored one after another, the (H, T, d) layout (PyTorch's
+/// q.view(T, H, d).transpose(0, 1).contiguous(), ONNX Runtime's BNSH): q (H T, dh), head h its
+/// rows h T .. h T + T - 1; k (HK S, dh) and v (HK S, dvh), key/value head g rows g S ..; out
+/// (H T, dvh). Views of any row and column strides. Every option as in the heads-side-by-side
+/// overload (allowed, key_padding and the bias are T x S per head as there; rope rotates copies
+/// of q and k), one pool dispatch, each key/value head packed once per task; the same bits as
+/// that overload on the same numbers laid side by side (tests/runtime/paths_test.cpp).
+/// @throws shape_error naming q, k, v, out or the mask when they do not fit the heads
+template <class T>
+void multihead_attention(heads_first_t, std::type_identity_t<matrix_view<const T>> q,
+                         std::type_identity_t<matrix_view<const T>> k,
+                         std::type_identity_t<matrix_view<const T>> v, matrix_view<T> out,
+                         const attention_options<T>& opt, thread_pool* pool = &default_pool()) {
+  const std::size_t H = opt.heads;
+  if (H == 0) throw shape_error("attention: heads must be at least 1");
+  const std::size_t HK = opt.kv_heads == 0 ? H : opt.kv_heads;
+  if (H % HK != 0)
+    throw shape_error("attention: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
+                      " key/value heads (kv_heads must divide heads)");
+  if (q.rows % H != 0 || k.rows % HK != 0)
+    throw shape_error("attention (heads first): q is " + q.shape() + " and k is " + k.shape() + " but q's rows must be " +
+                      std::to_string(H) + " heads x T and k's " + std::to_string(HK) + " key/value heads x S");
+  const std::size_t t_len = q.rows / H, s_len = k.rows / HK, dh = q.cols, dvh = v.cols, group = H / HK;
+  if (k.cols != dh)
+    throw shape_error("attention (heads first): q is " + q.shape() + " and k is " + k.shape() +
+                      " but they need the same columns (the head's depth)");
+  if (k.rows != v.rows)
+    throw shape_error("attention (heads first): k is " + k.shape() + " but v is " + v.shape() +
+                      " (one value row per key)");
+  if (out.rows != q.rows || out.cols != dvh)
+    throw shape_error("attention (heads first): out is " + out.shape() + " but must be " +
+                      shape_string(q.rows, dvh) + " (q's rows by v's columns)");
+  if (opt.allowed && (opt.allowed->rows() != t_len || opt.allowed->cols() != s_len))
+    throw shape_error("attention: allowed is " + opt.allowed->shape() + " but must be " +
+                      shape_string(t_len, s_len) + " (queries by keys)");
+  if (opt.key_padding && opt.key_padding->size() != s_len)
+    throw shape_error("attention: key_padding has " + std::to_string(opt.key_padding->size()) +
+                      " flags but there are " + std::to_string(s_len) + " keys (k is " + k.shape() + ")");
+  if (!detail::bias_fits(opt, H, t_len, s_len))
+    throw shape_error("attention: the bias is " + opt.bias->shape() + " but must be " +
+                      shape_string(t_len, s_len) + " or " + shape_string(H * t_len, s_len) +
+                      " (heads x queries by keys)");
+  if (t_len == 0) return;
+  std::optional<dynamic_matrix<T>> q_rot, k_rot;  // RoPE: rotated copies, head by head
+  if (opt.rope) {
+    q_rot.emplace(copy_of(q));
+    k_rot.emplace(copy_of(k));
+    for (std::size_t h = 0; h < H; ++h)
+      apply_rope<T>(row_block(q_rot->view(), h * t_len, t_len), dh, *opt.rope, opt.rope->position_offset, pool);
+    for (std::size_t g = 0; g < HK; ++g)
+      apply_rope<T>(row_block(k_rot->view(), g * s_len, s_len), dh, *opt.rope,
+                    opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
+  }
+  const matrix_view<const T> qv = q_rot ? matrix_view<const T>(q_rot->view()) : q;
+  const matrix_view<const T> kv = k_rot ? matrix_view<const T>(k_rot->view()) : k;
+  const T scale = opt.scale ? *opt.scale : default_scale<T>(dh);
+  const attention_mask mask = detail::options_mask(opt, t_len, s_len);
+  const std::vector<double> slopes = opt.alibi ? alibi_slopes(H) : std::vector<double>{};
+  const auto head_mask = [&](std::size_t h) {
+    attention_mask m = mask;
+    if (opt.alibi) m.alibi_slope = slopes[h];
+    if (opt.bias) m.set_bias(detail::head_bias(opt, h, t_len));
+    return m;
+  };
+  // a NaN or inf in a key/value head's values: the kernels read a clean copy, repair_rows puts
+  // them back (as in the other overload), per key/value head
+  std::vector<std::optional<detail::nonfinite_values<T>>> nonfinite(HK);
+  for (std::size_t g = 0; g < HK; ++g) nonfinite[g] = detail::nonfinite_values<T>::of(row_block(v, g * s_len, s_len));
+  const auto head = [&](std::size_t h) {
+    const std::size_t g = h / group;
+    const matrix_view<const T> vg =
+        nonfinite[g] ? matrix_view<const T>(nonfinite[g]->clean.view()) : row_block(v, g * s_len, s_len);
+    return std::tuple{row_block(qv, h * t_len, t_len), row_block(kv, g * s_len, s_len), vg,
+                      row_block(out, h * t_len, t_len)};
+  };
+  const double work = double(H) * double(t_len) * double(s_len) * double(dh + dvh);
+  detail::attend_grouped_streaming_heads<T>(
+      H, HK, head, scale, head_mask, pool && work >= (1 << 17) ? pool : nullptr,
+      [&](std::size_t h, std::size_t i0, std::size_t i1) {
+        const std::size_t g = h / group;
+        if (!nonfinite[g]) return;
+        detail::repair_rows<T>(row_block(qv, h * t_len, t_len), row_block(kv, g * s_len, s_len),
+                               row_block(v, g * s_len, s_len), row_block(out, h * t_len, t_len), scale,
+                               head_mask(h), nonfinite[g]->keys, i0, i1);
+      });
+}
+
 /// @brief the same as a new result
 template <class T>
 [[nodiscard]] multihead_result<T> multihead_attention(const dynamic_matrix<T>& q, const dynamic_matrix<T>& k,
@@ -624,12 +723,35 @@ template <class T>
   return r;
 }
 
-/// @brief self-attention: queries, keys and values all from x
+/// @brief self-attention: queries, keys and values all from x. The engineer's call:
+/// `self_attention(x, w, {.heads = 12})` streams (output and concat only); `.keep_weights = true`
+/// keeps every head's steps
 template <class T>
 [[nodiscard]] multihead_result<T> self_attention(const dynamic_matrix<T>& x, const attention_weights<T>& w,
                                                  const attention_options<T>& opt = {},
                                                  thread_pool* pool = &default_pool()) {
   return attention(x, x, w, opt, pool);
+}
+
+/// @brief the same with the weights packed once (packed_attention_weights w(weights), made
+/// once and kept by the caller, as ONNX Runtime packs at session creation): the same bits, no
+/// repacking of the four weight matrices on every call
+template <class T>
+[[nodiscard]] multihead_result<T> self_attention(const dynamic_matrix<T>& x, const packed_attention_weights<T>& w,
+                                                 const attention_options<T>& opt = {},
+                                                 thread_pool* pool = &default_pool()) {
+  return attention(x, x, w, opt, pool);
+}
+
+/// @brief self-attention into `r`, reusing its buffers (a loop allocates nothing after the first
+/// call); w: attention_weights<T> or packed_attention_weights<T>
+template <class T, template <class> class Weights>
+  requires std::is_same_v<Weights<T>, attention_weights<T>> ||
+           std::is_same_v<Weights<T>, packed_attention_weights<T>>
+void self_attention(std::type_identity_t<matrix_view<const T>> x, const Weights<T>& w,
+                    const attention_options<T>& opt, multihead_result<T>& r,
+                    thread_pool* pool = &default_pool()) {
+  attention<T>(x, x, w, opt, r, pool);
 }
 
 // --- 16-bit inputs --------------------------------------------------------------------------

@@ -16,7 +16,10 @@
 //   .causal read as the core's: {.scale = 0.5f, .causal = true} means the same in both.
 //   .heads > 1 splits the columns into heads as multihead.hpp does: scores, scaled_scores and
 //   weights are then (heads * T, S), head after head, and context the heads side by side
-//   (T, d_v). .keep_weights = false streams: scores, scaled_scores and weights are left 0 x 0.
+//   (T, d_v). This is the learner's call: it always keeps every step (attention_steps is the
+//   steps; .keep_weights is not read). The engineer's call, output only and the fast one, is
+//   self_attention(x, w, options) of multihead.hpp (attention_weights or, packed once,
+//   packed_attention_weights), which streams unless .keep_weights = true.
 // One difference, in rounding: with no .scale the core DIVIDES each score by sqrt(d_k) (rounded
 // once, as PyTorch's `scores / d_k**0.5`), the runtime MULTIPLIES by 1/sqrt(d_k) (rounded twice,
 // as torch.nn.functional.scaled_dot_product_attention's scale). A scaled score may differ in its
@@ -111,12 +114,14 @@ template <qkv::weight_layout_tag L, class T>
   const attention_weights<T> w{detail::as_linear(wq, layout), detail::as_linear(wk, layout),
                                detail::as_linear(wv, layout), std::nullopt};
   multihead_result<T> r;
+  attention_options<T> keep = options;  // the learner's call: every step, whatever keep_weights says
+  keep.keep_weights = true;
   const auto xr = detail::tokens_as_rows(x, layout);
   if (&x == &c) {
-    attention<T>(xr.view(), xr.view(), w, options, r, pool);
+    attention<T>(xr.view(), xr.view(), w, keep, r, pool);
   } else {
     const auto cr = detail::tokens_as_rows(c, layout);
-    attention<T>(xr.view(), cr.view(), w, options, r, pool);
+    attention<T>(xr.view(), cr.view(), w, keep, r, pool);
   }
   attention_steps<T> a;
   a.scale = r.scale;
