@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <new>
@@ -24,21 +25,23 @@
 namespace heap {
 std::atomic<long long> live{0};
 }
-void* operator new(std::size_t n) {
-  heap::live += static_cast<long long>(n);
-  if (void* p = std::malloc(n + 16)) {
-    *static_cast<std::size_t*>(p) = n;
-    return static_cast<char*>(p) + 16;
-  }
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
+// the header read and the free in one out-of-line function (as backward_bench.cpp: inlined,
+// g++ warns -Wmismatched-new-delete)
+[[gnu::noinline]] void release(void* p) noexcept {
   if (!p) return;
-  char* b = static_cast<char*>(p) - 16;
-  heap::live -= static_cast<long long>(*reinterpret_cast<std::size_t*>(b));
-  std::free(b);
+  char* base = static_cast<char*>(p) - 16;
+  heap::live -= static_cast<long long>(*reinterpret_cast<std::size_t*>(base));
+  std::free(base);
 }
-void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+void* operator new(std::size_t n) {
+  void* p = std::malloc(n + 16);
+  if (!p) throw std::bad_alloc();
+  *static_cast<std::size_t*>(p) = n;
+  heap::live += static_cast<long long>(n);
+  return static_cast<char*>(p) + 16;
+}
+void operator delete(void* p) noexcept { release(p); }
+void operator delete(void* p, std::size_t) noexcept { release(p); }
 void* operator new(std::size_t n, std::align_val_t a) {
   const std::size_t al = static_cast<std::size_t>(a) < 16 ? 16 : static_cast<std::size_t>(a);
   void* raw = std::malloc(n + 2 * al);
@@ -62,7 +65,8 @@ namespace rt = qkv::runtime;
 namespace {
 
 rt::training_task task_of(int which) {
-  if (which < 2) return rt::training_task::digits(which == 0 ? rt::task_kind::reverse : rt::task_kind::sort, 4);
+  if (which < 2)
+    return rt::training_task::digits(which == 0 ? rt::task_kind::reverse : rt::task_kind::sort, 4);
   std::ifstream in(QKV_SOURCE_DIR "/docs/design.md", std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
@@ -92,8 +96,23 @@ void W8_train(benchmark::State& state, int which) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(W8_train, reverse, 0)->Name("W8_train/reverse")->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
-BENCHMARK_CAPTURE(W8_train, sort, 1)->Name("W8_train/sort")->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
-BENCHMARK_CAPTURE(W8_train, text, 2)->Name("W8_train/text")->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(W8_train, reverse, 0)
+    ->Name("W8_train/reverse")
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(W8_train, sort, 1)
+    ->Name("W8_train/sort")
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(W8_train, text, 2)
+    ->Name("W8_train/text")
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

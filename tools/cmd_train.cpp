@@ -51,7 +51,8 @@ int cmd_train(const args& a) {
         throw input_error((paths.size() == 1 ? paths[0] : std::string("the docs")) + ": " + e.what());
       }
     } else {
-      task = rt::training_task::digits(o.task == "reverse" ? rt::task_kind::reverse : rt::task_kind::sort, o.digits);
+      task = rt::training_task::digits(o.task == "reverse" ? rt::task_kind::reverse : rt::task_kind::sort,
+                                       o.digits);
     }
   } catch (const std::invalid_argument& e) { throw input_error(e.what()); }
   const std::size_t threads = o.threads == 0 ? rt::thread_pool::hardware_threads() : o.threads;
@@ -70,9 +71,9 @@ int cmd_train(const args& a) {
   std::optional<rt::trainer<float>> trp;
   try {
     trp.emplace(*task, o.model, o.seed, o.batch, opt);
-  } catch (const rt::shape_error& e) {
+  } catch (const rt::shape_error& e) { throw input_error(e.what()); } catch (const rt::size_limit_error& e) {
     throw input_error(e.what());
-  } catch (const rt::size_limit_error& e) { throw input_error(e.what()); }
+  }
   auto& tr = *trp;
   rt::thread_pool* pool = &rt::default_pool();
   const bool text = o.task == "text";
@@ -137,7 +138,8 @@ int cmd_train(const args& a) {
       ++next_snapshot;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (!o.quiet && (step == o.steps || std::chrono::duration<double>(now - last_print).count() > (tty ? 0.2 : 5.0))) {
+    if (!o.quiet &&
+        (step == o.steps || std::chrono::duration<double>(now - last_print).count() > (tty ? 0.2 : 5.0))) {
       progress(step, o.steps, loss, r.train_seconds, tty);
       last_print = now;
     }
@@ -167,7 +169,8 @@ int cmd_train(const args& a) {
   s << "  " << r.train_seconds << " s training (" << double(o.steps) / r.train_seconds << " steps/s), "
     << r.seconds << " s in all, peak memory " << r.peak_bytes / (1024 * 1024) << " MiB\n";
   auto one_line = [](std::string t) {  // a text sample on one line: a line break as \n
-    for (std::size_t p = t.find('\n'); p != std::string::npos; p = t.find('\n', p + 2)) t.replace(p, 1, "\\n");
+    for (std::size_t p = t.find('\n'); p != std::string::npos; p = t.find('\n', p + 2))
+      t.replace(p, 1, "\\n");
     return t;
   };
   for (std::size_t k = 0; k < std::min<std::size_t>(r.answers.size(), text ? 3 : 5); ++k) {

@@ -85,7 +85,8 @@ inline constexpr const char* help =
     "Files are written whole or not at all, after training. Exit 1 if a loss became NaN.\n";
 
 /// a whole number option in [lo, hi]
-inline std::uint64_t parse_count(std::string_view s, std::string_view what, std::uint64_t lo, std::uint64_t hi) {
+inline std::uint64_t parse_count(std::string_view s, std::string_view what, std::uint64_t lo,
+                                 std::uint64_t hi) {
   std::uint64_t v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc{} || r.ptr != s.data() + s.size() || v < lo || v > hi)
@@ -110,7 +111,8 @@ inline options parse(const args& a) {
   for (std::size_t k = 0; k < a.size(); ++k) {
     const std::string arg(a[k]);
     auto value = [&]() -> std::string_view {
-      if (k + 1 >= a.size()) throw input_error(arg + " needs a value (" + std::string(usage).substr(7, 22) + "...)");
+      if (k + 1 >= a.size())
+        throw input_error(arg + " needs a value (" + std::string(usage).substr(7, 22) + "...)");
       return a[++k];
     };
     given[arg] = true;
@@ -282,9 +284,11 @@ inline double accuracy_of(rt::trainer<float>& tr, const evaluation& e, rt::threa
     bool all = true;
     for (std::size_t k = 0; k < n; ++k) all = all && out[s * n + k] == e.targets[s * len + n + k];
     right += all;
-    if (answers && keep > 0 && s % std::max<std::size_t>(1, e.sequences / keep) == 0 && answers->size() < keep) {
+    if (answers && keep > 0 && s % std::max<std::size_t>(1, e.sequences / keep) == 0 &&
+        answers->size() < keep) {
       const std::int32_t* in = e.tokens.data() + s * len;
-      answers->push_back({task.spell(in, n), task.spell(&e.targets[s * len + n], n), task.spell(&out[s * n], n), all});
+      answers->push_back(
+          {task.spell(in, n), task.spell(&e.targets[s * len + n], n), task.spell(&out[s * n], n), all});
     }
   }
   return double(right) / double(e.sequences);
@@ -295,8 +299,8 @@ inline void progress(std::size_t step, std::size_t steps, double loss, double el
   const double rate = elapsed > 0 ? double(step) / elapsed : 0;
   const double left = rate > 0 ? double(steps - step) / rate : 0;
   char line[160];
-  std::snprintf(line, sizeof line, "step %zu/%zu  loss %.4f  %.1f steps/s  %.0f s left", step, steps, loss, rate,
-                left);
+  std::snprintf(line, sizeof line, "step %zu/%zu  loss %.4f  %.1f steps/s  %.0f s left", step, steps, loss,
+                rate, left);
   if (tty)
     std::cerr << "\r" << line << "   " << std::flush;
   else
@@ -315,10 +319,11 @@ inline std::string checkpoint(const rt::trainer<float>& tr, const options& o) {
     ts.push_back(io::make_safetensors_tensor(t.name, shape, v));
   }
   const auto& mo = m.options();
-  nlohmann::ordered_json cfg = {{"task", o.task},       {"vocab", tr.task().vocab()}, {"context", mo.context},
-                                {"d_model", mo.d_model}, {"heads", mo.heads},          {"d_ff", mo.d_ff},
-                                {"layers", mo.layers},   {"norm_first", mo.norm_first}, {"seed", o.seed},
-                                {"steps", tr.steps()}};
+  nlohmann::ordered_json cfg = {{"task", o.task},        {"vocab", tr.task().vocab()},
+                                {"context", mo.context}, {"d_model", mo.d_model},
+                                {"heads", mo.heads},     {"d_ff", mo.d_ff},
+                                {"layers", mo.layers},   {"norm_first", mo.norm_first},
+                                {"seed", o.seed},        {"steps", tr.steps()}};
   return io::safetensors_bytes(ts, {{"format", "pt"}, {"qkv_train", cfg.dump()}});
 }
 
@@ -332,10 +337,12 @@ inline nlohmann::ordered_json trace_json(const rt::trainer<float>& tr, const opt
   j["task"] = o.task;
   j["seed"] = o.seed;
   j["threads"] = threads;
-  j["model"] = {{"layers", mo.layers}, {"heads", mo.heads},   {"d_model", mo.d_model},       {"d_ff", mo.d_ff},
-                {"context", mo.context}, {"norm_first", mo.norm_first}, {"vocab", r.vocab}};
+  j["model"] = {{"layers", mo.layers}, {"heads", mo.heads},     {"d_model", mo.d_model},
+                {"d_ff", mo.d_ff},     {"context", mo.context}, {"norm_first", mo.norm_first},
+                {"vocab", r.vocab}};
   if (o.optimizer == "adamw")
-    j["optimizer"] = {{"name", "adamw"}, {"lr", o.lr}, {"betas", {0.9, 0.98}}, {"eps", 1e-8}, {"weight_decay", 0.01}};
+    j["optimizer"] = {
+        {"name", "adamw"}, {"lr", o.lr}, {"betas", {0.9, 0.98}}, {"eps", 1e-8}, {"weight_decay", 0.01}};
   else
     j["optimizer"] = {{"name", "sgd"}, {"lr", o.lr}, {"momentum", 0.0}, {"weight_decay", 0.0}};
   oj loss = oj::array();
@@ -366,7 +373,8 @@ inline nlohmann::ordered_json trace_json(const rt::trainer<float>& tr, const opt
   j["snapshots"] = snaps;
   oj answers = oj::array();
   for (const auto& a : r.answers)
-    answers.push_back({{"input", a.input}, {"expected", a.expected}, {"output", a.output}, {"correct", a.correct}});
+    answers.push_back(
+        {{"input", a.input}, {"expected", a.expected}, {"output", a.output}, {"correct", a.correct}});
   j["answers"] = answers;
   j["timing"] = {{"seconds", r.seconds},
                  {"steps_per_second", r.train_seconds > 0 ? double(tr.steps()) / r.train_seconds : 0.0},

@@ -23,8 +23,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 /// the loss of a fixed batch, in double, with the model's parameters as they are
 double loss_of(const rt::transformer<double>& m, const std::vector<std::int32_t>& tokens,
-               const std::vector<std::int32_t>& targets, std::size_t sequences, std::size_t length, std::size_t count,
-               rt::transformer_cache<double>& c) {
+               const std::vector<std::int32_t>& targets, std::size_t sequences, std::size_t length,
+               std::size_t count, rt::transformer_cache<double>& c) {
   rt::transformer_forward(m, tokens.data(), sequences, length, c);
   return rt::cross_entropy_sum<double>(c.logits.view(), targets, count, c.d_logits) / double(count);
 }
@@ -122,9 +122,13 @@ double heldout_accuracy(rt::trainer<float>& tr, rt::thread_pool* pool) {
 
 }  // namespace
 
-TEST_CASE("the whole model's gradient is the central difference of its loss (pre-norm)") { gradient_check(true); }
+TEST_CASE("the whole model's gradient is the central difference of its loss (pre-norm)") {
+  gradient_check(true);
+}
 
-TEST_CASE("the whole model's gradient is the central difference of its loss (post-norm)") { gradient_check(false); }
+TEST_CASE("the whole model's gradient is the central difference of its loss (post-norm)") {
+  gradient_check(false);
+}
 
 TEST_CASE("the same seed gives the same bits at 1 and 2 threads") {
   rt::thread_pool two(2);
@@ -187,9 +191,10 @@ TEST_CASE("a NaN loss stops training and leaves the parameters as they were") {
   tr.step(nullptr);
   tr.model().values()[tr.model().head_bias()] = std::numeric_limits<float>::quiet_NaN();
   const auto before = tr.model().values();
-  CHECK_THROWS_WITH_AS(tr.step(nullptr),
-                       "step 2: the loss is nan; the step was not applied (the parameters are those after step 1)",
-                       rt::training_error);
+  CHECK_THROWS_WITH_AS(
+      tr.step(nullptr),
+      "step 2: the loss is nan; the step was not applied (the parameters are those after step 1)",
+      rt::training_error);
   CHECK(same_bits(before, tr.model().values()));
   CHECK(tr.steps() == 1);
 }
@@ -200,10 +205,12 @@ TEST_CASE("shapes and sizes are checked before anything is allocated") {
   o.context = 8;
   o.d_model = 30;
   o.heads = 4;
-  CHECK_THROWS_WITH_AS(rt::transformer<float>{o}, "transformer: 4 heads do not divide d_model 30", rt::shape_error);
+  CHECK_THROWS_WITH_AS(rt::transformer<float>{o}, "transformer: 4 heads do not divide d_model 30",
+                       rt::shape_error);
   o.d_model = 32;
   o.layers = 5;
-  CHECK_THROWS_WITH_AS(rt::transformer<float>{o}, "transformer: layers 5 is past the limit 4", rt::size_limit_error);
+  CHECK_THROWS_WITH_AS(rt::transformer<float>{o}, "transformer: layers 5 is past the limit 4",
+                       rt::size_limit_error);
   o.layers = 1;
   o.context = 1 << 20;
   CHECK_THROWS_WITH_AS(rt::transformer<float>{o}, "transformer: context 1048576 is past the limit 4096",
@@ -218,7 +225,8 @@ TEST_CASE("shapes and sizes are checked before anything is allocated") {
                        "transformer: token 11 at 0 is not in the vocabulary of 11", rt::shape_error);
   rt::dynamic_matrix<float> logits(4, 11), d;
   CHECK_THROWS_WITH_AS(rt::cross_entropy_sum<float>(logits.view(), {1, 2, 3}, 3, d),
-                       "cross_entropy: logits are 4x11 but there are 3 targets (one per row)", rt::shape_error);
+                       "cross_entropy: logits are 4x11 but there are 3 targets (one per row)",
+                       rt::shape_error);
   CHECK_THROWS_WITH_AS(rt::cross_entropy_sum<float>(logits.view(), {1, 2, 3, 11}, 4, d),
                        "cross_entropy: target 11 of row 3 is not a class of the 4x11 logits (0 .. 10)",
                        rt::shape_error);

@@ -22,7 +22,8 @@ const nlohmann::json& fixture(const std::string& name) {
   static std::vector<std::pair<std::string, qkv::io::json_document>> docs;
   for (const auto& d : docs)
     if (d.first == name) return d.second.json();
-  docs.emplace_back(name, qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/train/" + name + ".json"));
+  docs.emplace_back(name,
+                    qkv::io::json_document::load(std::string(QKV_TEST_DATA) + "/train/" + name + ".json"));
   return docs.back().second.json();
 }
 
@@ -70,7 +71,9 @@ rt::trainer<float> trainer_of(const nlohmann::json& c) {
 constexpr double u = 1.0 / 16777216.0;
 
 /// the spacing of floats at |x| (one ulp)
-double ulp(double x) { return double(std::nextafter(float(std::abs(x)), INFINITY)) - double(float(std::abs(x))); }
+double ulp(double x) {
+  return double(std::nextafter(float(std::abs(x)), INFINITY)) - double(float(std::abs(x)));
+}
 
 void check_case(const std::string& name) {
   const auto& f = fixture(name);
@@ -81,7 +84,8 @@ void check_case(const std::string& name) {
   REQUIRE(f.at("init_fnv1a64").size() == m.tensors().size());
   for (const auto& t : m.tensors()) {
     CAPTURE(t.name);
-    CHECK(fnv1a64(m.values().data() + t.offset, t.size) == f.at("init_fnv1a64").at(t.name).get<std::string>());
+    CHECK(fnv1a64(m.values().data() + t.offset, t.size) ==
+          f.at("init_fnv1a64").at(t.name).get<std::string>());
   }
   const std::size_t rows = c.at("batch").get<std::size_t>() * 2 * c.at("digits").get<std::size_t>();
   const std::size_t steps = f.at("steps");
@@ -112,7 +116,8 @@ void check_case(const std::string& name) {
         for (std::size_t k = 0; k < t.size; ++k) {
           CAPTURE(n);
           CAPTURE(k);
-          CHECK(std::abs(double(tr.gradient()[t.offset + k]) - g.at(k).get<double>()) <= 2 * double(rows) * u * scale);
+          CHECK(std::abs(double(tr.gradient()[t.offset + k]) - g.at(k).get<double>()) <=
+                2 * double(rows) * u * scale);
         }
       }
   }

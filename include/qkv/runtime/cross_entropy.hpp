@@ -47,9 +47,9 @@ double cross_entropy_sum(matrix_view<const T> logits, const std::vector<std::int
   if (count == 0) throw shape_error("cross_entropy: no counted target (every target is ignored)");
   for (std::size_t i = 0; i < n; ++i)
     if (targets[i] != ignored_target && (targets[i] < 0 || std::size_t(targets[i]) >= v))
-      throw shape_error("cross_entropy: target " + std::to_string(targets[i]) + " of row " + std::to_string(i) +
-                        " is not a class of the " + shape_string(n, v) + " logits (0 .. " +
-                        std::to_string(v == 0 ? 0 : v - 1) + ")");
+      throw shape_error("cross_entropy: target " + std::to_string(targets[i]) + " of row " +
+                        std::to_string(i) + " is not a class of the " + shape_string(n, v) +
+                        " logits (0 .. " + std::to_string(v == 0 ? 0 : v - 1) + ")");
   d_logits.resize(n, v);
   const T inv = T(1) / T(count);
   double total = 0;

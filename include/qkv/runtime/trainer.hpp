@@ -48,7 +48,10 @@ class trainer {
   /// SplitMix64(seed); o.vocab and o.context are taken from the task
   trainer(const training_task& task, transformer_options o, std::uint64_t seed, std::size_t batch,
           std::variant<adamw_options, sgd_options> opt)
-      : task_(task), model_(with_task(o, task)), batch_(batch), rng_{seed},
+      : task_(task),
+        model_(with_task(o, task)),
+        batch_(batch),
+        rng_{seed},
         optimizer_(make_optimizer(opt, model_.size())) {
     if (batch == 0 || batch > 4096)
       throw size_limit_error("trainer: the batch size " + std::to_string(batch) + " is not in 1 .. 4096");
@@ -154,7 +157,8 @@ class trainer {
       auto run = [&](std::size_t c) {
         const std::size_t s0 = c * sequences / chunks, s1 = (c + 1) * sequences / chunks;
         std::vector<std::int32_t> in;
-        for (std::size_t s = s0; s < s1; ++s) in.insert(in.end(), seqs[s].begin() + std::ptrdiff_t(from), seqs[s].end());
+        for (std::size_t s = s0; s < s1; ++s)
+          in.insert(in.end(), seqs[s].begin() + std::ptrdiff_t(from), seqs[s].end());
         auto& cache = caches_[c];
         transformer_forward(model_, in.data(), s1 - s0, len, cache);
         for (std::size_t s = s0; s < s1; ++s) {

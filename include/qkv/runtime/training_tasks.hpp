@@ -58,7 +58,8 @@ class training_task {
   /// reverse or sort with n digits (1 <= n <= 9)
   static training_task digits(task_kind kind, std::size_t n) {
     if (kind == task_kind::text) throw std::invalid_argument("training_task::digits: reverse or sort");
-    if (n < 1 || n > 9) throw std::invalid_argument("digit tasks take 1 to 9 digits, not " + std::to_string(n));
+    if (n < 1 || n > 9)
+      throw std::invalid_argument("digit tasks take 1 to 9 digits, not " + std::to_string(n));
     training_task t;
     t.kind_ = kind;
     t.digits_ = n;
@@ -79,9 +80,9 @@ class training_task {
     t.context_ = context;
     std::vector<std::uint32_t> cps = decode_utf8(utf8);
     if (cps.size() < 20 * (context + 1))
-      throw std::invalid_argument("the text has " + std::to_string(cps.size()) + " characters; the text task needs " +
-                                  std::to_string(20 * (context + 1)) + " for a context of " +
-                                  std::to_string(context));
+      throw std::invalid_argument("the text has " + std::to_string(cps.size()) +
+                                  " characters; the text task needs " + std::to_string(20 * (context + 1)) +
+                                  " for a context of " + std::to_string(context));
     std::vector<std::uint32_t> sorted = cps;
     std::sort(sorted.begin(), sorted.end());
     sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
@@ -157,7 +158,8 @@ class training_task {
   }
 
   /// the held-out windows of the text task: non-overlapping, from the split on, at most `most`
-  void heldout_text(std::size_t most, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const {
+  void heldout_text(std::size_t most, std::vector<std::int32_t>& tokens,
+                    std::vector<std::int32_t>& targets) const {
     tokens.clear();
     targets.clear();
     for (std::size_t start = split_, k = 0; start + context_ + 1 <= text_.size() && k < most;
@@ -195,7 +197,8 @@ class training_task {
       std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
       for (std::size_t k = 1; k < len; ++k) {
         const auto d = static_cast<unsigned char>(s[i + k]);
-        if ((d >> 6) != 2) throw std::invalid_argument("the text is not UTF-8 (byte " + std::to_string(i + k) + ")");
+        if ((d >> 6) != 2)
+          throw std::invalid_argument("the text is not UTF-8 (byte " + std::to_string(i + k) + ")");
         cp = (cp << 6) | (d & 0x3f);
       }
       out.push_back(cp);

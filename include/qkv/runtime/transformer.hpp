@@ -67,7 +67,7 @@ struct transformer_limits {
   static constexpr std::size_t max_layers = 4;
   static constexpr std::size_t max_vocab = 1 << 16;
   static constexpr std::size_t max_context = 1 << 12;
-  static constexpr std::size_t max_width = 1 << 12;  // d_model and d_ff
+  static constexpr std::size_t max_width = 1 << 12;                    // d_model and d_ff
   static constexpr std::size_t max_parameters = std::size_t(1) << 26;  // 256 MiB of float
 };
 
@@ -92,10 +92,11 @@ class transformer {
   explicit transformer(const transformer_options& o) : o_(o) {
     using L = transformer_limits;
     if (o.vocab == 0 || o.context == 0 || o.d_model == 0 || o.d_ff == 0 || o.heads == 0 || o.layers == 0)
-      throw shape_error("transformer: vocab, context, d_model, d_ff, heads and layers must be positive (vocab " +
-                        std::to_string(o.vocab) + ", context " + std::to_string(o.context) + ", d_model " +
-                        std::to_string(o.d_model) + ", d_ff " + std::to_string(o.d_ff) + ", heads " +
-                        std::to_string(o.heads) + ", layers " + std::to_string(o.layers) + ")");
+      throw shape_error(
+          "transformer: vocab, context, d_model, d_ff, heads and layers must be positive (vocab " +
+          std::to_string(o.vocab) + ", context " + std::to_string(o.context) + ", d_model " +
+          std::to_string(o.d_model) + ", d_ff " + std::to_string(o.d_ff) + ", heads " +
+          std::to_string(o.heads) + ", layers " + std::to_string(o.layers) + ")");
     if (o.d_model % o.heads != 0)
       throw shape_error("transformer: " + std::to_string(o.heads) + " heads do not divide d_model " +
                         std::to_string(o.d_model));
@@ -175,7 +176,7 @@ class transformer {
     gen.normal_(span(pos_, o_.context * d), 0.0, 1.0);
     for (const auto& lo : layers_) {
       gen.linear_(span(lo.out_w, d * d), span(lo.out_b, d), d);  // out_proj, built first
-      gen.xavier_uniform_(span(lo.in_w, 3 * d * d), d, 3 * d);     // _reset_parameters
+      gen.xavier_uniform_(span(lo.in_w, 3 * d * d), d, 3 * d);   // _reset_parameters
       std::fill_n(values_.data() + lo.in_b, 3 * d, T(0));
       std::fill_n(values_.data() + lo.out_b, d, T(0));
       gen.linear_(span(lo.l1_w, f * d), span(lo.l1_b, f), d);
@@ -469,8 +470,8 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
 /// out[l][h] is (length, length), row i the softmax over keys 0 .. i
 template <class T>
 std::vector<std::vector<dynamic_matrix<T>>> transformer_attention_maps(const transformer<T>& m,
-                                                                        const std::int32_t* tokens,
-                                                                        std::size_t length) {
+                                                                       const std::int32_t* tokens,
+                                                                       std::size_t length) {
   transformer_cache<T> c;
   transformer_forward(m, tokens, 1, length, c);
   auto opt = detail::causal_options<T>(m.options());
