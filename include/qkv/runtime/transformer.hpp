@@ -20,9 +20,10 @@
 // bias uniform(±1/sqrt(in))), LayerNorm weights 1 and biases 0; the head nn.Linear(d, V) last.
 // Same seed, same bits as PyTorch's (train_torch_test.cpp checks every tensor's hash).
 //
-// The attention is runtime/multihead_backward.hpp's (forward saving the softmax statistics,
-// FlashAttention-2's backward): one call per sequence, scale 1/sqrt(d / heads) rounded once
-// (encoder.hpp's). The other products are gemm.hpp's over all rows of the call; every element
+// The attention's projections are one product over all rows of a call (qkv = x in_projᵀ + b,
+// and its backward); the heads are runtime/backward.hpp's (the forward saving the softmax
+// statistics, FlashAttention-2's backward), one call per sequence, causal, scale
+// 1/sqrt(d / heads) rounded once (encoder.hpp's). Every product is gemm.hpp's; every element
 // of every product is one fma chain in a fixed order. The backward adds into a gradient buffer
 // (+=), never depending on threads: this header is single-threaded per call, and the trainer
 // runs fixed chunks of the batch on the pool and adds their gradients in chunk order.
@@ -43,9 +44,9 @@
 #include "dynamic_matrix.hpp"
 #include "encoder.hpp"
 #include "gemm.hpp"
+#include "backward.hpp"
 #include "layer_norm_backward.hpp"
 #include "multihead.hpp"
-#include "multihead_backward.hpp"
 
 namespace qkv::runtime {
 
@@ -209,10 +210,8 @@ class transformer {
 /// every step of one layer's forward over all rows of a call, kept for the backward
 template <class T>
 struct transformer_layer_cache {
-  dynamic_matrix<T> in, a_in, attn_out, s1, h, f_in, f1, f1r, f2, s2, out;
-  std::vector<multihead_result<T>> attention;  // one per sequence
-  std::vector<attention_statistics<T>> stats;
-  attention_weights<T> weights;  // the layer's q, k, v, o as attention_forward_for_backward takes them
+  dynamic_matrix<T> in, a_in, qkv, concat, attn_out, s1, h, f_in, f1, f1r, f2, s2, out;
+  std::vector<attention_statistics<T>> stats;  // one per sequence
 };
 
 /// @brief the forward's kept steps and the backward's scratch, reused from call to call
@@ -221,7 +220,7 @@ struct transformer_cache {
   std::size_t sequences = 0, length = 0;
   std::vector<transformer_layer_cache<T>> layers;
   dynamic_matrix<T> fin, logits;  // the head's input (norm(out) or out) and the logits (B T, V)
-  dynamic_matrix<T> d_logits, d_x, d_y, d_f, d_tmp;
+  dynamic_matrix<T> d_logits, d_x, d_y, d_f, d_tmp, d_concat, d_qkv;
   attention_gradients<T> g;
 };
 
@@ -327,7 +326,9 @@ void transformer_forward(const transformer<T>& m, const std::int32_t* tokens, st
     const T* pe = v + m.position_embedding() + (k % length) * d;
     for (std::size_t j = 0; j < d; ++j) x0(k, j) = te[j] + pe[j];
   }
-  const auto opt = detail::causal_options<T>(o);
+  const T scale = detail::reciprocal_sqrt_rounded_once<T>(o.d_model / o.heads);
+  attention_mask mask;
+  mask.causal = true;
   for (std::size_t l = 0; l < o.layers; ++l) {
     auto& lc = c.layers[l];
     const auto& lo = m.layer(l);
@@ -338,15 +339,19 @@ void transformer_forward(const transformer<T>& m, const std::int32_t* tokens, st
       layer_norm<T>(lc.in.view(), n1w, n1b, eps, lc.a_in);
     else
       lc.a_in = lc.in;
-    detail::attention_weights_of(m, l, lc.weights);
-    lc.attention.resize(sequences);
+    // the projections of every row at once: qkv = a_in in_projᵀ + in_proj_bias (n, 3d)
+    detail::linear_forward<T>(lc.a_in.view(), m.view(lo.in_w, 3 * d, d), v + lo.in_b, lc.qkv);
     lc.stats.resize(sequences);
-    lc.attn_out.resize(n, d);
+    lc.concat.resize(n, d);
     for (std::size_t s = 0; s < sequences; ++s) {
-      const auto xs = row_block(matrix_view<const T>(lc.a_in.view()), s * length, length);
-      attention_forward_for_backward<T>(xs, lc.weights, opt, lc.attention[s], lc.stats[s], nullptr);
-      std::copy_n(lc.attention[s].output.data(), length * d, lc.attn_out.row(s * length));
+      const auto part = [&](std::size_t p) {
+        return row_block(column_block(matrix_view<const T>(lc.qkv.view()), p * d, d), s * length, length);
+      };
+      attention_forward_for_backward<T>(part(0), part(1), part(2),
+                                        row_block(lc.concat.view(), s * length, length), o.heads, scale, mask,
+                                        lc.stats[s], nullptr);
     }
+    detail::linear_forward<T>(lc.concat.view(), m.view(lo.out_w, d, d), v + lo.out_b, lc.attn_out);
     add(lc.in, lc.attn_out, lc.s1);
     if (o.norm_first) {
       lc.h = lc.s1;
@@ -397,7 +402,9 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
                            grad + m.norm_weight(), grad + m.norm_bias());
     std::swap(c.d_x, c.d_y);
   }
-  const auto opt = detail::causal_options<T>(o);
+  const T scale = detail::reciprocal_sqrt_rounded_once<T>(o.d_model / o.heads);
+  attention_mask mask;
+  mask.causal = true;
   for (std::size_t l = o.layers; l-- > 0;) {
     auto& lc = c.layers[l];
     const auto& lo = m.layer(l);
@@ -430,21 +437,24 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
       std::swap(c.d_x, c.d_y);
     }
     // c.d_y = d s1 = d in (residual) = d attn_out; the attention, sequence by sequence
-    c.d_tmp.resize(n, d);
+    // the output projection, then each sequence's heads, then the input projection of all rows
+    detail::linear_backward<T>(lc.concat.view(), m.view(lo.out_w, d, d), c.d_y.view(), grad + lo.out_w,
+                               grad + lo.out_b, &c.d_concat);
+    c.d_qkv.resize(n, 3 * d);
     for (std::size_t s = 0; s < c.sequences; ++s) {
-      const auto xs = row_block(matrix_view<const T>(lc.a_in.view()), s * L, L);
-      const auto dys = row_block(matrix_view<const T>(c.d_y.view()), s * L, L);
-      attention_backward<T>(xs, lc.weights, opt, lc.attention[s], lc.stats[s], dys, c.g, nullptr);
-      detail::add_into(grad + lo.in_w, c.g.d_w_query.data(), d * d);
-      detail::add_into(grad + lo.in_w + d * d, c.g.d_w_key.data(), d * d);
-      detail::add_into(grad + lo.in_w + 2 * d * d, c.g.d_w_value.data(), d * d);
-      detail::add_into(grad + lo.in_b, c.g.d_b_query.data(), d);
-      detail::add_into(grad + lo.in_b + d, c.g.d_b_key.data(), d);
-      detail::add_into(grad + lo.in_b + 2 * d, c.g.d_b_value.data(), d);
-      detail::add_into(grad + lo.out_w, c.g.d_w_output.data(), d * d);
-      detail::add_into(grad + lo.out_b, c.g.d_b_output.data(), d);
-      std::copy_n(c.g.d_x.data(), L * d, c.d_tmp.row(s * L));
+      const auto part = [&](std::size_t p) {
+        return row_block(column_block(matrix_view<const T>(lc.qkv.view()), p * d, d), s * L, L);
+      };
+      attention_backward<T>(part(0), part(1), part(2),
+                            row_block(matrix_view<const T>(lc.concat.view()), s * L, L),
+                            row_block(matrix_view<const T>(c.d_concat.view()), s * L, L), o.heads, scale,
+                            mask, lc.stats[s], c.g, nullptr);
+      const dynamic_matrix<T>* parts[3] = {&c.g.d_queries, &c.g.d_keys, &c.g.d_values};
+      for (std::size_t p = 0; p < 3; ++p)
+        for (std::size_t i = 0; i < L; ++i) std::copy_n(parts[p]->row(i), d, c.d_qkv.row(s * L + i) + p * d);
     }
+    detail::linear_backward<T>(lc.a_in.view(), m.view(lo.in_w, 3 * d, d), c.d_qkv.view(), grad + lo.in_w,
+                               grad + lo.in_b, &c.d_tmp);
     if (o.norm_first) {
       c.d_x.resize(n, d);
       layer_norm_backward<T>(lc.in.view(), v + lo.n1_w, eps, c.d_tmp.view(), c.d_x.view(), grad + lo.n1_w,
@@ -477,9 +487,12 @@ std::vector<std::vector<dynamic_matrix<T>>> transformer_attention_maps(const tra
   auto opt = detail::causal_options<T>(m.options());
   opt.keep_weights = true;
   std::vector<std::vector<dynamic_matrix<T>>> out;
-  for (auto& lc : c.layers) {
+  attention_weights<T> w;
+  for (std::size_t l = 0; l < c.layers.size(); ++l) {
+    const auto& lc = c.layers[l];
+    detail::attention_weights_of(m, l, w);
     multihead_result<T> r;
-    attention<T>(lc.a_in.view(), lc.a_in.view(), lc.weights, opt, r, nullptr);
+    attention<T>(lc.a_in.view(), lc.a_in.view(), w, opt, r, nullptr);
     out.push_back(r.weights);
   }
   return out;
