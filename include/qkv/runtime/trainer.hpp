@@ -49,12 +49,10 @@ class trainer {
   trainer(const training_task& task, transformer_options o, std::uint64_t seed, std::size_t batch,
           std::variant<adamw_options, sgd_options> opt)
       : task_(task),
-        model_(with_task(o, task)),
+        model_(with_task(o, task, batch)),
         batch_(batch),
         rng_{seed},
         optimizer_(make_optimizer(opt, model_.size())) {
-    if (batch == 0 || batch > 4096)
-      throw size_limit_error("trainer: the batch size " + std::to_string(batch) + " is not in 1 .. 4096");
     qkv::torch::generator gen(seed);
     model_.initialize(gen);
     grad_.assign(model_.size(), T(0));
@@ -180,7 +178,10 @@ class trainer {
   }
 
  private:
-  static transformer_options with_task(transformer_options o, const training_task& t) {
+  /// the task's sizes in o; the batch checked first, before the model allocates anything
+  static transformer_options with_task(transformer_options o, const training_task& t, std::size_t batch) {
+    if (batch == 0 || batch > 4096)
+      throw size_limit_error("trainer: the batch size " + std::to_string(batch) + " is not in 1 .. 4096");
     o.vocab = t.vocab().size();
     o.context = t.context();
     return o;
