@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -111,8 +112,7 @@ inline options parse(const args& a) {
   for (std::size_t k = 0; k < a.size(); ++k) {
     const std::string arg(a[k]);
     auto value = [&]() -> std::string_view {
-      if (k + 1 >= a.size())
-        throw input_error(arg + " needs a value (" + std::string(usage).substr(7, 22) + "...)");
+      if (k + 1 >= a.size()) throw input_error(arg + " needs a value (qkv train --help)");
       return a[++k];
     };
     given[arg] = true;
@@ -174,6 +174,14 @@ inline options parse(const args& a) {
   if (!text && (given["--context"] || given["--text"]))
     throw input_error("--context and --text are for the text task");
   if (text && given["--digits"]) throw input_error("--digits is for reverse and sort");
+  // the outputs' folders must exist before minutes of training are spent
+  for (const auto* path : {&o.out, &o.trace}) {
+    if (path->empty()) continue;
+    const auto dir = std::filesystem::path(*path).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw input_error("cannot write '" + *path + "': the folder " + dir.string() + " does not exist");
+  }
   return o;
 }
 
