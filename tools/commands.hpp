@@ -12,4 +12,5 @@ int cmd_encode(const args& a);    // qkv encode CASE.json ...    (cmd_encode.cpp
 int cmd_explain(const args& a);   // qkv explain EXAMPLE ...     (cmd_explain.cpp)
 int cmd_tokenize(const args& a);  // qkv tokenize TEXT ...       (cmd_tokenize.cpp)
 int cmd_torch(const args& a);     // qkv torch --seed S OP...    (cmd_torch.cpp)
+int cmd_train(const args& a);     // qkv train TASK ...          (cmd_train.cpp)
 }  // namespace qkv::cli

@@ -86,6 +86,11 @@ constexpr command commands[] = {
      "  --json            each layer's output as JSON instead\n"
      "  --max-elements N  the most numbers any buffer or output may hold (default 16777216 = 2^24)\n",
      qkv::cli::cmd_encode},
+    {"train",
+     "train TASK [--steps N] [--seed S] [--threads N] [--out FILE] [--trace FILE] ...\n"
+     "                            train a small transformer: reverse, sort (digits) or text (train --help)",
+     "",  // cmd_train answers --help itself (its help is in cmd_train.hpp)
+     qkv::cli::cmd_train},
 };
 
 void print_help(std::ostream& out) {
