@@ -2,6 +2,8 @@
 // the tool links). docs/training.md describes the tasks, the model and the trace.
 #include "cmd_train.hpp"
 
+#include <qkv/io/training_page.hpp>
+
 #include <filesystem>
 
 #ifndef QKV_DATA_DIR
@@ -180,14 +182,24 @@ int cmd_train(const args& a) {
     s << "\n";
   }
   const std::string weights = o.out.empty() ? std::string() : checkpoint(tr, o);
-  const std::string trace = o.trace.empty() ? std::string() : trace_json(tr, o, threads, r).dump() + "\n";
+  const bool traced = !o.trace.empty() || !o.html.empty();
+  const std::string trace = traced ? trace_json(tr, o, threads, r).dump() + "\n" : std::string();
+  std::string page;  // the training page, from the trace as a file would hold it
+  if (!o.html.empty()) {
+    std::ostringstream html;
+    try {
+      io::write_training_page(html, trace, o.trace.empty() ? "qkv train " + o.task : o.trace);
+    } catch (const std::runtime_error& e) { throw input_error(o.html + ": " + e.what()); }
+    page = html.str();
+  }
   std::vector<io::text_output> files;  // (views: the strings above live until they are written)
   if (!o.out.empty()) files.push_back({o.out, weights});
   if (!o.trace.empty()) files.push_back({o.trace, trace});
+  if (!o.html.empty()) files.push_back({o.html, page});
   try {
     io::write_text_files(files);
   } catch (const std::runtime_error& e) { throw input_error(e.what()); }
-  for (const auto& f : files) s << "wrote " << f.path << "\n";
+  for (const auto& f : files) s << wrote_line(std::string(f.path), f.path == o.html);
   std::cout << s.str();
   return exit_ok;
 }

@@ -2,7 +2,7 @@
 // everything a learner sees of it (train_report), the trace JSON (docs/training.md, "The
 // trace") and the checkpoint (PyTorch's state_dict names, safetensors).
 //
-// A page writer takes the trace JSON (trace_json) as it is; `--html` belongs there.
+// `--html` writes the training page (io/training_page.hpp) from the same trace JSON.
 #pragma once
 
 #include <sys/resource.h>
@@ -49,7 +49,7 @@ struct options {
   std::string optimizer = "adamw";
   double lr = 0;
   std::string text_file;
-  std::string out, trace;
+  std::string out, trace, html;
   bool quiet = false;
 };
 
@@ -57,13 +57,15 @@ inline constexpr const char* usage =
     "usage: qkv train TASK [--steps N] [--seed S] [--threads N] [--layers L] [--heads H]\n"
     "                 [--d-model D] [--d-ff F] [--post-norm] [--digits N] [--context T]\n"
     "                 [--batch B] [--optimizer adamw|sgd] [--lr X] [--text FILE]\n"
-    "                 [--out CHECKPOINT.safetensors] [--trace TRACE.json] [--quiet]\n";
+    "                 [--out CHECKPOINT.safetensors] [--trace TRACE.json] [--html PAGE.html]\n"
+    "                 [--quiet]\n";
 
 inline constexpr const char* help =
     "usage: qkv train TASK [--steps N] [--seed S] [--threads N] [--layers L] [--heads H]\n"
     "                 [--d-model D] [--d-ff F] [--post-norm] [--digits N] [--context T]\n"
     "                 [--batch B] [--optimizer adamw|sgd] [--lr X] [--text FILE]\n"
-    "                 [--out CHECKPOINT.safetensors] [--trace TRACE.json] [--quiet]\n\n"
+    "                 [--out CHECKPOINT.safetensors] [--trace TRACE.json] [--html PAGE.html]\n"
+    "                 [--quiet]\n\n"
     "Trains a small causal transformer on the runtime path (docs/training.md), deterministically:\n"
     "the same seed gives the same bits at any number of threads, and the initial weights are\n"
     "those PyTorch draws after torch.manual_seed(S) for the same module.\n"
@@ -81,6 +83,9 @@ inline constexpr const char* help =
     "  --out FILE       write the trained weights as safetensors (PyTorch's state_dict names)\n"
     "  --trace FILE     write the training trace as JSON (losses, accuracy, attention of every\n"
     "                   head at about 30 saved steps, held-out answers, timing)\n"
+    "  --html FILE      write the training page: the attention of every head over training (a\n"
+    "                   slider), the loss and accuracy curves, the held-out answers (one file,\n"
+    "                   offline; docs/pages.md, \"The training page\")\n"
     "  --quiet          no progress line on stderr\n"
     "Prints a summary on stdout; the progress line (step, loss, steps/s, time left) on stderr.\n"
     "Files are written whole or not at all, after training. Exit 1 if a loss became NaN.\n";
@@ -150,6 +155,8 @@ inline options parse(const args& a) {
       o.out = std::string(value());
     else if (arg == "--trace")
       o.trace = std::string(value());
+    else if (arg == "--html")
+      o.html = std::string(value());
     else if (arg == "--quiet")
       o.quiet = true;
     else if (arg.starts_with("-"))
@@ -175,7 +182,7 @@ inline options parse(const args& a) {
     throw input_error("--context and --text are for the text task");
   if (text && given["--digits"]) throw input_error("--digits is for reverse and sort");
   // the outputs' folders must exist before minutes of training are spent
-  for (const auto* path : {&o.out, &o.trace}) {
+  for (const auto* path : {&o.out, &o.trace, &o.html}) {
     if (path->empty()) continue;
     const auto dir = std::filesystem::path(*path).parent_path();
     std::error_code ec;
