@@ -287,7 +287,10 @@ struct qkv_heads_first_impl {
     return r;
   }
   explicit qkv_heads_first_impl(const workload& wl)
-      : w(wl), q(first(wl.q, wl.heads)), k(first(wl.k, wl.heads)), v(first(wl.v, wl.heads)),
+      : w(wl),
+        q(first(wl.q, wl.heads)),
+        k(first(wl.k, wl.heads)),
+        v(first(wl.v, wl.heads)),
         out(wl.heads * wl.T, wl.dv / wl.heads) {
     opt.heads = w.heads;
     opt.scale = w.scale;
@@ -610,17 +613,33 @@ int register_all() {
     if (id >= 4)
       benchmark::RegisterBenchmark((n + "/qkv_heads_first").c_str(),
                                    [id](benchmark::State& s) { run<qkv_heads_first_impl>(s, id, false); })
-          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
     if (id <= 3) {
       benchmark::RegisterBenchmark((n + "/qkv_obvious").c_str(),
                                    [id, mem](benchmark::State& s) { run<qkv_obvious>(s, id, mem); })
-          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((n + "/qkv_obvious_packed").c_str(),
                                    [id, mem](benchmark::State& s) { run<qkv_obvious_packed>(s, id, mem); })
-          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((n + "/qkv_keep_steps").c_str(),
                                    [id, mem](benchmark::State& s) { run<qkv_keep_steps>(s, id, mem); })
-          ->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
     }
     benchmark::RegisterBenchmark((n + "/naive").c_str(),
                                  [id, mem](benchmark::State& s) { run<naive_impl>(s, id, mem); })

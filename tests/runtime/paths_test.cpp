@@ -90,7 +90,8 @@ TEST_CASE("keeping the weights or streaming gives the same output bits, for ever
 
 TEST_CASE("one head through scaled_dot_product_attention, materialised or not, gives the same bits") {
   const std::size_t T = 200, S = 170, d = 16;
-  const auto q = random_matrix<float>(T, d, 21), k = random_matrix<float>(S, d, 22), v = random_matrix<float>(S, d, 23);
+  const auto q = random_matrix<float>(T, d, 21), k = random_matrix<float>(S, d, 22),
+             v = random_matrix<float>(S, d, 23);
   for (const bool causal : {false, true}) {
     CAPTURE(causal);
     const rt::attention_mask mask{causal, nullptr};
@@ -105,7 +106,8 @@ TEST_CASE("one head through scaled_dot_product_attention, materialised or not, g
 
 TEST_CASE("attention(), multihead_attention() on q, k, v and each head alone give the same bits") {
   const std::size_t T = 140, d = 48, H = 3, dh = d / H;
-  const auto q = random_matrix<float>(T, d, 31), k = random_matrix<float>(T, d, 32), v = random_matrix<float>(T, d, 33);
+  const auto q = random_matrix<float>(T, d, 31), k = random_matrix<float>(T, d, 32),
+             v = random_matrix<float>(T, d, 33);
   for (const bool causal : {false, true}) {
     CAPTURE(causal);
     rt::attention_options<float> opt;
@@ -118,10 +120,10 @@ TEST_CASE("attention(), multihead_attention() on q, k, v and each head alone giv
     CHECK(same_bits(fast, kept.concat));
     for (std::size_t h = 0; h < H; ++h) {
       dynamic_matrix<float> one(T, dh);
-      rt::scaled_dot_product_attention<float>(rt::column_block(q.view(), h * dh, dh),
-                                              rt::column_block(k.view(), h * dh, dh),
-                                              rt::column_block(v.view(), h * dh, dh), one.view(),
-                                              rt::default_scale<float>(dh), rt::attention_mask{causal, nullptr});
+      rt::scaled_dot_product_attention<float>(
+          rt::column_block(q.view(), h * dh, dh), rt::column_block(k.view(), h * dh, dh),
+          rt::column_block(v.view(), h * dh, dh), one.view(), rt::default_scale<float>(dh),
+          rt::attention_mask{causal, nullptr});
       CHECK(same_bits(one, rt::copy_of(rt::column_block(fast.view(), h * dh, dh))));
     }
   }
@@ -132,7 +134,8 @@ TEST_CASE("a row's output does not depend on the other rows: alone, in any block
   // eleven materialised blocks of 64; each row is recomputed alone and in a slice that starts
   // inside a block
   const std::size_t T = 700, S = 300, d = 64, H = 2;
-  const auto q = random_matrix<float>(T, d, 41), k = random_matrix<float>(S, d, 42), v = random_matrix<float>(S, d, 43);
+  const auto q = random_matrix<float>(T, d, 41), k = random_matrix<float>(S, d, 42),
+             v = random_matrix<float>(S, d, 43);
   rt::attention_options<float> opt;
   opt.heads = H;
   rt::thread_pool one(1), two(2);
@@ -143,7 +146,8 @@ TEST_CASE("a row's output does not depend on the other rows: alone, in any block
   opt.keep_weights = true;
   CHECK(same_bits(rt::multihead_attention(q, k, v, opt, &two).concat, full1));
   opt.keep_weights = false;
-  for (const std::size_t i : {std::size_t(0), std::size_t(63), std::size_t(64), std::size_t(511), std::size_t(699)}) {
+  for (const std::size_t i :
+       {std::size_t(0), std::size_t(63), std::size_t(64), std::size_t(511), std::size_t(699)}) {
     CAPTURE(i);
     dynamic_matrix<float> alone(1, d);
     rt::multihead_attention(rows_of(q, i, 1).view(), k.view(), v.view(), alone.view(), opt, &two);
@@ -158,15 +162,16 @@ TEST_CASE("a causal row against its prefix of keys (a KV cache's view) is its ro
   // the query at position p sees keys 0 .. p; computed with all T keys (upper_left) and with only
   // the p + 1 keys it sees (lower_right, as a KV cache holds them): the same bits
   const std::size_t T = 260, d = 32, H = 2;
-  const auto q = random_matrix<float>(T, d, 51), k = random_matrix<float>(T, d, 52), v = random_matrix<float>(T, d, 53);
+  const auto q = random_matrix<float>(T, d, 51), k = random_matrix<float>(T, d, 52),
+             v = random_matrix<float>(T, d, 53);
   rt::attention_options<float> opt;
   opt.heads = H;
   opt.causal = true;
   dynamic_matrix<float> full(T, d);
   rt::multihead_attention(q.view(), k.view(), v.view(), full.view(), opt);
   opt.alignment = rt::causal_alignment::lower_right;
-  for (const std::size_t p : {std::size_t(0), std::size_t(31), std::size_t(32), std::size_t(127), std::size_t(128),
-                              std::size_t(259)}) {
+  for (const std::size_t p : {std::size_t(0), std::size_t(31), std::size_t(32), std::size_t(127),
+                              std::size_t(128), std::size_t(259)}) {
     CAPTURE(p);
     dynamic_matrix<float> row(1, d);
     rt::multihead_attention(rows_of(q, p, 1).view(), rows_of(k, 0, p + 1).view(), rows_of(v, 0, p + 1).view(),
@@ -219,7 +224,7 @@ TEST_CASE("the (H, T, d) layout gives the bits of heads side by side, for every 
   const std::size_t T = 150, S = 170, H = 4, HK = 2, d = 16;
   const auto q = random_matrix<float>(T, H * d, 71), k = random_matrix<float>(S, HK * d, 72);
   auto v = random_matrix<float>(S, HK * d, 73);
-  v(5, 3) = std::numeric_limits<float>::quiet_NaN();  // key 5 of key/value head 0, column 3
+  v(5, 3) = std::numeric_limits<float>::quiet_NaN();       // key 5 of key/value head 0, column 3
   v(100, d + 2) = std::numeric_limits<float>::infinity();  // key 100 of head 1
   const auto qf = heads_first_of(q, H), kf = heads_first_of(k, HK), vf = heads_first_of(v, HK);
   std::vector<rt::attention_options<float>> cases(6);
@@ -241,7 +246,7 @@ TEST_CASE("the (H, T, d) layout gives the bits of heads side by side, for every 
     }
   }
   dynamic_matrix<float> bad(H * T, d + 1);
-  CHECK_THROWS_WITH_AS(rt::multihead_attention(rt::heads_first, qf.view(), kf.view(), vf.view(), bad.view(), cases[0]),
-                       "attention (heads first): out is 600x17 but must be 600x16 (q's rows by v's columns)",
-                       rt::shape_error);
+  CHECK_THROWS_WITH_AS(
+      rt::multihead_attention(rt::heads_first, qf.view(), kf.view(), vf.view(), bad.view(), cases[0]),
+      "attention (heads first): out is 600x17 but must be 600x16 (q's rows by v's columns)", rt::shape_error);
 }

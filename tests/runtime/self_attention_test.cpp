@@ -246,7 +246,8 @@ TEST_CASE("the engineer's call streams on weights packed once and gives the lear
   CHECK(steps.weights[11].shape() == "7x7");
   // packed or not, the same bits (packed_attention_weights' promise)
   CHECK(qkv::testing::same_bits(r.output, rt::self_attention(x, layer, {.heads = 12}).output));
-  CHECK(qkv::testing::same_bits(steps.output, rt::self_attention(x, layer, {.heads = 12, .keep_weights = true}).output));
+  CHECK(qkv::testing::same_bits(steps.output,
+                                rt::self_attention(x, layer, {.heads = 12, .keep_weights = true}).output));
   // streaming and keeping the steps: the same output bits (tests/runtime/paths_test.cpp has more)
   CHECK(qkv::testing::same_bits(r.output, steps.output));
   // into a result, its buffers reused

@@ -103,7 +103,8 @@ TEST_CASE("tutorial 004 (StatQuest) through the runtime path agrees with its con
   w.q.weight = rt::to_dynamic(ex::selfAttention.W_q);
   w.k.weight = rt::to_dynamic(ex::selfAttention.W_k);
   w.v.weight = rt::to_dynamic(ex::selfAttention.W_v);
-  const auto r = rt::self_attention(rt::to_dynamic(ex::encodings_matrix), w, {.keep_weights = true});  // default scale 1/sqrt(2)
+  const auto r = rt::self_attention(rt::to_dynamic(ex::encodings_matrix), w,
+                                    {.keep_weights = true});  // default scale 1/sqrt(2)
   CHECK(r.scale == 1.0f / std::sqrt(2.0f));
   agree(r, ex::same, to_double(ex::encodings_matrix), to_double(ex::selfAttention.W_q),
         to_double(ex::selfAttention.W_k), to_double(ex::selfAttention.W_v), 1 / std::sqrt(2.0));
@@ -121,7 +122,8 @@ TEST_CASE(
   w.k.weight = rt::to_dynamic(ex::weights.W_key);
   w.v.weight = rt::to_dynamic(ex::weights.W_value);
   const auto x = rt::to_dynamic(ex::embedded_sentence);
-  const auto r = rt::self_attention(x, w, {.keep_weights = true});  // default scale 1/sqrt(24); the core divides by sqrt(24)
+  const auto r = rt::self_attention(
+      x, w, {.keep_weights = true});  // default scale 1/sqrt(24); the core divides by sqrt(24)
   agree(r, ex::attn, to_double(x), to_double(ex::weights.W_query), to_double(ex::weights.W_key),
         to_double(ex::weights.W_value), 1 / std::sqrt(24.0));
 }

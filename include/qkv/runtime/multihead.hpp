@@ -623,8 +623,9 @@ void multihead_attention(heads_first_t, std::type_identity_t<matrix_view<const T
     throw shape_error("attention: " + std::to_string(H) + " query heads cannot share " + std::to_string(HK) +
                       " key/value heads (kv_heads must divide heads)");
   if (q.rows % H != 0 || k.rows % HK != 0)
-    throw shape_error("attention (heads first): q is " + q.shape() + " and k is " + k.shape() + " but q's rows must be " +
-                      std::to_string(H) + " heads x T and k's " + std::to_string(HK) + " key/value heads x S");
+    throw shape_error("attention (heads first): q is " + q.shape() + " and k is " + k.shape() +
+                      " but q's rows must be " + std::to_string(H) + " heads x T and k's " +
+                      std::to_string(HK) + " key/value heads x S");
   const std::size_t t_len = q.rows / H, s_len = k.rows / HK, dh = q.cols, dvh = v.cols, group = H / HK;
   if (k.cols != dh)
     throw shape_error("attention (heads first): q is " + q.shape() + " and k is " + k.shape() +
@@ -651,7 +652,8 @@ void multihead_attention(heads_first_t, std::type_identity_t<matrix_view<const T
     q_rot.emplace(copy_of(q));
     k_rot.emplace(copy_of(k));
     for (std::size_t h = 0; h < H; ++h)
-      apply_rope<T>(row_block(q_rot->view(), h * t_len, t_len), dh, *opt.rope, opt.rope->position_offset, pool);
+      apply_rope<T>(row_block(q_rot->view(), h * t_len, t_len), dh, *opt.rope, opt.rope->position_offset,
+                    pool);
     for (std::size_t g = 0; g < HK; ++g)
       apply_rope<T>(row_block(k_rot->view(), g * s_len, s_len), dh, *opt.rope,
                     opt.rope->key_position_offset.value_or(opt.rope->position_offset), pool);
@@ -670,7 +672,8 @@ void multihead_attention(heads_first_t, std::type_identity_t<matrix_view<const T
   // a NaN or inf in a key/value head's values: the kernels read a clean copy, repair_rows puts
   // them back (as in the other overload), per key/value head
   std::vector<std::optional<detail::nonfinite_values<T>>> nonfinite(HK);
-  for (std::size_t g = 0; g < HK; ++g) nonfinite[g] = detail::nonfinite_values<T>::of(row_block(v, g * s_len, s_len));
+  for (std::size_t g = 0; g < HK; ++g)
+    nonfinite[g] = detail::nonfinite_values<T>::of(row_block(v, g * s_len, s_len));
   const auto head = [&](std::size_t h) {
     const std::size_t g = h / group;
     const matrix_view<const T> vg =
@@ -737,7 +740,8 @@ template <class T>
 /// once and kept by the caller, as ONNX Runtime packs at session creation): the same bits, no
 /// repacking of the four weight matrices on every call
 template <class T>
-[[nodiscard]] multihead_result<T> self_attention(const dynamic_matrix<T>& x, const packed_attention_weights<T>& w,
+[[nodiscard]] multihead_result<T> self_attention(const dynamic_matrix<T>& x,
+                                                 const packed_attention_weights<T>& w,
                                                  const attention_options<T>& opt = {},
                                                  thread_pool* pool = &default_pool()) {
   return attention(x, x, w, opt, pool);
