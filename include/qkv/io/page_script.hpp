@@ -38,14 +38,6 @@ td.proven{box-shadow:inset 0 -2px 0 #6bae42}
 .heatmap .controls{display:flex;gap:.6em;align-items:center;font-size:.9em;margin-bottom:.3em;flex-wrap:wrap}
 .heatmap svg rect.c{cursor:help}.heatmap svg rect.c:hover,.heatmap svg rect.c:focus{stroke:#d94801;stroke-width:2}
 button,select{font:inherit;font-size:.9em}
-.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}
-.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}
-.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input[type=number]{width:4.5em;font:inherit}
-.edit-status{color:var(--muted)}
-table.m td.editable{text-decoration:underline dotted #6a8f4e}
-table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}
-table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}
-.x-changed{color:#a33b00}
 #qkv-tip{position:absolute;z-index:10;max-width:min(44em,calc(100vw - 16px));overflow-y:auto;background:var(--tipbg);border:1px solid #c9b458;border-radius:5px;
  box-shadow:0 3px 12px rgba(0,0,0,.18);padding:.55em .75em;font-size:13px;line-height:1.4}
 #qkv-tip .x-title{font-weight:600;margin-bottom:.2em}
@@ -263,11 +255,7 @@ function explanationNode(x) {
   if (m.dtype !== 'exact' && x.value !== undefined) box.appendChild(el('div', {'class': 'x-value'}, 'qkv computed it in ' + m.dtype + ': ' + vt(m, x.value)));
   x.lines.forEach(function (l) { box.appendChild(el('div', {'class': 'x-note'}, l)); });
   var key = x.i + ',' + x.j;
-  if (editor && editor.changed(x.id, x.i, x.j)) {
-    box.appendChild(el('div', {'class': 'x-note x-changed'}, (D.source ? 'Proven for the example\u2019s inputs: ' : 'Computed by qkv attend for the case\u2019s inputs: ') +
-      vt(m, editor.original(x.id, x.i, x.j)) + '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). ' +
-      'The lines below are about the ' + (D.source ? 'example\u2019s' : 'case\u2019s') + ' inputs; Reset brings them back.'));
-  }
+  if (editor) editor.note(box, x);
   if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
   if (m.truth && m.truth.ulps[key] !== undefined) {
     var tt = m.truth.ulps[key + 't'];
@@ -524,7 +512,7 @@ D.steps.forEach(function (st, n) {
 var editor = null;
 // @@edit@@: page_script::edit_js goes here on a page with a module (page.hpp)
 if (D.edit) {
-  var panel = el('div', {'class': 'edit-panel', id: 'edit-panel'}), status = el('div', {'class': 'edit-status', id: 'edit-status'});
+  var panel = el('div', {'class': D.edit.why ? 'banner' : 'edit-panel', id: 'edit-panel'}), status = el('div', {'class': 'edit-status', id: 'edit-status'});
   panel.appendChild(status);
   main.insertBefore(panel, main.querySelector('section.step'));
   if (D.edit.why) { status.textContent = D.edit.why; document.documentElement.setAttribute('data-qkv-editable', '0'); }
@@ -567,6 +555,9 @@ function parseNumber(text, f32) {
 }
 function cellText(m, v) { return m.dtype === 'float32' ? text32(v) : short(v); }
 function startEditor(E, panel, status) {
+  var style = document.createElement('style');
+  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input[type=number]{width:4.5em;font:inherit}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}';
+  document.head.appendChild(style);
   var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
   return WebAssembly.instantiate(bytes, {}).then(function (res) {
     var X = res.instance.exports; if (X._initialize) X._initialize();
@@ -629,6 +620,13 @@ function startEditor(E, panel, status) {
       });
     }
     editor = {
+      note: function (box, x) {  // a changed cell's explanation says so
+        if (!editor.changed(x.id, x.i, x.j)) return;
+        var m = M[x.id];
+    box.appendChild(el('div', {'class': 'x-note x-changed'}, (D.source ? 'Proven for the example\u2019s inputs: ' : 'Computed by qkv attend for the case\u2019s inputs: ') +
+      vt(m, editor.original(x.id, x.i, x.j)) + '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). ' +
+      'The lines below are about the ' + (D.source ? 'example\u2019s' : 'case\u2019s') + ' inputs; Reset brings them back.'));
+      },
       changed: function (id, i, j) { var o = original[id]; if (!o) return false; return !Object.is(o[i * M[id].cols + j], M[id].data[i * M[id].cols + j]); },
       original: function (id, i, j) { return original[id][i * M[id].cols + j]; },
       set: function (id, i, j, text) {
