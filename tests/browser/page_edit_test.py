@@ -227,7 +227,7 @@ def main():
         editable = driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')
         status = driver.find_element(By.ID, 'edit-status').text
         if editable != '1':
-            if 'not built' in status or 'was not found' in status or 'could not build' in status:
+            if 'qkv was' in status:  # wasm/meson.build's reasons: the tool was built without the module
                 print('SKIP: the tool was built without the WebAssembly module: ' + status)
                 return 77
             check(False, '%s: the page is not editable: %s' % (name, status))
