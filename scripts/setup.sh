@@ -8,11 +8,15 @@
 #           clang-16, which --no-install-recommends skips). g++'s comes with it (libasan8, libubsan1).
 #           For the learner's pages' browser test (tests/browser/): chromium, chromium-driver and
 #           python3-selenium. clang-format-16 checks the code's format (tests/support/check_format.py).
+#           For the pages' WebAssembly module (wasm/, docs/pages.md "Editing a page"): wasi-libc,
+#           libc++-16-dev-wasm32, libc++abi-16-dev-wasm32, libclang-rt-16-dev-wasm32 and lld-16
+#           (clang++-16 --target=wasm32-wasi); without them the pages are not editable and say why.
 set -euo pipefail
 
 packages=(g++ clang-16 libclang-rt-16-dev meson ninja-build cmake pkg-config doctest-dev libboost-dev
           nlohmann-json3-dev libbenchmark-dev libeigen3-dev libopenblas-dev
-          chromium chromium-driver python3-selenium clang-format-16)
+          chromium chromium-driver python3-selenium clang-format-16
+          wasi-libc libc++-16-dev-wasm32 libc++abi-16-dev-wasm32 libclang-rt-16-dev-wasm32 lld-16)
 
 missing=()
 for p in "${packages[@]}"; do

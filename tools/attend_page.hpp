@@ -21,6 +21,7 @@
 
 #include "attend_backward.hpp"
 #include "cli.hpp"
+#include "page_wasm.hpp"
 
 namespace qkv::cli::attend_page {
 
@@ -71,6 +72,7 @@ struct page_data {
   std::string added_note;
   std::optional<rt::dynamic_matrix<T>> q_linear, k_linear, cos_q, sin_q, cos_k, sin_k;
   const attend_detail::backward_result<T>* backward = nullptr;  // the case's d_output's gradients (or none)
+  bool half_inputs = false;  // the case's numbers are bfloat16 or float16 (the page is not editable)
 };
 
 template <class T>
@@ -255,6 +257,73 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
       std::to_string(n) + " columns side by side.");
 }
 
+/// @brief the page's "edit" object (docs/pages.md, "Editing a page"): the WebAssembly module
+/// (wasm/qkv_wasm.cpp, embedded by scripts/embed_wasm.py), the case's sizes and options, which
+/// matrices are the inputs and which the module recomputes; or {"why": ...} when the page cannot be
+/// edited: no module in this build, or a case the module does not compute (cross-attention, RoPE,
+/// ALiBi, bias, grouped-query heads, 16-bit inputs, gradients, a summarised page)
+template <class T>
+std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attention_weights<T>& w,
+                      const rt::attention_options<T>& opt, const rt::multihead_result<T>& r,
+                      std::size_t t_len, std::size_t d, bool half, bool backward) {
+  namespace pd = qkv::io::page_detail;
+  std::string why;
+  if (*qkv::io::page_wasm::why_not)
+    why = std::string("This page is not editable: ") + qkv::io::page_wasm::why_not + ".";
+  else if (has_context || opt.rope || opt.alibi || opt.bias || (opt.kv_heads && opt.kv_heads != opt.heads) ||
+           half || backward || p.summarised())
+    why = std::string(
+              "This page is not editable: the page's WebAssembly module computes self-attention with "
+              "causal, window and mask cells, and this case has ") +
+          (has_context      ? "a context (cross-attention)"
+           : opt.rope       ? "RoPE"
+           : opt.alibi      ? "ALiBi"
+           : opt.bias       ? "a bias on the scores"
+           : half           ? "16-bit inputs"
+           : backward       ? "gradients (d_output)"
+           : p.summarised() ? "too many numbers (a summarised page)"
+                            : "grouped-query heads (kv_heads)") +
+          ".";
+  std::string s = "{\"why\":";
+  pd::json_string(s, why);
+  if (!why.empty()) return s + "}";
+  const std::size_t H = r.weights.size();
+  const bool f32 = sizeof(T) == 4;
+  s += ",\"module\":\"";
+  for (std::size_t k = 0; k < qkv::io::page_wasm::chunk_count; ++k) s += qkv::io::page_wasm::chunks[k];
+  s += "\",\"module_bytes\":" + std::to_string(qkv::io::page_wasm::bytes);
+  s += ",\"dtype\":\"" + std::string(f32 ? "float32" : "float64") + "\"";
+  s += std::string(",\"out_in\":") + (w.q.layout == rt::weight_layout::out_in ? "true" : "false");
+  s += ",\"t\":" + std::to_string(t_len) + ",\"d\":" + std::to_string(d) +
+       ",\"dq\":" + std::to_string(r.queries.cols()) + ",\"dv\":" + std::to_string(r.values.cols()) +
+       ",\"dout\":" + std::to_string(w.o ? w.o->out_features() : 0) + ",\"heads\":" + std::to_string(H);
+  s += ",\"scale\":";
+  pd::json_number(s, double(r.scale), f32);
+  s += std::string(",\"causal\":") + (opt.causal ? "true" : "false") +
+       ",\"window\":" + std::to_string(opt.window);
+  // the case's own mask cells (allowed false, a padded key), without causal and window, which the
+  // page's script applies from its options
+  s += ",\"masked\":\"";
+  for (std::size_t i = 0; i < t_len; ++i)
+    for (std::size_t j = 0; j < t_len; ++j) {
+      const bool off = (opt.allowed && !opt.allowed->row(i)[j]) || (opt.key_padding && (*opt.key_padding)[j]);
+      s += off ? '1' : '0';
+    }
+  s += "\",\"inputs\":{\"x\":\"x\",\"wq\":\"wq\",\"wk\":\"wk\",\"wv\":\"wv\"";
+  s += std::string(",\"bq\":\"") + (w.q.bias.empty() ? "" : "bq") + "\",\"bk\":\"" +
+       (w.k.bias.empty() ? "" : "bk") + "\",\"bv\":\"" + (w.v.bias.empty() ? "" : "bv") + "\",\"wo\":\"" +
+       (w.o ? "wo" : "") + "\",\"bo\":\"" + (w.o && !w.o->bias.empty() ? "bo" : "") + "\"}";
+  // the module's output, in its order (wasm/qkv_wasm.cpp); "" for a part the page does not show
+  s += ",\"outputs\":[\"queries\",\"keys\",\"values\"";
+  for (std::size_t h = 0; h < H; ++h) {
+    const std::string hs = H > 1 ? "[" + std::to_string(h) + "]" : "";
+    s += ",\"scores" + hs + "\",\"scaled" + hs + "\",\"weights" + hs + "\",\"context" + hs + "\"";
+  }
+  s += std::string(",\"") + (H > 1 ? "concat" : "") + "\"";
+  if (w.o) s += ",\"output\"";
+  return s + "]}";
+}
+
 /// the learner's page of an attend case; `trace` is the text qkv attend prints (its Step lines
 /// are the page's steps); tokens / context_tokens label rows and keys when given
 template <class T>
@@ -408,6 +477,7 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   // the heatmap of a head must be after its weights; with more than one head, the steps of
   // head 0 come first and the heatmap (all heads) after the last head's step 4
   if (d.backward) backward_steps(p, x, w, r, *d.backward, scale_text, mask_note, qrow, krow, dtype);
+  p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward != nullptr));
   return p.str();
 }
 

@@ -1439,6 +1439,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   if (!want_svg && !want_html) return o;
   auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads);
   if (o.backward) d.backward = &*o.backward;
+  d.half_inputs = !pc.half.empty();
   if (want_svg)  // the title names the case by its last path component, shortened (short_name)
     o.svg = attend_page::svg(short_name(pc.file), r, d.mask, x.rows(), s_len, pc.tokens, pc.context_tokens,
                              has_context);

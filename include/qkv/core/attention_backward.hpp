@@ -23,6 +23,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "fail.hpp"
 #include "attention.hpp"
 #include "linear_backward.hpp"
 #include "math.hpp"
@@ -96,7 +97,7 @@ template <class T, std::size_t Tq, std::size_t S>
 /// detail::sqrt_dk_is_not_a_number_of_this_type; pass divide_by or multiply_by)
 namespace detail {
 [[noreturn]] inline void sqrt_dk_is_not_a_number_of_this_type() {
-  throw std::domain_error("qkv::scale_backward: sqrt(d_k) of an exact type");
+  ::qkv::detail::fail<std::domain_error>("qkv::scale_backward: sqrt(d_k) of an exact type");
 }
 }  // namespace detail
 

@@ -57,6 +57,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fail.hpp"
 #include "attention.hpp"
 #include "grouped.hpp"
 #include "half.hpp"
@@ -91,9 +92,9 @@ template <std::size_t N, std::size_t B>
 constexpr void check_lengths(const std::array<std::size_t, B>& lengths) {
   for (std::size_t b = 0; b < B; ++b)
     if (lengths[b] > N)
-      throw std::length_error("qkv::batch: sequence " + std::to_string(b) + " has length " +
-                              std::to_string(lengths[b]) + " but the batch is padded to " +
-                              std::to_string(N) + " tokens");
+      ::qkv::detail::fail<std::length_error>("qkv::batch: sequence " + std::to_string(b) + " has length " +
+                                             std::to_string(lengths[b]) + " but the batch is padded to " +
+                                             std::to_string(N) + " tokens");
 }
 }  // namespace detail
 

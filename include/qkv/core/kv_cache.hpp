@@ -34,6 +34,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fail.hpp"
 #include "attention.hpp"
 #include "masks.hpp"
 #include "matrix.hpp"
@@ -63,15 +64,16 @@ struct kv_cache {
   template <std::size_t N>
   constexpr void append(const matrix<T, N, Dk>& k_given, const matrix<T, N, Dv>& v) {
     if (N > Capacity - length)
-      throw std::length_error("qkv::kv_cache::append: " + std::to_string(N) + " tokens do not fit: " +
-                              std::to_string(length) + " held, capacity " + std::to_string(Capacity));
+      ::qkv::detail::fail<std::length_error>("qkv::kv_cache::append: " + std::to_string(N) +
+                                             " tokens do not fit: " + std::to_string(length) +
+                                             " held, capacity " + std::to_string(Capacity));
     matrix<T, N, Dk> k = k_given;
     if (rope) {
       if constexpr (rope_width_is_even<Dk>)
         k = qkv::rope(k_given, *rope, length);  // (N, Dk): row t at position length + t
       else
-        throw std::invalid_argument("qkv::kv_cache::append: RoPE needs an even key width, Dk is " +
-                                    std::to_string(Dk));
+        ::qkv::detail::fail<std::invalid_argument>(
+            "qkv::kv_cache::append: RoPE needs an even key width, Dk is " + std::to_string(Dk));
     }
     for (std::size_t t = 0; t < N; ++t) {
       for (std::size_t c = 0; c < Dk; ++c) keys.v[(length + t) * Dk + c] = k.v[t * Dk + c];
@@ -89,13 +91,14 @@ template <class T, std::size_t Tq, std::size_t Capacity, std::size_t Dk, std::si
                                                        const kv_cache<T, Capacity, Dk, Dv>& cache) {
   if (!cache.rope) return q;
   if (Tq > cache.length)
-    throw std::length_error("qkv::rope_queries: " + std::to_string(Tq) + " queries but only " +
-                            std::to_string(cache.length) + " positions cached (append their keys first)");
+    ::qkv::detail::fail<std::length_error>("qkv::rope_queries: " + std::to_string(Tq) + " queries but only " +
+                                           std::to_string(cache.length) +
+                                           " positions cached (append their keys first)");
   if constexpr (rope_width_is_even<Dk>)
     return qkv::rope(q, *cache.rope, cache.length - Tq);
   else
-    throw std::invalid_argument("qkv::rope_queries: RoPE needs an even key width, Dk is " +
-                                std::to_string(Dk));
+    ::qkv::detail::fail<std::invalid_argument>("qkv::rope_queries: RoPE needs an even key width, Dk is " +
+                                               std::to_string(Dk));
 }
 
 /// @brief attention of Tq new queries (Tq, Dk) against the cache: scores (Tq, Capacity), keys

@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "fail.hpp"
 #include "math.hpp"
 #include "matrix.hpp"
 
@@ -87,7 +88,8 @@ template <class T, std::size_t N, std::size_t D>
                                              std::size_t rotary_dim = 0) {
   const std::size_t r = rotary_dim == 0 ? D : rotary_dim;
   if (r % 2 != 0 || r > D)
-    throw std::invalid_argument("qkv::rope: rotary_dim must be even and at most the row's width D");
+    ::qkv::detail::fail<std::invalid_argument>(
+        "qkv::rope: rotary_dim must be even and at most the row's width D");
   double theta[D / 2]{};
   for (std::size_t i = 0; i < r / 2; ++i) theta[i] = rope_frequency(i, r, base);
   matrix<T, N, D> out = x;  // columns r .. D - 1 stay as they are

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "fail.hpp"
 #include "matrix.hpp"
 
 namespace qkv {
@@ -47,7 +48,7 @@ template <class T, std::size_t V, std::size_t D, class Id, std::size_t L>
     bool negative = false;
     if constexpr (std::is_signed_v<Id>) negative = ids.v[k] < Id(0);
     if (negative || static_cast<std::size_t>(ids.v[k]) >= V)
-      throw std::out_of_range("embed: a token id is outside the embedding table's rows");
+      ::qkv::detail::fail<std::out_of_range>("embed: a token id is outside the embedding table's rows");
     const std::size_t r = static_cast<std::size_t>(ids.v[k]);
     for (std::size_t j = 0; j < D; ++j) out.v[k * D + j] = table.v[r * D + j];
   }

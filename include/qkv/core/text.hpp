@@ -21,6 +21,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "fail.hpp"
+
 namespace qkv::text {
 
 /// Python's str.split() whitespace for ASCII: space, \t \n \v \f \r and the separators \x1c..\x1f
@@ -43,7 +45,8 @@ class dictionary {
   /// drop the commas, split on whitespace, sort and deduplicate; throws std::length_error if the
   /// sentence is longer than Capacity
   constexpr explicit dictionary(std::string_view sentence) {
-    if (sentence.size() > Capacity) throw std::length_error("sentence longer than the dictionary's capacity");
+    if (sentence.size() > Capacity)
+      ::qkv::detail::fail<std::length_error>("sentence longer than the dictionary's capacity");
     // pass 1: the sentence without commas, and its words in order
     for (char c : sentence)
       if (c != ',') chars_[length_++] = c;
@@ -72,7 +75,7 @@ class dictionary {
 
   /// the word with this id (ids count from 0 in sorted order); throws std::out_of_range
   [[nodiscard]] constexpr std::string_view word(std::size_t id) const {
-    if (id >= word_count_) throw std::out_of_range("no word with this id");
+    if (id >= word_count_) ::qkv::detail::fail<std::out_of_range>("no word with this id");
     return view(words_[id]);
   }
 
@@ -83,7 +86,7 @@ class dictionary {
   /// (Python raises KeyError)
   [[nodiscard]] constexpr std::size_t id(std::string_view w) const {
     const std::size_t k = find(w);
-    if (k == word_count_) throw std::out_of_range("word not in the dictionary");
+    if (k == word_count_) ::qkv::detail::fail<std::out_of_range>("word not in the dictionary");
     return k;
   }
 
@@ -102,7 +105,7 @@ class dictionary {
 
   /// word t of the sentence, in sentence order
   [[nodiscard]] constexpr std::string_view token(std::size_t t) const {
-    if (t >= token_count_) throw std::out_of_range("the sentence has fewer words");
+    if (t >= token_count_) ::qkv::detail::fail<std::out_of_range>("the sentence has fewer words");
     return view(tokens_[t]);
   }
 
@@ -110,7 +113,8 @@ class dictionary {
   /// in a constant expression does not compile)
   template <std::size_t Tokens>
   [[nodiscard]] constexpr std::array<std::size_t, Tokens> ids() const {
-    if (Tokens != token_count_) throw std::length_error("ids<N>: N must be the sentence's word count");
+    if (Tokens != token_count_)
+      ::qkv::detail::fail<std::length_error>("ids<N>: N must be the sentence's word count");
     std::array<std::size_t, Tokens> out{};
     for (std::size_t t = 0; t < Tokens; ++t) out[t] = id(view(tokens_[t]));
     return out;
@@ -129,14 +133,14 @@ class dictionary {
       std::size_t len = 0;
       for (; i < text.size() && !is_space(text[i]); ++i)
         if (text[i] != ',') {
-          if (len == Capacity) throw std::out_of_range("word not in the dictionary");
+          if (len == Capacity) ::qkv::detail::fail<std::out_of_range>("word not in the dictionary");
           word[len++] = text[i];
         }
       if (len == 0) continue;  // a lone comma is no word
-      if (n == Tokens) throw std::length_error("encode<N>: the text has more than N words");
+      if (n == Tokens) ::qkv::detail::fail<std::length_error>("encode<N>: the text has more than N words");
       out[n++] = id(std::string_view(word, len));
     }
-    if (n != Tokens) throw std::length_error("encode<N>: the text has fewer than N words");
+    if (n != Tokens) ::qkv::detail::fail<std::length_error>("encode<N>: the text has fewer than N words");
     return out;
   }
 

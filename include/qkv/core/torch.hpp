@@ -46,6 +46,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "fail.hpp"
 #include "math.hpp"
 #include "matrix.hpp"
 
@@ -408,7 +409,7 @@ class generator {
   /// from and to are rounded to T first, as the kernel does. Throws when from > to.
   template <dtype T>
   constexpr void uniform_(std::span<T> out, double from = 0.0, double to = 1.0) {
-    if (!(from <= to)) throw std::invalid_argument("uniform_ expects from <= to");
+    if (!(from <= to)) ::qkv::detail::fail<std::invalid_argument>("uniform_ expects from <= to");
     const T lo = static_cast<T>(from), hi = static_cast<T>(to);
     for (T& x : out) x = detail::scale_uniform(next_unit<T>(), lo, hi);
   }
@@ -417,7 +418,7 @@ class generator {
   /// 16 elements, otherwise the element-wise path (which reads and refills the cached sample).
   template <dtype T>
   constexpr void normal_(std::span<T> out, double mean = 0.0, double std = 1.0) {
-    if (!(std >= 0.0)) throw std::invalid_argument("normal_ expects std >= 0");
+    if (!(std >= 0.0)) ::qkv::detail::fail<std::invalid_argument>("normal_ expects std >= 0");
     if (out.size() < 16) return normal_elementwise_(out, mean, std);
     const T m = static_cast<T>(mean), s = static_cast<T>(std);
     const std::size_t n = out.size();
@@ -439,7 +440,7 @@ class generator {
   /// throughout, the result rounded to T; every other sample comes from the cache.
   template <dtype T>
   constexpr void normal_elementwise_(std::span<T> out, double mean = 0.0, double std = 1.0) {
-    if (!(std >= 0.0)) throw std::invalid_argument("normal_ expects std >= 0");
+    if (!(std >= 0.0)) ::qkv::detail::fail<std::invalid_argument>("normal_ expects std >= 0");
     for (T& x : out) x = static_cast<T>(next_normal_double(mean, std));
   }
 
@@ -600,7 +601,7 @@ class generator {
   [[nodiscard]] static constexpr std::size_t padding_row(std::ptrdiff_t padding_idx, std::size_t num) {
     const auto n = static_cast<std::ptrdiff_t>(num);
     if (padding_idx >= n || padding_idx < -n)
-      throw std::out_of_range("padding_idx must be within num_embeddings");
+      ::qkv::detail::fail<std::out_of_range>("padding_idx must be within num_embeddings");
     return static_cast<std::size_t>(padding_idx < 0 ? padding_idx + n : padding_idx);
   }
 
@@ -678,7 +679,7 @@ template <class T, std::size_t Num, std::size_t Dim, class Id, std::size_t Token
   matrix<T, Tokens, Dim> out;
   for (std::size_t t = 0; t < Tokens; ++t) {
     const auto id = static_cast<std::size_t>(ids[t]);
-    if (id >= Num) throw std::out_of_range("embedding index out of range");
+    if (id >= Num) ::qkv::detail::fail<std::out_of_range>("embedding index out of range");
     for (std::size_t j = 0; j < Dim; ++j) out.v[t * Dim + j] = weight.v[id * Dim + j];
   }
   return out;

@@ -420,6 +420,15 @@ class page {
   }
 
   /// the introduction, above the steps
+  /// @brief what makes the page editable (docs/pages.md, "Editing a page"): a JSON object, written
+  /// into the page's data as "edit" as it is given (the caller builds it: the WebAssembly module
+  /// in base64, the sizes, which matrices are the inputs and which the module recomputes); or an
+  /// object with only "why": the page is not editable, and says why. Empty: nothing is said.
+  page& edit(std::string json_object) {
+    edit_ = std::move(json_object);
+    return *this;
+  }
+
   page& intro(std::string_view text) {
     intro_ = std::string(text);
     return *this;
@@ -591,7 +600,7 @@ class page {
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n"
          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
          "'unsafe-inline'; "
-         "script-src 'unsafe-inline'; img-src data: blob:\"/>\n<title>";
+         "script-src 'unsafe-inline' 'wasm-unsafe-eval'; img-src data: blob:\"/>\n<title>";
     s += xml_escape(title_);
     s += "</title>\n<style>\n";
     s += page_script::css;
@@ -609,13 +618,22 @@ class page {
     s += "</script>\n<script>//<![CDATA[\n";
     // the script without its whole-line comments (2.4 KB of every page; they are for the reader of
     // page_script.hpp, and the script has no multi-line string a line could start inside)
-    for (std::string_view js = page_script::js; !js.empty();) {
-      const auto nl = js.find('\n');
-      const auto line = js.substr(0, nl == std::string_view::npos ? js.size() : nl + 1);
-      js.remove_prefix(line.size());
-      const auto first = line.find_first_not_of(' ');
-      if (first == std::string_view::npos || line.substr(first, 2) != "//") s += line;
-    }
+    // (and the editor only on a page that has a module to run: 9 KB that the others do without)
+    const bool editable = edit_.find("\"module\":") != std::string::npos;
+    auto add_script = [&s](std::string_view js) {
+      while (!js.empty()) {
+        const auto nl = js.find('\n');
+        const auto line = js.substr(0, nl == std::string_view::npos ? js.size() : nl + 1);
+        js.remove_prefix(line.size());
+        const auto first = line.find_first_not_of(' ');
+        if (first == std::string_view::npos || line.substr(first, 2) != "//") s += line;
+      }
+    };
+    const std::string_view js = page_script::js;
+    const auto at = js.find("// @@edit@@");
+    add_script(js.substr(0, at));
+    if (editable) add_script(page_script::edit_js);
+    if (at != std::string_view::npos) add_script(js.substr(at));
     s += "//]]>\n</script>\n</body>\n</html>\n";
     return s;
   }
@@ -634,6 +652,7 @@ class page {
   };
 
   std::string title_, intro_, source_file_;
+  std::string edit_;  // the "edit" object, or empty
   page_limits limits_;
   bool truth_ = false;
   std::vector<step_entry> steps_;
@@ -734,6 +753,7 @@ class page {
          ",\"edge\":" + std::to_string(limits_.edge) +
          ",\"whole_side\":" + std::to_string(limits_.whole_side) +
          ",\"heatmap_side\":" + std::to_string(limits_.heatmap_side) + "}";
+    if (!edit_.empty()) s += ",\"edit\":" + edit_;
     s += ",\"proofs\":[";
     for (std::size_t p = 0; p < proofs_.size(); ++p) {
       s += p ? ",{\"file\":" : "{\"file\":";

@@ -255,6 +255,7 @@ function explanationNode(x) {
   if (m.dtype !== 'exact' && x.value !== undefined) box.appendChild(el('div', {'class': 'x-value'}, 'qkv computed it in ' + m.dtype + ': ' + vt(m, x.value)));
   x.lines.forEach(function (l) { box.appendChild(el('div', {'class': 'x-note'}, l)); });
   var key = x.i + ',' + x.j;
+  if (editor) editor.note(box, x);
   if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
   if (m.truth && m.truth.ulps[key] !== undefined) {
     var tt = m.truth.ulps[key + 't'];
@@ -474,7 +475,7 @@ function heatmap(hm, k) {
     ' weights (at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head when the page holds more than ' + D.limits.full_numbers + ' numbers).'));
   function show(h) { state.head = h; if (select) select.value = String(h); holder.textContent = ''; holder.appendChild(drawHeatmap(hm, h)); fig.setAttribute('data-head', String(h)); }
   show(0);
-  heatmaps.push({fig: fig, show: show, holder: holder});
+  heatmaps.push({fig: fig, show: show, holder: holder, hm: hm, state: state});
   return fig;
 }
 
@@ -503,6 +504,26 @@ D.steps.forEach(function (st, n) {
   sec.appendChild(items);
   main.appendChild(sec);
 });
+// ---- editing (docs/pages.md, "Editing a page") --------------------------------------------------
+// D.edit: {why} when the page cannot be edited; else the module (base64), the sizes, the options
+// and which matrices are its inputs and outputs. An edit writes the inputs into the module's
+// memory, runs qkv_attend_f32/f64 (wasm/qkv_wasm.cpp: the core's arithmetic) and writes every step
+// back into the page's data, so every table, heatmap and explanation shows the recomputed numbers.
+var editor = null;
+// @@edit@@: page_script::edit_js goes here on a page with a module (page.hpp)
+if (D.edit) {
+  var panel = el('div', {'class': D.edit.why ? 'banner' : 'edit-panel', id: 'edit-panel'}), status = el('div', {'class': 'edit-status', id: 'edit-status'});
+  panel.appendChild(status);
+  main.insertBefore(panel, main.querySelector('section.step'));
+  if (D.edit.why) { status.textContent = D.edit.why; document.documentElement.setAttribute('data-qkv-editable', '0'); }
+  else {
+    status.textContent = 'Loading qkv\u2019s WebAssembly module\u2026';
+    startEditor(D.edit, panel, status).catch(function (err) {
+      status.textContent = 'This page is not editable: this browser did not run its WebAssembly module (' + err + ').';
+      document.documentElement.setAttribute('data-qkv-editable', '0');
+    });
+  }
+}
 window.qkvPage = {
   explain: explain,
   // the tooltip of cells [[id, i, j], ...] as the learner reads it: per cell, its lines [class, text]
@@ -515,10 +536,161 @@ window.qkvPage = {
   },
   svgText: function (k) { return svgText(heatmaps[k].holder.firstChild); },
   showHead: function (k, h) { heatmaps[k].show(h); },
+  editor: function () { return editor; },
+  data: D,
   ready: true
 };
 document.documentElement.setAttribute('data-qkv-ready', '1');
 })();
+)JS";
+
+/// the editor (docs/pages.md, "Editing a page"): only on a page whose "edit" object holds a
+/// WebAssembly module; io/page.hpp puts it where js says "@@edit@@", inside the script's scope
+inline constexpr const char* edit_js = R"JS(
+function parseNumber(text, f32) {
+  var t = text.trim().replace('\u2212', '-').replace('\u221e', 'inf').toLowerCase();
+  var v = /^[-+]?(inf|infinity)$/.test(t) ? (t.charAt(0) === '-' ? -Infinity : Infinity) : t === 'nan' ? NaN :
+    /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/.test(t) ? Number(t) : undefined;
+  return v === undefined ? undefined : f32 ? Math.fround(v) : v;
+}
+function cellText(m, v) { return m.dtype === 'float32' ? text32(v) : short(v); }
+function startEditor(E, panel, status) {
+  var style = document.createElement('style');
+  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input[type=number]{width:4.5em;font:inherit}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}';
+  document.head.appendChild(style);
+  var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
+  return WebAssembly.instantiate(bytes, {}).then(function (res) {
+    var X = res.instance.exports; if (X._initialize) X._initialize();
+    var f32 = E.dtype === 'float32', size = f32 ? 4 : 8, Arr = f32 ? Float32Array : Float64Array;
+    var t = E.t, H = E.heads, dvh = E.dv / H, names = ['x', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo'];
+    var inputs = names.filter(function (n) { return E.inputs[n]; }).map(function (n) { return E.inputs[n]; });
+    var original = {}, ptr = {}, total = 0;
+    var parts = [['queries', t * E.dq], ['keys', t * E.dq], ['values', t * E.dv]];
+    for (var h = 0; h < H; ++h) parts.push(['', t * t], ['', t * t], ['', t * t], ['', t * dvh]);
+    parts.push(['', t * E.dv]); if (E.dout) parts.push(['', t * E.dout]);
+    parts.forEach(function (p, k) { p[0] = E.outputs[k] || ''; });
+    inputs.concat(parts.map(function (p) { return p[0]; })).forEach(function (id) { if (id && M[id]) original[id] = M[id].data.slice(); });
+    inputs.forEach(function (id) { ptr[id] = X.qkv_alloc(M[id].data.length * size); });
+    var nOut = X.qkv_output_size(t, E.dq, E.dv, H, E.dout), outPtr = X.qkv_alloc(nOut * size), maskPtr = X.qkv_alloc(t * t);
+    var baseline = {};  // the module's own numbers for the original inputs (the first run)
+    var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: E.masked.split('').map(Number)};
+    function masked(i, j) { return opts.cells[i * t + j] === 1 || (opts.causal && j > i) || (opts.window > 0 && j < i - opts.window + 1); }
+    function run() {
+      var t0 = performance.now(), mem = X.memory.buffer;
+      inputs.forEach(function (id) { new Arr(mem, ptr[id], M[id].data.length).set(M[id].data); });
+      var mk = new Uint8Array(mem, maskPtr, t * t);
+      for (var i = 0; i < t; ++i) for (var j = 0; j < t; ++j) mk[i * t + j] = masked(i, j) ? 1 : 0;
+      var p = function (n) { return E.inputs[n] ? ptr[E.inputs[n]] : 0; };
+      var rc = (f32 ? X.qkv_attend_f32 : X.qkv_attend_f64)(p('x'), t, E.d, p('wq'), p('bq'), p('wk'), p('bk'), p('wv'), p('bv'),
+        E.dq, E.dv, p('wo'), p('bo'), E.dout, H, E.out_in ? 1 : 0, opts.scale, maskPtr, outPtr);
+      var out = new Arr(X.memory.buffer, outPtr, nOut), at = 0;
+      // a cell the edit does not reach (the module gives it the bits it gives for the original
+      // inputs) keeps the number qkv computed for the page; a cell it reaches takes the module's
+      parts.forEach(function (q) {
+        if (q[0] && M[q[0]]) {
+          var d = M[q[0]].data, o = original[q[0]], b = baseline[q[0]];
+          for (var k = 0; k < q[1]; ++k) d[k] = !b || Object.is(out[at + k], b[k]) ? o[k] : out[at + k];
+          if (!b) baseline[q[0]] = Array.prototype.slice.call(out, at, at + q[1]);
+        }
+        at += q[1];
+      });
+      var t1 = performance.now();
+      refresh();
+      if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }  // a pinned explanation follows the numbers
+      var t2 = performance.now();
+      editor.last = {compute_ms: t1 - t0, total_ms: t2 - t0, rc: rc};
+      var changed = document.querySelectorAll('td.changed').length;
+      status.textContent = 'Recomputed every step in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ core (WebAssembly, ' +
+        Math.round(E.module_bytes / 1024) + ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed +
+        ' shown cells differ from the ' + (D.source ? 'example\u2019s proven values' : 'values qkv attend computed for the case') + ' (marked orange).';
+    }
+    function refresh() {
+      [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) {
+        var id = td.getAttribute('data-m'), m = M[id]; if (!original[id]) return;
+        var i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), v = get(m, i, j);
+        if (td.firstChild && td.firstChild.nodeName === 'INPUT') return;
+        td.textContent = cellText(m, v);
+        td.classList.toggle('masked', v === -Infinity && !!m.how && m.how.op === 'scale');
+        var ch = editor.changed(id, i, j);
+        td.classList.toggle(inputs.indexOf(id) >= 0 ? 'edited' : 'changed', ch);
+      });
+      heatmaps.forEach(function (hmap) {
+        var s = ''; for (var i = 0; i < t; ++i) for (var j = 0; j < t; ++j) s += masked(i, j) ? '1' : '0';
+        hmap.hm.mask = s; hmap.show(hmap.state.head);
+      });
+    }
+    editor = {
+      note: function (box, x) {  // a changed cell's explanation says so
+        if (!editor.changed(x.id, x.i, x.j)) return;
+        var m = M[x.id];
+    box.appendChild(el('div', {'class': 'x-note x-changed'}, (D.source ? 'Proven for the example\u2019s inputs: ' : 'Computed by qkv attend for the case\u2019s inputs: ') +
+      vt(m, editor.original(x.id, x.i, x.j)) + '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). ' +
+      'The lines below are about the ' + (D.source ? 'example\u2019s' : 'case\u2019s') + ' inputs; Reset brings them back.'));
+      },
+      changed: function (id, i, j) { var o = original[id]; if (!o) return false; return !Object.is(o[i * M[id].cols + j], M[id].data[i * M[id].cols + j]); },
+      original: function (id, i, j) { return original[id][i * M[id].cols + j]; },
+      set: function (id, i, j, text) {
+        var v = typeof text === 'number' ? (f32 ? Math.fround(text) : text) : parseNumber(String(text), f32);
+        if (v === undefined || inputs.indexOf(id) < 0) return false;
+        M[id].data[i * M[id].cols + j] = v; run(); return true;
+      },
+      options: function (o) {
+        if (o.scale !== undefined) { var s1 = typeof o.scale === 'number' ? o.scale : parseNumber(String(o.scale), f32); if (s1 === undefined || !isFinite(s1)) return false; opts.scale = f32 ? Math.fround(s1) : s1; }
+        if (o.causal !== undefined) opts.causal = !!o.causal;
+        if (o.window !== undefined) opts.window = Math.max(0, Math.floor(+o.window) || 0);
+        syncPanel(); run(); return true;
+      },
+      toggleMask: function (i, j) { opts.cells[i * t + j] = opts.cells[i * t + j] ? 0 : 1; run(); },
+      reset: function () {
+        Object.keys(original).forEach(function (id) { M[id].data = original[id].slice(); });
+        opts.scale = f32 ? Math.fround(E.scale) : E.scale; opts.causal = E.causal; opts.window = E.window; opts.cells = E.masked.split('').map(Number);
+        syncPanel(); refresh(); status.textContent = 'Reset: every number is the ' + (D.source ? 'example\u2019s proven value' : 'value qkv attend computed for the case') + ' again.';
+      },
+      inputs: inputs, state: opts, last: null
+    };
+    run();  // the baseline: the module on the page's own inputs (every cell keeps its number)
+    var scaleIn = el('input', {type: 'text', id: 'edit-scale', 'aria-label': 'scale'}), causalIn = el('input', {type: 'checkbox', id: 'edit-causal'});
+    var windowIn = el('input', {type: 'number', min: '0', id: 'edit-window', 'aria-label': 'window'}), resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset');
+    function syncPanel() { scaleIn.value = f32 ? text32(opts.scale) : full(opts.scale); causalIn.checked = opts.causal; windowIn.value = String(opts.window); }
+    scaleIn.addEventListener('change', function () { if (!editor.options({scale: scaleIn.value})) scaleIn.classList.add('bad'); else scaleIn.classList.remove('bad'); });
+    causalIn.addEventListener('change', function () { editor.options({causal: causalIn.checked}); });
+    windowIn.addEventListener('change', function () { editor.options({window: windowIn.value}); });
+    resetB.addEventListener('click', function () { editor.reset(); });
+    var row = el('div', {'class': 'row'});
+    var lab = function (text, input) { var l = el('label', null, text + ' '); l.appendChild(input); return l; };
+    row.appendChild(lab('scale', scaleIn)); row.appendChild(lab('causal', causalIn)); row.appendChild(lab('window (0: none)', windowIn)); row.appendChild(resetB);
+    panel.insertBefore(row, status);
+    syncPanel();
+    inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
+    function openInput(td) {
+      var id = td.getAttribute('data-m'), i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), m = M[id];
+      var inp = el('input', {type: 'text', 'class': 'cell-input', value: cellText(m, get(m, i, j)), 'aria-label': cellName(m, i, j)});
+      td.textContent = ''; td.appendChild(inp); inp.focus(); inp.select();
+      var done = false;
+      function commit(keep) {
+        if (done) return;
+        if (keep && parseNumber(inp.value, f32) === undefined) { inp.classList.add('bad'); inp.title = 'not a number (NaN, inf and -inf are numbers here)'; return; }
+        done = true; td.removeChild(inp);
+        if (keep) editor.set(id, i, j, inp.value); else refresh();
+        td.focus();
+      }
+      inp.addEventListener('keydown', function (ev) { ev.stopPropagation(); if (ev.key === 'Enter') commit(true); else if (ev.key === 'Escape') commit(false); });
+      inp.addEventListener('blur', function () { commit(true); if (!done) commit(false); });
+    }
+    document.addEventListener('dblclick', function (ev) { var td = ev.target.closest ? ev.target.closest('td.editable') : null; if (td) openInput(td); });
+    document.addEventListener('keydown', function (ev) { var td = document.activeElement; if (ev.key === 'Enter' && td && td.classList && td.classList.contains('editable')) { ev.preventDefault(); openInput(td); } });
+    // Alt+click on a scaled score or a weight masks its key for that query (in every head), or unmasks it
+    document.addEventListener('click', function (ev) {
+      if (!ev.altKey) return; var c = ev.target.closest ? ev.target.closest('[data-m]') : null; if (!c) return;
+      var m = M[c.getAttribute('data-m')]; if (!m.how || (m.how.op !== 'scale' && m.how.op !== 'softmax')) return;
+      editor.toggleMask(+c.getAttribute('data-i'), +c.getAttribute('data-j'));
+    }, true);
+    status.textContent = 'Editable: double-click an input cell (x, the weights), or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
+      Math.round(E.module_bytes / 1024) + ' KB, in this page). Alt+click a scaled score or a weight to mask its key. Cells that differ from the ' +
+      (D.source ? 'example\u2019s proven values' : 'case\u2019s') + ' turn orange.';
+    document.documentElement.setAttribute('data-qkv-editable', '1');
+  });
+}
 )JS";
 
 }  // namespace qkv::io::page_script

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""page_edit_test.py: editing a `qkv attend --html` page in a real browser (issue 30).
+
+    page_edit_test.py QKV QKV_WASM_CHECK SOURCE_ROOT OUT_DIR
+
+In headless chromium, from file:// (no server, no network), for each case below the page's
+WebAssembly module starts (the page says it is editable), then edits are made, one after the
+other, as a learner makes them: a cell of x typed in (double-click, type, Enter: the real UI),
+NaN and infinity typed into x and the values' weights, the causal option, a key masked with
+Alt+click, and a whole row masked. After each edit every step's numbers in the page's data are
+compared, bit for bit, with what the page must show:
+  - a cell the edit reaches: the module's number, which must be the bits of the same C++ built
+    natively (`qkv_wasm_check run`, wasm/qkv_wasm_check.cpp: the core's arithmetic; its own
+    check ties it to the core's templates);
+  - a cell the edit does not reach (the native module gives it the bits it gives for the
+    original inputs): the number qkv attend wrote into the page.
+The NaN row, the fully masked row (weights 0, context 0) follow docs/numerics.md's policy, and are
+checked by value too. `qkv attend --json` (the runtime path) is run natively on each edited case
+and the share of cells with the same bits is printed, not asserted: the runtime sums with fma and
+its own vector exp, the module with the core's arithmetic (docs/pages.md, "Editing a page").
+Reset must bring back every number's bits. A page the module does not compute (RoPE) says why.
+Recompute times (the module's call, and with the page redrawn) are printed, not asserted, and
+so is a 128-token, 12-head call of the module in the page. Screenshots in OUT_DIR.
+Exit 77 (skipped) without chromium, or when the tool was built without the module.
+"""
+import json
+import math
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+QKV, CHECK, ROOT, OUT = sys.argv[1:5]
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
+import browser  # noqa: E402
+if browser.missing():
+    print('SKIP: ' + browser.missing())
+    sys.exit(77)
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+os.makedirs(OUT, exist_ok=True)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print('FAIL:', what)
+    return cond
+
+
+def f32(v):
+    return struct.unpack('<f', struct.pack('<f', v))[0]
+
+
+def random_case(seed, t, d, heads, dq, dv, dout, dtype='float32', causal=False, biases=True):
+    rnd = random.Random(seed)
+    r = (lambda: f32(rnd.uniform(-1.5, 1.5))) if dtype == 'float32' else (lambda: rnd.uniform(-1.5, 1.5))
+    m = lambda rows, cols: [[r() for _ in range(cols)] for _ in range(rows)]  # noqa: E731
+    c = {'dtype': dtype, 'x': m(t, d), 'wq': m(dq, d), 'wk': m(dq, d), 'wv': m(dv, d), 'heads': heads,
+         'causal': causal}
+    if biases:
+        c.update(bq=[r() for _ in range(dq)], bk=[r() for _ in range(dq)], bv=[r() for _ in range(dv)])
+    if dout:
+        c['wo'] = m(dout, dv)
+        if biases:
+            c['bo'] = [r() for _ in range(dout)]
+    return c
+
+
+# the page's data as bits: each matrix's numbers as hex of the float32 or float64 bits (JSON has no
+# NaN and no -0)
+BITS_JS = '''
+var P = window.qkvPage, E = P.data.edit, out = {};
+Object.keys(P.data.matrices).forEach(function (id) {
+  var m = P.data.matrices[id]; if (!m.data) return;
+  var f = m.dtype === 'float32', a = f ? new Float32Array(m.data) : new Float64Array(m.data), u = new Uint8Array(a.buffer), s = '';
+  for (var k = 0; k < u.length; ++k) s += (u[k] < 16 ? '0' : '') + u[k].toString(16);
+  out[id] = s;
+});
+return out;'''
+
+
+def page_bits(driver):
+    return {k: bytes.fromhex(v) for k, v in driver.execute_script(BITS_JS).items()}
+
+
+def native_module(spec, bits, mask):
+    """`qkv_wasm_check run` on the page's inputs (bits) and mask: every step's bytes, by output id"""
+    f = spec['dtype'] == 'float32'
+    size, fmt = (4, '<f') if f else (8, '<d')
+    inp = spec['inputs']
+    head = [size, spec['t'], spec['d'], spec['dq'], spec['dv'], spec['dout'], spec['heads'], 1 if spec['out_in'] else 0,
+            bool(inp['bq']), bool(inp['bk']), bool(inp['bv']), bool(inp['wo']), bool(inp['bo']), 1]
+    data = struct.pack('<14I', *[int(h) for h in head]) + struct.pack(fmt, spec['state_scale'])
+    for n in ['x', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo']:
+        if inp[n]:
+            data += bits[inp[n]]
+    data += bytes(mask)
+    r = subprocess.run([CHECK, 'run'], input=data, capture_output=True)
+    if r.returncode:
+        raise SystemExit('qkv_wasm_check run failed: %d' % r.returncode)
+    t, H, dq, dv = spec['t'], spec['heads'], spec['dq'], spec['dv']
+    sizes = [t * dq, t * dq, t * dv] + [t * t, t * t, t * t, t * dv // H] * H + [t * dv] + ([t * spec['dout']] if spec['dout'] else [])
+    out, at = {}, 0
+    for name, n in zip(spec['outputs'], sizes):
+        if name:
+            out[name] = r.stdout[at * size:(at + n) * size]
+        at += n
+    return out
+
+
+def page_mask(driver):
+    st = driver.execute_script('var s = window.qkvPage.editor().state; return [s.scale, s.causal, s.window, s.cells];')
+    return st
+
+
+def expected(spec, native_now, native_orig, orig_bits, size):
+    """what the page must show: the module's bits where the edit reaches, the page's own elsewhere"""
+    exp = {}
+    for name, now in native_now.items():
+        o, b = orig_bits[name], native_orig[name]
+        exp[name] = b''.join(now[k:k + size] if now[k:k + size] != b[k:k + size] else o[k:k + size]
+                             for k in range(0, len(now), size))
+    return exp
+
+
+def as_case(spec, bits, st, fmt, size):
+    """the page's current inputs as a `qkv attend` case file"""
+    def vals(b):
+        out = []
+        for k in range(0, len(b), size):
+            v = struct.unpack(fmt, b[k:k + size])[0]
+            out.append('NaN' if v != v else 'Infinity' if v == math.inf else '-Infinity' if v == -math.inf else v)
+        return out
+
+    def mat(b, rows, cols):
+        v = vals(b)
+        return [v[i * cols:(i + 1) * cols] for i in range(rows)]
+    t, d, dq, dv = spec['t'], spec['d'], spec['dq'], spec['dv']
+    inp = spec['inputs']
+    w = (lambda n, o, i: mat(bits[n], o, i)) if spec['out_in'] else (lambda n, o, i: mat(bits[n], i, o))
+    c = {'dtype': spec['dtype'], 'x': mat(bits['x'], t, d), 'wq': w('wq', dq, d), 'wk': w('wk', dq, d),
+         'wv': w('wv', dv, d), 'heads': spec['heads'], 'scale': st[0], 'causal': st[1], 'window': st[2],
+         'weight_layout': 'out_in' if spec['out_in'] else 'in_out',
+         'allowed': [[st[3][i * t + j] == 0 for j in range(t)] for i in range(t)]}
+    for n in ['bq', 'bk', 'bv', 'bo']:
+        if inp[n]:
+            c[n] = vals(bits[inp[n]])
+    if inp['wo']:
+        c['wo'] = w('wo', spec['dout'], dv)
+    return c
+
+
+def tool_json(case, tmp):
+    path = os.path.join(tmp, 'edited.json')
+    with open(path, 'w') as f:
+        json.dump(case, f)
+    r = subprocess.run([QKV, 'attend', path, '--json'], capture_output=True, text=True)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def flatten(v):
+    if isinstance(v, dict):
+        return flatten(v['data'])
+    if isinstance(v, list):
+        return [y for e in v for y in flatten(e)]
+    return [v]
+
+
+def same_as_tool(spec, shown, doc, fmt, size):
+    """cells of the page equal, bit for bit, to `qkv attend --json` on the same inputs (NaN = NaN)"""
+    same = total = 0
+    H = spec['heads']
+    for name, b in shown.items():
+        base = name.split('[')[0]
+        key = {'scaled': 'scaled_scores'}.get(base, base)
+        if key not in doc:
+            continue
+        v = doc[key]
+        if '[' in name:
+            h = int(name.split('[')[1].rstrip(']'))
+            v = v[h] if isinstance(v, list) and len(v) == H else v
+        ref = flatten(v)
+        if len(ref) * size != len(b):
+            continue
+        for k, e in enumerate(ref):
+            e = float('nan') if e == 'NaN' else math.inf if e == 'Infinity' else -math.inf if e == '-Infinity' else e
+            a = struct.unpack(fmt, b[k * size:(k + 1) * size])[0]
+            total += 1
+            same += (a != a and e != e) or struct.pack(fmt, a) == struct.pack(fmt, e)
+    return same, total
+
+
+def main():
+    driver = browser.start(1280, 1000)
+    driver.set_script_timeout(60)
+    tmp = tempfile.mkdtemp(prefix='qkv-edit-')
+    cases = [
+        ('illustrated', os.path.join(ROOT, 'tests', 'cli', 'attend', 'illustrated.json')),
+        ('two_heads', random_case(11, 5, 8, 2, 8, 8, 6)),
+        ('float64', random_case(12, 4, 6, 2, 4, 6, 3, dtype='float64', causal=True)),
+    ]
+    for name, case in cases:
+        if isinstance(case, dict):
+            path = os.path.join(tmp, name + '.json')
+            with open(path, 'w') as f:
+                json.dump(case, f)
+        else:
+            path = case
+        html = os.path.join(OUT, 'edit_%s.html' % name)
+        r = subprocess.run([QKV, 'attend', path, '--html', html], capture_output=True, text=True)
+        if not check(r.returncode == 0, '%s: qkv attend --html: %s' % (name, r.stderr)):
+            continue
+        print('%s: page %d bytes (%.0f KB)' % (name, os.path.getsize(html), os.path.getsize(html) / 1024))
+        check(os.path.getsize(html) <= 1 << 20, '%s: the page is at most 1 MB' % name)
+        driver.get('file://' + html)
+        t0 = time.time()
+        while time.time() - t0 < 20 and driver.execute_script(
+                'return document.documentElement.getAttribute("data-qkv-editable")') is None:
+            time.sleep(0.05)
+        editable = driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')
+        status = driver.find_element(By.ID, 'edit-status').text
+        if editable != '1':
+            if 'qkv was' in status:  # wasm/meson.build's reasons: the tool was built without the module
+                print('SKIP: the tool was built without the WebAssembly module: ' + status)
+                return 77
+            check(False, '%s: the page is not editable: %s' % (name, status))
+            continue
+        spec = driver.execute_script('return window.qkvPage.data.edit;')
+        f = spec['dtype'] == 'float32'
+        size, fmt = (4, '<f') if f else (8, '<d')
+        orig = page_bits(driver)
+        st = page_mask(driver)
+        spec['state_scale'] = st[0]
+
+        def mask_of(st):
+            t = spec['t']
+            return [1 if st[3][i * t + j] or (st[1] and j > i) or (st[2] and j < i - st[2] + 1) else 0
+                    for i in range(t) for j in range(t)]
+        native_orig = native_module(spec, orig, mask_of(st))
+        # a tool's page agrees with the module for the original inputs where the arithmetic agrees;
+        # what matters is the page's own first numbers are the tool's (page_test.py checks them)
+        t, d = spec['t'], spec['d']
+
+        def verify(what):
+            bits = page_bits(driver)
+            st = page_mask(driver)
+            spec['state_scale'] = st[0]
+            now = native_module(spec, bits, mask_of(st))
+            exp = expected(spec, now, native_orig, orig, size)
+            bad = [n for n in exp if exp[n] != bits.get(n)]
+            check(not bad, '%s, %s: the page differs from the native build in %s' % (name, what, bad))
+            last = driver.execute_script('return window.qkvPage.editor().last;')
+            reached = sum(1 for n in exp for k in range(0, len(exp[n]), size)
+                          if now[n][k:k + size] != native_orig[n][k:k + size])
+            doc = tool_json(as_case(spec, bits, st, fmt, size), tmp)
+            same, total = same_as_tool(spec, {n: bits[n] for n in exp}, doc, fmt, size) if doc else (0, 0)
+            print('  %-44s %s: %4d cells recomputed, every step bit for bit = native; module %.2f ms, with the page '
+                  'redrawn %.1f ms; same bits as qkv attend --json on these inputs: %d of %d cells' % (
+                      what, 'ok' if not bad else 'DIFFERS', reached, last['compute_ms'], last['total_ms'], same, total))
+            return bits
+
+        # 1. the real UI: double-click x(1, 1) (row 1, column 1 as the page counts), type, Enter
+        td = driver.find_element(By.CSS_SELECTOR, 'td[data-m="x"][data-i="0"][data-j="0"]')
+        ActionChains(driver).double_click(td).perform()
+        inp = driver.find_element(By.CSS_SELECTOR, 'td[data-m="x"][data-i="0"][data-j="0"] input')
+        inp.send_keys(Keys.CONTROL, 'a')
+        inp.send_keys('2.5', Keys.ENTER)
+        bits = verify('x(1, 1) = 2.5 typed in')
+        check(struct.unpack(fmt, bits['x'][:size])[0] == 2.5, '%s: x(1, 1) is 2.5 after typing' % name)
+        check('changed' in driver.find_element(By.CSS_SELECTOR, 'td[data-m="queries"][data-i="0"][data-j="0"]')
+              .get_attribute('class') or struct.unpack(fmt, bits['queries'][:size]) == struct.unpack(fmt, orig['queries'][:size]),
+              '%s: a recomputed query cell is marked' % name)
+        tip = driver.execute_script('return window.qkvPage.tips([["queries", 0, 0]])[0];')
+        if driver.execute_script('return window.qkvPage.editor().changed("queries", 0, 0);'):
+            check(any('recomputed for yours' in l[1] for l in tip), '%s: a changed cell\'s explanation says so' % name)
+        driver.save_screenshot(os.path.join(OUT, 'edit_%s_typed.png' % name))
+        # 2. NaN in x(2, 2): its token's row is NaN, and every query that sees it
+        driver.execute_script('window.qkvPage.editor().set("x", 1, 1, "NaN");')
+        verify('x(2, 2) = NaN')
+        # 3. inf in the values' weights, -inf in x
+        driver.execute_script('window.qkvPage.editor().set("wv", 0, 1, "inf");')
+        verify('wv(1, 2) = inf')
+        driver.execute_script('window.qkvPage.editor().reset();')
+        check(page_bits(driver) == orig, '%s: Reset brings back every number\'s bits' % name)
+        # 4. causal on, then off (the option)
+        driver.find_element(By.ID, 'edit-causal').click()
+        verify('causal toggled')
+        # 5. a key masked with Alt+click on a weight, then every key of the last query: a fully masked row
+        heads = spec['heads']
+        wid = 'weights' if heads == 1 else 'weights[0]'
+        cell = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="%d"][data-j="0"]' % (wid, t - 1))
+        ActionChains(driver).key_down(Keys.ALT).click(cell).key_up(Keys.ALT).perform()
+        verify('key 1 masked for the last query (Alt+click)')
+        for j in range(t):
+            if not page_mask(driver)[3][(t - 1) * t + j]:
+                driver.execute_script('window.qkvPage.editor().toggleMask(%d, %d);' % (t - 1, j))
+        bits = verify('the last query fully masked')
+        w = bits[wid][(t - 1) * t * size:t * t * size]
+        check(all(struct.unpack(fmt, w[k:k + size])[0] == 0 for k in range(0, len(w), size)),
+              '%s: a fully masked row has weights 0 (docs/numerics.md)' % name)
+        driver.save_screenshot(os.path.join(OUT, 'edit_%s_masked.png' % name))
+        driver.execute_script('window.qkvPage.editor().reset();')
+        check(page_bits(driver) == orig, '%s: Reset brings back every number\'s bits (after mask edits)' % name)
+
+    # a page the module does not compute says why
+    html = os.path.join(OUT, 'edit_rope.html')
+    subprocess.run([QKV, 'attend', os.path.join(ROOT, 'tests', 'cli', 'attend', 'chapter_two.json'), '--html', html],
+                   capture_output=True, check=True)
+    driver.get('file://' + html)
+    status = driver.find_element(By.ID, 'edit-status').text
+    check(status.startswith('This page is not editable'), 'chapter_two: the page says why it is not editable: ' + status)
+    print('chapter_two (RoPE, ALiBi, GQA): ' + status)
+
+    # the module alone, in the page, on a 128-token, 12-head case (d_model 768)
+    driver.get('file://' + os.path.join(OUT, 'edit_two_heads.html'))
+    ms = driver.execute_async_script('''
+var done = arguments[arguments.length - 1], E = JSON.parse(document.getElementById('qkv-data').textContent).edit;
+var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
+WebAssembly.instantiate(bytes, {}).then(function (r) {
+  var X = r.instance.exports; X._initialize();
+  var t = 128, d = 768, H = 12, a = function (n) { var p = X.qkv_alloc(n * 4), v = new Float32Array(X.memory.buffer, p, n);
+    for (var k = 0; k < n; ++k) v[k] = Math.sin(k * 0.37) * 0.05; return p; };
+  var x = a(t * d), wq = a(d * d), wk = a(d * d), wv = a(d * d), wo = a(d * d), n = X.qkv_output_size(t, d, d, H, d), out = X.qkv_alloc(n * 4);
+  var t0 = performance.now();
+  X.qkv_attend_f32(x, t, d, wq, 0, wk, 0, wv, 0, d, d, wo, 0, d, H, 1, 0.125, 0, out);
+  done(performance.now() - t0);
+});''')
+    print('the module in chromium, 128 tokens, 12 heads, d_model 768, every step kept: %.0f ms' % ms)
+    browser.stop()
+    print('%d failure(s)' % len(failures) if failures else 'all edits: every step bit for bit as the native build')
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

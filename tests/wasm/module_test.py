@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""module_test.py: the learner pages' WebAssembly module (wasm/qkv_wasm.cpp) gives the bits of
+the same source built natively, and the native build gives the bits of the core's templates.
+
+    module_test.py QKV_WASM_CHECK QKV_WASM.wasm [QKV_TOOL]
+
+1. `qkv_wasm_check core`: the module's run-time loops against the core's fixed-size templates
+   (multihead_attend_projected, output_projection) on a 4-token, 2-head case, float and double,
+   finite, with a NaN in x, with a fully masked row: the same bits in every step.
+2. For each case below, every step's bytes from the .wasm run by node (wasm/run_module.mjs) and
+   from the native build (`qkv_wasm_check run`) are compared byte for byte (NaN payloads
+   included): float32 and float64, both weight layouts, biases or none, an output projection or
+   none, causal, mask cells, a fully masked row, NaN and infinity in x and in the values'
+   weights, a 128-token 12-head case. The time node takes is printed, not asserted.
+3. With QKV_TOOL: the same cases through `qkv attend --json` (the runtime path: fma chains and
+   its own vector exp, docs/numerics.md) are compared with the module and the number of cells
+   with the same bits printed per step, not asserted: the module computes in the core's
+   arithmetic, which differs from the runtime's in the last bits (see docs/pages.md).
+Exit 77 (skipped) without node.
+"""
+import json
+import math
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RUNNER = HERE.parent.parent / 'wasm' / 'run_module.mjs'
+
+
+def make_case(seed, dtype, t, d, heads, dq, dv, dout, out_in, biases, causal, scale=None, edit=None):
+    rnd = random.Random(seed)
+    f32 = dtype == 'float32'
+
+    def r(n):
+        vals = [rnd.uniform(-1.5, 1.5) for _ in range(n)]
+        return [struct.unpack('<f', struct.pack('<f', v))[0] for v in vals] if f32 else vals
+    c = {'dtype': dtype, 't': t, 'd': d, 'heads': heads, 'dq': dq, 'dv': dv, 'dout': dout, 'out_in': out_in,
+         'x': r(t * d), 'wq': r(dq * d), 'wk': r(dq * d), 'wv': r(dv * d),
+         'bq': r(dq) if biases else None, 'bk': r(dq) if biases else None, 'bv': r(dv) if biases else None,
+         'wo': r(dout * dv) if dout else None, 'bo': r(dout) if dout and biases else None,
+         'scale': scale if scale is not None else 1 / math.sqrt(dq // heads),
+         'mask': [1 if causal and j > i else 0 for i in range(t) for j in range(t)]}
+    if f32:
+        c['scale'] = struct.unpack('<f', struct.pack('<f', c['scale']))[0]
+    if edit:
+        edit(c)
+    return c
+
+
+def binary(c):
+    fmt = '<f' if c['dtype'] == 'float32' else '<d'
+    head = [4 if c['dtype'] == 'float32' else 8, c['t'], c['d'], c['dq'], c['dv'], c['dout'] if c['wo'] else 0,
+            c['heads'], 1 if c['out_in'] else 0, c['bq'] is not None, c['bk'] is not None, c['bv'] is not None,
+            c['wo'] is not None, c['bo'] is not None, 1]
+    out = struct.pack('<14I', *[int(h) for h in head]) + struct.pack(fmt, c['scale'])
+    for k in ['x', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo']:
+        if c[k] is not None:
+            out += b''.join(struct.pack(fmt, v) for v in c[k])
+    return out + bytes(c['mask'])
+
+
+def weights_matrix(flat, rows, cols, out_in):
+    """the module takes W as stored: out_in (out, in) or in_out (in, out); the case file too"""
+    return [flat[i * cols:(i + 1) * cols] for i in range(rows)]
+
+
+def as_case_json(c):
+    """the same case as a `qkv attend` case file"""
+    def num(v):
+        return 'NaN' if v != v else 'Infinity' if v == math.inf else '-Infinity' if v == -math.inf else v
+    t, d, dq, dv = c['t'], c['d'], c['dq'], c['dv']
+
+    def mat(flat, rows, cols):
+        return [[num(v) for v in flat[i * cols:(i + 1) * cols]] for i in range(rows)]
+    w = (lambda f, o, i: mat(f, o, i)) if c['out_in'] else (lambda f, o, i: mat(f, i, o))
+    j = {'dtype': c['dtype'], 'x': mat(c['x'], t, d), 'wq': w(c['wq'], dq, d), 'wk': w(c['wk'], dq, d),
+         'wv': w(c['wv'], dv, d), 'heads': c['heads'], 'scale': num(c['scale']),
+         'weight_layout': 'out_in' if c['out_in'] else 'in_out',
+         'allowed': [[c['mask'][i * t + k] == 0 for k in range(t)] for i in range(t)]}
+    for k in ['bq', 'bk', 'bv', 'bo']:
+        if c[k] is not None:
+            j[k] = [num(v) for v in c[k]]
+    if c['wo'] is not None:
+        j['wo'] = w(c['wo'], c['dout'], dv)
+    return j
+
+
+def steps(c, raw):
+    """the module's output split into its steps (wasm/qkv_wasm.cpp's order)"""
+    size = 4 if c['dtype'] == 'float32' else 8
+    t, dq, dv, h = c['t'], c['dq'], c['dv'], c['heads']
+    parts = [('queries', t * dq), ('keys', t * dq), ('values', t * dv)]
+    for k in range(h):
+        parts += [('scores', t * t, k), ('scaled_scores', t * t, k), ('weights', t * t, k), ('context', t * dv // h, k)]
+    parts += [('concat', t * dv)]
+    if c['wo'] is not None:
+        parts += [('output', t * c['dout'])]
+    out, at = [], 0
+    for p in parts:
+        out.append((p, raw[at * size:(at + p[1]) * size]))
+        at += p[1]
+    assert at * size == len(raw), (at * size, len(raw))
+    return out
+
+
+def flatten(v):
+    if isinstance(v, dict):
+        return flatten(v['data'])
+    if isinstance(v, list):
+        return [y for e in v for y in flatten(e)]
+    return [v]
+
+
+def tool_bits(c, j, name, head, fmt):
+    """the runtime's values of one step from `qkv attend --json`, packed as the module's"""
+    v = j[name]
+    if head is not None and name in ('scores', 'scaled_scores', 'weights', 'context'):
+        v = v[head] if isinstance(v, list) else v
+    vals = flatten(v)
+    conv = [float('nan') if e == 'NaN' else math.inf if e == 'Infinity' else -math.inf if e == '-Infinity' else float(e)
+            for e in vals]
+    return b''.join(struct.pack(fmt, e) for e in conv)
+
+
+def main():
+    check, module = sys.argv[1], sys.argv[2]
+    tool = sys.argv[3] if len(sys.argv) > 3 else None
+    node = shutil.which('node') or shutil.which('nodejs')
+    r = subprocess.run([check, 'core'], capture_output=True, text=True)
+    print(r.stdout + r.stderr, end='')
+    if r.returncode != 0:
+        print('FAIL: the module\'s loops differ from the core\'s templates')
+        return 1
+    if not node:
+        print('node not found: the .wasm is not run (skipped)')
+        return 77
+
+    def nan_x(c):
+        c['x'][2 * c['d'] + 1] = float('nan')
+
+    def inf_w(c):
+        c['wv'][3] = math.inf
+        c['x'][0] = -math.inf
+
+    def masked_row(c):
+        t = c['t']
+        for j in range(t):
+            c['mask'][3 * t + j] = 1
+        c['mask'][1 * t + 0] = 1
+    cases = [
+        ('float32, 2 heads, out_in, biases, output projection, causal',
+         make_case(1, 'float32', 5, 8, 2, 8, 8, 6, True, True, True)),
+        ('float64, 2 heads, out_in, biases, output projection',
+         make_case(2, 'float64', 5, 8, 2, 8, 8, 6, True, True, False)),
+        ('float32, 1 head, in_out, no bias, no output projection, unscaled',
+         make_case(3, 'float32', 4, 3, 1, 3, 3, 0, False, False, False, scale=1.0)),
+        ('float32, NaN in x[2][1] (causal)', make_case(4, 'float32', 5, 8, 2, 8, 8, 6, True, True, True, edit=nan_x)),
+        ('float32, +inf in wv, -inf in x[0][0]', make_case(5, 'float32', 5, 8, 2, 8, 8, 6, True, True, False, edit=inf_w)),
+        ('float32, query 3 fully masked, key 0 masked for query 1',
+         make_case(6, 'float32', 6, 8, 2, 8, 8, 6, True, True, False, edit=masked_row)),
+        ('float64, NaN in x[2][1], query 3 fully masked',
+         make_case(7, 'float64', 6, 8, 2, 8, 8, 6, True, True, True, edit=lambda c: (nan_x(c), masked_row(c)))),
+        ('float32, 128 tokens, 12 heads, d 96, causal', make_case(8, 'float32', 128, 96, 12, 96, 96, 96, True, True, True)),
+    ]
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix='qkv-wasm-') as tmp:
+        for name, c in cases:
+            data = binary(c)
+            native = subprocess.run([check, 'run'], input=data, capture_output=True)
+            t0 = time.perf_counter()
+            wasm = subprocess.run([node, str(RUNNER), module], input=data, capture_output=True)
+            dt = time.perf_counter() - t0
+            if native.returncode or wasm.returncode:
+                print('FAIL %s: native exit %d, node exit %d: %s' % (name, native.returncode, wasm.returncode,
+                                                                   wasm.stderr.decode()[-400:]))
+                failed += 1
+                continue
+            same = native.stdout == wasm.stdout
+            n = len(native.stdout) // (4 if c['dtype'] == 'float32' else 8)
+            print('%s %s: %d numbers, wasm (node, %.0f ms with start-up) %s native' % (
+                'ok  ' if same else 'FAIL', name, n, dt * 1000, '==' if same else '!=', ))
+            failed += not same
+            if tool:
+                path = Path(tmp) / 'case.json'
+                path.write_text(json.dumps(as_case_json(c)))
+                j = subprocess.run([tool, 'attend', str(path), '--json'], capture_output=True, text=True)
+                if j.returncode:
+                    print('     qkv attend --json: exit %d: %s' % (j.returncode, j.stderr.strip()))
+                    continue
+                doc = json.loads(j.stdout)
+                fmt = '<f' if c['dtype'] == 'float32' else '<d'
+                size = struct.calcsize(fmt)
+                tally = {}
+                for p, raw in steps(c, wasm.stdout):
+                    key = p[0]
+                    if key not in doc:
+                        continue
+                    ref = tool_bits(c, doc, key, p[2] if len(p) > 2 else None, fmt)
+                    if len(ref) != len(raw):
+                        tally.setdefault(key, [0, 0, 'shape differs'])
+                        continue
+                    eq = sum(raw[k:k + size] == ref[k:k + size] or
+                             (struct.unpack(fmt, raw[k:k + size])[0] != struct.unpack(fmt, raw[k:k + size])[0] and
+                              struct.unpack(fmt, ref[k:k + size])[0] != struct.unpack(fmt, ref[k:k + size])[0])
+                             for k in range(0, len(raw), size))
+                    a = tally.setdefault(key, [0, 0, ''])
+                    a[0] += eq
+                    a[1] += len(raw) // size
+                print('     against qkv attend --json (the runtime path), cells with the same bits (NaN = NaN): ' +
+                      ', '.join('%s %d/%d' % (k, v[0], v[1]) for k, v in tally.items()))
+    print('%d case(s) differ' % failed if failed else 'every case: the .wasm and the native build give the same bytes')
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

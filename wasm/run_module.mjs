@@ -1,0 +1,27 @@
+// run_module.mjs: the page's WebAssembly module under node (no WASI needed: the module imports
+// nothing), on a case in tests/wasm/module_test.py's binary form on stdin; every step's bytes on
+// stdout, as `qkv_wasm_check run` writes them natively.   node run_module.mjs qkv_wasm.wasm < case.bin
+import { readFileSync, writeSync } from 'node:fs';
+
+const { instance } = await WebAssembly.instantiate(readFileSync(process.argv[2]), {});
+const e = instance.exports;
+if (e._initialize) e._initialize();
+const input = readFileSync(0);
+const h = new Uint32Array(input.buffer.slice(input.byteOffset, input.byteOffset + 56));
+const [dtype, t, d, dq, dv, dout, heads, outIn, hasBq, hasBk, hasBv, hasWo, hasBo, hasMask] = h;
+const at = e.qkv_alloc(input.length);
+new Uint8Array(e.memory.buffer, at, input.length).set(input);
+let p = at + 56;
+const scaleBytes = new Uint8Array(e.memory.buffer, p, dtype).slice();
+const scale = dtype === 8 ? new Float64Array(scaleBytes.buffer)[0] : new Float32Array(scaleBytes.buffer)[0];
+p += dtype;
+const take = (present, n) => { if (!present) return 0; const r = p; p += n * dtype; return r; };
+const x = take(1, t * d), wq = take(1, dq * d), bq = take(hasBq, dq), wk = take(1, dq * d), bk = take(hasBk, dq);
+const wv = take(1, dv * d), bv = take(hasBv, dv), wo = take(hasWo, dout * dv), bo = take(hasBo, dout);
+const mask = hasMask ? p : 0;
+const n = e.qkv_output_size(t, dq, dv, heads, hasWo ? dout : 0);
+const out = e.qkv_alloc(n * dtype);
+const f = dtype === 8 ? e.qkv_attend_f64 : e.qkv_attend_f32;
+const rc = f(x, t, d, wq, bq, wk, bk, wv, bv, dq, dv, wo, bo, dout, heads, outIn, scale, mask, out);
+if (rc !== 0) process.exit(2);
+writeSync(1, new Uint8Array(e.memory.buffer, out, n * dtype));
