@@ -24,8 +24,11 @@ if ! dpkg-query -W -f='${Status}' libclang-rt-16-dev 2>/dev/null | grep -q "inst
 fi
 
 mkdir -p build-fuzz
+# attend's page code includes the pages' WebAssembly module (wasm/meson.build makes page_wasm.hpp);
+# the fuzzed readers write no page, so the header here holds no module and says why
+python3 scripts/embed_wasm.py --none "a fuzzing build (scripts/fuzz.sh) has no module" build-fuzz/page_wasm.hpp
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -ffp-contract=off -Iinclude "-DQKV_VOCAB=\"$PWD/data/bert-base-uncased/vocab.txt\"")
+       -ffp-contract=off -Iinclude -Ibuild-fuzz "-DQKV_VOCAB=\"$PWD/data/bert-base-uncased/vocab.txt\"")
 for t in "${targets[@]}"; do
   echo "== fuzz: build $t"
   extra=()  # the case readers include the runtime path: built for the project's default -march,
