@@ -182,13 +182,15 @@ done_step "CMake, find_package(qkv COMPONENTS runtime io exact) from the staged 
 
 # --- 5. the light install ---------------------------------------------------------------------
 # -Dtests=false -Dexamples=false: the tool and nothing else (its `qkv explain` stubs say the
-# examples were not built); configured only, as building the tool is what the build above did
+# examples were not built) and its pages' WebAssembly module (wasm/: qkv_wasm.wasm embedded as
+# page_wasm.hpp, or a header saying why not); configured only, as building the tool is what the
+# build above did
 light=$work/light
 run env CXX="$cxx" meson setup "$light" "$source_root" -Dtests=false -Dexamples=false || fail "light install: meson setup"
 light_targets=$(meson introspect --targets "$light" | python3 -c '
 import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 for t in $light_targets; do
-  case $t in qkv | qkv_commands | example_not_built_* | examples_list.hpp | qkv_single_header) ;; *) fail "light install: builds '$t' (targets: $light_targets)" ;; esac
+  case $t in qkv | qkv_commands | example_not_built_* | examples_list.hpp | qkv_single_header | qkv_wasm.wasm | page_wasm.hpp) ;; *) fail "light install: builds '$t' (targets: $light_targets)" ;; esac
 done
 for f in $(meson introspect --targets "$light" | python3 -c '
 import json, sys
@@ -212,6 +214,6 @@ for f in qkv.pc qkv-runtime.pc qkv-io.pc qkvConfig.cmake; do
 done
 [ -n "$(find "$light_root" -path '*include/qkv/qkv.hpp')" ] || fail "light install: the headers are not installed"
 [ -z "$(find "$light_root" -path '*/bin/qkv')" ] || fail "light install: -Dtool=false installed bin/qkv"
-done_step "light install: -Dtests=false -Dexamples=false builds $(echo "$light_targets" | wc -w) targets (qkv, its explain stubs, the single header); -Dtool=false the single header alone"
+done_step "light install: -Dtests=false -Dexamples=false builds $(echo "$light_targets" | wc -w) targets (qkv, its explain stubs, its pages' module, the single header); -Dtool=false the single header alone"
 
 echo "consumers: all passed"
