@@ -34,41 +34,58 @@ struct layer_norm_moments {
   T mean, r;
 };
 
-/// the moments of rows i0 .. i0 + 3 of x (d = x.cols >= 1), the four rows' sums interleaved:
-/// each row's sums keep their index order (the same bits as one row at a time), but the four
-/// chains are independent, so they overlap instead of waiting on each add's latency
-template <class T, std::size_t R>
-void layer_norm_moments_of_rows(matrix_view<const T> x, std::size_t i0, T eps, layer_norm_moments<T>* out) {
-  const std::size_t d = x.cols;
-  const T* row[R];
-  for (std::size_t k = 0; k < R; ++k) row[k] = x.data + (i0 + k) * x.row_stride;
-  const std::size_t cs = x.col_stride;
-  T s[R], q[R], mean[R];
-  for (std::size_t k = 0; k < R; ++k) s[k] = row[k][0];
-  for (std::size_t j = 1; j < d; ++j)
-    for (std::size_t k = 0; k < R; ++k) s[k] += row[k][j * cs];
-  for (std::size_t k = 0; k < R; ++k) {
-    mean[k] = s[k] / T(d);
-    q[k] = T(0);
-  }
-  for (std::size_t j = 0; j < d; ++j)
-    for (std::size_t k = 0; k < R; ++k) {
-      const T c = row[k][j * cs] - mean[k];
-      q[k] += c * c;
-    }
-  for (std::size_t k = 0; k < R; ++k) {
-    const T variance = q[k] / T(d);
-    out[k] = {mean[k], T(1) / std::sqrt(T(variance + eps))};  // correctly rounded, as qkv::sqrt
-  }
+/// the moments of one row from its sums: mean = s / d, r = 1 / sqrt(q / d + eps)
+template <class T>
+[[nodiscard]] inline layer_norm_moments<T> layer_norm_moments_from(T mean, T q, std::size_t d, T eps) {
+  const T variance = q / T(d);
+  return {mean, T(1) / std::sqrt(T(variance + eps))};  // correctly rounded, as qkv::sqrt
 }
 
-/// the moments of every row of x into out (x.rows entries): four rows at a time, then one
+/// the moments of every row of x into out (x.rows entries, x.cols >= 1). Four rows at a time,
+/// their sums interleaved in four named accumulators: each row's sums keep their index order
+/// (the same bits as one row at a time), but the four chains are independent, so they overlap
+/// instead of each add waiting on the one before it; the last rows one at a time.
 template <class T>
 void layer_norm_moments_of(matrix_view<const T> x, T eps, layer_norm_moments<T>* out) {
-  if (x.cols == 0) return;
+  const std::size_t d = x.cols, cs = x.col_stride;
+  if (d == 0) return;
   std::size_t i = 0;
-  for (; i + 4 <= x.rows; i += 4) layer_norm_moments_of_rows<T, 4>(x, i, eps, out + i);
-  for (; i < x.rows; ++i) layer_norm_moments_of_rows<T, 1>(x, i, eps, out + i);
+  for (; i + 4 <= x.rows; i += 4) {
+    const T* r0 = x.data + i * x.row_stride;
+    const T *r1 = r0 + x.row_stride, *r2 = r1 + x.row_stride, *r3 = r2 + x.row_stride;
+    T s0 = r0[0], s1 = r1[0], s2 = r2[0], s3 = r3[0];
+    for (std::size_t j = 1; j < d; ++j) {
+      s0 += r0[j * cs];
+      s1 += r1[j * cs];
+      s2 += r2[j * cs];
+      s3 += r3[j * cs];
+    }
+    const T m0 = s0 / T(d), m1 = s1 / T(d), m2 = s2 / T(d), m3 = s3 / T(d);
+    T q0 = T(0), q1 = T(0), q2 = T(0), q3 = T(0);
+    for (std::size_t j = 0; j < d; ++j) {
+      const T c0 = r0[j * cs] - m0, c1 = r1[j * cs] - m1, c2 = r2[j * cs] - m2, c3 = r3[j * cs] - m3;
+      q0 += c0 * c0;
+      q1 += c1 * c1;
+      q2 += c2 * c2;
+      q3 += c3 * c3;
+    }
+    out[i] = layer_norm_moments_from(m0, q0, d, eps);
+    out[i + 1] = layer_norm_moments_from(m1, q1, d, eps);
+    out[i + 2] = layer_norm_moments_from(m2, q2, d, eps);
+    out[i + 3] = layer_norm_moments_from(m3, q3, d, eps);
+  }
+  for (; i < x.rows; ++i) {
+    const T* r0 = x.data + i * x.row_stride;
+    T s0 = r0[0];
+    for (std::size_t j = 1; j < d; ++j) s0 += r0[j * cs];
+    const T m0 = s0 / T(d);
+    T q0 = T(0);
+    for (std::size_t j = 0; j < d; ++j) {
+      const T c0 = r0[j * cs] - m0;
+      q0 += c0 * c0;
+    }
+    out[i] = layer_norm_moments_from(m0, q0, d, eps);
+  }
 }
 
 /// layer_norm_backward with the forward's moments given (one per row of x)

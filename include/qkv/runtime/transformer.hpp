@@ -359,7 +359,17 @@ attention_options<T> causal_options(const transformer_options& o) {
 template <class T>
 void relu_into(const dynamic_matrix<T>& x, dynamic_matrix<T>& y) {
   y.resize(x.rows(), x.cols());
-  for (std::size_t k = 0; k < x.size(); ++k) y.data()[k] = x.data()[k] > T(0) ? x.data()[k] : T(0);
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  const std::size_t n = x.size();
+  const T* xp = x.data();
+  T* yp = y.data();
+  std::size_t k = 0;
+  for (; k + W <= n; k += W) {  // x where x > 0, else 0 (NaN too): the scalar loop's values
+    const V xv(xp + k, stdx::element_aligned);
+    select(xv > V(T(0)), xv, V(T(0))).copy_to(yp + k, stdx::element_aligned);
+  }
+  for (; k < n; ++k) yp[k] = xp[k] > T(0) ? xp[k] : T(0);
 }
 
 }  // namespace detail
@@ -390,7 +400,7 @@ void transformer_forward(const transformer<T>& m, const std::int32_t* tokens, st
   for (std::size_t k = 0; k < n; ++k) {
     const T* te = v + m.token_embedding() + std::size_t(tokens[k]) * d;
     const T* pe = v + m.position_embedding() + (k % length) * d;
-    for (std::size_t j = 0; j < d; ++j) x0(k, j) = te[j] + pe[j];
+    detail::add_elements<T>(te, pe, x0.row(k), d);
   }
   const T scale = detail::reciprocal_sqrt_rounded_once<T>(o.d_model / o.heads);
   attention_mask mask;
