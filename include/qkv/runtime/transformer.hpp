@@ -212,6 +212,8 @@ template <class T>
 struct transformer_layer_cache {
   dynamic_matrix<T> in, a_in, qkv, concat, attn_out, s1, h, f_in, f1, f1r, f2, s2, out;
   std::vector<attention_statistics<T>> stats;  // one per sequence
+  // the LayerNorms' row moments (mean, 1 / sqrt(var + eps)), one per row, for the backward
+  std::vector<detail::layer_norm_moments<T>> norm1, norm2;
 };
 
 /// @brief the forward's kept steps and the backward's scratch, reused from call to call
@@ -220,11 +222,23 @@ struct transformer_cache {
   std::size_t sequences = 0, length = 0;
   std::vector<transformer_layer_cache<T>> layers;
   dynamic_matrix<T> fin, logits;  // the head's input (norm(out) or out) and the logits (B T, V)
+  std::vector<detail::layer_norm_moments<T>> norm;  // the final norm's row moments (pre-norm)
   dynamic_matrix<T> d_logits, d_x, d_y, d_f, d_tmp, d_concat, d_qkv;
   attention_gradients<T> g;
 };
 
 namespace detail {
+
+/// out[k] = a[k] + b[k], k < n, on simd (one add per element: the scalar loop's bits; out may be a)
+template <class T>
+void add_elements(const T* a, const T* b, T* out, std::size_t n) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  std::size_t k = 0;
+  for (; k + W <= n; k += W)
+    (V(a + k, stdx::element_aligned) + V(b + k, stdx::element_aligned)).copy_to(out + k, stdx::element_aligned);
+  for (; k < n; ++k) out[k] = a[k] + b[k];
+}
 
 /// y = x Wᵀ + b, W (out, in) at w, b at bias: nn.Linear
 template <class T>
@@ -243,7 +257,10 @@ void linear_backward(matrix_view<const T> x, matrix_view<const T> w, matrix_view
   const matrix_view<T> dwv{dw, w.rows, w.cols, w.cols, 1};
   if (x.rows > 0) product_block<T>(transposed(dy), x, dwv, epilogue<T>{}, 0, w.rows, 0, w.cols, true);
   for (std::size_t i = 0; i < dy.rows; ++i)
-    for (std::size_t c = 0; c < dy.cols; ++c) db[c] += dy(i, c);
+    if (dy.col_stride == 1)
+      add_elements<T>(db, dy.data + i * dy.row_stride, db, dy.cols);  // rows ascending, as below
+    else
+      for (std::size_t c = 0; c < dy.cols; ++c) db[c] += dy(i, c);
   if (dx) {
     dx->resize(dy.rows, w.cols);
     matrix_product<T>(dy, w, dx->view(), {}, nullptr);
@@ -252,12 +269,61 @@ void linear_backward(matrix_view<const T> x, matrix_view<const T> w, matrix_view
 
 template <class T>
 void add_into(dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
-  for (std::size_t k = 0; k < a.size(); ++k) a.data()[k] += b.data()[k];
+  add_elements<T>(a.data(), b.data(), a.data(), a.size());
+}
+
+/// a + b into out (encoder.hpp's add, on simd: the same bits)
+template <class T>
+void add_matrices(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b, dynamic_matrix<T>& out) {
+  out.resize(a.rows(), a.cols());
+  add_elements<T>(a.data(), b.data(), out.data(), a.size());
+}
+
+/// the ReLU's backward in place: d[k] = 0 where x[k] > 0 does not hold (NaN included)
+template <class T>
+void relu_backward(const dynamic_matrix<T>& x, dynamic_matrix<T>& d) {
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  const std::size_t n = d.size();
+  const T* xp = x.data();
+  T* dp = d.data();
+  std::size_t k = 0;
+  for (; k + W <= n; k += W) {
+    const V dv(dp + k, stdx::element_aligned);
+    select(V(xp + k, stdx::element_aligned) > V(T(0)), dv, V(T(0))).copy_to(dp + k, stdx::element_aligned);
+  }
+  for (; k < n; ++k)
+    if (!(xp[k] > T(0))) dp[k] = T(0);
 }
 
 template <class T>
 void add_into(T* a, const T* b, std::size_t n) {
-  for (std::size_t k = 0; k < n; ++k) a[k] += b[k];
+  add_elements<T>(a, b, a, n);
+}
+
+/// @brief encoder.hpp's layer_norm (the same bits: its moments, then ((x - mean) r) w + b
+/// element by element, on simd), weight and bias d values at w and b, each row's moments kept
+/// in moments for layer_norm_backward_rows
+template <class T>
+void layer_norm_keeping(matrix_view<const T> x, const T* w, const T* b, T eps, dynamic_matrix<T>& out,
+                        std::vector<layer_norm_moments<T>>& moments) {
+  const std::size_t n = x.rows, d = x.cols;
+  out.resize(n, d);
+  moments.resize(n);
+  layer_norm_moments_of<T>(x, eps, moments.data());
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T* xr = x.data + i * x.row_stride;  // x.col_stride is 1: a whole matrix's view
+    T* yr = out.row(i);
+    const V mean(moments[i].mean), r(moments[i].r);
+    std::size_t j = 0;
+    for (; j + W <= d; j += W)
+      (((V(xr + j, stdx::element_aligned) - mean) * r) * V(w + j, stdx::element_aligned) +
+       V(b + j, stdx::element_aligned))
+          .copy_to(yr + j, stdx::element_aligned);
+    for (; j < d; ++j) yr[j] = ((xr[j] - moments[i].mean) * moments[i].r) * w[j] + b[j];
+  }
 }
 
 /// the layer's attention weights copied out of the flat buffer (q, k, v: rows of in_proj)
@@ -293,7 +359,17 @@ attention_options<T> causal_options(const transformer_options& o) {
 template <class T>
 void relu_into(const dynamic_matrix<T>& x, dynamic_matrix<T>& y) {
   y.resize(x.rows(), x.cols());
-  for (std::size_t k = 0; k < x.size(); ++k) y.data()[k] = x.data()[k] > T(0) ? x.data()[k] : T(0);
+  using V = simd<T>;
+  constexpr std::size_t W = lanes<T>;
+  const std::size_t n = x.size();
+  const T* xp = x.data();
+  T* yp = y.data();
+  std::size_t k = 0;
+  for (; k + W <= n; k += W) {  // x where x > 0, else 0 (NaN too): the scalar loop's values
+    const V xv(xp + k, stdx::element_aligned);
+    select(xv > V(T(0)), xv, V(T(0))).copy_to(yp + k, stdx::element_aligned);
+  }
+  for (; k < n; ++k) yp[k] = xp[k] > T(0) ? xp[k] : T(0);
 }
 
 }  // namespace detail
@@ -324,7 +400,7 @@ void transformer_forward(const transformer<T>& m, const std::int32_t* tokens, st
   for (std::size_t k = 0; k < n; ++k) {
     const T* te = v + m.token_embedding() + std::size_t(tokens[k]) * d;
     const T* pe = v + m.position_embedding() + (k % length) * d;
-    for (std::size_t j = 0; j < d; ++j) x0(k, j) = te[j] + pe[j];
+    detail::add_elements<T>(te, pe, x0.row(k), d);
   }
   const T scale = detail::reciprocal_sqrt_rounded_once<T>(o.d_model / o.heads);
   attention_mask mask;
@@ -333,10 +409,9 @@ void transformer_forward(const transformer<T>& m, const std::int32_t* tokens, st
     auto& lc = c.layers[l];
     const auto& lo = m.layer(l);
     if (l > 0) lc.in = c.layers[l - 1].out;
-    const std::vector<T> n1w(v + lo.n1_w, v + lo.n1_w + d), n1b(v + lo.n1_b, v + lo.n1_b + d),
-        n2w(v + lo.n2_w, v + lo.n2_w + d), n2b(v + lo.n2_b, v + lo.n2_b + d);
+    const T *n1w = v + lo.n1_w, *n1b = v + lo.n1_b, *n2w = v + lo.n2_w, *n2b = v + lo.n2_b;
     if (o.norm_first)
-      layer_norm<T>(lc.in.view(), n1w, n1b, eps, lc.a_in);
+      detail::layer_norm_keeping<T>(lc.in.view(), n1w, n1b, eps, lc.a_in, lc.norm1);
     else
       lc.a_in = lc.in;
     // the projections of every row at once: qkv = a_in in_projᵀ + in_proj_bias (n, 3d)
@@ -352,28 +427,26 @@ void transformer_forward(const transformer<T>& m, const std::int32_t* tokens, st
                                         lc.stats[s], nullptr);
     }
     detail::linear_forward<T>(lc.concat.view(), m.view(lo.out_w, d, d), v + lo.out_b, lc.attn_out);
-    add(lc.in, lc.attn_out, lc.s1);
+    detail::add_matrices(lc.in, lc.attn_out, lc.s1);
     if (o.norm_first) {
       lc.h = lc.s1;
-      layer_norm<T>(lc.h.view(), n2w, n2b, eps, lc.f_in);
+      detail::layer_norm_keeping<T>(lc.h.view(), n2w, n2b, eps, lc.f_in, lc.norm2);
     } else {
-      layer_norm<T>(lc.s1.view(), n1w, n1b, eps, lc.h);
+      detail::layer_norm_keeping<T>(lc.s1.view(), n1w, n1b, eps, lc.h, lc.norm1);
       lc.f_in = lc.h;
     }
     detail::linear_forward<T>(lc.f_in.view(), m.view(lo.l1_w, o.d_ff, d), v + lo.l1_b, lc.f1);
     detail::relu_into(lc.f1, lc.f1r);
     detail::linear_forward<T>(lc.f1r.view(), m.view(lo.l2_w, d, o.d_ff), v + lo.l2_b, lc.f2);
-    add(lc.h, lc.f2, lc.s2);
+    detail::add_matrices(lc.h, lc.f2, lc.s2);
     if (o.norm_first)
       lc.out = lc.s2;
     else
-      layer_norm<T>(lc.s2.view(), n2w, n2b, eps, lc.out);
+      detail::layer_norm_keeping<T>(lc.s2.view(), n2w, n2b, eps, lc.out, lc.norm2);
   }
   const auto& last = c.layers.back().out;
   if (o.norm_first) {
-    const std::vector<T> nw(v + m.norm_weight(), v + m.norm_weight() + d),
-        nb(v + m.norm_bias(), v + m.norm_bias() + d);
-    layer_norm<T>(last.view(), nw, nb, eps, c.fin);
+    detail::layer_norm_keeping<T>(last.view(), v + m.norm_weight(), v + m.norm_bias(), eps, c.fin, c.norm);
   } else {
     c.fin = last;
   }
@@ -391,14 +464,13 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
     throw shape_error("transformer_backward: d_logits is " + d_logits.shape() + " but the logits are " +
                       c.logits.shape());
   const T* v = m.values().data();
-  const T eps = T(o.layer_norm_eps);
   // the head
   detail::linear_backward<T>(c.fin.view(), m.view(m.head_weight(), o.vocab, d), d_logits,
                              grad + m.head_weight(), grad + m.head_bias(), &c.d_y);
   // d_y: the gradient of the current activation (the last layer's output first)
   if (o.norm_first) {
     c.d_x.resize(n, d);
-    layer_norm_backward<T>(c.layers.back().out.view(), v + m.norm_weight(), eps, c.d_y.view(), c.d_x.view(),
+    detail::layer_norm_backward_rows<T>(c.layers.back().out.view(), c.norm.data(), v + m.norm_weight(), c.d_y.view(), c.d_x.view(),
                            grad + m.norm_weight(), grad + m.norm_bias());
     std::swap(c.d_x, c.d_y);
   }
@@ -411,28 +483,27 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
     // c.d_y = d out; after the post-norm's norm2: d s2 = d h (residual) = d f2
     if (!o.norm_first) {
       c.d_x.resize(n, d);
-      layer_norm_backward<T>(lc.s2.view(), v + lo.n2_w, eps, c.d_y.view(), c.d_x.view(), grad + lo.n2_w,
+      detail::layer_norm_backward_rows<T>(lc.s2.view(), lc.norm2.data(), v + lo.n2_w, c.d_y.view(), c.d_x.view(), grad + lo.n2_w,
                              grad + lo.n2_b);
       std::swap(c.d_x, c.d_y);
     }
     // the feed-forward: d f2 = d_y
     detail::linear_backward<T>(lc.f1r.view(), m.view(lo.l2_w, d, o.d_ff), c.d_y.view(), grad + lo.l2_w,
                                grad + lo.l2_b, &c.d_f);
-    for (std::size_t k = 0; k < c.d_f.size(); ++k)
-      if (!(lc.f1.data()[k] > T(0))) c.d_f.data()[k] = T(0);  // ReLU: the gradient where the input > 0
+    detail::relu_backward(lc.f1, c.d_f);  // ReLU: the gradient where the input > 0
     detail::linear_backward<T>(lc.f_in.view(), m.view(lo.l1_w, o.d_ff, d), c.d_f.view(), grad + lo.l1_w,
                                grad + lo.l1_b, &c.d_tmp);
     // d h = d_y (the residual) + d f_in (through norm2 when pre-norm)
     if (o.norm_first) {
       c.d_x.resize(n, d);
-      layer_norm_backward<T>(lc.h.view(), v + lo.n2_w, eps, c.d_tmp.view(), c.d_x.view(), grad + lo.n2_w,
+      detail::layer_norm_backward_rows<T>(lc.h.view(), lc.norm2.data(), v + lo.n2_w, c.d_tmp.view(), c.d_x.view(), grad + lo.n2_w,
                              grad + lo.n2_b);
       detail::add_into(c.d_y, c.d_x);
     } else {
       detail::add_into(c.d_y, c.d_tmp);
       // post-norm: h = norm1(s1)
       c.d_x.resize(n, d);
-      layer_norm_backward<T>(lc.s1.view(), v + lo.n1_w, eps, c.d_y.view(), c.d_x.view(), grad + lo.n1_w,
+      detail::layer_norm_backward_rows<T>(lc.s1.view(), lc.norm1.data(), v + lo.n1_w, c.d_y.view(), c.d_x.view(), grad + lo.n1_w,
                              grad + lo.n1_b);
       std::swap(c.d_x, c.d_y);
     }
@@ -457,7 +528,7 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
                                grad + lo.in_b, &c.d_tmp);
     if (o.norm_first) {
       c.d_x.resize(n, d);
-      layer_norm_backward<T>(lc.in.view(), v + lo.n1_w, eps, c.d_tmp.view(), c.d_x.view(), grad + lo.n1_w,
+      detail::layer_norm_backward_rows<T>(lc.in.view(), lc.norm1.data(), v + lo.n1_w, c.d_tmp.view(), c.d_x.view(), grad + lo.n1_w,
                              grad + lo.n1_b);
       detail::add_into(c.d_y, c.d_x);
     } else {
@@ -469,10 +540,8 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
   for (std::size_t k = 0; k < n; ++k) {
     T* gt = grad + m.token_embedding() + std::size_t(tokens[k]) * d;
     T* gp = grad + m.position_embedding() + (k % L) * d;
-    for (std::size_t j = 0; j < d; ++j) {
-      gt[j] += c.d_y(k, j);
-      gp[j] += c.d_y(k, j);
-    }
+    detail::add_into(gt, c.d_y.row(k), d);
+    detail::add_into(gp, c.d_y.row(k), d);
   }
 }
 
