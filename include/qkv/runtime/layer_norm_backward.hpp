@@ -148,7 +148,8 @@ void layer_norm_backward_rows(matrix_view<const T> x, const layer_norm_moments<T
     const V mgv(horizontal_sum(mg) / T(d)), mgxv(horizontal_sum(mgx) / T(d));
     for (j = 0; j + W <= d; j += W) {
       const V g = V(dyr + j, stdx::element_aligned) * V(weight + j, stdx::element_aligned);
-      (r * ((g - mgv) - V(xhat.data() + j, stdx::element_aligned) * mgxv)).copy_to(dxr + j, stdx::element_aligned);
+      (r * ((g - mgv) - V(xhat.data() + j, stdx::element_aligned) * mgxv))
+          .copy_to(dxr + j, stdx::element_aligned);
     }
     if (j < d) {
       const std::size_t m = d - j;

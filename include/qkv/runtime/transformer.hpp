@@ -236,7 +236,8 @@ void add_elements(const T* a, const T* b, T* out, std::size_t n) {
   constexpr std::size_t W = lanes<T>;
   std::size_t k = 0;
   for (; k + W <= n; k += W)
-    (V(a + k, stdx::element_aligned) + V(b + k, stdx::element_aligned)).copy_to(out + k, stdx::element_aligned);
+    (V(a + k, stdx::element_aligned) + V(b + k, stdx::element_aligned))
+        .copy_to(out + k, stdx::element_aligned);
   for (; k < n; ++k) out[k] = a[k] + b[k];
 }
 
@@ -470,8 +471,9 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
   // d_y: the gradient of the current activation (the last layer's output first)
   if (o.norm_first) {
     c.d_x.resize(n, d);
-    detail::layer_norm_backward_rows<T>(c.layers.back().out.view(), c.norm.data(), v + m.norm_weight(), c.d_y.view(), c.d_x.view(),
-                           grad + m.norm_weight(), grad + m.norm_bias());
+    detail::layer_norm_backward_rows<T>(c.layers.back().out.view(), c.norm.data(), v + m.norm_weight(),
+                                        c.d_y.view(), c.d_x.view(), grad + m.norm_weight(),
+                                        grad + m.norm_bias());
     std::swap(c.d_x, c.d_y);
   }
   const T scale = detail::reciprocal_sqrt_rounded_once<T>(o.d_model / o.heads);
@@ -483,8 +485,8 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
     // c.d_y = d out; after the post-norm's norm2: d s2 = d h (residual) = d f2
     if (!o.norm_first) {
       c.d_x.resize(n, d);
-      detail::layer_norm_backward_rows<T>(lc.s2.view(), lc.norm2.data(), v + lo.n2_w, c.d_y.view(), c.d_x.view(), grad + lo.n2_w,
-                             grad + lo.n2_b);
+      detail::layer_norm_backward_rows<T>(lc.s2.view(), lc.norm2.data(), v + lo.n2_w, c.d_y.view(),
+                                          c.d_x.view(), grad + lo.n2_w, grad + lo.n2_b);
       std::swap(c.d_x, c.d_y);
     }
     // the feed-forward: d f2 = d_y
@@ -496,15 +498,15 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
     // d h = d_y (the residual) + d f_in (through norm2 when pre-norm)
     if (o.norm_first) {
       c.d_x.resize(n, d);
-      detail::layer_norm_backward_rows<T>(lc.h.view(), lc.norm2.data(), v + lo.n2_w, c.d_tmp.view(), c.d_x.view(), grad + lo.n2_w,
-                             grad + lo.n2_b);
+      detail::layer_norm_backward_rows<T>(lc.h.view(), lc.norm2.data(), v + lo.n2_w, c.d_tmp.view(),
+                                          c.d_x.view(), grad + lo.n2_w, grad + lo.n2_b);
       detail::add_into(c.d_y, c.d_x);
     } else {
       detail::add_into(c.d_y, c.d_tmp);
       // post-norm: h = norm1(s1)
       c.d_x.resize(n, d);
-      detail::layer_norm_backward_rows<T>(lc.s1.view(), lc.norm1.data(), v + lo.n1_w, c.d_y.view(), c.d_x.view(), grad + lo.n1_w,
-                             grad + lo.n1_b);
+      detail::layer_norm_backward_rows<T>(lc.s1.view(), lc.norm1.data(), v + lo.n1_w, c.d_y.view(),
+                                          c.d_x.view(), grad + lo.n1_w, grad + lo.n1_b);
       std::swap(c.d_x, c.d_y);
     }
     // c.d_y = d s1 = d in (residual) = d attn_out; the attention, sequence by sequence
@@ -528,8 +530,8 @@ void transformer_backward(const transformer<T>& m, const std::int32_t* tokens, t
                                grad + lo.in_b, &c.d_tmp);
     if (o.norm_first) {
       c.d_x.resize(n, d);
-      detail::layer_norm_backward_rows<T>(lc.in.view(), lc.norm1.data(), v + lo.n1_w, c.d_tmp.view(), c.d_x.view(), grad + lo.n1_w,
-                             grad + lo.n1_b);
+      detail::layer_norm_backward_rows<T>(lc.in.view(), lc.norm1.data(), v + lo.n1_w, c.d_tmp.view(),
+                                          c.d_x.view(), grad + lo.n1_w, grad + lo.n1_b);
       detail::add_into(c.d_y, c.d_x);
     } else {
       detail::add_into(c.d_y, c.d_tmp);
