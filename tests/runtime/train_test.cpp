@@ -4,6 +4,7 @@
 // PyTorch parity: train_torch_test.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -252,3 +253,105 @@ TEST_CASE("cross-entropy: ignored rows give nothing, a NaN logit gives a NaN los
   CHECK(std::isnan(rt::cross_entropy_sum<float>(logits.view(), {2, 0}, 2, d)));
   CHECK(std::isnan(d(1, 0)));
 }
+
+namespace train_test {
+
+/// a value in [-2, 2) from rng (53 or 24 bits of it, exact in T)
+template <class T>
+T draw(rt::splitmix64& rng) {
+  return T(double(rng.next() >> 11) * 0x1p-51 - 2.0);
+}
+
+/// LayerNorm on simd (the trainer's forward and backward) against the scalar code at widths that
+/// are no multiple of the simd width (the partial-vector tails) and at row counts around the
+/// four-row blocks of layer_norm_moments_of
+template <class T>
+void check_layer_norm_tails() {
+  const T eps = T(1e-5);
+  constexpr double u = std::numeric_limits<T>::epsilon() / 2;
+  auto gamma = [](double k) { return k * u / (1 - k * u); };
+  rt::splitmix64 rng{17};
+  for (std::size_t d : {1u, 3u, 7u, 9u, 13u, 17u, 31u, 37u})
+    for (std::size_t n : {1u, 4u, 5u, 7u}) {
+      CAPTURE(d);
+      CAPTURE(n);
+      rt::dynamic_matrix<T> x(n, d), dy(n, d);
+      std::vector<T> w(d), b(d);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < d; ++j) {
+          x(i, j) = draw<T>(rng);
+          dy(i, j) = draw<T>(rng);
+        }
+      for (std::size_t j = 0; j < d; ++j) {
+        w[j] = draw<T>(rng);
+        b[j] = draw<T>(rng);
+      }
+      // forward: encoder.hpp's layer_norm (the core's scalar arithmetic) bit for bit
+      rt::dynamic_matrix<T> y_scalar, y_simd;
+      std::vector<rt::detail::layer_norm_moments<T>> moments;
+      rt::layer_norm<T>(x.view(), w, b, eps, y_scalar);
+      rt::detail::layer_norm_keeping<T>(x.view(), w.data(), b.data(), eps, y_simd, moments);
+      bool same = true;
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < d; ++j) same = same && y_scalar(i, j) == y_simd(i, j);
+      CHECK(same);
+      // backward: the simd rows against the scalar formulas in index order (the strided-column
+      // path of layer_norm_backward_rows: x, dy, dx viewed with col_stride 2 in wider buffers)
+      std::vector<T> xs(n * 2 * d), dys(n * 2 * d), dxs(n * 2 * d);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < d; ++j) {
+          xs[i * 2 * d + 2 * j] = x(i, j);
+          dys[i * 2 * d + 2 * j] = dy(i, j);
+        }
+      const rt::matrix_view<const T> xv{xs.data(), n, d, 2 * d, 2}, dyv{dys.data(), n, d, 2 * d, 2};
+      const rt::matrix_view<T> dxv{dxs.data(), n, d, 2 * d, 2};
+      rt::dynamic_matrix<T> dx(n, d);
+      std::vector<T> dw(d, T(0)), db(d, T(0)), dw_s(d, T(0)), db_s(d, T(0));
+      rt::detail::layer_norm_backward_rows<T>(x.view(), moments.data(), w.data(), dy.view(), dx.view(),
+                                              dw.data(), db.data());
+      rt::detail::layer_norm_backward_rows<T>(xv, moments.data(), w.data(), dyv, dxv, dw_s.data(),
+                                              db_s.data());
+      // dw, db: the same operations element by element, rows ascending: the same bits
+      CHECK(dw == dw_s);
+      CHECK(db == db_s);
+      // dx = r ((g - mg) - x̂ mgx), g = dy w, mg = Σg / d, mgx = Σ g x̂ / d. The two paths differ
+      // only in the order of the two sums (lanes then a fixed horizontal sum, against index
+      // order): every order of a d-term sum is within γ(d-1) Σ|terms| of the exact sum, so the
+      // two means differ by at most δ1 = 2 γ(d-1) Σ|g| / d + u (|mg| + |mg'|) (each divided by d
+      // with one rounding), δ2 likewise with Σ|g x̂|. Each path then rounds g - mg, x̂ mgx, their
+      // difference and the product with r: within γ(4) r (|g| + |mg| + |x̂| |mgx|) of its exact
+      // value. So |dx - dx'| <= r (δ1 + |x̂| δ2) + 2 γ(4) r (|g| + M + |x̂| M2), M and M2 the
+      // larger of each mean's magnitudes (bounded by Σ|g| / d (1 + γ(d)), Σ|g x̂| / d (1 + γ(d))).
+      double worst = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double mean = moments[i].mean, r = moments[i].r;
+        double sg = 0, sgx = 0;
+        std::vector<double> xh(d), g(d);
+        for (std::size_t j = 0; j < d; ++j) {
+          xh[j] = double(T((x(i, j) - T(mean)) * T(r)));
+          g[j] = double(T(dy(i, j) * w[j]));
+          sg += std::abs(g[j]);
+          sgx += std::abs(double(T(T(g[j]) * T(xh[j]))));
+        }
+        const double M = sg / double(d) * (1 + gamma(double(d))),
+                     M2 = sgx / double(d) * (1 + gamma(double(d)));
+        const double d1 = 2 * gamma(double(d - 1)) * sg / double(d) + 2 * u * M;
+        const double d2 = 2 * gamma(double(d - 1)) * sgx / double(d) + 2 * u * M2;
+        for (std::size_t j = 0; j < d; ++j) {
+          const double bound = r * (d1 + std::abs(xh[j]) * d2) +
+                               2 * gamma(4) * r * (std::abs(g[j]) + M + std::abs(xh[j]) * M2);
+          const double diff = std::abs(double(dx(i, j)) - double(dxs[i * 2 * d + 2 * j]));
+          CHECK(diff <= bound);
+          if (bound > 0) worst = std::max(worst, diff / bound);
+        }
+      }
+      CHECK(worst <= 1.0);
+    }
+}
+
+TEST_CASE_TEMPLATE("LayerNorm on simd keeps the scalar bits at widths that are no multiple of the simd width",
+                   T, float, double) {
+  check_layer_norm_tails<T>();
+}
+
+}  // namespace train_test
