@@ -562,6 +562,7 @@ inline std::string chart_svg(const std::string& id, const std::vector<series>& a
 
 inline constexpr const char* css = R"CSS(
 .what{max-width:62em}.what p{margin:.4em 0}
+code{overflow-wrap:anywhere}
 .player{position:sticky;top:0;z-index:5;background:#fff;border-bottom:1px solid var(--line);padding:.5em 0;display:flex;flex-wrap:wrap;gap:.4em 1em;align-items:center}
 .player input[type=range]{flex:1 1 14em;min-width:0}
 .player .readout{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em;overflow-wrap:anywhere}
