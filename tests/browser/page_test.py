@@ -34,7 +34,6 @@ import browser  # noqa: E402  (tests/support/browser.py: headless chromium throu
 if browser.missing():
     print('SKIP: ' + browser.missing())
     sys.exit(77)
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
@@ -105,7 +104,7 @@ def load(path):
 
 
 def screenshot(path, png):
-    ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
+    browser.actions(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
     # back to the top, and the wide tables scrolled back to their first column (hovering scrolls them)
     driver.execute_script('window.scrollTo(0, 0); document.querySelectorAll(".scroll").forEach(e => { e.scrollLeft = 0; })')
     h = driver.execute_script('return Math.min(document.documentElement.scrollHeight, 7000)')
@@ -114,23 +113,36 @@ def screenshot(path, png):
     driver.set_window_size(1280, 900)
 
 
+# what hover() reads of the tooltip, in one round trip to the browser (reading each term's two
+# attributes through selenium took ~130 round trips a cell, most of this test's time). `text`
+# is innerText, what selenium's .text reads; `visible` what its is_displayed checks for a
+# positioned box (not hidden, displayed, visible, with an area).
+READ_TIP = """
+const tip = document.getElementById("qkv-tip");
+const terms = [...tip.querySelectorAll(".term")].map(t => [t.getAttribute("data-a"), t.getAttribute("data-b")]);
+const sum = tip.querySelector(".x-sum[data-sum]");
+const value = tip.querySelector(".x-value");
+const style = getComputedStyle(tip), box = tip.getBoundingClientRect();
+return {terms: terms, sum: sum ? sum.getAttribute("data-sum") : null,
+        value: value ? value.textContent : null, text: tip.innerText,
+        visible: !tip.hidden && style.display !== "none" && style.visibility !== "hidden" &&
+                 box.width > 0 && box.height > 0};
+"""
+
+
 def hover(cell):
     """the tooltip's terms, sum and text after moving the mouse onto `cell`"""
     # the last tooltip hidden first: a tall one (a proof's text) may cover the next cell
     driver.execute_script('document.getElementById("qkv-tip").hidden = true; arguments[0].scrollIntoView({block: "center"})', cell)
-    ActionChains(driver).move_to_element(cell).perform()
-    tip = driver.find_element(By.ID, 'qkv-tip')
-    terms = [(float(t.get_attribute('data-a')), float(t.get_attribute('data-b')))
-             for t in tip.find_elements(By.CSS_SELECTOR, '.term')]
-    sums = tip.find_elements(By.CSS_SELECTOR, '.x-sum[data-sum]')
-    vals = tip.find_elements(By.CSS_SELECTOR, '.x-value')
-    # textContent, not .text: selenium's .text is empty for a tooltip scrolled out of the viewport
+    browser.actions(driver).move_to_element(cell).perform()
+    tip = driver.execute_script(READ_TIP)
+    terms = [(float(a), float(b)) for a, b in tip['terms']]
     try:  # a masked score shows -inf as '\u2212\u221e': None, as for no value
-        value = float(vals[0].get_attribute('textContent').rsplit(': ', 1)[1].replace('\u2212', '-')) if vals else None
+        value = float(tip['value'].rsplit(': ', 1)[1].replace('\u2212', '-')) if tip['value'] is not None else None
     except ValueError:
         value = None
-    return {'visible': tip.is_displayed(), 'terms': terms, 'value': value,
-            'sum': float(sums[0].get_attribute('data-sum')) if sums else None, 'text': tip.text}
+    return {'visible': tip['visible'], 'terms': terms, 'value': value,
+            'sum': float(tip['sum']) if tip['sum'] is not None else None, 'text': tip['text']}
 
 
 def cell(mid, i, j):
@@ -215,7 +227,7 @@ for case in CASES:
             check(r['sum'] is not None and close(r['sum'], ctx[h][i][c], 1e-5 if tol > 1e-9 else 1e-12),
                   '%s: context%s(%d, %d) sums to --json\'s %r' % (name, hs, i, c, ctx[h][i][c]))
     # keyboard focus shows the same explanation (the mouse away first: it hides the tooltip)
-    ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
+    browser.actions(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
     check(not driver.find_element(By.ID, 'qkv-tip').is_displayed(), name + ': the tooltip hides when the mouse leaves')
     driver.execute_script('arguments[0].focus()', cell('scores' + ('[0]' if H > 1 else ''), 0, 0))
     check(driver.find_element(By.ID, 'qkv-tip').is_displayed(), name + ': keyboard focus shows the explanation')

@@ -84,7 +84,6 @@ check(r.returncode == 2 and "field 'format'" in r.stderr and not r.stdout and no
 if browser.missing():
     print('SKIP: ' + browser.missing())
     sys.exit(77 if not failures else 1)
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
@@ -240,7 +239,7 @@ for (l, h, i, j) in [(L - 1, 0, T - 1, 0), (L - 1, H - 1, T // 2, T // 2 - 1), (
     cell = driver.find_element(By.CSS_SELECTOR, 'rect.c[data-l="%d"][data-h="%d"][data-i="%d"][data-j="%d"]'
                                % (l, h, i, j))
     driver.execute_script('arguments[0].scrollIntoView({block: "center"})', cell)
-    ActionChains(driver).move_to_element(cell).perform()
+    browser.actions(driver).move_to_element(cell).perform()
     tip = driver.find_element(By.ID, 'qkv-tip')
     text = tip.text
     want = s['attention'][l][h][i][j]
@@ -256,7 +255,7 @@ for (l, h, i, j) in [(L - 1, 0, T - 1, 0), (L - 1, H - 1, T // 2, T // 2 - 1), (
 
 # ---- keyboard focus shows the same
 cell = driver.find_element(By.CSS_SELECTOR, 'rect.c[data-l="0"][data-h="0"][data-i="1"][data-j="0"]')
-ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
+browser.actions(driver).move_to_element(driver.find_element(By.TAG_NAME, 'h1')).perform()
 driver.execute_script('arguments[0].focus()', cell)
 tip = driver.find_element(By.ID, 'qkv-tip')
 check(tip.is_displayed() and number_after(tip.text, 'weight = ') == s['attention'][0][0][1][0],

@@ -140,7 +140,6 @@ import browser  # noqa: E402  (tests/support/browser.py: headless chromium throu
 if browser.missing():
     print('SKIP (pages): ' + browser.missing())
     sys.exit(1 if failures else 77)
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, 'scripts'))
@@ -178,7 +177,7 @@ try:
                 if cells:
                     c = cells[len(cells) // 2]
                     driver.execute_script('arguments[0].scrollIntoView({block: "end"}); window.scrollBy(0, 40)', c)
-                    ActionChains(driver).move_to_element(c).perform()
+                    browser.actions(driver).move_to_element(c).perform()
                     box = driver.execute_script('const t = document.getElementById("qkv-tip"), r = t.getBoundingClientRect(),'
                                                 ' c = arguments[0].getBoundingClientRect();'
                                                 'return [t.hidden, r.left, r.top, r.right, r.bottom, innerWidth, innerHeight, c.top, c.bottom]', c)

@@ -6,6 +6,7 @@ does (tests/browser/, tests/learner/). Debian's chromium, chromium-driver and py
     why = browser.missing()              # None, or what is missing
     driver = browser.start()             # quit, and its profile removed, however the test ends
     browser.stop()                       # early, when the test is done with it
+    browser.actions(driver).move_to_element(cell).perform()   # a hover, a click, keys: at once
 """
 import atexit
 import shutil
@@ -22,6 +23,13 @@ except ImportError:
     webdriver = None
 
 _drivers = []
+
+
+def actions(driver):
+    """selenium's ActionChains with no pause in a pointer move: its default (250 ms a move, the
+    speed of a hand) was most of the page tests' time (392 hovers: 115 of 168 s)"""
+    from selenium.webdriver.common.action_chains import ActionChains
+    return ActionChains(driver, duration=0)
 _profiles = []
 
 
