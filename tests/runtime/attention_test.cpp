@@ -22,6 +22,7 @@ namespace rt = qkv::runtime;
 using qkv::testing::expect_within;
 using qkv::testing::random_matrix;
 using qkv::testing::reference_attention;
+using qkv::testing::same_bits;
 using qkv::testing::to_double;
 using rt::dynamic_matrix;
 
@@ -489,12 +490,6 @@ TEST_CASE("attention names both shapes when they do not fit") {
 // key_padding: S flags standing for the (T, S) allowed matrix allowed(i, j) = !key_padding[j]
 
 namespace {
-
-template <class T>
-bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 /// s flags: key j padded when (3 j + seed) % 4 == 0, and the first `lead` keys padded
 std::vector<unsigned char> padding_pattern(std::size_t s, std::size_t lead, unsigned seed) {

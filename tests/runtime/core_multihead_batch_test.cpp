@@ -33,7 +33,8 @@ using qkv::testing::same_bits;
 namespace mh = qkv_test::torch_chapter2::multihead_batch;
 namespace c2 = qkv::examples::chapter2;
 
-namespace {
+// a namespace of its own: core_runtime_batch_test.cpp, in the same unity unit, has its own B, N, lengths
+namespace core_multihead_batch_test {
 
 constexpr std::size_t B = 3, H = 2, N = 5, E = 8, Tc = 4, Dc = 6;
 constexpr std::array<std::size_t, B> lengths{5, 3, 0};  // the self-attention batch
@@ -90,8 +91,6 @@ std::vector<unsigned char> padding(std::size_t length, std::size_t rows) {
   for (std::size_t j = length; j < rows; ++j) p[j] = 1;
   return p;
 }
-
-}  // namespace
 
 TEST_CASE(
     "the core's multi-head padded batch is PyTorch's nn.MultiheadAttention with key_padding_mask within "
@@ -336,3 +335,5 @@ TEST_CASE("a memory length over the memory's rows throws length_error naming the
     CHECK(std::string(e.what()) == "qkv::batch: sequence 1 has length 6 but the batch is padded to 5 tokens");
   }
 }
+
+}  // namespace core_multihead_batch_test

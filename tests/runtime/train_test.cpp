@@ -14,13 +14,12 @@
 
 #include <qkv/runtime/trainer.hpp>
 
+#include "../support/runtime.hpp"
+
 namespace rt = qkv::runtime;
+using qkv::testing::same_bits;
 
 namespace {
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 /// the loss of a fixed batch, in double, with the model's parameters as they are
 double loss_of(const rt::transformer<double>& m, const std::vector<std::int32_t>& tokens,

@@ -37,6 +37,12 @@ bool same_bits(const dynamic_matrix<T>& a, const dynamic_matrix<T>& b) {
          (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
+/// the same for two vectors (a model's parameters, a trace)
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
 /// the same for two constexpr matrices of one shape
 template <class T, std::size_t R, std::size_t C>
 bool same_bits(const qkv::matrix<T, R, C>& a, const qkv::matrix<T, R, C>& b) {
