@@ -29,9 +29,7 @@ import os
 import random
 import re
 import struct
-import subprocess
 import sys
-import time
 from decimal import Decimal, getcontext
 from fractions import Fraction
 
@@ -44,24 +42,16 @@ if browser.missing():
 
 getcontext().prec = 60
 os.makedirs(OUT, exist_ok=True)
-failures = []
 counts = {}
 U = Fraction(1, 2 ** 53)  # the unit roundoff of double
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        if len(failures) <= 40:
-            print('FAIL:', what)
-    return cond
+check = browser.check
+browser.print_limit = 40  # thousands of cells are checked: the first 40 failures say enough
 
 
 def run(*args):
-    r = subprocess.run([QKV, *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit('qkv %s failed (%d): %s' % (' '.join(args), r.returncode, r.stderr))
-    return r.stdout
+    return browser.run(QKV, *args)
 
 
 # ---- exact values ----------------------------------------------------------------------------
@@ -374,11 +364,7 @@ for case in CASES:
 
 named = {}  # (page, matrix, i, j) -> the error line's ulps, for the checked values
 for name, html in pages:
-    driver.get('file://' + os.path.abspath(html))
-    for _ in range(400):
-        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-ready")') == '1':
-            break
-        time.sleep(0.05)
+    browser.open_page(driver, html, tries=400)
     data = json.loads(driver.execute_script('return document.getElementById("qkv-data").textContent'))
     P = Page(data)
     cells = []
@@ -418,7 +404,4 @@ browser.stop()
 print('checked: %s' % ', '.join('%s %d' % (k, v) for k, v in sorted(counts.items()) if isinstance(v, int)))
 for k in ('sums', 'values', 'errors', 'truths'):
     check(counts.get(k, 0) > 0, 'some %s were checked' % k)
-if failures:
-    print('\n%d checks failed' % len(failures))
-    sys.exit(1)
-print('all checks passed')
+browser.finish()

@@ -41,21 +41,11 @@ sys.path.insert(0, os.path.join(ROOT, 'scripts'))
 import page_notes  # noqa: E402  (the same reading of the examples' Step comments)
 
 os.makedirs(OUT, exist_ok=True)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
-    return cond
+check = browser.check
 
 
 def run(*args):
-    r = subprocess.run([QKV, *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit('qkv %s failed (%d): %s' % (' '.join(args), r.returncode, r.stderr))
-    return r.stdout
+    return browser.run(QKV, *args)
 
 
 import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
@@ -75,30 +65,12 @@ driver = browser.start(logs=True)  # console and network logs: no error, no requ
 
 
 def load(path):
-    url = 'file://' + os.path.abspath(path)
-    driver.get('about:blank')
-    driver.get_log('browser')
-    driver.get_log('performance')
-    t0 = time.time()
-    driver.get(url)
-    for _ in range(200):
-        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-ready")') == '1':
-            break
-        time.sleep(0.05)
-    ready = time.time() - t0
+    ready = browser.open_page(driver, path, logs=True)
     name = os.path.basename(path)
     check(driver.execute_script('return !!(window.qkvPage && window.qkvPage.ready)'), name + ': the script ran')
-    logs = [e for e in driver.get_log('browser') if e['level'] in ('SEVERE', 'WARNING')]
+    logs, requests, resources = browser.page_logs(driver, path)
     check(not logs, name + ': no console warning or error, got %s' % logs)
-    requests = []
-    for e in driver.get_log('performance'):
-        msg = json.loads(e['message'])['message']
-        if msg.get('method') == 'Network.requestWillBeSent':
-            u = msg['params']['request']['url']
-            if u != url and not u.startswith(('data:', 'blob:', 'about:')):
-                requests.append(u)
     check(not requests, name + ': no network request, got %s' % requests)
-    resources = driver.execute_script('return performance.getEntriesByType("resource").map(e => e.name)')
     check(not resources, name + ': no resource loaded, got %s' % resources)
     return ready
 
@@ -592,7 +564,4 @@ print('bert-size: qkv attend --html took %.2f s; in headless chromium: domIntera
 print('bert-size: interactive within 1 s in headless chromium: %s (reported, not asserted: the time depends on '
       'the machine\'s load; uptime: %s)' % ('yes' if script_ms[0] < 1000 else 'NO', os.getloadavg()))
 print('screenshots:', ', '.join(sorted(f for f in os.listdir(OUT) if f.endswith('.png'))))
-if failures:
-    print('\n%d checks failed' % len(failures))
-    sys.exit(1)
-print('all checks passed')
+browser.finish()

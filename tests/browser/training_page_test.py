@@ -36,14 +36,8 @@ sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
 import browser  # noqa: E402  (tests/support/browser.py)
 
 os.makedirs(OUT, exist_ok=True)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
-    return cond
+check = browser.check
+failures = browser.failures
 
 
 # the page names its trace file (header and footer): written from a copy in a folder with a long
@@ -104,33 +98,17 @@ def colour(t):
 
 
 driver = browser.start(logs=True)
-url = 'file://' + os.path.abspath(PAGE)
 
 
 def load(width):
     driver.set_window_size(width, 900)
-    driver.get('about:blank')
-    driver.get_log('browser')
-    driver.get_log('performance')
-    driver.get(url)
-    for _ in range(200):
-        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-ready")') == '1':
-            break
-        time.sleep(0.05)
+    browser.open_page(driver, PAGE, logs=True)
     check(driver.execute_script('return !!(window.qkvTraining && window.qkvTraining.ready)'),
           '%d px: the script ran' % width)
-    logs = [e for e in driver.get_log('browser') if e['level'] in ('SEVERE', 'WARNING')]
+    logs, requests, resources = browser.page_logs(driver, PAGE)
     check(not logs, '%d px: no console warning or error, got %s' % (width, logs))
-    requests = []
-    for e in driver.get_log('performance'):
-        msg = json.loads(e['message'])['message']
-        if msg.get('method') == 'Network.requestWillBeSent':
-            u = msg['params']['request']['url']
-            if u != url and not u.startswith(('data:', 'blob:', 'about:')):
-                requests.append(u)
     check(not requests, '%d px: no network request, got %s' % (width, requests))
-    check(not driver.execute_script('return performance.getEntriesByType("resource").length'),
-          '%d px: no resource loaded' % width)
+    check(not resources, '%d px: no resource loaded, got %s' % (width, resources))
 
 
 def screenshot(png, width):
@@ -335,9 +313,5 @@ check(wide[0] <= wide[1], '420 px: no horizontal scroll (scrollWidth %d, clientW
 check_snapshot(len(S) - 1, '420 px')
 screenshot('training_reverse_420.png', 420)
 
-browser.stop()
 print('screenshots in', OUT)
-if failures:
-    print('%d check(s) failed' % len(failures))
-    sys.exit(1)
-print('all training page checks passed')
+browser.finish('all training page checks passed')

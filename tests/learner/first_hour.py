@@ -163,11 +163,7 @@ try:
         driver.set_window_size(width, 900)
         inner = driver.execute_script('return window.innerWidth')
         for name, path in pages:
-            driver.get('file://' + os.path.abspath(path))
-            for _ in range(200):
-                if driver.execute_script('return document.documentElement.getAttribute("data-qkv-ready")') == '1':
-                    break
-                time.sleep(0.05)
+            browser.open_page(driver, path)
             sw, iw = driver.execute_script('return [document.documentElement.scrollWidth, window.innerWidth]')
             check(sw <= iw, '%s at %d px (inner %d): no sideways scroll (scrollWidth %d)' % (name, width, inner, sw))
             check(driver.find_elements(By.ID, 'numbering') != [], '%s at %d px: the page says how it counts' % (name, width))

@@ -7,12 +7,21 @@ does (tests/browser/, tests/learner/). Debian's chromium, chromium-driver and py
     driver = browser.start()             # quit, and its profile removed, however the test ends
     browser.stop()                       # early, when the test is done with it
     browser.actions(driver).move_to_element(cell).perform()   # a hover, a click, keys: at once
+    seconds = browser.open_page(driver, path, logs=True) # loaded, and the page's script done
+    errors, requests, resources = browser.page_logs(driver, path)  # what the page logged, fetched
+    browser.check(cond, 'what was checked')              # recorded in browser.failures
+    stdout = browser.run(tool, 'attend', case)           # the tool's output, or the test stops
+    browser.finish('all checks passed')                  # exit 1 if a check failed
 """
 import atexit
+import json
+import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import time
 
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 DRIVER = shutil.which('chromedriver')
@@ -23,6 +32,67 @@ except ImportError:
     webdriver = None
 
 _drivers = []
+failures = []
+print_limit = None  # print only the first N failures (a test that checks thousands of cells)
+
+
+def check(cond, what):
+    """record `what` as failed unless cond (printed: FAIL and what); returns cond"""
+    if not cond:
+        failures.append(what)
+        if print_limit is None or len(failures) <= print_limit:
+            print('FAIL:', what)
+    return cond
+
+
+def finish(passed='all checks passed'):
+    """the test's last line: how many checks failed (exit 1), or `passed`"""
+    stop()
+    if failures:
+        print('\n%d checks failed' % len(failures))
+        sys.exit(1)
+    print(passed)
+
+
+def run(tool, *args):
+    """the tool's stdout; a failed run stops the test, with its exit code and stderr"""
+    r = subprocess.run([tool, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit('qkv %s failed (%d): %s' % (' '.join(args), r.returncode, r.stderr))
+    return r.stdout
+
+
+def open_page(driver, path, logs=False, tries=200):
+    """seconds until the page at `path` (file://) has run its script (data-qkv-ready), polled
+    every 50 ms up to `tries` times; logs: the console and network logs emptied first, so that
+    page_logs() reads this page's only"""
+    driver.get('about:blank')
+    if logs:
+        driver.get_log('browser')
+        driver.get_log('performance')
+    t0 = time.time()
+    driver.get('file://' + os.path.abspath(path))
+    for _ in range(tries):
+        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-ready")') == '1':
+            break
+        time.sleep(0.05)
+    return time.time() - t0
+
+
+def page_logs(driver, path):
+    """(console warnings and errors, network requests other than the page and data:/blob:
+    addresses, resources the page loaded) since open_page(driver, path, logs=True)"""
+    url = 'file://' + os.path.abspath(path)
+    errors = [e for e in driver.get_log('browser') if e['level'] in ('SEVERE', 'WARNING')]
+    requests = []
+    for e in driver.get_log('performance'):
+        msg = json.loads(e['message'])['message']
+        if msg.get('method') == 'Network.requestWillBeSent':
+            u = msg['params']['request']['url']
+            if u != url and not u.startswith(('data:', 'blob:', 'about:')):
+                requests.append(u)
+    resources = driver.execute_script('return performance.getEntriesByType("resource").map(e => e.name)')
+    return errors, requests, resources
 
 
 def actions(driver):
