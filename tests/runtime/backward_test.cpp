@@ -35,15 +35,11 @@ void check_case(std::size_t T, std::size_t S, std::size_t d, std::size_t dv, rt:
              v = random_matrix<F>(S, dv, seed + 2), d_out = random_matrix<F>(T, dv, seed + 3);
   if (bias) mask.set_bias(rt::matrix_view<const F>(bias->view()));
   const F scale = rt::default_scale<F>(d);
-  dynamic_matrix<F> out(T, dv);
-  rt::attention_statistics<F> stats;
-  rt::attention_forward_for_backward<F>(q.view(), k.view(), v.view(), out.view(), scale, mask, stats);
-  rt::attention_gradients<F> g;
-  rt::attention_backward<F>(q.view(), k.view(), v.view(), out.view(), d_out.view(), scale, mask, stats, g);
-  const rt::attention_mask rm = mask.resolved(T, S);
-  const auto allowed = [&](std::size_t i, std::size_t j) {
-    return rt::detail::masked_score(rm, i, j, S, F(0)) != -std::numeric_limits<F>::infinity();
-  };
+  const qkv::testing::forward_backward<F> run(q, k, v, d_out, scale, mask);
+  const auto& out = run.out;
+  const auto& g = run.g;
+  const rt::attention_mask& rm = run.resolved;
+  const auto allowed = [&](std::size_t i, std::size_t j) { return run.allowed(i, j); };
   const auto bias_of = [&](std::size_t i, std::size_t j) -> ld {
     ld b = bias ? ld((*bias)(i, j)) : 0;
     if (rm.alibi_slope != 0)

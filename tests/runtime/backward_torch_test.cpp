@@ -96,15 +96,10 @@ void sdpa_case(const nlohmann::json& c) {
   mask.set_key_padding(padding);
   const F scale = rt::default_scale<F>(d);
   CHECK(double(scale) == c.at("scale").get<double>());
-  dynamic_matrix<F> out(T, dv);
-  rt::attention_statistics<F> stats;
-  rt::attention_forward_for_backward<F>(q.view(), k.view(), v.view(), out.view(), scale, mask, stats);
-  rt::attention_gradients<F> g;
-  rt::attention_backward<F>(q.view(), k.view(), v.view(), out.view(), d_out.view(), scale, mask, stats, g);
-  const rt::attention_mask rm = mask.resolved(T, S);
-  const auto allowed = [&](std::size_t i, std::size_t j) {
-    return rt::detail::masked_score(rm, i, j, S, F(0)) != -std::numeric_limits<F>::infinity();
-  };
+  const qkv::testing::forward_backward<F> run(q, k, v, d_out, scale, mask);
+  const auto& out = run.out;
+  const auto& g = run.g;
+  const auto allowed = [&](std::size_t i, std::size_t j) { return run.allowed(i, j); };
   const auto ref = reference_backward::compute<F>(q, k, v, d_out, double(scale), allowed,
                                                   [](std::size_t, std::size_t) { return ld(0); });
   expect_twice(out, field<F>(c, "out", T, dv), ref.out_bound, name + ": out");

@@ -33,6 +33,7 @@
 #include <limits>
 #include <vector>
 
+#include <qkv/runtime/backward.hpp>
 #include <qkv/runtime/dynamic_matrix.hpp>
 
 namespace qkv::testing {
@@ -195,6 +196,31 @@ struct reference_backward {
                                     Bias&& bias) {
     return compute_l<F>(lmat::of(q), lmat::of(k), lmat::of(v), lmat::of(d_out), {}, {}, {}, {}, scale,
                         allowed, bias);
+  }
+};
+
+/// one head's forward (keeping each row's max and sum) and backward on the run-time path, as the
+/// tests run them: out (T, dv), the gradients, and the mask resolved for T x S
+template <class F>
+struct forward_backward {
+  runtime::dynamic_matrix<F> out;
+  runtime::attention_statistics<F> stats;
+  runtime::attention_gradients<F> g;
+  runtime::attention_mask resolved;
+  std::size_t keys = 0;
+
+  forward_backward(const runtime::dynamic_matrix<F>& q, const runtime::dynamic_matrix<F>& k,
+                   const runtime::dynamic_matrix<F>& v, const runtime::dynamic_matrix<F>& d_out, F scale,
+                   const runtime::attention_mask& mask)
+      : out(q.rows(), v.cols()), resolved(mask.resolved(q.rows(), k.rows())), keys(k.rows()) {
+    runtime::attention_forward_for_backward<F>(q.view(), k.view(), v.view(), out.view(), scale, mask, stats);
+    runtime::attention_backward<F>(q.view(), k.view(), v.view(), out.view(), d_out.view(), scale, mask, stats,
+                                   g);
+  }
+
+  /// whether query i sees key j under the resolved mask (what reference_backward::compute takes)
+  bool allowed(std::size_t i, std::size_t j) const {
+    return runtime::detail::masked_score(resolved, i, j, keys, F(0)) != -std::numeric_limits<F>::infinity();
   }
 };
 
