@@ -30,6 +30,8 @@ import struct
 import subprocess
 import sys
 
+from checks import flat  # tests/cli/checks.py (this script's folder is on the path)
+
 QKV, FIXTURES, CASES, OUT = sys.argv[1:5]
 os.makedirs(OUT, exist_ok=True)
 failures = []
@@ -62,17 +64,7 @@ def mat(flat, rows, cols):
 
 
 def flat_of(t):
-    d = t['data']
-    out = []
-
-    def walk(x):
-        if isinstance(x, list):
-            for e in x:
-                walk(e)
-        else:
-            out.append(float(x))
-    walk(d)
-    return out
+    return [float(x) for x in flat(t)]
 
 
 def bound(c, u, x, wq, wk, wv, bq, bk, bv, wo, bo, dy, padding):

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+from checks import flat  # tests/cli/checks.py (this script's folder is on the path)
+
 
 def run(qkv, case, *args):
     with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
@@ -32,17 +34,6 @@ def run(qkv, case, *args):
     finally:
         pass
 
-
-def flat(t):
-    out = []
-    def walk(x):
-        if isinstance(x, list):
-            for e in x:
-                walk(e)
-        else:
-            out.append(x)
-    walk(t['data'] if isinstance(t, dict) else t)
-    return out
 
 
 def mutations(qkv, base, count):
