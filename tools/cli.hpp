@@ -94,28 +94,36 @@ inline std::string case_name(const std::string& path, std::string_view usage) {
 }
 
 /// @brief every tensor of the case ({"dtype", "shape", "data"} objects among the top-level
-/// fields) whose dtype tag names a floating type must be tagged `allowed_tag`, the type the case
-/// reads its numbers as (empty: no floating tag is allowed): a "float64" tensor in a float32
-/// case (or a "float32" one in a float64 case) is refused naming the field, the tag, the case's
-/// type (`case_type`, with `why`: where it comes from) and the fix, never read silently as
-/// another type. Tags that are no floating type ("bool", "int64": masks, flags, whole numbers)
-/// are not compared.
+/// fields, and among each object of the array `nested`, e.g. an encoder case's "layers": field
+/// names "layers[0].linear1.weight") whose dtype tag names a floating type must be tagged
+/// `allowed_tag`, the type the case reads its numbers as: a "float64" tensor in a float32 case
+/// (or a "float32" one in a float64 case) is refused naming the field, the tag, the case's type
+/// (`case_type`, with `why`: where it comes from) and the fix, never read silently as another
+/// type. Tags that are no floating type ("bool", "int64": masks, flags, whole numbers) are not
+/// compared.
 inline void check_tensor_dtypes(const io::json_document& doc, const std::string& allowed_tag,
-                                const std::string& case_type, const std::string& why,
-                                const std::string& fix) {
+                                const std::string& case_type, const std::string& why, const std::string& fix,
+                                const std::string& nested = "") {
   if (!doc.json().is_object()) return;
-  for (const auto& [key, value] : doc.json().items()) {
+  const auto check = [&](const std::string& field, const nlohmann::json& value) {
     if (!value.is_object() || !value.contains("dtype") || !value.contains("data") ||
         !value.at("dtype").is_string())
-      continue;
+      return;
     const auto tag = value.at("dtype").get<std::string>();
     const bool floating = tag == "float32" || tag == "float64" || tag == "bfloat16" || tag == "float16";
     if (floating && tag != allowed_tag)
-      throw input_error(doc.error(key, "the tensor is tagged \"" + tag +
-                                           "\" but the case reads its numbers as " + case_type + " (" + why +
-                                           "); " + fix)
+      throw input_error(doc.error(field, "the tensor is tagged \"" + tag +
+                                             "\" but the case reads its numbers as " + case_type + " (" +
+                                             why + "); " + fix)
                             .what());
-  }
+  };
+  for (const auto& [key, value] : doc.json().items()) check(key, value);
+  if (nested.empty() || !doc.json().contains(nested) || !doc.json().at(nested).is_array()) return;
+  const auto& list = doc.json().at(nested);
+  for (std::size_t i = 0; i < list.size(); ++i)
+    if (list[i].is_object())
+      for (const auto& [key, value] : list[i].items())
+        check(nested + "[" + std::to_string(i) + "]." + key, value);
 }
 
 /// @brief a scalar field: a JSON number, or a 0-d tensor {"dtype", "shape": [], "data": x}

@@ -29,6 +29,7 @@ int cmd_encode(const args& a) {
   try {
     const auto doc = encode_detail::load(path, lim);
     encode_detail::check_case(doc);
+    encode_detail::check_encode_dtypes(doc);  // x's and every layer tensor's tag agree with the case
     return read_dtype(doc) == dtype::float64 ? encode_detail::run<double>(doc, as_json, lim)
                                              : encode_detail::run<float>(doc, as_json, lim);
   } catch (const qkv::io::json_error& e) {

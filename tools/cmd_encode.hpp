@@ -235,6 +235,21 @@ inline void check_case(const qkv::io::json_document& doc) {
       throw input_error(doc.error(f, "missing (required: x, config, layers)").what());
 }
 
+/// @brief the case's arithmetic ("dtype": "float32", the default, or "float64") and every
+/// tensor's dtype tag agree, x's and each layer's (cli.hpp's check_tensor_dtypes): a float32-tagged
+/// weight in a float64 case is refused naming its field, never read as another type
+inline void check_encode_dtypes(const qkv::io::json_document& doc) {
+  const auto& j = doc.json();
+  const bool given = j.contains("dtype") && j.at("dtype").is_string();
+  const std::string d = read_dtype(doc) == dtype::float64 ? "float64" : "float32";
+  const std::string why =
+      given ? "its \"dtype\": \"" + d + "\"" : "it has no top-level \"dtype\", and float32 is the default";
+  const std::string fix = std::string("give the case \"dtype\": \"") +
+                          (d == "float32" ? "float64" : "float32") +
+                          "\" to compute in that type, or tag the tensor \"" + d + "\"";
+  check_tensor_dtypes(doc, d, d, why, fix, "layers");
+}
+
 /// @brief the buffers each layer keeps and the --json output against the limit (limit_error
 /// naming the first too large); before any layer runs
 inline void check_sizes(std::uint64_t tokens, const rt::encoder_options& c, std::uint64_t layers,

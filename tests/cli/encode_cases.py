@@ -78,6 +78,13 @@ def mutations(qkv, base, count):
     return bad
 
 
+def retag(case, dtype):
+    """every tensor of the case (x, each layer's) tagged `dtype`: the same decimal numbers, read as it"""
+    for t in [case['x'], *(v for layer in case['layers'] for v in layer.values())]:
+        if isinstance(t, dict) and 'dtype' in t:
+            t['dtype'] = dtype
+
+
 def main():
     qkv, fixtures = sys.argv[1], sys.argv[2]
     failures = 0
@@ -90,6 +97,7 @@ def main():
             c = copy.deepcopy(case)
             del c['expected']
             c['dtype'] = dtype
+            retag(c, dtype)  # the fixture's tensors are tagged float32; the tool refuses a disagreeing tag
             r, path = run(qkv, c, '--json')
             os.unlink(path)
             if r.returncode != 0:
@@ -139,6 +147,13 @@ def main():
          ["field 'layers'", 'at least one layer']),
         ('an unknown top-level field', variant(lambda c: c.__setitem__('heads', 2)),
          ["field 'heads'", 'unknown field']),
+        # a tensor's tag that disagrees with the case's arithmetic is refused, never read as another type
+        ('a float32 x in a float64 case', variant(lambda c: c.__setitem__('dtype', 'float64')),
+         ["field 'x'", 'tagged "float32" but the case reads its numbers as float64', "its \"dtype\": \"float64\""]),
+        ('a float64 layer weight in a float32 case', variant(set_layer('linear1.weight', {
+            'dtype': 'float64', 'shape': [16, 8], 'data': [0.0] * 128})),
+         ["field 'layers[0].linear1.weight'", 'tagged "float64" but the case reads its numbers as float32',
+          'no top-level "dtype", and float32 is the default']),
         ('a bad dtype', variant(lambda c: c.__setitem__('dtype', 'float16')),
          ["field 'dtype'", 'expected "float32" or "float64"']),
         # refused as qkv attend refuses unknown fields: the tool does not compare results
