@@ -70,33 +70,7 @@ class trainer {
   /// the loss and gradient of a batch (grad_ holds the gradient), no update
   double loss_and_gradient(const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets,
                            std::size_t sequences, thread_pool* pool) {
-    const std::size_t len = task_.context();
-    std::size_t count = 0;
-    for (auto t : targets) count += t != ignored_target;
-    const std::size_t chunks = std::min(gradient_chunks, sequences);
-    std::vector<double> losses(chunks, 0.0);
-    auto run = [&](std::size_t c) {
-      const std::size_t s0 = c * sequences / chunks, s1 = (c + 1) * sequences / chunks;
-      auto& cache = caches_[c];
-      auto& g = chunk_grads_[c];
-      std::fill(g.begin(), g.end(), T(0));
-      const std::int32_t* tk = tokens.data() + s0 * len;
-      transformer_forward(model_, tk, s1 - s0, len, cache);
-      const std::vector<std::int32_t> tg(targets.begin() + std::ptrdiff_t(s0 * len),
-                                         targets.begin() + std::ptrdiff_t(s1 * len));
-      losses[c] = cross_entropy_sum<T>(cache.logits.view(), tg, count, cache.d_logits);
-      transformer_backward(model_, tk, cache, cache.d_logits.view(), g.data());
-    };
-    if (pool && chunks > 1)
-      pool->parallel_for(chunks, run);
-    else
-      for (std::size_t c = 0; c < chunks; ++c) run(c);
-    grad_ = chunk_grads_[0];
-    for (std::size_t c = 1; c < chunks; ++c)
-      for (std::size_t k = 0; k < grad_.size(); ++k) grad_[k] += chunk_grads_[c][k];
-    double total = 0;
-    for (double l : losses) total += l;
-    return total / double(count);
+    return chunked_loss(tokens, targets, sequences, pool, true);
   }
 
   /// @brief one training step; returns the batch's loss (before the update)
@@ -116,26 +90,7 @@ class trainer {
   /// the mean cross-entropy of given sequences (no gradient kept), in chunks on the pool
   double loss_of(const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets,
                  std::size_t sequences, thread_pool* pool = &default_pool()) {
-    const std::size_t len = task_.context();
-    std::size_t count = 0;
-    for (auto t : targets) count += t != ignored_target;
-    const std::size_t chunks = std::min(gradient_chunks, sequences);
-    std::vector<double> losses(chunks, 0.0);
-    auto run = [&](std::size_t c) {
-      const std::size_t s0 = c * sequences / chunks, s1 = (c + 1) * sequences / chunks;
-      auto& cache = caches_[c];
-      transformer_forward(model_, tokens.data() + s0 * len, s1 - s0, len, cache);
-      const std::vector<std::int32_t> tg(targets.begin() + std::ptrdiff_t(s0 * len),
-                                         targets.begin() + std::ptrdiff_t(s1 * len));
-      losses[c] = cross_entropy_sum<T>(cache.logits.view(), tg, count, cache.d_logits);
-    };
-    if (pool && chunks > 1)
-      pool->parallel_for(chunks, run);
-    else
-      for (std::size_t c = 0; c < chunks; ++c) run(c);
-    double total = 0;
-    for (double l : losses) total += l;
-    return total / double(count);
+    return chunked_loss(tokens, targets, sequences, pool, false);
   }
 
   /// @brief greedy continuation: each prompt (sequences x prompt_len tokens) extended by `more`
@@ -178,6 +133,45 @@ class trainer {
   }
 
  private:
+  /// the mean cross-entropy of `sequences` sequences in min(gradient_chunks, sequences) fixed
+  /// chunks, one per task on the pool, the chunks' sums added in chunk order (the same bits at any
+  /// thread count); with_gradient: each chunk's gradient into chunk_grads_, and their sum, in
+  /// chunk order, into grad_
+  double chunked_loss(const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& targets,
+                      std::size_t sequences, thread_pool* pool, bool with_gradient) {
+    const std::size_t len = task_.context();
+    std::size_t count = 0;
+    for (auto t : targets) count += t != ignored_target;
+    const std::size_t chunks = std::min(gradient_chunks, sequences);
+    std::vector<double> losses(chunks, 0.0);
+    auto run = [&](std::size_t c) {
+      const std::size_t s0 = c * sequences / chunks, s1 = (c + 1) * sequences / chunks;
+      auto& cache = caches_[c];
+      const std::int32_t* tk = tokens.data() + s0 * len;
+      transformer_forward(model_, tk, s1 - s0, len, cache);
+      const std::vector<std::int32_t> tg(targets.begin() + std::ptrdiff_t(s0 * len),
+                                         targets.begin() + std::ptrdiff_t(s1 * len));
+      losses[c] = cross_entropy_sum<T>(cache.logits.view(), tg, count, cache.d_logits);
+      if (with_gradient) {
+        auto& g = chunk_grads_[c];
+        std::fill(g.begin(), g.end(), T(0));
+        transformer_backward(model_, tk, cache, cache.d_logits.view(), g.data());
+      }
+    };
+    if (pool && chunks > 1)
+      pool->parallel_for(chunks, run);
+    else
+      for (std::size_t c = 0; c < chunks; ++c) run(c);
+    if (with_gradient) {
+      grad_ = chunk_grads_[0];
+      for (std::size_t c = 1; c < chunks; ++c)
+        for (std::size_t k = 0; k < grad_.size(); ++k) grad_[k] += chunk_grads_[c][k];
+    }
+    double total = 0;
+    for (double l : losses) total += l;
+    return total / double(count);
+  }
+
   /// the task's sizes in o; the batch checked first, before the model allocates anything
   static transformer_options with_task(transformer_options o, const training_task& t, std::size_t batch) {
     if (batch == 0 || batch > 4096)
