@@ -841,7 +841,7 @@ void json_position_terms(std::string& s, const rt::multihead_result<T>& r, std::
 
 // --- --arithmetic core (docs/cli.md): the case in the core's arithmetic -------------------------
 
-/// the line under the trace's first when the case ran in the core's arithmetic
+/// the trace's third line when the case ran in the core's arithmetic
 inline constexpr const char* core_arithmetic_line =
     "(in the core's arithmetic, --arithmetic core: include/qkv/core/flat_attention.hpp, one rounding per "
     "product and per sum, summed left to right, the core's exp; the arithmetic the examples prove and the "
@@ -955,7 +955,7 @@ std::string json_output(const rt::multihead_result<T>& r, std::size_t t_len, std
 }
 
 /// the step-by-step trace; `core`: the case ran in the core's arithmetic (its scaled scores), and
-/// the trace says so under its first line
+/// the trace says so on its third line
 template <class T>
 std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& context,
                   bool has_context, const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
@@ -982,9 +982,10 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
                       "h / " +
                       std::to_string(H / HK) + ")"
                 : "")
-    << ")\n";
+    << ")\n"
+    << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n";
   if (core) o << core_arithmetic_line << "\n";
-  o << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n\n";
+  o << "\n";
   if (pc.projected) {  // q, k, v given: no projections to show
     o << "Step 1: the queries, keys and values, given (already projected: no x, no weights, no Step 2)\n";
     o << "queries = q, " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
