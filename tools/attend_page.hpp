@@ -367,10 +367,10 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   p.intro(
       intro + "\n" +
       (core ? "Every number on this page is in the core's arithmetic (include/qkv/core/flat_attention.hpp: "
-              "one rounding per product and per sum, summed left to right, the core's exp), the arithmetic "
-              "the examples prove; qkv attend --arithmetic core --json gives the same bits. qkv attend "
-              "without "
-              "--html computes on the runtime path (SIMD, fma), within docs/numerics.md's bounds of these."
+              "one rounding per product and per sum, left to right, the core's exp), the one the examples "
+              "prove and this page recomputes with; qkv attend prints it with --arithmetic core. Without "
+              "that, qkv attend computes on the runtime path (SIMD, fma), within docs/numerics.md's bounds "
+              "of these."
             : "Every number on this page is the runtime path's (include/qkv/runtime/: SIMD, fma chains, its "
               "vector exp; docs/numerics.md), as qkv attend --json gives it."));
   auto add = [&](const std::string& id, const rt::dynamic_matrix<T>& m) {
