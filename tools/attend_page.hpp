@@ -261,11 +261,15 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
 /// (wasm/qkv_wasm.cpp, embedded by scripts/embed_wasm.py), the case's sizes and options, which
 /// matrices are the inputs and which the module recomputes; or {"why": ...} when the page cannot be
 /// edited: no module in this build, or a case the module does not compute (cross-attention, RoPE,
-/// ALiBi, bias, grouped-query heads, 16-bit inputs, gradients, a summarised page)
+/// ALiBi, bias, grouped-query heads, 16-bit inputs, gradients, a summarised page), or numbers
+/// that are not the core's arithmetic, which the module computes in (`core` false). Either form
+/// says the page's arithmetic ("arithmetic": "core" or "runtime"). `editable`: whether the page
+/// would be editable with the core's numbers (every other reason absent)
 template <class T>
 std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attention_weights<T>& w,
                       const rt::attention_options<T>& opt, const rt::multihead_result<T>& r,
-                      std::size_t t_len, std::size_t d, bool half, bool backward) {
+                      std::size_t t_len, std::size_t d, bool half, bool backward, bool core,
+                      bool* editable = nullptr) {
   namespace pd = qkv::io::page_detail;
   std::string why;
   if (*qkv::io::page_wasm::why_not)
@@ -284,8 +288,15 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
            : p.summarised() ? "too many numbers (a summarised page)"
                             : "grouped-query heads (kv_heads)") +
           ".";
+  if (editable) *editable = why.empty();
+  if (why.empty() && !core)
+    why =
+        "This page is not editable: it shows the runtime path's numbers (--arithmetic runtime), and its "
+        "WebAssembly module computes in the core's arithmetic; without --arithmetic runtime, qkv attend "
+        "writes this page in the core's arithmetic, editable.";
   std::string s = "{\"why\":";
   pd::json_string(s, why);
+  s += std::string(",\"arithmetic\":\"") + (core ? "core" : "runtime") + "\"";
   if (!why.empty()) return s + "}";
   const std::size_t H = r.weights.size();
   const bool f32 = sizeof(T) == 4;
@@ -325,14 +336,17 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
 }
 
 /// the learner's page of an attend case; `trace` is the text qkv attend prints (its Step lines
-/// are the page's steps); tokens / context_tokens label rows and keys when given
+/// are the page's steps); tokens / context_tokens label rows and keys when given; `core`: the
+/// numbers are the core's arithmetic (the page says which, and only then is it editable);
+/// `editable`: set to whether it would be editable in the core's arithmetic (edit_spec)
 template <class T>
 std::string page(const std::string& file, const std::string& trace, const rt::dynamic_matrix<T>& x,
                  const rt::dynamic_matrix<T>& context, bool has_context, const rt::attention_weights<T>& w,
                  const rt::attention_options<T>& opt, const rt::multihead_result<T>& r,
                  const std::string& scale_text, const page_data<T>& d,
                  const std::vector<std::string>& tokens = {},
-                 const std::vector<std::string>& context_tokens = {}) {
+                 const std::vector<std::string>& context_tokens = {}, bool core = false,
+                 bool* editable = nullptr) {
   using how = qkv::io::page_how;
   const std::size_t t_len = x.rows(), s_len = has_context ? context.rows() : x.rows(), H = r.weights.size();
   // grouped-query attention: HK key/value heads, query head h reads key/value head h / (H / HK)
@@ -349,7 +363,16 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
     std::istringstream in(trace);
     std::getline(in, intro);
   }
-  p.intro(intro);
+  // which arithmetic the numbers are in (docs/pages.md, "Editing a page")
+  p.intro(
+      intro + "\n" +
+      (core ? "Every number on this page is in the core's arithmetic (include/qkv/core/flat_attention.hpp: "
+              "one rounding per product and per sum, left to right, the core's exp), the one the examples "
+              "prove and this page recomputes with; qkv attend prints it with --arithmetic core. Without "
+              "that, qkv attend computes on the runtime path (SIMD, fma), within docs/numerics.md's bounds "
+              "of these."
+            : "Every number on this page is the runtime path's (include/qkv/runtime/: SIMD, fma chains, its "
+              "vector exp; docs/numerics.md), as qkv attend --json gives it."));
   auto add = [&](const std::string& id, const rt::dynamic_matrix<T>& m) {
     return p.matrix(id, m.rows(), m.cols(), values_of(m)).dtype(dtype);
   };
@@ -477,7 +500,8 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   // the heatmap of a head must be after its weights; with more than one head, the steps of
   // head 0 come first and the heatmap (all heads) after the last head's step 4
   if (d.backward) backward_steps(p, x, w, r, *d.backward, scale_text, mask_note, qrow, krow, dtype);
-  p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward != nullptr));
+  p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward != nullptr, core,
+                   editable));
   return p.str();
 }
 

@@ -17,6 +17,7 @@
 // nothing on stdout.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -32,8 +33,10 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include <qkv/core/flat_attention.hpp>
 #include <qkv/io/file.hpp>
 #include <qkv/io/json.hpp>
 #include <qkv/io/limit.hpp>
@@ -55,7 +58,18 @@ namespace attend_detail {
 namespace rt = qkv::runtime;
 
 inline constexpr std::string_view usage =
-    "qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]";
+    "qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--arithmetic runtime|core] [--max-elements N] "
+    "[--max-cells N]";
+
+/// @brief which arithmetic computes the case (--arithmetic, docs/cli.md): the runtime path
+/// (include/qkv/runtime/: SIMD, fma chains, its vector exp), or the core's
+/// (core/flat_attention.hpp: one rounding per product and per sum, left to right, the core's exp;
+/// what the examples prove and the pages' WebAssembly module recomputes with). `unset`: the
+/// runtime, except for an editable --html page, which is written in the core's arithmetic
+enum class arithmetic { unset, runtime, core };
+
+/// "runtime" or "core", as --arithmetic and --json's "arithmetic" name them
+inline const char* arithmetic_name(arithmetic a) { return a == arithmetic::core ? "core" : "runtime"; }
 
 inline const std::set<std::string>& known_fields() {
   static const std::set<std::string> f{"dtype",
@@ -825,16 +839,101 @@ void json_position_terms(std::string& s, const rt::multihead_result<T>& r, std::
   }
 }
 
+// --- --arithmetic core (docs/cli.md): the case in the core's arithmetic -------------------------
+
+/// the trace's third line when the case ran in the core's arithmetic
+inline constexpr const char* core_arithmetic_line =
+    "(in the core's arithmetic, --arithmetic core: include/qkv/core/flat_attention.hpp, one rounding per "
+    "product and per sum, summed left to right, the core's exp; the arithmetic the examples prove and the "
+    "editable page's WebAssembly module recomputes with)";
+
+/// @brief why the core's arithmetic cannot compute this case (read by read_case): the field and
+/// the reason, or an empty field when it can. core/flat_attention.hpp computes what the pages'
+/// WebAssembly module computes: self-attention of x with heads, biases, an output projection,
+/// causal (either alignment: T = S), window, allowed and key_padding, in float32 or float64
+template <class T>
+std::pair<std::string, std::string> core_unsupported(const qkv::io::json_document& doc, const parsed_case& pc,
+                                                     bool has_context, const rt::attention_options<T>& opt) {
+  const auto& j = doc.json();
+  if (has_context) return {"context", "cross-attention (keys and values from context)"};
+  if (opt.rope) return {"rope", "rotary position embeddings"};
+  if (opt.alibi) return {"alibi", "ALiBi"};
+  if (opt.bias) return {"bias", "a bias added to the scores"};
+  if (opt.kv_heads && opt.kv_heads != opt.heads) return {"kv_heads", "grouped-query heads"};
+  if (!pc.half.empty()) return {"dtype", pc.half + " inputs"};
+  if (j.contains("d_output")) return {"d_output", "the backward (gradients)"};
+  return {};
+}
+
+/// the input_error of `--arithmetic core` on a case it does not compute: the file and the field
+inline input_error core_refusal(const qkv::io::json_document& doc, const std::string& field,
+                                const std::string& what) {
+  return input_error(doc.error(field, "--arithmetic core does not compute " + what +
+                                          " (core/flat_attention.hpp computes what the pages' WebAssembly "
+                                          "module does: self-attention of x with heads, biases, wo, causal, "
+                                          "window, allowed and key_padding, in float32 or float64); run "
+                                          "without --arithmetic core for the runtime path")
+                         .what());
+}
+
+/// @brief self-attention of x in the core's arithmetic: qkv::flat::attend
+/// (core/flat_attention.hpp) with the runtime's mask for these options (effective_mask: causal,
+/// window, allowed, key_padding) and scale (the case's, else 1/sqrt(d_k) with the core's
+/// correctly rounded sqrt, so the same factor as the runtime's), every step as the runtime's
+/// result holds it; `scaled`: each head's scaled, masked scores (the softmax's input)
+template <class T>
+rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt::attention_weights<T>& w,
+                                       const rt::attention_options<T>& opt,
+                                       std::vector<rt::dynamic_matrix<T>>& scaled) {
+  const std::size_t t = x.rows(), H = opt.heads, dq = w.q.out_features(), dv = w.v.out_features(),
+                    dout = w.o ? w.o->out_features() : 0;
+  const qkv::flat::steps_layout at{t, dq, dv, H, dout};
+  rt::multihead_result<T> r;
+  r.scale = opt.scale ? *opt.scale : T(1) / qkv::sqrt(T(at.dk()));
+  const auto mask = effective_mask(opt, t, t);
+  std::vector<T> out(at.size());
+  auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
+  const int rc =
+      qkv::flat::attend<T>(x.data(), t, x.cols(), w.q.weight.data(), bias(w.q.bias), w.k.weight.data(),
+                           bias(w.k.bias), w.v.weight.data(), bias(w.v.bias), dq, dv,
+                           w.o ? w.o->weight.data() : nullptr, w.o ? bias(w.o->bias) : nullptr, dout, H,
+                           w.q.layout == rt::weight_layout::out_in, r.scale, mask.data(), out.data());
+  if (rc != 0)  // read_fields checked that the heads divide d_q and d_v
+    throw std::logic_error("qkv attend: qkv::flat::attend refused the sizes read_fields accepted");
+  auto take = [&](std::size_t first, std::size_t rows, std::size_t cols) {
+    rt::dynamic_matrix<T> m(rows, cols);
+    std::copy(out.begin() + std::ptrdiff_t(first), out.begin() + std::ptrdiff_t(first + rows * cols),
+              m.data());
+    return m;
+  };
+  r.queries = take(at.queries(), t, dq);
+  r.keys = take(at.keys(), t, dq);
+  r.values = take(at.values(), t, dv);
+  scaled.clear();
+  for (std::size_t h = 0; h < H; ++h) {
+    r.scores.push_back(take(at.scores(h), t, t));
+    scaled.push_back(take(at.scaled(h), t, t));
+    r.weights.push_back(take(at.weights(h), t, t));
+    r.context.push_back(take(at.context(h), t, at.dvh()));
+  }
+  r.concat = take(at.concat(), t, dv);
+  r.output = w.o ? take(at.output(), t, dout) : r.concat;
+  return r;
+}
+
+/// the --json object (docs/cli.md); `core`: the case ran in the core's arithmetic, whose scaled
+/// scores these are, and the object says so first ("arithmetic": "core")
 template <class T>
 std::string json_output(const rt::multihead_result<T>& r, std::size_t t_len, std::size_t s_len,
-                        const rt::attention_options<T>& opt) {
+                        const rt::attention_options<T>& opt,
+                        const std::vector<rt::dynamic_matrix<T>>* core = nullptr) {
   const auto mask = effective_mask(opt, t_len, s_len);
-  std::string s = "{\"scale\": ";
+  std::string s = core ? "{\"arithmetic\": \"core\",\n \"scale\": " : "{\"scale\": ";
   qkv::io::write_number(s, r.scale);
   s += ",\n \"mask\": ";
   qkv::io::write_tensor(s, mask);
   s += ",\n \"scaled_scores\": ";
-  qkv::io::write_tensor(s, scaled_masked_scores(r, opt), t_len, s_len);
+  qkv::io::write_tensor(s, core ? *core : scaled_masked_scores(r, opt), t_len, s_len);
   s += ",\n \"queries\": ";
   qkv::io::write_tensor(s, r.queries);
   s += ",\n \"keys\": ";
@@ -855,10 +954,13 @@ std::string json_output(const rt::multihead_result<T>& r, std::size_t t_len, std
   return s + "}\n";
 }
 
+/// the step-by-step trace; `core`: the case ran in the core's arithmetic (its scaled scores), and
+/// the trace says so on its third line
 template <class T>
 std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& context,
                   bool has_context, const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
-                  const rt::multihead_result<T>& r) {
+                  const rt::multihead_result<T>& r,
+                  const std::vector<rt::dynamic_matrix<T>>* core = nullptr) {
   const bool out_in = pc.layout == rt::weight_layout::out_in;
   const auto& c = has_context || pc.projected ? context : x;  // projected: x is q and context k
   const std::size_t H = pc.heads, HK = pc.kv_heads ? pc.kv_heads : H, dq = r.queries.cols(),
@@ -881,7 +983,9 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
                       std::to_string(H / HK) + ")"
                 : "")
     << ")\n"
-    << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n\n";
+    << "(this trace counts from 0, as --json and C++ do: head 0, query 0 and position 0 are the first)\n";
+  if (core) o << core_arithmetic_line << "\n";
+  o << "\n";
   if (pc.projected) {  // q, k, v given: no projections to show
     o << "Step 1: the queries, keys and values, given (already projected: no x, no weights, no Step 2)\n";
     o << "queries = q, " << r.queries.shape() << " =\n" << torch_str(r.queries) << "\n";
@@ -961,7 +1065,7 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   if (!pc.tokens.empty() || !pc.context_tokens.empty())
     axes = "rows: queries " + label_list(query_labels(pc, x.rows())) + ", columns: keys " +
            label_list(key_labels(pc, c.rows())) + "\n";
-  const auto scaled = scaled_masked_scores(r, opt);
+  const auto scaled = core ? *core : scaled_masked_scores(r, opt);
   for (std::size_t h = 0; h < H; ++h) {
     const std::string head = H > 1 ? " of head " + std::to_string(h) : "";
     o << "\nStep 3: scores" << head << " = q · k (raw), " << r.scores[h].shape() << " =\n"
@@ -1378,9 +1482,18 @@ outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case
 
 /// @brief read the case, check every size against the limits, run the attention and make every
 /// output asked for; writes nothing (the fuzz target fuzz/attend_case_fuzz.cpp calls this)
+/// `how`: --arithmetic (docs/cli.md). arithmetic::core refuses, naming the field, a case the
+/// core's arithmetic does not compute (core_unsupported: a batch, q/k/v, context, RoPE, ...);
+/// unset computes on the runtime path, except that a --html page that would be editable is
+/// written in the core's arithmetic (the case is computed again in it), every output with it
 template <class T>
 outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, bool want_svg,
-                        bool want_html, const limits& lim) {
+                        bool want_html, const limits& lim, arithmetic how = arithmetic::unset) {
+  const parsed_case as_given = pc;  // before read_case fills it: for computing the case again
+  if (how == arithmetic::core && is_batch(doc))
+    throw core_refusal(doc, doc.json().contains("lengths") ? "lengths" : "x", "a batch of sequences");
+  if (how == arithmetic::core && doc.json().contains("q"))
+    throw core_refusal(doc, "q", "attention of already-projected q, k, v");
   if (is_batch(doc)) {
     if (doc.json().contains("d_output"))
       throw input_error(doc.error("d_output",
@@ -1408,6 +1521,8 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     else if (pc.half == "float16")
       round_inputs<rt::float16>(x, context, w, opt);
   }
+  const auto [core_field, core_what] = core_unsupported(doc, pc, has_context, opt);
+  if (how == arithmetic::core && !core_field.empty()) throw core_refusal(doc, core_field, core_what);
   std::optional<backward_result<T>> bw;
   if (doc.json().contains("d_output")) {
     bw.emplace();
@@ -1423,12 +1538,18 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
                 bw.has_value());
   } catch (const qkv::io::limit_error& e) { throw input_error(doc.file() + ": " + e.what()); }
   outputs<T> o;
-  apply_key_padding(pc, opt);  // S flags (read_learner_fields checked their number)
-  o.result = rt::attention(x, has_context ? context : x, w, opt);
+  apply_key_padding(pc, opt);                      // S flags (read_learner_fields checked their number)
+  std::vector<rt::dynamic_matrix<T>> core_scaled;  // the core's scaled, masked scores per head
+  const bool in_core = how == arithmetic::core;
+  if (in_core)
+    o.result = core_attention(x, w, opt, core_scaled);
+  else
+    o.result = rt::attention(x, has_context ? context : x, w, opt);
+  const auto* core = in_core ? &core_scaled : nullptr;
   const auto& r = o.result;
   const std::size_t s_len = has_context ? context.rows() : x.rows();
-  o.text = trace(pc, x, context, has_context, w, opt, r);
-  if (as_json) o.json = json_output(r, x.rows(), s_len, opt);
+  o.text = trace(pc, x, context, has_context, w, opt, r, core);
+  if (as_json) o.json = json_output(r, x.rows(), s_len, opt, core);
   if (bw) {
     run_backward(x, w, opt, r, *bw);
     o.text += backward_trace(pc.layout == rt::weight_layout::out_in, w, opt, r, *bw,
@@ -1438,23 +1559,33 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   }
   if (!want_svg && !want_html) return o;
   auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads);
+  if (in_core) d.scaled = core_scaled;
   if (o.backward) d.backward = &*o.backward;
   d.half_inputs = !pc.half.empty();
+  if (want_html) {
+    // the page's arithmetic: an editable page is written in the core's, which its module
+    // recomputes with (docs/pages.md, "Editing a page"); a page that would be editable but was
+    // computed on the runtime path by default is computed again, in the core's arithmetic
+    bool editable = false;
+    o.html = attend_page::page(pc.file, o.text, x, context, has_context, w, opt, r,
+                               scale_text(pc, r.scale, r.queries.cols() / pc.heads), d, pc.tokens,
+                               pc.context_tokens, in_core, &editable);
+    if (how == arithmetic::unset && editable && core_field.empty()) {
+      pc = as_given;
+      return make_outputs<T>(doc, pc, as_json, want_svg, want_html, lim, arithmetic::core);
+    }
+  }
   if (want_svg)  // the title names the case by its last path component, shortened (short_name)
     o.svg = attend_page::svg(short_name(pc.file), r, d.mask, x.rows(), s_len, pc.tokens, pc.context_tokens,
                              has_context);
-  if (want_html)
-    o.html = attend_page::page(pc.file, o.text, x, context, has_context, w, opt, r,
-                               scale_text(pc, r.scale, r.queries.cols() / pc.heads), d, pc.tokens,
-                               pc.context_tokens);
   return o;
 }
 
 template <class T>
 int run(const qkv::io::json_document& doc, parsed_case& pc, bool as_json, const std::string& svg,
-        const std::string& html, const limits& lim) {
+        const std::string& html, const limits& lim, arithmetic how) {
   // every output made before anything is written
-  const auto o = make_outputs<T>(doc, pc, as_json, !svg.empty(), !html.empty(), lim);
+  const auto o = make_outputs<T>(doc, pc, as_json, !svg.empty(), !html.empty(), lim, how);
   std::vector<qkv::io::text_output> files;
   if (!svg.empty()) files.push_back({svg, o.svg});
   if (!html.empty()) files.push_back({html, o.html});
@@ -1493,13 +1624,14 @@ inline void check_outputs(const std::string& path, const std::string& svg, const
 // library qkv_commands, which the tool and fuzz/attend_case_fuzz.cpp's replay link): a file that
 // includes this header does not instantiate it again.
 extern template outputs<float> make_outputs<float>(const qkv::io::json_document&, parsed_case&, bool, bool,
-                                                   bool, const limits&);
+                                                   bool, const limits&, arithmetic);
 extern template outputs<double> make_outputs<double>(const qkv::io::json_document&, parsed_case&, bool, bool,
-                                                     bool, const limits&);
+                                                     bool, const limits&, arithmetic);
 
 }  // namespace attend_detail
 
-/// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]`
+/// `qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--arithmetic runtime|core] [--max-elements N]
+/// [--max-cells N]`
 int cmd_attend(const args& a);  // tools/cmd_attend.cpp
 
 }  // namespace qkv::cli

@@ -45,9 +45,10 @@ constexpr command commands[] = {
      "At most 2^24 elements per op and 2^25 in all (docs/cli.md).\n",
      qkv::cli::cmd_torch},
     {"attend",
-     "attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n"
+     "attend CASE.json [--json] [--svg FILE] [--html FILE] [--arithmetic runtime|core] ...\n"
      "                            attention for a case given as JSON: a trace, or every tensor",
-     "usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--max-elements N] [--max-cells N]\n\n"
+     "usage: qkv attend CASE.json [--json] [--svg FILE] [--html FILE] [--arithmetic runtime|core]\n"
+     "                            [--max-elements N] [--max-cells N]\n\n"
      "Attention on the runtime path for a case given as JSON: the fields x, wq, wk, wv, and\n"
      "optionally dtype (float32, float64, bfloat16, float16), context, bq, bk, bv, weight_layout,\n"
      "heads, wo, bo, scale, causal, allowed, tokens, context_tokens, key_padding, rope, kv_heads,\n"
@@ -58,6 +59,12 @@ constexpr command commands[] = {
      "\"-Infinity\")\n"
      "  --svg FILE        write the heatmap of the weights to FILE\n"
      "  --html FILE       write a page with the trace, the matrices and the heatmap to FILE\n"
+     "                    (an editable page is in the core's arithmetic, and says so)\n"
+     "  --arithmetic A    runtime (default: the runtime path, SIMD and fma) or core (the core's\n"
+     "                    arithmetic, core/flat_attention.hpp: what the examples prove and the\n"
+     "                    editable pages recompute with; self-attention with heads, biases, wo,\n"
+     "                    causal, window, allowed, key_padding, float32/float64 only: any other\n"
+     "                    case is refused, exit 2, naming the field)\n"
      "  --max-elements N  the most numbers any buffer or output may hold (default 16777216 = 2^24)\n"
      "  --max-cells N     the most cells the heatmap may draw (default 262144 = 2^18)\n"
      "Files are written whole or not at all, and only when everything else succeeded.\n",

@@ -1,7 +1,8 @@
 // qkv_wasm_check.cpp: the native twin of the page's WebAssembly module (qkv_wasm.cpp, compiled
 // into this program), for tests/wasm/module_test.py.
 //
-//   qkv_wasm_check core      the module's run-time loops against the core's fixed-size
+//   qkv_wasm_check core      the module's run-time loops (core/flat_attention.hpp, which
+//                            `qkv attend --arithmetic core` runs too) against the core's fixed-size
 //                            templates (multihead_attend_projected, output_projection), bit for bit,
 //                            on a 4-token, 2-head case (float and double; finite, a NaN in x,
 //                            a fully masked row); exit 1 naming the first difference
@@ -82,8 +83,8 @@ int check_core(int variant) {
     r.concat = qkv::hconcat(r.context);
   }
   const auto out = qkv::output_projection(r, wo, bo);
-  std::vector<T> m(qkv::wasm::output_size(N, DQ, DV, H, DO));
-  if (qkv::wasm::attend<T>(x.v, N, D, wq.v, bq.v, wk.v, bk.v, wv.v, bv.v, DQ, DV, wo.v, bo.v, DO, H, true,
+  std::vector<T> m(qkv::flat::output_size(N, DQ, DV, H, DO));
+  if (qkv::flat::attend<T>(x.v, N, D, wq.v, bq.v, wk.v, bk.v, wv.v, bv.v, DQ, DV, wo.v, bo.v, DO, H, true,
                            scale, mask.data(), m.data()) != 0)
     return 1;
   int bad = 0;
@@ -131,8 +132,8 @@ int run(const std::vector<std::uint32_t>& h, const unsigned char* data) {
   const T* wo = take(h[11], dout * dv);
   const T* bo = take(h[12], dout);
   const unsigned char* mask = h[13] ? reinterpret_cast<const unsigned char*>(p) : nullptr;
-  std::vector<T> out(qkv::wasm::output_size(t, dq, dv, heads, wo ? dout : 0));
-  const int rc = qkv::wasm::attend<T>(x, t, d, wq, bq, wk, bk, wv, bv, dq, dv, wo, bo, dout, heads, h[7] != 0,
+  std::vector<T> out(qkv::flat::output_size(t, dq, dv, heads, wo ? dout : 0));
+  const int rc = qkv::flat::attend<T>(x, t, d, wq, bq, wk, bk, wv, bv, dq, dv, wo, bo, dout, heads, h[7] != 0,
                                       scale, mask, out.data());
   if (rc != 0) return 2;
   std::fwrite(out.data(), sizeof(T), out.size(), stdout);

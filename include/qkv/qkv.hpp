@@ -22,6 +22,7 @@
 #include "core/embedding_backward.hpp"
 #include "core/encoder.hpp"
 #include "core/encoder_bounds.hpp"
+#include "core/flat_attention.hpp"
 #include "core/flash_backward.hpp"
 #include "core/grouped.hpp"
 #include "core/half.hpp"

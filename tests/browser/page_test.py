@@ -10,7 +10,8 @@ For every page (`qkv explain NAME --html` for each example with a page, `qkv att
     request (chrome's performance log: no request but the page itself; no resource entries);
   - every step's section is present (the example's "// Step N:" comments, the trace's Step lines);
   - hovering (and focusing) chosen cells shows the right terms and sum: checked against the
-    numbers of `qkv attend CASE --json`, not against the page;
+    numbers of `qkv attend CASE --json`, not against the page (with --arithmetic core for an
+    editable page, which is in the core's arithmetic: docs/pages.md, "Editing a page");
   - the head selector switches heads; an SVG export parses as XML;
 and writes a screenshot of each page to OUT_DIR (page_*.png) for a person to look at.
 It measures (reports, asserts nothing about time) the weight of each page and the load time of
@@ -46,6 +47,14 @@ check = browser.check
 
 def run(*args):
     return browser.run(QKV, *args)
+
+
+def page_json(path, html):
+    """`qkv attend CASE --json` in the arithmetic the page says it shows (docs/pages.md, "Editing a
+    page": an editable page is the core's, --arithmetic core; any other the runtime's)"""
+    data = json.loads(re.search(r'<script type="application/json" id="qkv-data">(.*?)</script>',
+                                open(html, encoding='utf-8').read(), re.S).group(1))
+    return json.loads(run('attend', path, '--json', '--arithmetic', data.get('edit', {}).get('arithmetic', 'runtime')))
 
 
 import examples  # noqa: E402  (scripts/examples.py: the one list of examples)
@@ -158,7 +167,7 @@ for case in CASES:
     path = os.path.join(ROOT, 'tests/cli/attend', case + '.json')
     html = os.path.join(OUT, 'page_attend_%s.html' % case)
     trace = run('attend', path, '--html', html)
-    js = json.loads(run('attend', path, '--json'))
+    js = page_json(path, html)
     weights['attend ' + case] = os.path.getsize(html)
     load(html)
     name = 'attend ' + case
@@ -222,7 +231,7 @@ for case in CHAPTER_TWO:
     path = os.path.join(ROOT, 'tests/cli/attend', case + '.json')
     html = os.path.join(OUT, 'page_attend_%s.html' % case)
     trace = run('attend', path, '--html', html)
-    js = json.loads(run('attend', path, '--json'))
+    js = page_json(path, html)
     spec = json.load(open(path))
     weights['attend ' + case] = os.path.getsize(html)
     load(html)
@@ -304,7 +313,7 @@ for case in ['backward_hand', 'backward_heads', 'backward_gqa']:
     path = os.path.join(ROOT, 'tests/cli/attend', case + '.json')
     html = os.path.join(OUT, 'page_attend_%s.html' % case)
     run('attend', path, '--html', html)
-    js = json.loads(run('attend', path, '--json'))
+    js = page_json(path, html)
     weights['attend ' + case] = os.path.getsize(html)
     load(html)
     name = 'attend ' + case

@@ -2,8 +2,9 @@
 """attend_pages_test.py QKV CASES_DIR OUT_DIR: `qkv attend --html/--svg` for chapter two's
 fields (issue 16), without a browser (tests/browser/page_test.py drives the same pages in chromium).
 
-For each case: exit 0, nothing on stderr; the page's data (its qkv-data JSON) holds the runtime's
-numbers, read back from `qkv attend CASE --json`, not recomputed:
+For each case: exit 0, nothing on stderr; the page's data (its qkv-data JSON) holds the tool's
+numbers, read back from `qkv attend CASE --json` (with --arithmetic core for an editable page,
+which is in the core's arithmetic: window.json), not recomputed:
   - the scaled, masked scores per head == --json's scaled_scores (the softmax's input, with the
     bias and ALiBi added and -inf where masked), the weights == --json's weights;
   - GQA: query head h's scores are the dot products with key/value head g = h / (heads / kv_heads)
@@ -54,8 +55,9 @@ for case in ['chapter_two', 'rope', 'rope_interleaved', 'kv_heads', 'lower_right
           '%s: --html and --svg exit 0 and write both files (%d %s)' % (case, p.returncode, p.stderr))
     if p.returncode != 0:
         continue
-    js = json.loads(run(path, '--json').stdout)
     page = json.loads(re.search(r'<script type="application/json" id="qkv-data">(.*?)</script>', open(html).read(), re.S).group(1))
+    # --json in the page's arithmetic: an editable page (window) is the core's (docs/pages.md)
+    js = json.loads(run(path, '--json', '--arithmetic', page['edit'].get('arithmetic', 'runtime')).stdout)
     M = page['matrices']
     H, T, S = js['weights']['shape']
     HK = spec.get('kv_heads', H)

@@ -12,10 +12,11 @@ the same source built natively, and the native build gives the bits of the core'
    included): float32 and float64, both weight layouts, biases or none, an output projection or
    none, causal, mask cells, a fully masked row, NaN and infinity in x and in the values'
    weights, a 128-token 12-head case. The time node takes is printed, not asserted.
-3. With QKV_TOOL: the same cases through `qkv attend --json` (the runtime path: fma chains and
-   its own vector exp, docs/numerics.md) are compared with the module and the number of cells
-   with the same bits printed per step, not asserted: the module computes in the core's
-   arithmetic, which differs from the runtime's in the last bits (see docs/pages.md).
+3. With QKV_TOOL: the same cases through `qkv attend --arithmetic core --json` (the tool on the
+   same source, include/qkv/core/flat_attention.hpp) give the module's bits in every step (a NaN
+   as a NaN: JSON has no payload). Through `qkv attend --json` (the runtime path: fma chains and
+   its own vector exp, docs/numerics.md) the number of cells with the same bits is printed per
+   step, not asserted: the runtime's arithmetic differs from the core's in the last bits.
 Exit 77 (skipped) without node.
 """
 import json
@@ -118,10 +119,10 @@ def flatten(v):
 
 
 def tool_bits(c, j, name, head, fmt):
-    """the runtime's values of one step from `qkv attend --json`, packed as the module's"""
+    """the values of one step from `qkv attend --json`, packed as the module's"""
     v = j[name]
     if head is not None and name in ('scores', 'scaled_scores', 'weights', 'context'):
-        v = v[head] if isinstance(v, list) else v
+        v = v['data'][head]  # heads x T x ...: head h's
     vals = flatten(v)
     conv = [float('nan') if e == 'NaN' else math.inf if e == 'Infinity' else -math.inf if e == '-Infinity' else float(e)
             for e in vals]
@@ -189,31 +190,35 @@ def main():
             if tool:
                 path = Path(tmp) / 'case.json'
                 path.write_text(json.dumps(as_case_json(c)))
-                j = subprocess.run([tool, 'attend', str(path), '--json'], capture_output=True, text=True)
-                if j.returncode:
-                    print('     qkv attend --json: exit %d: %s' % (j.returncode, j.stderr.strip()))
-                    continue
-                doc = json.loads(j.stdout)
                 fmt = '<f' if c['dtype'] == 'float32' else '<d'
                 size = struct.calcsize(fmt)
-                tally = {}
-                for p, raw in steps(c, wasm.stdout):
-                    key = p[0]
-                    if key not in doc:
+                for arith in ('core', 'runtime'):
+                    j = subprocess.run([tool, 'attend', str(path), '--json', '--arithmetic', arith],
+                                       capture_output=True, text=True)
+                    if j.returncode:
+                        print('FAIL qkv attend --json --arithmetic %s: exit %d: %s' % (arith, j.returncode, j.stderr.strip()))
+                        failed += 1
                         continue
-                    ref = tool_bits(c, doc, key, p[2] if len(p) > 2 else None, fmt)
-                    if len(ref) != len(raw):
-                        tally.setdefault(key, [0, 0, 'shape differs'])
-                        continue
-                    eq = sum(raw[k:k + size] == ref[k:k + size] or
-                             (struct.unpack(fmt, raw[k:k + size])[0] != struct.unpack(fmt, raw[k:k + size])[0] and
-                              struct.unpack(fmt, ref[k:k + size])[0] != struct.unpack(fmt, ref[k:k + size])[0])
-                             for k in range(0, len(raw), size))
-                    a = tally.setdefault(key, [0, 0, ''])
-                    a[0] += eq
-                    a[1] += len(raw) // size
-                print('     against qkv attend --json (the runtime path), cells with the same bits (NaN = NaN): ' +
-                      ', '.join('%s %d/%d' % (k, v[0], v[1]) for k, v in tally.items()))
+                    doc = json.loads(j.stdout)
+                    tally = {}
+                    for p, raw in steps(c, wasm.stdout):
+                        ref = tool_bits(c, doc, p[0], p[2] if len(p) > 2 else None, fmt)
+                        a = tally.setdefault(p[0], [0, 0])
+                        a[1] += len(raw) // size
+                        if len(ref) != len(raw):
+                            continue
+                        a[0] += sum(raw[k:k + size] == ref[k:k + size] or
+                                    (struct.unpack(fmt, raw[k:k + size])[0] != struct.unpack(fmt, raw[k:k + size])[0] and
+                                     struct.unpack(fmt, ref[k:k + size])[0] != struct.unpack(fmt, ref[k:k + size])[0])
+                                    for k in range(0, len(raw), size))
+                    cells = ', '.join('%s %d/%d' % (k, v[0], v[1]) for k, v in tally.items())
+                    if arith == 'core':
+                        bad = [k for k, v in tally.items() if v[0] != v[1]]
+                        print('%s     qkv attend --arithmetic core --json: %s' % (
+                            'FAIL' if bad else 'ok  ', 'every step the module\'s bits' if not bad else 'differs in ' + cells))
+                        failed += bool(bad)
+                    else:
+                        print('     against qkv attend --json (the runtime path), cells with the same bits (NaN = NaN): ' + cells)
     print('%d case(s) differ' % failed if failed else 'every case: the .wasm and the native build give the same bytes')
     return 1 if failed else 0
 

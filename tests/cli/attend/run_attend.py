@@ -8,9 +8,10 @@ no case file), a JSON list of
      "args": the arguments after `qkv attend`; @CASES@ is this folder, @BUILD@ the test's folder}
 Every run also checks the stream contract: on an error (status 2) nothing on stdout and a
 message on stderr; with --json and status 0, stdout is one JSON object with scale, mask and
-scaled_scores (docs/cli.md) and the eight tensors of docs/cli.md (then rope's tables and
-alibi_slopes when the case uses them, each of its shape; with d_output, the gradients after
-them, docs/cli.md "The backward"), each a {"dtype", "shape",
+scaled_scores (docs/cli.md; first "arithmetic": "core" with --arithmetic core or an editable
+--html page) and the eight tensors of docs/cli.md (then rope's tables and alibi_slopes when the
+case uses them, each of its shape; with d_output, the gradients after them, docs/cli.md "The
+backward"), each a {"dtype", "shape",
 "data"} tensor whose data matches its shape (a batch case: {"batch", "lengths", "sequences"},
 each sequence such an object); with --svg FILE / --html FILE and status 0, FILE exists and is
 well-formed XML (SVG / XHTML). Prints one line per expectation; exits 1 if any failed."""
@@ -49,6 +50,14 @@ def check_run(cmd, status, stream, text):
             else:
                 objects = [top]
             for j in objects:
+                # --arithmetic core (docs/cli.md) says so first: "arithmetic": "core"; the runtime's
+                # output has no such member
+                if "arithmetic" in j:
+                    if list(j.keys())[0] != "arithmetic" or j["arithmetic"] != "core" or \
+                            ("--arithmetic" not in cmd and "--html" not in cmd):
+                        problems.append(f"\"arithmetic\": {j['arithmetic']!r} must come first, be \"core\", and "
+                                        "only with --arithmetic core (or an editable --html page)")
+                    j = {k: v for k, v in j.items() if k != "arithmetic"}
                 keys = ["queries", "keys", "values", "scores", "weights", "context", "concat", "output"]
                 extras = ["scale", "mask", "scaled_scores"]  # docs/cli.md: the learner's extras first
                 # then, when the case uses them, RoPE's tables and ALiBi's slopes (docs/cli.md),
