@@ -42,19 +42,12 @@ import browser  # noqa: E402
 if browser.missing():
     print('SKIP: ' + browser.missing())
     sys.exit(77)
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 os.makedirs(OUT, exist_ok=True)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print('FAIL:', what)
-    return cond
+check = browser.check
+failures = browser.failures
 
 
 def f32(v):
@@ -239,7 +232,7 @@ def main():
         orig = page_bits(driver)
         st = page_mask(driver)
         spec['state_scale'] = st[0]
-        t, d = spec['t'], spec['d']
+        t = spec['t']
 
         def mask_of(st):
             return [1 if st[3][i * t + j] or (st[1] and j > i) or (st[2] and j < i - st[2] + 1) else 0
@@ -278,7 +271,7 @@ def main():
         verify('as written (the module run on load)')
         # 1. the real UI: double-click x(1, 1) (row 1, column 1 as the page counts), type, Enter
         td = driver.find_element(By.CSS_SELECTOR, 'td[data-m="x"][data-i="0"][data-j="0"]')
-        ActionChains(driver).double_click(td).perform()
+        browser.actions(driver).double_click(td).perform()
         inp = driver.find_element(By.CSS_SELECTOR, 'td[data-m="x"][data-i="0"][data-j="0"] input')
         inp.send_keys(Keys.CONTROL, 'a')
         inp.send_keys('2.5', Keys.ENTER)
@@ -306,7 +299,7 @@ def main():
         heads = spec['heads']
         wid = 'weights' if heads == 1 else 'weights[0]'
         cell = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="%d"][data-j="0"]' % (wid, t - 1))
-        ActionChains(driver).key_down(Keys.ALT).click(cell).key_up(Keys.ALT).perform()
+        browser.actions(driver).key_down(Keys.ALT).click(cell).key_up(Keys.ALT).perform()
         verify('key 1 masked for the last query (Alt+click)')
         for j in range(t):
             if not page_mask(driver)[3][(t - 1) * t + j]:
