@@ -30,7 +30,6 @@ float32), with the output [4, 5, 8] and the per-head weights [4, 2, 5, 5]. No to
    tests/cli/attend/batch_cross_gqa.json (cross-attention, GQA, RoPE, lower_right, ALiBi,
    bfloat16) and batch_lengths.json (a length-0 sequence).
 """
-import copy
 import json
 import math
 import os

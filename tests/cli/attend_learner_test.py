@@ -10,7 +10,6 @@ guessed tolerance. Plain Python: no numpy, no torch."""
 import json
 import math
 import os
-import re
 import struct
 import subprocess
 import sys
