@@ -192,7 +192,7 @@ int cmd_train(const args& a) {
     } catch (const std::runtime_error& e) { throw input_error(o.html + ": " + e.what()); }
     page = html.str();
   }
-  std::vector<io::text_output> files;  // (views: the strings above live until they are written)
+  std::vector<io::text_output> files;
   if (!o.out.empty()) files.push_back({o.out, weights});
   if (!o.trace.empty()) files.push_back({o.trace, trace});
   if (!o.html.empty()) files.push_back({o.html, page});

@@ -37,10 +37,12 @@ struct file_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// one output of write_text_files
+/// one output of write_text_files: the path and its text, both owned (a view here once wrote
+/// garbage into a checkpoint when the caller passed a temporary: a page is copied once, a
+/// negligible cost beside writing it)
 struct text_output {
   std::string path;
-  std::string_view text;  // not copied: the caller keeps it alive for the call
+  std::string text;
 };
 
 namespace file_detail {
@@ -150,7 +152,7 @@ inline void write_text_files(const std::vector<text_output>& files) {
 /// @brief write text to path atomically (see the top of this file); throws file_error (a
 /// std::runtime_error) naming the file
 inline void write_text_file(const std::string& path, std::string_view text) {
-  write_text_files({text_output{path, text}});
+  write_text_files({text_output{path, std::string(text)}});
 }
 
 }  // namespace qkv::io
