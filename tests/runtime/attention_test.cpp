@@ -106,7 +106,6 @@ TEST_CASE("causal equals the allowed mask of its lower triangle, bit for bit") {
   w.k.weight = random_matrix<float>(32, 32, 10, 0.2);
   w.v.weight = random_matrix<float>(32, 32, 11, 0.2);
   rt::attention_options<float> causal;
-  causal.keep_weights = true;
   causal.causal = true;
   causal.heads = 2;
   rt::attention_options<float> lower = causal;
@@ -248,7 +247,6 @@ TEST_CASE("attention with 1 and 2 threads is identical bit for bit, both paths")
   rt::thread_pool one(1), two(2);
   for (bool keep : {true, false}) {
     rt::attention_options<float> opt;
-    opt.keep_weights = true;
     opt.heads = 6;
     opt.keep_weights = keep;
     const auto a = rt::attention(x, x, w, opt, &one);
@@ -707,7 +705,6 @@ TEST_CASE("key_padding of the wrong length is refused naming both sizes") {
   w.k.weight = random_matrix<float>(4, 4, 66);
   w.v.weight = random_matrix<float>(4, 4, 67);
   rt::attention_options<float> opt;
-  opt.keep_weights = true;
   opt.key_padding = five;
   for (bool keep : {true, false}) {
     opt.keep_weights = keep;
@@ -754,7 +751,6 @@ TEST_CASE("tutorial 003: one BERT head (9 tokens, 768 -> 64 with bias, scale 1/8
   w.k = {ref.get<float>("float32", "key_weight", 64, 768), ref.vec<float>("float32", "key_bias")};
   w.v = {ref.get<float>("float32", "value_weight", 64, 768), ref.vec<float>("float32", "value_bias")};
   rt::attention_options<float> opt;  // default scale 1/sqrt(64) = 1/8, exact
-  opt.keep_weights = true;
   for (bool keep : {true, false}) {
     opt.keep_weights = keep;
     const auto r = rt::self_attention(x, w, opt);
@@ -918,7 +914,6 @@ TEST_CASE("attention with its weights packed once equals attention with the weig
       CAPTURE(layer);
       CAPTURE(keep);
       rt::attention_options<float> opt;
-      opt.keep_weights = true;
       opt.heads = H;
       opt.keep_weights = keep;
       opt.causal = layer == 1;

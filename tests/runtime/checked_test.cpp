@@ -43,7 +43,6 @@ TEST_CASE("with QKV_CHECKED the kernels run unchanged: attention on both paths, 
   for (auto* l : {&w.q, &w.k, &w.v}) l->weight = qkv::testing::random_matrix<float>(24, 24, 2, 0.2);
   for (const bool keep : {true, false}) {
     rt::attention_options<float> opt;
-    opt.keep_weights = true;
     opt.heads = 3;
     opt.causal = true;
     opt.keep_weights = keep;
@@ -60,7 +59,6 @@ TEST_CASE(
   for (auto* l : {&w.q, &w.k, &w.v}) l->weight = qkv::testing::random_matrix<float>(4, 4, 4, 0.5);
   for (const bool keep : {true, false}) {
     rt::attention_options<float> opt;
-    opt.keep_weights = true;
     opt.keep_weights = keep;
     const auto r = rt::attention(x, none, w, opt);
     CHECK(r.output == dynamic_matrix<float>(3, 4));

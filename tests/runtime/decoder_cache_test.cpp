@@ -163,7 +163,6 @@ TEST_CASE("grouped-query attention equals multi-head attention with each K/V hea
     for (const bool keep : {true, false})
       for (const bool causal : {true, false}) {
         rt::attention_options<float> og;
-        og.keep_weights = true;
         og.heads = H;
         og.kv_heads = HK;
         og.keep_weights = keep;

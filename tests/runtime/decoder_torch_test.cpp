@@ -167,7 +167,6 @@ void run_case(const nlohmann::json& c) {
   w.k = pick<F>(HK * d, 2 * HK * d, 0);
   w.v = pick<F>(HK * d, 2 * HK * d, HK * d);
   rt::attention_options<F> opt;
-  opt.keep_weights = true;
   opt.heads = H;
   opt.kv_heads = HK;
   opt.causal = spec.causal;

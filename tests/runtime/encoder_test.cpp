@@ -196,7 +196,6 @@ TEST_CASE_TEMPLATE(
       rt::encoder_layer_result<T> tr;
       rt::encoder_layer(x, w, c, run, tr);
       rt::attention_options<T> opt;
-      opt.keep_weights = true;
       opt.heads = c.nhead;
       opt.scale = rt::detail::reciprocal_sqrt_rounded_once<T>(c.d_model / c.nhead);
       opt.causal = c.causal;

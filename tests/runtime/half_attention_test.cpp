@@ -79,7 +79,6 @@ TEST_CASE_TEMPLATE(
       CAPTURE(keep);
       CAPTURE(decoder);
       rt::attention_options<float> opt;
-      opt.keep_weights = true;
       opt.heads = H;
       opt.kv_heads = HK;
       opt.keep_weights = keep;

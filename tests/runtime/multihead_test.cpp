@@ -147,7 +147,6 @@ TEST_CASE("multihead_attention: a NaN in v reaches exactly the rows that attend 
   auto q = rt::linear(x, w.q), k = rt::linear(x, w.k), v = rt::linear(x, w.v);
   v(100, 3) = std::numeric_limits<float>::quiet_NaN();  // key 100, head 0's column 3
   rt::attention_options<float> opt;
-  opt.keep_weights = true;
   opt.heads = H;
   opt.causal = true;
   opt.keep_weights = false;

@@ -88,7 +88,6 @@ bool sees(masking m, std::size_t i, std::size_t j, std::size_t padded) {
 dynamic_matrix<float> multihead(const dynamic_matrix<float>& x, const rt::attention_weights<float>& w,
                                 masking m, std::size_t padded, run_kind run) {
   rt::attention_options<float> opt;
-  opt.keep_weights = true;
   opt.heads = 2;
   opt.keep_weights = run.keep_weights;
   opt.causal = m == masking::causal;
@@ -383,7 +382,6 @@ TEST_CASE(
       CAPTURE(T);
       CAPTURE(run.name());
       rt::attention_options<float> opt;
-      opt.keep_weights = true;
       opt.heads = 2;
       opt.keep_weights = run.keep_weights;
       opt.key_padding = std::vector<unsigned char>(T, 0);
@@ -414,7 +412,6 @@ TEST_CASE("a NaN weight poisons every row that attends to anything; a fully mask
   for (const run_kind run : all_runs) {
     CAPTURE(run.name());
     rt::attention_options<float> opt;
-    opt.keep_weights = true;
     opt.heads = 2;
     opt.keep_weights = run.keep_weights;
     opt.allowed = allowed;

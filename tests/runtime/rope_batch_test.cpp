@@ -465,7 +465,6 @@ TEST_CASE(
   for (bool keep : {true, false})
     for (bool causal : {false, true}) {
       rt::attention_options<float> opt;
-      opt.keep_weights = true;
       opt.heads = 4;
       opt.keep_weights = keep;
       opt.causal = causal;
@@ -498,7 +497,6 @@ TEST_CASE("batch: trailing padding gives the real rows of the unpadded sequence,
   // length give the same numbers on its real rows
   const torch_batch tb;
   rt::attention_options<float> opt;
-  opt.keep_weights = true;
   opt.heads = tb.heads;
   for (bool keep : {true, false}) {
     opt.keep_weights = keep;
@@ -611,7 +609,6 @@ TEST_CASE(
   const std::vector<rt::batch_sequence<float>> seqs = {{x0.view(), std::nullopt, trailing},
                                                        {x1.view(), std::nullopt, scattered}};
   rt::attention_options<float> opt;
-  opt.keep_weights = true;
   opt.heads = 2;
   opt.causal = true;
   opt.keep_weights = false;
@@ -657,7 +654,6 @@ TEST_CASE(
     for (std::size_t n : {std::size_t(1), std::size_t(20), std::size_t(33), std::size_t(129),
                           std::size_t(256), std::size_t(263)}) {
       rt::attention_options<float> opt;
-      opt.keep_weights = true;
       opt.heads = 2;
       opt.keep_weights = keep;
       std::vector<unsigned char> pad(300, 0);

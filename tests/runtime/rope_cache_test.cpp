@@ -91,7 +91,6 @@ TEST_CASE("decoding with RoPE through the KV cache gives the rows of attention()
         CAPTURE(prefill);
         const auto l = random_layer(T, H, HK, dh, dm);
         rt::attention_options<float> opt;
-        opt.keep_weights = true;
         opt.heads = H;
         opt.kv_heads = HK;
         opt.causal = true;
@@ -127,7 +126,6 @@ TEST_CASE(
   const std::size_t T = 40, H = 4, HK = 2, dh = 16, dm = 24;
   const auto l = random_layer(T, H, HK, dh, dm);
   rt::attention_options<float> opt;
-  opt.keep_weights = true;
   opt.heads = H;
   opt.kv_heads = HK;
   opt.keep_weights = false;
@@ -184,7 +182,6 @@ TEST_CASE(
   w.v = {mat("wv"), vec("bv")};
   const rt::linear_weights<float> wo{mat("wo"), vec("bo")};
   rt::attention_options<float> opt;
-  opt.keep_weights = true;
   opt.heads = j.at("heads").get<std::size_t>();
   opt.causal = true;
   opt.keep_weights = false;

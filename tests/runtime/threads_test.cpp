@@ -62,7 +62,6 @@ struct workload {
   }
   [[nodiscard]] dynamic_matrix<float> attention(bool keep, rt::thread_pool* pool) const {
     rt::attention_options<float> opt;
-    opt.keep_weights = true;
     opt.heads = 4;
     opt.causal = true;
     opt.keep_weights = keep;
