@@ -39,6 +39,7 @@ import time
 QKV, CHECK, ROOT, OUT = sys.argv[1:5]
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
 import browser  # noqa: E402
+from tensors import flat  # noqa: E402  (tests/support/tensors.py)
 if browser.missing():
     print('SKIP: ' + browser.missing())
     sys.exit(77)
@@ -153,14 +154,6 @@ def tool_json(case, tmp):
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
-def flatten(v):
-    if isinstance(v, dict):
-        return flatten(v['data'])
-    if isinstance(v, list):
-        return [y for e in v for y in flatten(e)]
-    return [v]
-
-
 def tool_bits(spec, doc, name, fmt):
     """one step of the page (its id: queries, scores[1], scaled, ...) from the tool's --json, packed
     as the page's numbers; None when --json has no such step"""
@@ -172,7 +165,7 @@ def tool_bits(spec, doc, name, fmt):
     if key in ('scores', 'scaled_scores', 'weights', 'context'):  # heads x T x ...
         v = v['data'][int(name.split('[')[1].rstrip(']')) if '[' in name else 0]
     vals = [float('nan') if e == 'NaN' else math.inf if e == 'Infinity' else -math.inf if e == '-Infinity' else e
-            for e in flatten(v)]
+            for e in flat(v)]
     return b''.join(struct.pack(fmt, e) for e in vals)
 
 

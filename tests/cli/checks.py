@@ -4,6 +4,12 @@ of the tool's JSON (or a nested list) as one flat list. A script imports them
 (its own folder is on Python's path), then exits 1 if `failures` is not empty."""
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'support'))
+from tensors import flat  # noqa: E402  (tests/support/tensors.py; the scripts here import it from checks)
+
+__all__ = ['check', 'failures', 'write_case', 'flat']
 
 failures = []
 
@@ -24,16 +30,3 @@ def write_case(folder, name, case):
         json.dump(case, f)
     return path
 
-
-def flat(t):
-    """the numbers of a tensor, row-major: t is {"data": nested lists, ...} or the nested lists"""
-    out = []
-
-    def walk(x):
-        if isinstance(x, list):
-            for e in x:
-                walk(e)
-        else:
-            out.append(x)
-    walk(t['data'] if isinstance(t, dict) else t)
-    return out

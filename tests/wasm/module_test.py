@@ -30,6 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'support'))
+from tensors import flat  # noqa: E402  (tests/support/tensors.py)
+
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE.parent.parent / 'wasm' / 'run_module.mjs'
 
@@ -110,20 +113,12 @@ def steps(c, raw):
     return out
 
 
-def flatten(v):
-    if isinstance(v, dict):
-        return flatten(v['data'])
-    if isinstance(v, list):
-        return [y for e in v for y in flatten(e)]
-    return [v]
-
-
 def tool_bits(c, j, name, head, fmt):
     """the values of one step from `qkv attend --json`, packed as the module's"""
     v = j[name]
     if head is not None and name in ('scores', 'scaled_scores', 'weights', 'context'):
         v = v['data'][head]  # heads x T x ...: head h's
-    vals = flatten(v)
+    vals = flat(v)
     conv = [float('nan') if e == 'NaN' else math.inf if e == 'Infinity' else -math.inf if e == '-Infinity' else float(e)
             for e in vals]
     return b''.join(struct.pack(fmt, e) for e in conv)
