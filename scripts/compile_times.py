@@ -65,12 +65,23 @@ def main():
     started = time.strftime('%d %b %Y, %H:%M', time.gmtime())
     for build in args:
         entries = json.load(open(os.path.join(build, 'compile_commands.json')))
-        entries = [e for e in entries if re.search(r'(^|/)examples/\d\d\w*\.cpp$', e['file'])]
+        # each example is one translation unit: examples/program/example.cpp with the example's
+        # source (-DQKV_EXAMPLE_SOURCE="examples/NN_name.cpp"), its walkthrough and its page
+        # (examples/meson.build), compiled into libexample_NAME.a, which its program and the tool link
+        entries = [e for e in entries if re.search(r'libexample_\w+\.a\.p/program_example\.cpp\.o$', e['output'])]
         name = None
-        for e in sorted(entries, key=lambda e: e['file']):
-            command = e.get('arguments') or shlex.split(e['command'])
+
+        def source_of(e):
+            m = re.search(r'QKV_EXAMPLE_SOURCE=\\?"?([^" \\]+)', e.get('command') or ' '.join(e['arguments']))
+            return m.group(1) if m else None
+        # the proof as a learner compiles it: the example's own file (with its main), with the
+        # flags meson gives that library (the walkthrough's and page's -D and -I dropped)
+        entries = [e for e in entries if source_of(e)]
+        for e in sorted(entries, key=source_of):
+            full = e.get('arguments') or shlex.split(e['command'])
+            command = [c for c in full if not c.startswith('-DQKV_EXAMPLE_') and c != e['file']] + [source_of(e)]
             name = name or compiler_name(command)
-            example = pathlib.Path(e['file']).stem
+            example = pathlib.Path(source_of(e)).stem
             best_wall = best_cpu = peak = None
             for _ in range(runs):
                 t, err = time_once(command, e['directory'])
