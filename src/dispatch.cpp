@@ -44,7 +44,8 @@ const rt::detail::kernel_table* load_avx512() {
   }
   std::string path = self.dli_fname;
   const auto slash = path.rfind('/');
-  path = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "libqkv_kernels_avx512.so";
+  path =
+      (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + "libqkv_kernels_avx512.so";
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
@@ -70,14 +71,19 @@ const rt::detail::kernel_table* choose() {
     reason = "QKV_KERNELS=avx2";
     return &qkv_kernels_avx2_table;
   }
+  // any other value of QKV_KERNELS is not a choice: said, and the CPU decides
+  const std::string ignored = env && *env && !env_avx2 && std::strcmp(env, "avx512") != 0
+                                  ? std::string("QKV_KERNELS=") + env + " ignored (avx2 or avx512); "
+                                  : std::string();
   if (!cpu_has_avx512()) {
-    reason = "the CPU lacks one of avx512f/bw/dq/vl";
+    reason = ignored + "the CPU lacks one of avx512f/bw/dq/vl";
     return &qkv_kernels_avx2_table;
   }
   if (const auto* t = load_avx512()) {
-    reason = "the CPU has avx512f/bw/dq/vl";
+    reason = ignored + "the CPU has avx512f/bw/dq/vl";
     return t;
   }
+  reason = ignored + reason;
   return &qkv_kernels_avx2_table;
 }
 

@@ -53,7 +53,8 @@ void multihead_heads_first(const view& q, const view& k, const view& v, const ou
 }
 
 void attention(const view& x, const view& context, const rt::attention_weights<float>& w,
-               const rt::attention_options<float>& opt, rt::multihead_result<float>& r, rt::thread_pool* pool) {
+               const rt::attention_options<float>& opt, rt::multihead_result<float>& r,
+               rt::thread_pool* pool) {
   rt::attention<float>(x, context, w, opt, r, pool);
 }
 
@@ -81,8 +82,8 @@ extern "C" const rt::detail::kernel_table QKV_KERNELS_TABLE;  // hidden: dispatc
 extern "C" const rt::detail::kernel_table QKV_KERNELS_TABLE = {
     rt::detail::kernel_abi,
     rt::kernel_set::QKV_KERNELS_SET,
-    {sizeof(rt::attention_options<float>), sizeof(rt::multihead_result<float>), sizeof(rt::packed_operand<float>),
-     sizeof(rt::matrix_view<float>)},
+    {sizeof(rt::attention_options<float>), sizeof(rt::multihead_result<float>),
+     sizeof(rt::packed_operand<float>), sizeof(rt::matrix_view<float>)},
     multihead_into,
     multihead_out,
     multihead_heads_first,

@@ -43,7 +43,7 @@ rt::dynamic_matrix<float> filled(std::size_t rows, std::size_t cols, std::uint32
   rt::dynamic_matrix<float> m(rows, cols);
   std::uint32_t s = seed;
   for (std::size_t i = 0; i < m.size(); ++i) {
-    s = s * 1664525u + 1013904223u;                                    // Numerical Recipes' LCG
+    s = s * 1664525u + 1013904223u;  // Numerical Recipes' LCG
     m.data()[i] = static_cast<float>(static_cast<int>(s >> 8) - (1 << 23)) / float(1 << 23);  // [-1, 1)
   }
   return m;
@@ -63,8 +63,8 @@ void line(const char* name, std::size_t threads, std::uint64_t h) {
 }  // namespace
 
 int main() {
-  std::printf("kernels %s (%s; instruction set of this program: %s)\n", rt::kernels_name(rt::kernels_in_use()),
-              rt::kernels_reason(), rt::instruction_set);
+  std::printf("kernels %s (%s; instruction set of this program: %s)\n",
+              rt::kernels_name(rt::kernels_in_use()), rt::kernels_reason(), rt::instruction_set);
   // 300 tokens (two key blocks and a remainder), 4 heads of 32, GQA with 2 key/value heads
   constexpr std::size_t T = 300, D = 128, H = 4;
   const auto q = filled(T, D, 1), k = filled(T, D, 2), v = filled(T, D, 3), x = filled(T, D, 4);
@@ -118,9 +118,7 @@ int main() {
     rt::multihead_attention<float>(q.view(), k.view(), v.view(), out.view(), bad);
     std::printf("shape_error not thrown\n");
     return 1;
-  } catch (const rt::shape_error&) {
-    std::printf("shape_error caught\n");
-  }
+  } catch (const rt::shape_error&) { std::printf("shape_error caught\n"); }
   // a forwarded call from inside a task of the pool it is given runs inline
   rt::set_threads(2);
   std::vector<rt::dynamic_matrix<float>> outs(2, rt::dynamic_matrix<float>(T, D));
