@@ -244,6 +244,6 @@ for f in qkv.pc qkv-runtime.pc qkv-io.pc qkvConfig.cmake; do
 done
 [ -n "$(find "$light_root" -path '*include/qkv/qkv.hpp')" ] || fail "light install: the headers are not installed"
 [ -z "$(find "$light_root" -path '*/bin/qkv')" ] || fail "light install: -Dtool=false installed bin/qkv"
-done_step "light install: -Dtests=false -Dexamples=false builds $(echo "$light_targets" | wc -w) targets (qkv, its explain stubs, its pages' module, the single header); -Dtool=false the single header alone"
+done_step "light install: -Dtests=false -Dexamples=false builds $(echo "$light_targets" | wc -w) targets (qkv, its explain stubs, its pages' module, the single header); -Dtool=false the single header alone (and libqkv_kernels where it is built)"
 
 echo "consumers: all passed"
