@@ -7,7 +7,9 @@
 // the one an AVX2 machine runs. The one exported name is the AVX-512 table (the AVX2 table is
 // read by dispatch.cpp inside the same object). docs/design.md, "AVX-512 without flags".
 #include <cstddef>
+#include <vector>
 
+#include "qkv/runtime/decode.hpp"
 #include "qkv/runtime/gemm.hpp"
 #include "qkv/runtime/kernels.hpp"
 #include "qkv/runtime/multihead.hpp"
@@ -71,6 +73,15 @@ void product_packed(const view& a, const rt::packed_operand<float>& b, const out
   rt::matrix_product<float>(a, b, c, e, pool);
 }
 
+template <class S>
+void decode(const rt::kv_cache<S>& cache, std::size_t layer, const view& q, const out_view& out,
+            const rt::cache_attention_options& opt, const std::vector<double>& slopes,
+            rt::thread_pool* pool) {
+  rt::decode_attend<S>(cache, layer, q, out, opt, slopes, pool);
+}
+
+const rt::detail::decode_kernels decode_table = {decode<float>, decode<rt::bfloat16>, decode<rt::float16>};
+
 }  // namespace
 
 #if QKV_KERNELS_TARGET == QKV_KERNELS_AVX512
@@ -91,4 +102,5 @@ extern "C" const rt::detail::kernel_table QKV_KERNELS_TABLE = {
     attention_packed,
     pack,
     product_packed,
+    &decode_table,
 };

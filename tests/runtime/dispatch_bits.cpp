@@ -1,4 +1,5 @@
-// dispatch_bits.cpp: the bits of every entry point libqkv_kernels forwards (kernels.hpp), one
+// dispatch_bits.cpp: the bits of every entry point libqkv_kernels forwards (kernels.hpp: the
+// attention calls, packed products and decode_attend on each storage type), one
 // line per call: "NAME HASH", HASH the FNV-1a hash of the output floats' bits. Compiled three
 // times (tests/runtime/meson.build): header-only for -march=x86-64-v3, header-only for
 // -march=x86-64-v4, and linked with libqkv_kernels (x86-64-v3 plus -DQKV_RUNTIME_KERNELS);
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "qkv/runtime/decode.hpp"
 #include "qkv/runtime/gemm.hpp"
 #include "qkv/runtime/kernels.hpp"
 #include "qkv/runtime/multihead.hpp"
@@ -58,6 +60,24 @@ rt::linear_weights<float> layer(std::size_t out, std::size_t in, std::uint32_t s
 
 void line(const char* name, std::size_t threads, std::uint64_t h) {
   std::printf("%s threads=%zu %016llx\n", name, threads, static_cast<unsigned long long>(h));
+}
+
+/// decode_attend of one new query (8 heads of 64) against a cache of S (300 positions, 2
+/// key/value heads of 64), plain and with a window of 100
+template <class S>
+void decode_lines(const char* name, std::size_t threads) {
+  constexpr std::size_t T = 300, H = 8, HK = 2, d = 64;
+  const auto k = filled(T, HK * d, 50), v = filled(T, HK * d, 51), q = filled(1, H * d, 52);
+  rt::kv_cache<S> cache(1, HK, d, d, T);
+  cache.append(0, k.view(), v.view());
+  rt::cache_attention_options opt;
+  opt.heads = H;
+  rt::dynamic_matrix<float> out(1, H * d);
+  rt::decode_attend<S>(cache, 0, q.view(), out.view(), opt);
+  std::uint64_t h = hash_of(out);
+  opt.window = 100;
+  rt::decode_attend<S>(cache, 0, q.view(), out.view(), opt);
+  line(name, threads, hash_of(out, h));
 }
 
 }  // namespace
@@ -109,6 +129,9 @@ int main() {
     rt::dynamic_matrix<float> y;
     rt::linear<float>(x.view(), pl, y);
     line("linear(x, packed w)", threads, hash_of(y));
+    decode_lines<float>("decode_attend, float cache", threads);
+    decode_lines<rt::bfloat16>("decode_attend, bfloat16 cache", threads);
+    decode_lines<rt::float16>("decode_attend, float16 cache", threads);
   }
   // a shape error thrown inside the library reaches the caller with its type
   try {

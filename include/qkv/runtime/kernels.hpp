@@ -10,8 +10,9 @@
 //
 //   multihead_attention<float> (all three overloads), attention<float> and self_attention<float>
 //   (attention_weights and packed_attention_weights), linear<float> and matrix_product<float>
-//   on a packed_operand, and packed_operand<float>'s packing (its panels are as wide as the
-//   kernels' registers, so they are packed by the kernels that read them).
+//   on a packed_operand, packed_operand<float>'s packing (its panels are as wide as the
+//   kernels' registers, so they are packed by the kernels that read them), and decode_attend
+//   (decode.hpp) on float, bfloat16 and float16 caches.
 //
 // Every other function, and every T but float, stays header-only. Without QKV_RUNTIME_KERNELS
 // (the default for a program that includes the headers alone) nothing forwards and
@@ -41,6 +42,9 @@ class packed_operand;
 template <class T>
 struct epilogue;
 class thread_pool;
+namespace detail {
+struct decode_kernels;  // decode.hpp: decode_attend for each storage type
+}
 
 /// the kernels a float entry point runs
 enum class kernel_set {
@@ -56,8 +60,9 @@ namespace detail {
 struct kernel_table {
   unsigned abi;  // kernel_abi: a table of another version is not used
   kernel_set set;
-  std::size_t sizes[4];  // attention_options<float>, multihead_result<float>,
-                         // packed_operand<float>, matrix_view<float>: checked by the loader
+  std::size_t sizes[6];  // attention_options<float>, multihead_result<float>,
+                         // packed_operand<float>, matrix_view<float>, kv_cache<float>,
+                         // cache_attention_options: checked by the loader
   void (*multihead_into)(const matrix_view<const float>& q, const matrix_view<const float>& k,
                          const matrix_view<const float>& v, const attention_options<float>& opt,
                          multihead_result<float>& r, thread_pool* pool);
@@ -76,6 +81,7 @@ struct kernel_table {
   void (*pack)(const matrix_view<const float>& b, packed_operand<float>& out);
   void (*product_packed)(const matrix_view<const float>& a, const packed_operand<float>& b,
                          const matrix_view<float>& c, const epilogue<float>& e, thread_pool* pool);
+  const decode_kernels* decode;  // decode_attend on float, bfloat16 and float16 caches
 };
 
 inline constexpr unsigned kernel_abi = 1;
@@ -107,6 +113,9 @@ namespace detail {
 /// whether an entry point on T forwards to the library's table
 template <class T>
 inline constexpr bool forwards = kernels_linked && std::is_same_v<T, float>;
+/// whether decode_attend on a cache of S forwards (every storage type does)
+template <class S>
+inline constexpr bool forwards_storage = kernels_linked && sizeof(S) > 0;
 /// the table (only called where forwards<T>: a header-only program never references it)
 [[nodiscard]] inline const kernel_table& kernels() { return *qkv_kernels_table(); }
 }  // namespace detail
