@@ -23,6 +23,8 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 namespace qkv::runtime {
@@ -84,7 +86,9 @@ struct kernel_table {
   const decode_kernels* decode;  // decode_attend on float, bfloat16 and float16 caches
 };
 
-inline constexpr unsigned kernel_abi = 1;
+/// the table's version: raised whenever kernel_table or a type it passes changes, so that a
+/// program and a libqkv_kernels of different versions refuse each other (kernels())
+inline constexpr unsigned kernel_abi = 2;
 
 }  // namespace detail
 
@@ -116,8 +120,16 @@ inline constexpr bool forwards = kernels_linked && std::is_same_v<T, float>;
 /// whether decode_attend on a cache of S forwards (every storage type does)
 template <class S>
 inline constexpr bool forwards_storage = kernels_linked && sizeof(S) > 0;
-/// the table (only called where forwards<T>: a header-only program never references it)
-[[nodiscard]] inline const kernel_table& kernels() { return *qkv_kernels_table(); }
+/// the table (only called where forwards<T>: a header-only program never references it).
+/// @throws std::runtime_error when the library's table is of another version than these headers
+[[nodiscard]] inline const kernel_table& kernels() {
+  const kernel_table* t = qkv_kernels_table();
+  if (t->abi != kernel_abi)
+    throw std::runtime_error("libqkv_kernels has table version " + std::to_string(t->abi) +
+                             " but these qkv headers want " + std::to_string(kernel_abi) +
+                             ": link the libqkv_kernels installed with these headers");
+  return *t;
+}
 }  // namespace detail
 
 /// the kernels the float entry points run: header_only without the library; with it, the set
