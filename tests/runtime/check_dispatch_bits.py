@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """check_dispatch_bits.py: libqkv_kernels gives the bits of header-only builds (dispatch_bits.cpp).
 
-  check_dispatch_bits.py V3_PROGRAM V4_PROGRAM LIBRARY_PROGRAM
+  check_dispatch_bits.py V3_PROGRAM V4_PROGRAM LIBRARY_PROGRAM [LIBQKV_KERNELS LIBQKV_KERNELS_AVX512]
 
 V3_PROGRAM and V4_PROGRAM are dispatch_bits.cpp compiled header-only for -march=x86-64-v3 and
 -march=x86-64-v4; LIBRARY_PROGRAM the same source linked with libqkv_kernels. Checks:
   - the library under QKV_KERNELS=avx2 runs the avx2 kernels and prints V3_PROGRAM's lines;
   - by default it runs avx512 on a CPU with avx512f/bw/dq/vl and prints V4_PROGRAM's lines,
     else avx2 and V3_PROGRAM's lines (V4_PROGRAM is then not run: it would stop with SIGILL);
-  - V3 and V4 differ in at least one line, so the comparison can tell the two tables apart.
+  - V3 and V4 differ in at least one line, so the comparison can tell the two tables apart;
+  - with the two libraries (and objdump): libqkv_kernels.so and LIBRARY_PROGRAM hold no AVX-512
+    instruction (no zmm, mask or upper-16 vector register, no EVEX-only mnemonic), so they run on
+    any x86-64-v3 CPU, and libqkv_kernels_avx512.so does hold them (the check can see them).
 """
+import re
+import shutil
 import os
 import subprocess
 import sys
@@ -37,8 +42,36 @@ def same(name_a, a, name_b, b):
     print(f"{name_a} == {name_b}: {len(a)} lines, the same bits")
 
 
+# AVX-512's marks in objdump's AT&T listing: its registers and a few EVEX-only instructions
+AVX512 = re.compile(r"%zmm|%k[0-7]\b|%[xy]mm(1[6-9]|2[0-9]|3[01])\b|\b(vpternlog|vpermt2|vpermi2|vrndscale|vscalef|"
+                    r"vcvtps2qq|vpcompress|vexpand)")
+
+
+def avx512_instructions(path):
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True, text=True,
+                             check=True).stdout
+    return sum(1 for line in listing.splitlines() if AVX512.search(line))
+
+
+def check_instructions(v3_objects, avx512_object):
+    if not shutil.which("objdump"):
+        print("(objdump is missing: the instruction check is skipped)")
+        return
+    for path in v3_objects:
+        n = avx512_instructions(path)
+        if n:
+            sys.exit(f"{path} holds {n} AVX-512 instructions: it would stop on an x86-64-v3 CPU")
+        print(f"{os.path.basename(path)}: no AVX-512 instruction (runs on any x86-64-v3 CPU)")
+    n = avx512_instructions(avx512_object)
+    if n == 0:
+        sys.exit(f"{avx512_object} holds no AVX-512 instruction: the check above cannot see them")
+    print(f"{os.path.basename(avx512_object)}: {n} lines with AVX-512 instructions")
+
+
 def main():
     v3, v4, lib = sys.argv[1:4]
+    if len(sys.argv) > 5:
+        check_instructions([sys.argv[4], lib], sys.argv[5])
     head, v3_lines = run(v3)
     print(f"x86-64-v3 header-only: {head}")
     head, forced = run(lib, QKV_KERNELS="avx2")
