@@ -7,11 +7,13 @@
 // the x86-64-v3 program's lines, and by default on an AVX-512 CPU the x86-64-v4 program's.
 // The first line says which kernels ran ("kernels avx2 ..."). The inputs are fixed (an LCG), so
 // the hashes depend only on the kernels' arithmetic; 1 and 2 threads are both run (same bits).
+// An operand packed by the AVX-512 kernels must be refused by the program's own AVX2 code.
 // A shape error thrown inside the library must reach the caller as qkv::runtime::shape_error,
 // and a forwarded call made inside a pool task must run (inline), not wait for its own pool.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,27 @@ int main() {
     std::printf("shape_error not thrown\n");
     return 1;
   } catch (const rt::shape_error&) { std::printf("shape_error caught\n"); }
+  // an operand packed by the AVX-512 kernels (panels of 32 floats) is refused by this program's own
+  // x86-64-v3 code (panels of 16) with logic_error, never misread; one packed by kernels of this
+  // program's width is accepted (nothing printed: the lines above are what the builds compare)
+  {
+    const rt::packed_operand<float> packed(x.view());
+    const bool other = packed.panel_width() != rt::detail::gemm_blocking<float>::nr;
+    if (other != (rt::kernels_in_use() == rt::kernel_set::avx512)) {
+      std::printf("packed with panels of %zu: not the kernels in use\n", packed.panel_width());
+      return 1;
+    }
+    try {
+      (void)rt::detail::packed_panels(packed);
+      if (other) {
+        std::printf("panels of %zu read as panels of %zu\n", packed.panel_width(),
+                    rt::detail::gemm_blocking<float>::nr);
+        return 1;
+      }
+    } catch (const std::logic_error&) {
+      if (!other) return 1;
+    }
+  }
   // a forwarded call from inside a task of the pool it is given runs inline
   rt::set_threads(2);
   std::vector<rt::dynamic_matrix<float>> outs(2, rt::dynamic_matrix<float>(T, D));
