@@ -33,6 +33,7 @@
 #include <functional>
 #include <new>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -670,6 +671,9 @@ int register_all() {
   benchmark::RegisterBenchmark("exp/stdx", exp_stdx);
   benchmark::RegisterBenchmark("exp/std", exp_std);
   benchmark::RegisterBenchmark("peak/fma", fma_peak);
+  // which kernels the float attention ran: libqkv_kernels' avx2 or avx512, or header-only
+  benchmark::AddCustomContext(
+      "qkv kernels", std::string(rt::kernels_name(rt::kernels_in_use())) + " (" + rt::kernels_reason() + ")");
   return 0;
 }
 

@@ -951,7 +951,11 @@ std::string json_output(const rt::multihead_result<T>& r, std::size_t t_len, std
   s += ",\n \"output\": ";
   qkv::io::write_tensor(s, r.output);
   json_position_terms(s, r, t_len, s_len, opt);
-  return s + "}\n";
+  // the kernels that computed it (runtime/kernels.hpp): float runs libqkv_kernels' avx512 or avx2
+  // when the tool links it, double the tool's own header-only code
+  s += ",\n \"kernels\": \"";
+  s += std::is_same_v<T, float> ? rt::kernels_name(rt::kernels_in_use()) : "header-only";
+  return s + "\"}\n";
 }
 
 /// the step-by-step trace; `core`: the case ran in the core's arithmetic (its scaled scores), and

@@ -1,7 +1,9 @@
 // extras.cpp: what a project that uses qkv's optional layers compiles, through the packages that
 // declare what each needs (docs/design.md, "Packages"):
 //   runtime/ with qkv-runtime.pc / qkv::runtime / qkv_runtime_dep: -march (AVX2 + FMA) and threads;
-//     built with -Werror, so runtime/target.hpp's warning about a missing -march fails the build
+//     built with -Werror, so runtime/target.hpp's warning about a missing -march fails the build;
+//     the installed packages also link libqkv_kernels (QKV_RUNTIME_KERNELS: the float kernels
+//     chosen at run time, kernels.hpp), the subproject stays header-only
 //   io/      with qkv-io.pc / qkv::io / qkv_io_dep: nlohmann-json
 //   exact/   with dependency('boost') / qkv::exact / qkv_exact_dep: Boost.Multiprecision's headers
 // Built by the three projects beside it (pkg-config, meson subproject, CMake find_package).
@@ -31,7 +33,20 @@ int main() {
   const auto keys = qkv::runtime::matrix_product(x, w_key);
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t j = 0; j < 3; ++j) bad += keys(i, j) != want(i, j);
-      // the package's -march reached this file: AVX2 + FMA or wider, not the SSE2 fallback
+  // the same product on w_key packed once: with libqkv_kernels, packed and multiplied by the
+  // kernels it chose (the same integers)
+  const qkv::runtime::packed_operand<float> packed(w_key.view());
+  qkv::runtime::matrixf keys_packed(3, 3);
+  qkv::runtime::matrix_product<float>(x.view(), packed, keys_packed.view());
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j) bad += keys_packed(i, j) != want(i, j);
+#ifdef QKV_RUNTIME_KERNELS  // the package linked libqkv_kernels: its kernels ran, not this file's
+  if (qkv::runtime::kernels_in_use() == qkv::runtime::kernel_set::header_only) {
+    std::printf("qkv extras: QKV_RUNTIME_KERNELS is defined but the kernels are header-only\n");
+    ++bad;
+  }
+#endif
+  // the package's -march reached this file: AVX2 + FMA or wider, not the SSE2 fallback
 #ifndef QKV_RUNTIME_PORTABLE  // a qkv configured with simd_arch=none carries no -march, on purpose
   const std::string_view isa = qkv::runtime::instruction_set;
   if (isa == "sse2") {
@@ -48,7 +63,8 @@ int main() {
   } catch (const qkv::io::json_error& e) {
     bad += std::string_view(e.what()).find("broken.json: not valid JSON") != 0;
   }
-  std::printf("qkv extras: runtime/ (%s), io/ and exact/ %s\n", qkv::runtime::instruction_set,
+  std::printf("qkv extras: runtime/ (%s, kernels %s: %s), io/ and exact/ %s\n", qkv::runtime::instruction_set,
+              qkv::runtime::kernels_name(qkv::runtime::kernels_in_use()), qkv::runtime::kernels_reason(),
               bad == 0 ? "work" : "FAILED");
   return bad == 0 ? 0 : 1;
 }

@@ -16,7 +16,11 @@
 #      fails find_package with a message that names it;
 #   5. the light install: configures this source with -Dtests=false -Dexamples=false and checks
 #      that only the tool, its commands, the list of examples and their stubs are to be built (no example, test or benchmark), then
-#      with -Dtool=false too, installs it without building anything and checks the packages.
+#      with -Dtool=false (and -Dkernels=false) too, installs it without building anything and
+#      checks the packages.
+# libqkv_kernels (meson.build): where it is built, it must be installed, qkv-runtime.pc and
+# qkv::runtime must link it and their extras must run its kernels (avx2 or avx512); the
+# subproject's extras stay header-only.
 # Each project builds consumer.cpp (the core, through qkv / qkv::qkv / qkv_dep) and extras.cpp
 # (runtime/, io/ and exact/, through the packages that carry -march, nlohmann-json and Boost).
 # Each consumer is copied out of the source tree first, so nothing but the package can reach
@@ -54,10 +58,13 @@ copy_out() { mkdir -p "$work/$1" && cp -rL "$consumers/$1" "$work/$1/src"; }
 stage=$work/stage
 run meson install -C "$build" --no-rebuild --destdir "$stage" || fail "meson install --destdir"
 # the install directories as configured (relative to the prefix unless set absolute)
-read -r prefix includedir bindir datadir < <(meson introspect --buildoptions "$build" | python3 -c '
+read -r prefix includedir bindir datadir libdir kernels < <(meson introspect --buildoptions "$build" | python3 -c '
 import json, sys
 o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
-print(o["prefix"], o["includedir"], o["bindir"], o["datadir"])')
+print(o["prefix"], o["includedir"], o["bindir"], o["datadir"], o["libdir"],
+      str(o["kernels"] and o["simd_arch"] == "x86-64-v3").lower())')
+# libqkv_kernels (meson.build) is built on x86-64 with -Dkernels=true and the default simd_arch
+[ "$(uname -m)" = x86_64 ] || kernels=false
 root=$stage$prefix
 abs() { case $1 in /*) echo "$stage$1" ;; *) echo "$root/$1" ;; esac; }
 inc=$(abs "$includedir")
@@ -66,6 +73,14 @@ for h in $(cd "$source_root/include" && find qkv -name '*.hpp' | sort); do
 done
 pcdir=$(abs "$datadir")/pkgconfig
 cmakedir=$(abs "$datadir")/cmake/qkv
+libs=$(abs "$libdir")
+if [ "$kernels" = true ]; then
+  for f in libqkv_kernels.so libqkv_kernels_avx512.so; do
+    [ -f "$libs/$f" ] || fail "$f is not installed (expected in $libs)"
+  done
+  PKG_CONFIG_PATH=$pcdir pkg-config --libs qkv-runtime | grep -q -- '-lqkv_kernels' ||
+    fail "qkv-runtime.pc does not link libqkv_kernels"
+fi
 for f in "$pcdir/qkv.pc" "$pcdir/qkv-runtime.pc" "$pcdir/qkv-io.pc" "$(abs "$datadir")/qkv/single_include/qkv.hpp" \
          "$cmakedir/qkvConfig.cmake" \
          "$cmakedir/qkvConfigVersion.cmake"; do
@@ -95,12 +110,20 @@ echo "pkg-config --cflags qkv: $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags qkv)
 run env PKG_CONFIG_PATH="$pcdir" CXX="$cxx" meson setup "$work/pkgconfig/build" "$work/pkgconfig/src" ||
   fail "pkgconfig consumer: meson setup"
 run meson compile -C "$work/pkgconfig/build" || fail "pkgconfig consumer: build"
-run meson test -C "$work/pkgconfig/build" --print-errorlogs || fail "pkgconfig consumer: run"
+# the staged <libdir> is not on the loader's path: LD_LIBRARY_PATH, as for any non-system prefix
+run env LD_LIBRARY_PATH="$libs" meson test -C "$work/pkgconfig/build" --print-errorlogs || fail "pkgconfig consumer: run"
 grep -q "run time == compile time" "$work/pkgconfig/build/meson-logs/testlog.txt" ||
   fail "pkgconfig consumer: the program did not report its result"
 grep -q "io/ and exact/ work" "$work/pkgconfig/build/meson-logs/testlog.txt" ||
   fail "pkgconfig consumer: extras did not report its result"
-done_step "meson, dependency('qkv'), ('qkv-runtime'), ('qkv-io') from the staged .pc files"
+# with libqkv_kernels the float kernels are chosen at run time: avx2 or avx512, not header-only
+expect_kernels() {  # expect_kernels WHO LOGFILE
+  local want="kernels header-only"
+  [ "$kernels" = true ] && want="kernels avx"
+  grep -q "$want" "$2" || fail "$1: extras did not run '$want...' ($(grep -o 'kernels [a-z0-9-]*' "$2" | head -1))"
+}
+expect_kernels "pkgconfig consumer" "$work/pkgconfig/build/meson-logs/testlog.txt"
+done_step "meson, dependency('qkv'), ('qkv-runtime'), ('qkv-io') from the staged .pc files ($(grep -o 'kernels [a-z0-9-]*' "$work/pkgconfig/build/meson-logs/testlog.txt" | head -1))"
 
 # --- 3. meson subproject ---------------------------------------------------------------------
 copy_out subproject
@@ -115,6 +138,9 @@ run meson test -C "$work/subproject/build" --print-errorlogs || fail "subproject
 targets=$(meson introspect --targets "$work/subproject/build" | python3 -c '
 import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 [ "$targets" = "consumer extras" ] || fail "subproject consumer: targets are '$targets', expected only 'consumer extras'"
+# a subproject builds no library: its runtime/ is header-only
+grep -q "kernels header-only" "$work/subproject/build/meson-logs/testlog.txt" ||
+  fail "subproject consumer: extras did not run header-only"
 run meson install -C "$work/subproject/build" --no-rebuild --destdir "$work/subproject/stage" ||
   fail "subproject consumer: meson install"
 installed=$(cd "$work/subproject/stage" && find . -type f | sed 's|.*/||' | sort | tr '\n' ' ')
@@ -133,6 +159,7 @@ run cmake --build "$work/cmake/build" || fail "cmake consumer: build"
 (cd "$work/cmake/build" && run ctest --output-on-failure -V) || fail "cmake consumer: run"
 grep -q "run time == compile time" "$log" || fail "cmake consumer: the program did not report its result"
 grep -q "io/ and exact/ work" "$log" || fail "cmake consumer: extras did not report its result"
+expect_kernels "cmake consumer" "$log"
 # the version file: 0.x accepts the same minor version only (0.1 -> 0.1.z), never 0.2 or 1.0
 mkdir -p "$work/cmake/probe"
 cat >"$work/cmake/probe/CMakeLists.txt" <<'EOF'
@@ -190,7 +217,7 @@ run env CXX="$cxx" meson setup "$light" "$source_root" -Dtests=false -Dexamples=
 light_targets=$(meson introspect --targets "$light" | python3 -c '
 import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 for t in $light_targets; do
-  case $t in qkv | qkv_commands | example_not_built_* | examples_list.hpp | qkv_single_header | qkv_wasm.wasm | page_wasm.hpp) ;; *) fail "light install: builds '$t' (targets: $light_targets)" ;; esac
+  case $t in qkv | qkv_commands | example_not_built_* | examples_list.hpp | qkv_single_header | qkv_wasm.wasm | page_wasm.hpp | qkv_kernels | qkv_kernels_avx512) ;; *) fail "light install: builds '$t' (targets: $light_targets)" ;; esac
 done
 for f in $(meson introspect --targets "$light" | python3 -c '
 import json, sys
@@ -201,10 +228,12 @@ for t in json.load(sys.stdin):
 done
 # -Dtool=false as well: nothing to build at all; the install is the headers and the packages
 light_root=$work/light-stage
-run env CXX="$cxx" meson setup "$light-headers" "$source_root" -Dtests=false -Dexamples=false -Dtool=false ||
+run env CXX="$cxx" meson setup "$light-headers" "$source_root" -Dtests=false -Dexamples=false -Dtool=false -Dkernels=false ||
   fail "light install: meson setup -Dtool=false"
 headers_targets=$(meson introspect --targets "$light-headers" | python3 -c '
 import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
+# (where libqkv_kernels is built, -Dtool=false builds and installs it too: two targets more; step 1
+# checked its install, so -Dkernels=false here keeps this step free of 40 s of compiling)
 [ "$headers_targets" = "qkv_single_header" ] ||
   fail "light install: -Dtool=false has targets '$headers_targets', expected only qkv_single_header"
 
@@ -214,6 +243,6 @@ for f in qkv.pc qkv-runtime.pc qkv-io.pc qkvConfig.cmake; do
 done
 [ -n "$(find "$light_root" -path '*include/qkv/qkv.hpp')" ] || fail "light install: the headers are not installed"
 [ -z "$(find "$light_root" -path '*/bin/qkv')" ] || fail "light install: -Dtool=false installed bin/qkv"
-done_step "light install: -Dtests=false -Dexamples=false builds $(echo "$light_targets" | wc -w) targets (qkv, its explain stubs, its pages' module, the single header); -Dtool=false the single header alone"
+done_step "light install: -Dtests=false -Dexamples=false builds $(echo "$light_targets" | wc -w) targets (qkv, its explain stubs, its pages' module, the single header); -Dtool=false -Dkernels=false the single header alone"
 
 echo "consumers: all passed"

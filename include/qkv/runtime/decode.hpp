@@ -40,6 +40,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels.hpp"
 #include "kv_cache.hpp"
 
 namespace qkv::runtime {
@@ -334,7 +335,37 @@ void decode_value_pairs(const float* w, std::size_t stride, const S* v, std::siz
 template <storage_type S>
 void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float> q,
                    matrix_view<float> out, const cache_attention_options& opt,
-                   const std::vector<double>& slopes = {}, thread_pool* pool = &default_pool()) {
+                   const std::vector<double>& slopes = {}, thread_pool* pool = &default_pool());
+
+namespace detail {
+
+/// libqkv_kernels' decode_attend for each storage type (kernels.hpp's table points here)
+struct decode_kernels {
+  template <storage_type S>
+  using fn = void (*)(const kv_cache<S>& cache, std::size_t layer, const matrix_view<const float>& q,
+                      const matrix_view<float>& out, const cache_attention_options& opt,
+                      const std::vector<double>& slopes, thread_pool* pool);
+  fn<float> f32;
+  fn<bfloat16> bf16;
+  fn<float16> f16;
+};
+
+}  // namespace detail
+
+template <storage_type S>
+void decode_attend(const kv_cache<S>& cache, std::size_t layer, matrix_view<const float> q,
+                   matrix_view<float> out, const cache_attention_options& opt,
+                   const std::vector<double>& slopes, thread_pool* pool) {
+  if constexpr (detail::forwards_storage<S>) {  // libqkv_kernels (kernels.hpp)
+    const detail::decode_kernels& d = *detail::kernels().decode;
+    if constexpr (std::is_same_v<S, float>)
+      d.f32(cache, layer, q, out, opt, slopes, pool);
+    else if constexpr (std::is_same_v<S, bfloat16>)
+      d.bf16(cache, layer, q, out, opt, slopes, pool);
+    else
+      d.f16(cache, layer, q, out, opt, slopes, pool);
+    return;
+  }
   using V = simd<float>;
   constexpr std::size_t W = lanes<float>;
   const std::size_t H = opt.heads, HK = cache.kv_heads(), dk = cache.d_key(), dv = cache.d_value();

@@ -21,10 +21,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "dynamic_matrix.hpp"
+#include "kernels.hpp"
 #include "simd.hpp"
 #include "thread_pool.hpp"
 
@@ -738,12 +740,20 @@ void threaded_product(const matrix_view<const T>& a, const matrix_view<const T>&
 /// transposed, on every call. The values are copied: changing the source afterwards does not
 /// change the packed operand (pack again). Results are the same bits as with the plain view.
 /// Layout: depth blocks of kc rows; block pc holds ceil(N / NR) panels of kc x NR, zero-padded.
+/// NR is two registers (16 floats with AVX2, 32 with AVX-512): with libqkv_kernels (kernels.hpp)
+/// a float operand is packed by the kernels in use, which read it; panel_width() says which, and
+/// a product refuses an operand packed for other kernels (std::logic_error) instead of misreading it.
 template <class T>
 class packed_operand {
  public:
   packed_operand() = default;
   explicit packed_operand(matrix_view<const T> b) : rows_(b.rows), cols_(b.cols) {
+    if constexpr (detail::forwards<T>) {
+      detail::kernels().pack(b, *this);
+      return;
+    }
     using blk = detail::gemm_blocking<T>;
+    panel_ = blk::nr;
     const std::size_t n_padded = (cols_ + blk::nr - 1) / blk::nr * blk::nr;
     data_.resize(rows_ * n_padded);
     for (std::size_t pc = 0; pc < rows_; pc += blk::kc)
@@ -754,17 +764,38 @@ class packed_operand {
   [[nodiscard]] std::string shape() const { return shape_string(rows_, cols_); }
   [[nodiscard]] bool empty() const { return rows_ * cols_ == 0; }
   [[nodiscard]] const T* data() const { return data_.data(); }
+  /// the panels' width NR, that of the kernels that packed it (0: default-constructed)
+  [[nodiscard]] std::size_t panel_width() const { return panel_; }
 
  private:
-  std::size_t rows_ = 0, cols_ = 0;
+  std::size_t rows_ = 0, cols_ = 0, panel_ = 0;
   aligned_vector<T> data_;
 };
+
+namespace detail {
+
+/// b's panels as this translation unit's kernels read them: its panel width must be theirs
+template <class T>
+[[nodiscard]] const T* packed_panels(const packed_operand<T>& b) {
+  if (b.panel_width() != gemm_blocking<T>::nr && !b.empty())
+    throw std::logic_error("packed_operand: packed in panels of " + std::to_string(b.panel_width()) +
+                           " columns but these kernels read panels of " +
+                           std::to_string(gemm_blocking<T>::nr) +
+                           " (packed by other kernels: pack it with the kernels in use, kernels.hpp)");
+  return b.data();
+}
+
+}  // namespace detail
 
 /// @brief c = scale * (a b) + bias with b prepacked (same bits as the view overload)
 /// @throws shape_error naming all three shapes when they do not fit
 template <class T>
 void matrix_product(matrix_view<const T> a, const packed_operand<T>& b, matrix_view<T> c,
                     const epilogue<T>& e = {}, thread_pool* pool = &default_pool()) {
+  if constexpr (detail::forwards<T>) {
+    detail::kernels().product_packed(a, b, c, e, pool);
+    return;
+  }
   if (a.cols != b.rows() || c.rows != a.rows || c.cols != b.cols())
     throw shape_error("matrix_product: a is " + a.shape() + " and b is " + b.shape() +
                       " (a's columns must equal b's rows), c is " + c.shape() + " (must be " +
@@ -773,7 +804,7 @@ void matrix_product(matrix_view<const T> a, const packed_operand<T>& b, matrix_v
     throw shape_error("matrix_product: c must have contiguous rows (col_stride 1), c is " + c.shape());
   // the view is never read when the panels are given; it carries b's shape
   const matrix_view<const T> shape_only{nullptr, b.rows(), b.cols(), b.cols(), 1};
-  detail::threaded_product<T>(a, shape_only, c, e, pool, b.data());
+  detail::threaded_product<T>(a, shape_only, c, e, pool, detail::packed_panels(b));
 }
 
 /// @brief c = scale * (a b) + bias, threaded over tiles of c (see the header comment).

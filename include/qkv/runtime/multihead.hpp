@@ -29,6 +29,7 @@
 #include "dynamic_matrix.hpp"
 #include "gemm.hpp"
 #include "half.hpp"
+#include "kernels.hpp"
 #include "rope.hpp"
 #include "thread_pool.hpp"
 
@@ -138,7 +139,7 @@ product_job<T> linear_job(matrix_view<const T> x, const W& w, dynamic_matrix<T>&
   j.e.bias = w.bias.empty() ? nullptr : w.bias.data();
   if constexpr (requires { w.weight_shape; }) {
     j.b = {nullptr, w.weight.rows(), w.weight.cols(), w.weight.cols(), 1};  // shape only
-    j.packed = w.weight.data();
+    j.packed = packed_panels(w.weight);
   } else {
     j.b = w.as_in_out();
   }
@@ -443,6 +444,13 @@ template <class T, template <class> class Weights>
 void attention(std::type_identity_t<matrix_view<const T>> x,
                std::type_identity_t<matrix_view<const T>> context, const Weights<T>& w,
                const attention_options<T>& opt, multihead_result<T>& r, thread_pool* pool = &default_pool()) {
+  if constexpr (detail::forwards<T>) {  // libqkv_kernels (kernels.hpp)
+    if constexpr (std::is_same_v<Weights<T>, attention_weights<T>>)
+      detail::kernels().attention(x, context, w, opt, r, pool);
+    else
+      detail::kernels().attention_packed(x, context, w, opt, r, pool);
+    return;
+  }
   auto wshape = [](const auto& l) {
     if constexpr (requires { l.weight_shape; })
       return l.weight_shape;
@@ -494,6 +502,10 @@ void multihead_attention(std::type_identity_t<matrix_view<const T>> q,
                          std::type_identity_t<matrix_view<const T>> k,
                          std::type_identity_t<matrix_view<const T>> v, const attention_options<T>& opt,
                          multihead_result<T>& r, thread_pool* pool = &default_pool()) {
+  if constexpr (detail::forwards<T>) {  // libqkv_kernels (kernels.hpp)
+    detail::kernels().multihead_into(q, k, v, opt, r, pool);
+    return;
+  }
   detail::check_heads(opt, q.cols, v.cols);
   const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads, dh = q.cols / H;
   if (k.cols != HK * dh)
@@ -534,6 +546,10 @@ void multihead_attention(std::type_identity_t<matrix_view<const T>> q,
                          std::type_identity_t<matrix_view<const T>> k,
                          std::type_identity_t<matrix_view<const T>> v, matrix_view<T> out,
                          const attention_options<T>& opt, thread_pool* pool = &default_pool()) {
+  if constexpr (detail::forwards<T>) {  // libqkv_kernels (kernels.hpp)
+    detail::kernels().multihead_out(q, k, v, out, opt, pool);
+    return;
+  }
   detail::check_heads(opt, q.cols, v.cols);
   const std::size_t H = opt.heads, HK = opt.kv_heads == 0 ? H : opt.kv_heads, dh = q.cols / H,
                     dvh = v.cols / HK;
@@ -616,6 +632,10 @@ void multihead_attention(heads_first_t, std::type_identity_t<matrix_view<const T
                          std::type_identity_t<matrix_view<const T>> k,
                          std::type_identity_t<matrix_view<const T>> v, matrix_view<T> out,
                          const attention_options<T>& opt, thread_pool* pool = &default_pool()) {
+  if constexpr (detail::forwards<T>) {  // libqkv_kernels (kernels.hpp)
+    detail::kernels().multihead_heads_first(q, k, v, out, opt, pool);
+    return;
+  }
   const std::size_t H = opt.heads;
   if (H == 0) throw shape_error("attention: heads must be at least 1");
   const std::size_t HK = opt.kv_heads == 0 ? H : opt.kv_heads;

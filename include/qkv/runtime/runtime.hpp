@@ -11,6 +11,7 @@
 #include "exp.hpp"
 #include "gemm.hpp"
 #include "half.hpp"
+#include "kernels.hpp"
 #include "kv_cache.hpp"
 #include "layer_norm_backward.hpp"
 #include "multihead.hpp"

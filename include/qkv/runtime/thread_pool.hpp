@@ -31,6 +31,14 @@
 #include <utility>
 #include <vector>
 
+#if defined(QKV_RUNTIME_KERNELS) || defined(QKV_KERNELS_TARGET)
+// with libqkv_kernels (kernels.hpp): the per-thread "inside a task" flag lives in the library,
+// so that the program's copy of this header and each of the library's hidden copies see one
+// flag: a forwarded call made from inside a task (or a task the library started) runs inline
+// instead of waiting for its own pool
+extern "C" [[gnu::visibility("default")]] bool* qkv_kernels_task_flag() noexcept;
+#endif
+
 namespace qkv::runtime {
 
 /// @brief a fixed set of worker threads; the thread that calls parallel_for works too.
@@ -147,8 +155,12 @@ class thread_pool {
   }
 
   static bool& inside_task() {
+#if defined(QKV_RUNTIME_KERNELS) || defined(QKV_KERNELS_TARGET)
+    return *qkv_kernels_task_flag();
+#else
     thread_local bool flag = false;
     return flag;
+#endif
   }
 
   void work(job& j) {
