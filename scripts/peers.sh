@@ -26,7 +26,8 @@ if command -v node >/dev/null; then
     command -v npm >/dev/null || { echo "peers.sh: npm not found: install it (apt-get install npm) or set BENCH_ORT=0" >&2; exit 1; }
     echo "peers.sh: installing onnxruntime-node 1.30.0 into $peers/.ort (npm)"
     mkdir -p "$peers/.ort"
-    (cd "$peers/.ort" && { [ -f package.json ] || npm init -y >/dev/null; } \
+    # a package.json of our own: `npm init -y` takes the folder's name, and ".ort" is no valid name
+    (cd "$peers/.ort" && { [ -f package.json ] || echo '{"name": "qkv-peers-ort", "private": true}' >package.json; } \
        && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node@1.30.0)
   fi
 else
