@@ -303,6 +303,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, bool as_json, const l
   for (std::size_t l = 0; l < lj.size(); ++l) layers.push_back(read_layer<T>(doc, lj[l], l, c));
   rt::encoder_run_options run;
   run.key_padding = padding;
+  run.keep_weights = true;  // the tool shows every step of every layer
   std::vector<rt::encoder_layer_result<T>> traces;
   outputs<T> o;
   o.output = rt::encoder(x, layers, c, run, traces);

@@ -82,6 +82,7 @@ void check_case(const std::string& name) {
   const auto core64 = qkv::encoder_steps(qkv::matrix_cast<double>(x), p64, fx.options<double>(), padding);
 
   rt::encoder_run_options run;
+  run.keep_weights = true;  // every step kept, as the fixture has them
   if (fx.json().at("config").contains("key_padding")) {
     run.key_padding = std::vector<unsigned char>(N);
     for (std::size_t j = 0; j < N; ++j) (*run.key_padding)[j] = padding.v[j];

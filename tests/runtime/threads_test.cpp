@@ -299,6 +299,7 @@ TEST_CASE(
   ew.norm2_weight.assign(4, 1);
   ew.norm2_bias.assign(4, 0);
   rt::encoder_run_options run;
+  run.keep_weights = true;       // the limit is on kept weights
   run.max_weights_bytes = 1000;  // 1 head x 20 x 20 x 2 x 4 = 3200 bytes
   rt::encoder_layer_result<float> tr;
   CHECK_THROWS_AS(rt::encoder_layer(random_matrix<float>(20, 4, 7), ew, {4, 1, 8}, run, tr, &pool),

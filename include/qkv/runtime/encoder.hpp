@@ -220,10 +220,11 @@ void activate(const dynamic_matrix<T>& x, qkv::activation a, dynamic_matrix<T>& 
 
 /// @brief how to run a layer: the key-padding mask (one flag per token, nonzero = padding; passed
 /// to attention as attention_options::key_padding, T flags, never a (T, T) matrix) and whether to
-/// keep every head's scores and weights (false: attention streams, memory O(T))
+/// keep every head's scores and weights (false, the default, as attention_options': attention
+/// streams, memory O(T); the learner's call, every step kept, says `.keep_weights = true`)
 struct encoder_run_options {
   std::optional<std::vector<unsigned char>> key_padding;
-  bool keep_weights = true;
+  bool keep_weights = false;
   std::size_t max_weights_bytes = default_max_weights_bytes;  // attention_options' limit on kept weights
 };
 
