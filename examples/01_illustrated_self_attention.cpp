@@ -223,7 +223,7 @@ void page(Page& p) {
   p.text("For readability, the tutorial rounds the weights by hand; steps 6 and 7 use the rounded ones.");
   p.matrix("attn_scores_softmax_rounded", attn_scores_softmax_rounded).rows(q).cols(k);
   p.text("The numpy cell's pitfall: a softmax over all nine scores, so each row no longer sums to 1.");
-  p.matrix("whole_matrix_softmax", whole_matrix_softmax).rows(q).cols(k);
+  p.matrix("whole_matrix_softmax", whole_matrix_softmax).rows(q).cols(k).derived();  // softmax_all: not a step of the page
   p.step(6);
   for (std::size_t n = 0; n < 3; ++n)
     p.matrix("weighted_values[" + std::to_string(n) + "]", Page::slice(weighted_values, n))

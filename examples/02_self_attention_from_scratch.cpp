@@ -476,7 +476,7 @@ void page(Page& p) {
     p.matrix(prefix + "values", a.values).rows(words).how(how::dot("embedded_sentence", wv, d));
     p.matrix(prefix + "scores", a.scores).rows(words).cols(words).how(how::dot(prefix + "queries", prefix + "keys", d_k));
     p.matrix(prefix + "scaled_scores", a.scaled_scores).rows(words).cols(words)
-        .how(how::scaled(prefix + "scores", 1.0 / double(qkv::sqrt(24.0f)), "1/sqrt(d_k): PyTorch divides by float32(sqrt(24)) = 4.8989797"));
+        .how(how::divided(prefix + "scores", double(qkv::sqrt(24.0f)), "1/sqrt(d_k): PyTorch divides by float32(sqrt(24)) = 4.8989797"));
     p.matrix(prefix + "weights", a.weights).rows(words).cols(words).how(how::softmax(prefix + "scaled_scores"));
     p.matrix(prefix + "context", a.context).rows(words).how(how::matmul(prefix + "weights", prefix + "values", 6));
   };

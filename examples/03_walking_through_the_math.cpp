@@ -246,7 +246,7 @@ void page(Page& p) {
   p.step(3);
   p.matrix("w_T_2i", scores).rows({"q_2"}).cols(ks).how(how::matmul("q_2 (as a row)", "k_i", 4));
   p.step(4);
-  p.matrix("w_2i", weights).rows({"x_2"}).cols(xs).how(how::softmax("w_T_2i"));
+  p.matrix("w_2i", weights).rows({"x_2"}).cols(xs).how(how::naive_softmax("w_T_2i"));
   p.heatmap("the weights of x_2 over x_1 .. x_4", {"w_2i"});
   p.matrix("w_2i (as a column)", weights_col).how(how::transposed("w_2i")).hidden();
   p.step(5);

@@ -214,7 +214,7 @@ void page(Page& p) {
       .proven(sims_float64, "sims_float64 (PyTorch, float64)", -1);
   p.step(4);
   p.matrix("t.scaled_sims", t.scaled_sims).rows(q).cols(k)
-      .how(how::scaled("t.sims", 1.0 / 1.4142135623730951, "1/sqrt(2): the tutorial divides by the float sqrt(2)"));
+      .how(how::divided("t.sims", double(qkv::sqrt(2.0f)), "1/sqrt(2): the tutorial divides by the float sqrt(2)"));
   p.step(5);
   p.matrix("t.attention_percents", t.attention_percents).rows(q).cols(k).how(how::softmax("t.scaled_sims"))
       .proven(percents_float64, "percents_float64 (PyTorch, float64)", -1);

@@ -242,16 +242,20 @@ void page(Page& p) {
   p.matrix("queries", a.queries).rows(tok).how(how::dot("small.x", "W_q", 4));
   p.matrix("keys", a.keys).rows(tok).how(how::dot("small.x", "W_k", 4));
   p.matrix("values", a.values).rows(tok).how(how::dot("small.x", "W_v", 4));
-  // Step 3: two heads. Head h takes columns 2h and 2h + 1 of q, k and v: its scores q_h k_hᵀ,
-  // scaled by 1/sqrt(d_model / heads) = 1/sqrt(2), its weights softmax(scaled) with every row
-  // summing to 1, and its context weights v_h (3, 2).
+  // Step 3: two heads. nn.MultiheadAttention divides the queries by sqrt(d_model / heads) =
+  // sqrt(2) BEFORE the product; head h takes columns 2h and 2h + 1 of the scaled queries, keys
+  // and values: its scores (q_h / sqrt(2)) k_hᵀ are already scaled (scaled_scores: the same, no
+  // mask here), its weights softmax(scaled) with every row summing to 1, and its context weights v_h (3, 2).
   p.step(3);
+  using T = std::remove_cvref_t<decltype(a.queries(0, 0))>;
+  p.matrix("queries / sqrt(2)", qkv::divided(a.queries, qkv::sqrt(T(2)))).rows(tok)
+      .how(how::divided("queries", double(qkv::sqrt(T(2))), "1/sqrt(2): d_model 4 over 2 heads, applied to the queries"));
   std::vector<std::string> heads;
   for (std::size_t h = 0; h < 2; ++h) {
     const std::string n = "[" + std::to_string(h) + "]";
-    p.matrix("scores" + n, a.scores[h]).rows(tok).cols(tok).how(how::dot("queries", "keys", 2, 2 * h, 2 * h));
+    p.matrix("scores" + n, a.scores[h]).rows(tok).cols(tok).how(how::dot("queries / sqrt(2)", "keys", 2, 2 * h, 2 * h));
     p.matrix("scaled_scores" + n, a.scaled_scores[h]).rows(tok).cols(tok)
-        .how(how::scaled("scores" + n, 1 / 1.4142135623730951, "1/sqrt(2): d_model 4 over 2 heads"));
+        .how(how::scaled("scores" + n, 1, "1: the queries were divided by sqrt(2) before the product"));
     p.matrix("layer.attention.weights" + n, a.weights[h]).rows(tok).cols(tok).how(how::softmax("scaled_scores" + n));
     p.matrix("context" + n, a.context[h]).rows(tok).how(how::matmul("layer.attention.weights" + n, "values", 3, 0, 0, 2 * h));
     heads.push_back("layer.attention.weights" + n);
@@ -260,7 +264,7 @@ void page(Page& p) {
   // Step 4: the heads' contexts side by side, (3, 4), through the output projection:
   // sa(x) = concat W_outᵀ + b_out.
   p.step(4);
-  p.matrix("concat", a.concat).rows(tok).derived();  // the contexts side by side
+  p.matrix("concat", a.concat).rows(tok).how(how::hconcat("context[0]", "context[1]"));  // the contexts side by side
   p.matrix("layer.attention_output", layer.attention_output).rows(tok)
       .how(how::dot("concat", "small.layer.out_proj_weight", 4, 0, 0, "small.layer.out_proj_bias"));
   // Step 5: the residual connection and norm1 (post-norm): h = norm1(x + sa(x)).

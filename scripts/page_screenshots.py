@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -112,5 +113,20 @@ shot(p, 'page_bert.png', bert_example)
 p = os.path.join(tmp, 'statquest.html')
 qkv('explain', 'statquest', '--html', p)
 shot(p, 'page_truth.png', hover('td[data-m="t.attention_percents"][data-i="0"][data-j="1"]'))
+# an example's page edited (docs/pages.md, "Editing an example's page"): x(input 1, 1) = 2.5
+
+
+def edit_example():
+    for _ in range(100):
+        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")') == '1':
+            break
+        time.sleep(0.05)
+    driver.execute_script('window.qkvPage.editor().set("x", 0, 0, 2.5);')
+    hover('td[data-m="attn_scores"][data-i="0"][data-j="1"]')()
+
+
+p = os.path.join(tmp, 'illustrated_edit.html')
+qkv('explain', 'illustrated', '--html', p)
+shot(p, 'page_explain_edit.png', edit_example)
 driver.quit()
 shutil.rmtree(tmp, ignore_errors=True)

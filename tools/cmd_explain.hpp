@@ -6,11 +6,13 @@
 #include <string>
 
 #include <qkv/io/page.hpp>
+#include <qkv/io/page_recompute.hpp>  // which steps the page's WebAssembly module recomputes
 #ifdef QKV_EXPLAIN_HAS_BOOST
 #include <qkv/io/page_truth.hpp>  // the 50-digit truth of the pages' computed cells
 #endif
 
 #include "cli.hpp"
+#include "page_wasm.hpp"  // the pages' WebAssembly module (wasm/meson.build)
 
 // the examples' walkthroughs and pages, each example compiled in its own object
 // (examples/program/example.cpp; the list: examples/examples.json)
@@ -37,6 +39,12 @@ inline std::string explain_page(const worked_example& e) {
 #ifdef QKV_EXPLAIN_HAS_BOOST
     qkv::io::add_truth(page);
 #endif
+    // editable (docs/pages.md, "Editing a page"): the steps the module recomputes, each checked
+    // here to give the example's own numbers bit for bit
+    std::string module;
+    for (std::size_t k = 0; k < qkv::io::page_wasm::chunk_count; ++k) module += qkv::io::page_wasm::chunks[k];
+    page.edit(qkv::io::recompute_spec(qkv::io::plan_recompute(page), module, qkv::io::page_wasm::bytes,
+                                      qkv::io::page_wasm::why_not));
     return page.str();
   }
   std::string with;

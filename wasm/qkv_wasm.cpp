@@ -1,6 +1,7 @@
 // qkv_wasm.cpp: the learner pages' WebAssembly module (wasm/meson.build, docs/pages.md "Editing a
 // page"): the C functions the page's script calls, around include/qkv/core/flat_attention.hpp,
-// multi-head self-attention at run-time sizes in the core's arithmetic. That header is the one
+// multi-head self-attention at run-time sizes in the core's arithmetic (the `qkv attend` pages), and
+// include/qkv/core/flat_steps.hpp, one step of a `qkv explain` page (io/page_recompute.hpp). That header is the one
 // source of the arithmetic: `qkv attend --arithmetic core` computes with it natively
 // (tools/cmd_attend.hpp), and wasm/qkv_wasm_check.cpp includes this file to check it against the
 // core's templates and the .wasm against the native build, bit for bit (tests/wasm/module_test.py).
@@ -8,6 +9,7 @@
 #include <cstdlib>
 
 #include <qkv/core/flat_attention.hpp>
+#include <qkv/core/flat_steps.hpp>
 
 // The C interface the page's script calls (and qkv_wasm_check.cpp): pointers into the module's
 // memory, from qkv_alloc. A null bias (0) is no bias; wo = 0: no output projection (dout ignored).
@@ -35,5 +37,22 @@ int qkv_attend_f64(const double* x, std::size_t t, std::size_t d, const double* 
                    int out_in, double scale, const unsigned char* masked, double* out) {
   return qkv::flat::attend<double>(x, t, d, wq, bq, wk, bk, wv, bv, dq, dv, wo, bo, dout, heads, out_in != 0,
                                    scale, masked, out);
+}
+
+// one step of a `qkv explain` page (flat_steps.hpp's step()): sizes holds rows, cols, as, bs, n,
+// ac, br, bc (step_sizes); scalar the factor, divisor or eps, in the page's type
+int qkv_step_f32(int kind, const float* a, const float* b, const float* c, const unsigned char* masked,
+                 const std::size_t* sizes, double scalar, float* out) {
+  const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
+                                sizes[4], sizes[5], sizes[6], sizes[7]};
+  return qkv::flat::step<float>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z,
+                                static_cast<float>(scalar), out);
+}
+
+int qkv_step_f64(int kind, const double* a, const double* b, const double* c, const unsigned char* masked,
+                 const std::size_t* sizes, double scalar, double* out) {
+  const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
+                                sizes[4], sizes[5], sizes[6], sizes[7]};
+  return qkv::flat::step<double>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z, scalar, out);
 }
 }

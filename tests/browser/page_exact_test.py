@@ -134,6 +134,9 @@ class Page:
     def get(self, mid, i, j):
         return self.M[mid][1].get((i, j)) if mid in self.M else None
 
+    def cols(self, mid):
+        return self.M[mid][0]['cols']
+
 
 def finite(*xs):
     return all(isinstance(x, Fraction) for x in xs)
@@ -172,6 +175,9 @@ def expected_sum(P, mid, i, j):
         b = P.get(B, i, j) if B else Fraction(0)
         if not finite(a, b):
             return None
+        if h.get('divisor'):  # a / divisor (one rounding) + b (one rounding): <= 2u (|a / divisor| + |b|)
+            q = a / Fraction(h['divisor'])
+            return q + b, 2 * U * (abs(q) + abs(b)), {}
         s = Fraction(h['scale'])
         # scale x a (one rounding) + b (one rounding): <= 2u (|s a| + |b|)
         return s * a + b, 2 * U * (abs(s * a) + abs(b)), {}
@@ -190,6 +196,10 @@ def expected_sum(P, mid, i, j):
     if op == 'relu':
         a = P.get(A, i, j)
         return (max(Fraction(0), a), Fraction(0), {}) if finite(a) else None
+    if op == 'hconcat':
+        left = j < P.cols(A)
+        a = P.get(A, i, j) if left else P.get(B, i, j - P.cols(A))
+        return (a, Fraction(0), {}) if finite(a) else None
     if op == 'transpose':
         a = P.get(A, j, i)
         return (a, Fraction(0), {}) if finite(a) else None
@@ -209,7 +219,7 @@ def expected_sum(P, mid, i, j):
         p1, p2 = a * cs, b * sn
         # two products and one addition, each one rounding: <= 3u (|p1| + |p2|)
         return (p1 - p2 if first else p1 + p2), 3 * U * (abs(p1) + abs(p2)), {}
-    if op == 'softmax':
+    if op in ('softmax', 'softmax_naive'):
         row = [P.get(A, i, q) for q in range(m['cols'])]
         if any(r is None for r in row):
             return None
@@ -218,7 +228,7 @@ def expected_sum(P, mid, i, j):
             return Fraction(0), Fraction(0), {}
         if not isinstance(row[j], Fraction):
             return None  # masked: explained in words
-        mx = max(live)
+        mx = max(live) if op == 'softmax' else Fraction(0)  # the naive formula: e^s itself
         ex = [Decimal(r.numerator) / Decimal(r.denominator) - (Decimal(mx.numerator) / Decimal(mx.denominator)) for r in live]
         e = [x.exp() for x in ex]
         mine = (Decimal(row[j].numerator) / Decimal(row[j].denominator) - Decimal(mx.numerator) / Decimal(mx.denominator)).exp()

@@ -26,25 +26,21 @@
 #pragma once
 
 #include <cstddef>
-#include <limits>
 
-#include "softmax.hpp"
+#include "flat_steps.hpp"
 
 namespace qkv::flat {
 
 /// @brief one projection y = x Wᵀ + b (out_in: w is (dout, din)) or x W + b (in_out: w is
 /// (din, dout)); x is (n, din) with row stride xs, y (n, dout); b (dout) or null: no bias.
-/// The core's summation order (the top of this file).
+/// The core's summation order (flat_steps.hpp's dot and matmul).
 template <class T>
 constexpr void project(const T* x, std::size_t n, std::size_t din, std::size_t xs, const T* w, const T* b,
                        std::size_t dout, bool out_in, T* y) {
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < dout; ++j) {
-      auto wk = [&](std::size_t k) { return out_in ? w[j * din + k] : w[k * dout + j]; };
-      T s = x[i * xs] * wk(0);
-      for (std::size_t k = 1; k < din; ++k) s += x[i * xs + k] * wk(k);
-      y[i * dout + j] = b ? T(s + b[j]) : s;
-    }
+  if (out_in)
+    dot(x, xs, w, din, n, dout, din, 0, 0, b, y);
+  else
+    matmul(x, xs, w, dout, n, dout, din, 0, 0, 0, b, y);
 }
 
 /// @brief where each step of attend() is in its output buffer (offsets in numbers), for t tokens,
@@ -91,7 +87,6 @@ constexpr int attend(const T* x, std::size_t t, std::size_t d, const T* wq, cons
   if (heads == 0 || dq % heads != 0 || dv % heads != 0 || t == 0 || d == 0) return 1;
   const steps_layout at{t, dq, dv, heads, wo ? dout : 0};
   const std::size_t dk = at.dk(), dvh = at.dvh();
-  const T ninf = -std::numeric_limits<T>::infinity();
   T* q = out + at.queries();
   T* k = out + at.keys();
   T* v = out + at.values();
@@ -104,47 +99,13 @@ constexpr int attend(const T* x, std::size_t t, std::size_t d, const T* wq, cons
     T* ss = out + at.scaled(h);
     T* w = out + at.weights(h);
     T* ctx = out + at.context(h);
+    dot(q, dq, k, dq, t, t, dk, h * dk, h * dk, static_cast<const T*>(nullptr),
+        sc);  // matrix_product_transposed(q_h, k_h)
+    flat::scale(sc, t, t, scale, false, masked, static_cast<const T*>(nullptr), ss);  // scaled(), masked()
+    softmax(ss, t, t, w);                                                             // softmax_rows
+    attended(w, t, ss, t, v, dv, h * dvh, t, t, dvh, ctx, dvh);  // attended_context, at run-time sizes
     for (std::size_t i = 0; i < t; ++i)
-      for (std::size_t j = 0; j < t; ++j) {  // matrix_product_transposed(q_h, k_h)
-        T s = q[i * dq + h * dk] * k[j * dq + h * dk];
-        for (std::size_t c = 1; c < dk; ++c) s += q[i * dq + h * dk + c] * k[j * dq + h * dk + c];
-        sc[i * t + j] = s;
-        ss[i * t + j] = (masked && masked[i * t + j]) ? ninf : T(scale * s);  // scaled(), masked()
-      }
-    for (std::size_t i = 0; i < t; ++i) qkv::detail::stable_softmax(ss + i * t, w + i * t, t, 1);
-    for (std::size_t i = 0; i < t; ++i) {  // attended_context, at run-time sizes
-      const bool nan_row = w[i * t] != w[i * t];
-      for (std::size_t c = 0; c < dvh; ++c) {
-        T s = T(0);
-        if (nan_row) {
-          s = std::numeric_limits<T>::quiet_NaN();
-        } else {
-          bool first = true;
-          unsigned seen = 0;  // 1 NaN, 2 +inf, 4 -inf
-          for (std::size_t j = 0; j < t; ++j) {
-            if (ss[i * t + j] == ninf) continue;  // masked: skipped
-            const T xv = v[j * dv + h * dvh + c];
-            if (xv != xv) {
-              seen |= 1;
-            } else if (xv == std::numeric_limits<T>::infinity()) {
-              seen |= 2;
-            } else if (xv == ninf) {
-              seen |= 4;
-            } else if (first) {
-              s = w[i * t + j] * xv;
-              first = false;
-            } else {
-              s += w[i * t + j] * xv;
-            }
-          }
-          if ((seen & 1) || seen == 6) s = std::numeric_limits<T>::quiet_NaN();
-          if (seen == 2) s = std::numeric_limits<T>::infinity();
-          if (seen == 4) s = ninf;
-        }
-        ctx[i * dvh + c] = s;
-        concat[i * dv + h * dvh + c] = s;
-      }
-    }
+      for (std::size_t c = 0; c < dvh; ++c) concat[i * dv + h * dvh + c] = ctx[i * dvh + c];
   }
   if (wo) project(concat, t, dv, dv, wo, bo, dout, out_in, out + at.output());
   return 0;

@@ -60,7 +60,8 @@ struct page_limits {
 struct page_how {
   std::string
       op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
-           // "layernorm", "transpose", "rope"
+           // "layernorm", "transpose", "hconcat", "rope",
+           // "softmax_naive"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -68,6 +69,7 @@ struct page_how {
   std::size_t br = 0;  // matmul: first row of B used
   std::size_t bc = 0;  // first column of B used
   double scale = 1;    // "scale": the factor
+  double divisor = 0;  // "scale": nonzero when the step divides by it (scale is then 1 / divisor)
   std::string note;    // "scale": how the factor came ("1/sqrt(64)")
   std::string mask;    // "scale": why a key is masked (empty: no mask)
 
@@ -94,6 +96,16 @@ struct page_how {
     page_how h;
     h.op = "scale", h.a = std::move(a), h.scale = scale, h.note = std::move(how_scale);
     h.mask = std::move(mask_note), h.b = std::move(added);
+    return h;
+  }
+  /// C(i, j) = A(i, j) / divisor (+ B(i, j) when `added` names a matrix), or -inf where the key is
+  /// masked: the scale as the core's divided() and PyTorch's `scores / d_k**0.5` compute it (a
+  /// division rounds differently from a product with 1 / divisor)
+  static page_how divided(std::string a, double divisor, std::string how_scale, std::string mask_note = {},
+                          std::string added = {}) {
+    page_how h =
+        scaled(std::move(a), 1 / divisor, std::move(how_scale), std::move(mask_note), std::move(added));
+    h.divisor = divisor;
     return h;
   }
   /// rotary position embeddings of row i (RoPE, runtime/rope.hpp): in each head of `head_dim`
@@ -138,6 +150,13 @@ struct page_how {
     h.op = "transpose", h.a = std::move(a);
     return h;
   }
+  /// C(i, j) = A(i, j) for j < A's columns, else B(i, j - A's columns): two matrices side by side
+  /// (the heads' contexts, concatenated)
+  static page_how hconcat(std::string a, std::string b) {
+    page_how h;
+    h.op = "hconcat", h.a = std::move(a), h.b = std::move(b);
+    return h;
+  }
   /// C(i, j) = max(0, A(i, j))
   static page_how relu(std::string a) {
     page_how h;
@@ -155,6 +174,13 @@ struct page_how {
   static page_how softmax(std::string a) {
     page_how h;
     h.op = "softmax", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, j) = e^A(i, j) / sum_k e^A(i, k): the textbook formula, no maximum subtracted
+  /// (naive_softmax_rows; the same value in exact arithmetic, other roundings in float)
+  static page_how naive_softmax(std::string a) {
+    page_how h;
+    h.op = "softmax_naive", h.a = std::move(a);
     return h;
   }
 };
@@ -577,6 +603,7 @@ class page {
   [[nodiscard]] bool wants_truth() const { return truth_; }
   /// the matrices so far (io/page_truth.hpp adds their truths)
   [[nodiscard]] std::vector<matrix_entry>& entries() { return matrices_; }
+  [[nodiscard]] const std::vector<matrix_entry>& entries() const { return matrices_; }
 
   /// the numbers of all matrices so far
   [[nodiscard]] std::size_t numbers() const {
@@ -618,7 +645,8 @@ class page {
     s += "</script>\n<script>//<![CDATA[\n";
     // the script without its whole-line comments (2.4 KB of every page; they are for the reader of
     // page_script.hpp, and the script has no multi-line string a line could start inside)
-    // (and the editor only on a page that has a module to run: 9 KB that the others do without)
+    // (and an editor only on a page that has a module to run, the one its edit object needs: 9 KB
+    // each, that the others do without)
     const bool editable = edit_.find("\"module\":") != std::string::npos;
     auto add_script = [&s](std::string_view js) {
       while (!js.empty()) {
@@ -632,7 +660,11 @@ class page {
     const std::string_view js = page_script::js;
     const auto at = js.find("// @@edit@@");
     add_script(js.substr(0, at));
-    if (editable) add_script(page_script::edit_js);
+    if (editable) {  // the shared part, then the one editor this page's edit object needs
+      add_script(page_script::edit_js);
+      const bool steps = edit_.find("\"kind\":\"steps\"") != std::string::npos;
+      add_script(steps ? page_script::edit_steps_js : page_script::edit_attend_js);
+    }
     if (at != std::string_view::npos) add_script(js.substr(at));
     s += "//]]>\n</script>\n</body>\n</html>\n";
     return s;
@@ -917,6 +949,10 @@ class page {
         s += ",\"n\":" + std::to_string(m.how.n) + ",\"ac\":" + std::to_string(m.how.ac) +
              ",\"br\":" + std::to_string(m.how.br) + ",\"bc\":" + std::to_string(m.how.bc) + ",\"scale\":";
         json_number(s, m.how.scale, false);
+        if (m.how.divisor != 0) {
+          s += ",\"divisor\":";
+          json_number(s, m.how.divisor, false);
+        }
         s += ",\"note\":";
         json_string(s, m.how.note);
         s += ",\"mask\":";

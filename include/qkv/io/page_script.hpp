@@ -158,6 +158,12 @@ function explain(id, i, j) {
       x.masked = true; return x;
     }
     var B0 = h.b ? M[h.b] : undefined, b0 = B0 ? get(B0, i, j) : undefined;
+    if (h.divisor) {  // a division, as the example computes it (page_how::divided)
+      x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') / ' + full(h.divisor) + (B0 ? ' + ' + B0.caption + '(' + rl(B0, i) + ', ' + cl(B0, j) + ')' : '') +
+        ' = ' + vt(A, a0) + ' / ' + full(h.divisor) + (B0 ? ' + ' + vt(B0, b0) : '') + ' (the scale ' + (h.note || '1/' + full(h.divisor)) + ')';
+      x.sum = a0 / h.divisor + (B0 ? b0 : 0); x.scale = h.scale; x.divisor = h.divisor; x.operand = a0; x.added = b0;
+      return x;
+    }
     x.formula = h.scale + ' \u00d7 ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')' + (B0 ? ' + ' + B0.caption + '(' + rl(B0, i) + ', ' + cl(B0, j) + ')' : '') +
       ' = ' + full(h.scale) + ' \u00d7 ' + vt(A, a0) + (B0 ? ' + ' + vt(B0, b0) : '') + ' (the scale ' + (h.note || full(h.scale)) + ')';
     x.sum = h.scale * a0 + (B0 ? b0 : 0); x.scale = h.scale; x.operand = a0; x.added = b0;
@@ -177,15 +183,17 @@ function explain(id, i, j) {
     x.sum = first6 ? a6 * cs - b6 * sn : a6 * cs + b6 * sn;
     return x;
   }
-  if (h.op === 'softmax') {
-    var row = [], mx = -Infinity, miss = false;
+  if (h.op === 'softmax' || h.op === 'softmax_naive') {
+    var row = [], mx = -Infinity, miss = false, naive = h.op === 'softmax_naive';
     for (var q = 0; q < m.cols; ++q) { var s0 = get(A, i, q); if (s0 === undefined) { miss = true; break; } row.push(s0); if (s0 > mx) mx = s0; }
-    x.formula = 'e^(s \u2212 max) / \u03a3 e^(s\u2096 \u2212 max) over the ' + m.cols + ' scores of row ' + rl(A, i) + ' of ' + A.caption;
+    x.formula = naive ? 'e^s / \u03a3 e^(s\u2096) over the ' + m.cols + ' scores of row ' + rl(A, i) + ' of ' + A.caption + ' (the tutorial\u2019s formula: no maximum subtracted)'
+                      : 'e^(s \u2212 max) / \u03a3 e^(s\u2096 \u2212 max) over the ' + m.cols + ' scores of row ' + rl(A, i) + ' of ' + A.caption;
     if (miss) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
     if (mx === -Infinity) { x.lines.push('Every key of this row is masked: qkv gives 0 (PyTorch gives NaN).'); x.sum = 0; x.softmax = {row: row, max: mx}; return x; }
+    if (naive) mx = 0;  // e^s itself
     var ex = row.map(function (s1) { return Math.exp(s1 - mx); }), tot = 0;
     ex.forEach(function (e1) { tot += e1; });
-    x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j]}; x.A = A;
+    x.softmax = {row: row, max: mx, exps: ex, total: tot, s: row[j], naive: naive}; x.A = A;
     x.sum = ex[j] / tot;
     return x;
   }
@@ -204,6 +212,11 @@ function explain(id, i, j) {
     var a2 = get(A, i, j), b2 = get(B, i, j);
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') + ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, a2) + ' + ' + vt(B, b2);
     x.sum = a2 + b2; return x;
+  }
+  if (h.op === 'hconcat') {
+    var left = j < A.cols, S8 = left ? A : B, j8 = left ? j : j - A.cols;
+    x.formula = S8.caption + '(' + rl(S8, i) + ', ' + cl(S8, j8) + '), side by side (' + A.caption + '\u2019s ' + A.cols + ' columns, then ' + B.caption + '\u2019s)';
+    x.sum = get(S8, i, j8); return x;
   }
   if (h.op === 'transpose') {
     x.formula = A.caption + '(' + rl(A, j) + ', ' + cl(A, i) + '), transposed'; x.sum = get(A, j, i); return x;
@@ -245,9 +258,10 @@ function explanationNode(x) {
   }
   if (x.softmax && x.softmax.exps) {
     var sm = x.softmax, f = el('div', {'class': 'x-terms'});
-    var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : 'e^(' + vt(x.A, s1) + ' \u2212 ' + vt(x.A, sm.max) + ')'; });
+    var ex1 = function (s1) { return sm.naive ? 'e^(' + vt(x.A, s1) + ')' : 'e^(' + vt(x.A, s1) + ' \u2212 ' + vt(x.A, sm.max) + ')'; };
+    var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : ex1(s1); });
     var shownK = Math.min(ns.length, 24);
-    f.textContent = '= e^(' + vt(x.A, sm.s) + ' \u2212 ' + vt(x.A, sm.max) + ') / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
+    f.textContent = '= ' + ex1(sm.s) + ' / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
       ' = ' + short(sm.exps[x.j]) + ' / ' + short(sm.total);
     box.appendChild(f);
   }
@@ -257,7 +271,8 @@ function explanationNode(x) {
   var key = x.i + ',' + x.j;
   if (editor) editor.note(box, x);
   if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
-  if (m.truth && m.truth.ulps[key] !== undefined) {
+  // (a cell an edit changed has no truth here: the page's truth is for the example's inputs)
+  if (m.truth && m.truth.ulps[key] !== undefined && !(editor && editor.changed(x.id, x.i, x.j))) {
     var tt = m.truth.ulps[key + 't'];
     box.appendChild(el('div', {'class': 'x-note x-truth', 'data-ulps': String(m.truth.ulps[key])}, 'Error against the truth (' + m.truth.name + (tt !== undefined ? ' = ' + tt : '') + '): ' +
       short(m.truth.ulps[key]) + ' ulp of ' + m.dtype + '.'));
@@ -518,7 +533,7 @@ if (D.edit) {
   if (D.edit.why) { status.textContent = D.edit.why; document.documentElement.setAttribute('data-qkv-editable', '0'); }
   else {
     status.textContent = 'Loading qkv\u2019s WebAssembly module\u2026';
-    startEditor(D.edit, panel, status).catch(function (err) {
+    (D.edit.kind === 'steps' ? startStepsEditor : startEditor)(D.edit, panel, status).catch(function (err) {
       status.textContent = 'This page is not editable: this browser did not run its WebAssembly module (' + err + ').';
       document.documentElement.setAttribute('data-qkv-editable', '0');
     });
@@ -554,6 +569,10 @@ function parseNumber(text, f32) {
   return v === undefined ? undefined : f32 ? Math.fround(v) : v;
 }
 function cellText(m, v) { return m.dtype === 'float32' ? text32(v) : short(v); }
+)JS";
+
+/// the editor of a `qkv attend` page (tools/attend_page.hpp's edit object): after edit_js
+inline constexpr const char* edit_attend_js = R"JS(
 function startEditor(E, panel, status) {
   var style = document.createElement('style');
   style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input[type=number]{width:4.5em;font:inherit}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}';
@@ -688,6 +707,127 @@ function startEditor(E, panel, status) {
     status.textContent = 'Editable: double-click an input cell (x, the weights), or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
       Math.round(E.module_bytes / 1024) + ' KB, in this page). Alt+click a scaled score or a weight to mask its key. Cells that differ from the ' +
       (D.source ? 'example\u2019s proven values' : 'case\u2019s') + ' turn orange.';
+    document.documentElement.setAttribute('data-qkv-editable', '1');
+  });
+}
+)JS";
+
+/// the editor of a `qkv explain` page (io/page_recompute.hpp's edit object): after edit_js
+inline constexpr const char* edit_steps_js = R"JS(
+// a `qkv explain` page (E.kind "steps", io/page_recompute.hpp): each step of E.steps is one call of
+// the module's qkv_step_f32/f64 (core/flat_steps.hpp), in the page's order, on the matrices'
+// numbers; E.stale lists the matrices it does not recompute, with why
+function startStepsEditor(E, panel, status) {
+  var style = document.createElement('style');
+  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td.stale{color:#888;background:repeating-linear-gradient(135deg,#fff,#fff 4px,#f1f1f1 4px,#f1f1f1 8px)}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}.stale-note{color:#8a5a00;font-size:.9em;margin:.2em 0}';
+  document.head.appendChild(style);
+  var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
+  return WebAssembly.instantiate(bytes, {}).then(function (res) {
+    var X = res.instance.exports; if (X._initialize) X._initialize();
+    var f32of = function (id) { return M[id].dtype === 'float32'; };
+    var ptr = {}, original = {}, baseline = {}, staleWhy = {}, isStep = {};
+    E.stale.forEach(function (st) { staleWhy[st.id] = st.why; });
+    var need = function (id) {  // a buffer in the module's memory for matrix id
+      if (!id || ptr[id] !== undefined) return;
+      ptr[id] = X.qkv_alloc(M[id].rows * M[id].cols * (f32of(id) ? 4 : 8));
+    };
+    var calls = E.steps.map(function (st) {
+      isStep[st.id] = true;
+      [st.a, st.b, st.c, st.id].forEach(need);
+      var sz = X.qkv_alloc(8 * 4), mk = 0;
+      new Uint32Array(X.memory.buffer, sz, 8).set(st.sizes);  // size_t is 32 bits in wasm32
+      if (st.masked) { mk = X.qkv_alloc(st.masked.length); new Uint8Array(X.memory.buffer, mk, st.masked.length).set(st.masked.split('').map(Number)); }
+      return {st: st, sizes: sz, mask: mk};
+    });
+    Object.keys(ptr).forEach(function (id) { original[id] = M[id].data.slice(); });
+    Object.keys(staleWhy).forEach(function (id) { if (M[id]) original[id] = M[id].data.slice(); });
+    var operands = Object.keys(ptr).filter(function (id) { return !isStep[id]; });
+    var anyEdit = false;
+    function run() {
+      var t0 = performance.now();
+      operands.forEach(function (id) { new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], M[id].data.length).set(M[id].data); });
+      var rc = 0;
+      calls.forEach(function (c) {
+        var st = c.st, p = function (id) { return id ? ptr[id] : 0; };
+        rc |= (f32of(st.id) ? X.qkv_step_f32 : X.qkv_step_f64)(st.kind, p(st.a), p(st.b), p(st.c), c.mask, c.sizes, st.scalar, p(st.id));
+      });
+      calls.forEach(function (c) {  // as on a qkv attend page: a cell the edit does not reach keeps the page's number
+        var id = c.st.id, n = M[id].data.length, out = new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], n);
+        var d = M[id].data, o = original[id], b = baseline[id];
+        for (var k = 0; k < n; ++k) d[k] = !b || Object.is(out[k], b[k]) ? o[k] : out[k];
+        if (!b) baseline[id] = Array.prototype.slice.call(out);
+      });
+      var t1 = performance.now();
+      anyEdit = E.inputs.some(function (id) { return M[id].data.some(function (v, k) { return !Object.is(v, original[id][k]); }); });
+      refresh();
+      if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }
+      var t2 = performance.now();
+      editor.last = {compute_ms: t1 - t0, total_ms: t2 - t0, rc: rc};
+      var changed = document.querySelectorAll('td.changed').length;
+      status.textContent = 'Recomputed ' + calls.length + ' steps in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ core (WebAssembly, ' + Math.round(E.module_bytes / 1024) +
+        ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed + ' shown cells differ from the example\u2019s proven values (orange)' +
+        (anyEdit && E.stale.length ? '; ' + E.stale.length + ' ' + (E.stale.length === 1 ? 'matrix is' : 'matrices are') + ' not recomputed (grey: they keep the example\u2019s numbers; hover one for why)' : '') + '.';
+    }
+    function refresh() {
+      [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) {
+        var id = td.getAttribute('data-m'), m = M[id]; if (!original[id]) return;
+        if (td.firstChild && td.firstChild.nodeName === 'INPUT') return;
+        var i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), v = get(m, i, j);
+        td.textContent = cellText(m, v);
+        td.classList.toggle('masked', v === -Infinity && !!m.how && m.how.op === 'scale');
+        td.classList.toggle(E.inputs.indexOf(id) >= 0 ? 'edited' : 'changed', editor.changed(id, i, j));
+        td.classList.toggle('stale', anyEdit && staleWhy[id] !== undefined);
+      });
+      heatmaps.forEach(function (hmap) { hmap.show(hmap.state.head); });
+    }
+    editor = {
+      note: function (box, x) {
+        if (anyEdit && staleWhy[x.id] !== undefined) {
+          box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Not recomputed for your inputs: ' + staleWhy[x.id] + '. This is the example\u2019s number for its own inputs; Reset brings the page back to them.'));
+          return;
+        }
+        if (!editor.changed(x.id, x.i, x.j)) return;
+        box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Proven for the example\u2019s inputs: ' + vt(M[x.id], editor.original(x.id, x.i, x.j)) +
+          '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). The lines below are about the example\u2019s inputs; Reset brings them back.'));
+      },
+      changed: function (id, i, j) { var o = original[id]; if (!o || staleWhy[id] !== undefined) return false; return !Object.is(o[i * M[id].cols + j], M[id].data[i * M[id].cols + j]); },
+      original: function (id, i, j) { return original[id][i * M[id].cols + j]; },
+      set: function (id, i, j, text) {
+        var f32 = f32of(id), v = typeof text === 'number' ? (f32 ? Math.fround(text) : text) : parseNumber(String(text), f32);
+        if (v === undefined || E.inputs.indexOf(id) < 0) return false;
+        M[id].data[i * M[id].cols + j] = v; run(); return true;
+      },
+      reset: function () {
+        Object.keys(original).forEach(function (id) { M[id].data = original[id].slice(); });
+        anyEdit = false; refresh(); status.textContent = 'Reset: every number is the example\u2019s proven value again.';
+      },
+      inputs: E.inputs, steps: E.steps.map(function (st) { return st.id; }), stale: staleWhy, last: null
+    };
+    run();  // the baseline: the module on the example's own inputs (every cell keeps its number)
+    var resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset'), row = el('div', {'class': 'row'});
+    resetB.addEventListener('click', function () { editor.reset(); });
+    row.appendChild(resetB); panel.insertBefore(row, status);
+    E.inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
+    function openInput(td) {
+      var id = td.getAttribute('data-m'), i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), m = M[id];
+      var inp = el('input', {type: 'text', 'class': 'cell-input', value: cellText(m, get(m, i, j)), 'aria-label': cellName(m, i, j)});
+      td.textContent = ''; td.appendChild(inp); inp.focus(); inp.select();
+      var done = false;
+      function commit(keep) {
+        if (done) return;
+        if (keep && parseNumber(inp.value, f32of(id)) === undefined) { inp.classList.add('bad'); inp.title = 'not a number (NaN, inf and -inf are numbers here)'; return; }
+        done = true; td.removeChild(inp);
+        if (keep) editor.set(id, i, j, inp.value); else refresh();
+        td.focus();
+      }
+      inp.addEventListener('keydown', function (ev) { ev.stopPropagation(); if (ev.key === 'Enter') commit(true); else if (ev.key === 'Escape') commit(false); });
+      inp.addEventListener('blur', function () { commit(true); if (!done) commit(false); });
+    }
+    document.addEventListener('dblclick', function (ev) { var td = ev.target.closest ? ev.target.closest('td.editable') : null; if (td) openInput(td); });
+    document.addEventListener('keydown', function (ev) { var td = document.activeElement; if (ev.key === 'Enter' && td && td.classList && td.classList.contains('editable')) { ev.preventDefault(); openInput(td); } });
+    status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
+      ' steps that qkv\u2019s C++ core computes (compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page) are recomputed. Cells that differ from the example\u2019s proven values turn orange' +
+      (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is' : ' matrices are') + ' not recomputed and turn grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
   });
 }

@@ -115,6 +115,7 @@ struct solver {
         const auto a = at(*A, *ta, k / C, k % C);
         if (!a) return std::nullopt;
         v[k] = std::isinf(m.values[k]) && m.values[k] < 0 ? -std::numeric_limits<real>::infinity()
+               : h.divisor != 0                           ? real(*a / real(h.divisor))
                                                           : real(h.scale) * *a;
         if (B != nullptr && !boost::multiprecision::isinf(v[k])) {  // the added terms (a bias, ALiBi)
           const auto b = at(*B, *tb, k / C, k % C);
@@ -124,7 +125,7 @@ struct solver {
       }
       return v;
     }
-    if (h.op == "softmax") {
+    if (h.op == "softmax" || h.op == "softmax_naive") {  // the same value exactly
       for (std::size_t i = 0; i < R; ++i) {
         real top = -std::numeric_limits<real>::infinity(), sum = 0;
         for (std::size_t j = 0; j < C; ++j) {
@@ -150,6 +151,16 @@ struct solver {
           const auto p = at(*A, *ta, i, j), dp = at(*B, *tb, i, j), d = at(*Bias, *tbias, i, 0);
           if (!p || !dp || !d) return std::nullopt;
           v[i * C + j] = *p == 0 ? real(0) : real(*p * (*dp - *d));
+        }
+      return v;
+    }
+    if (h.op == "hconcat") {  // A's columns, then B's
+      if (B == nullptr) return std::nullopt;
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) {
+          const auto a = j < A->cols ? at(*A, *ta, i, j) : at(*B, *tb, i, j - A->cols);
+          if (!a) return std::nullopt;
+          v[i * C + j] = *a;
         }
       return v;
     }

@@ -1,0 +1,263 @@
+// flat_steps.hpp: the steps a learner's page describes (io/page.hpp's page_how), at run-time
+// sizes on flat row-major buffers, in the core's arithmetic: what recomputes a `qkv explain` page
+// when a learner edits an input, in the page's WebAssembly module (wasm/qkv_wasm.cpp) and natively
+// (io/page_recompute.hpp, which checks at page-writing time that each step gives the example's
+// own numbers bit for bit before the page lets it recompute anything).
+//
+// Each function follows the core function it stands for, operation for operation (one rounding
+// per product and per sum, summed left to right from the first term; -ffp-contract=off):
+//   dot          C(i, j) = sum_m A(i, ac + m) B(j, bc + m) [+ bias(j)]  matrix_product_transposed,
+//                                                                        add_row_vector
+//   matmul       C(i, j) = sum_m A(i, ac + m) B(br + m, bc + j) [+ bias(j)]  matrix_product
+//   attended     matmul of the weights and the values with attended_context's policy: a key whose
+//                scaled score is -inf is skipped, a NaN row stays NaN, an infinite value gives
+//                its infinity (NaN when +inf and -inf meet) (docs/numerics.md)
+//   scale        C = f A (scaled) or A / f (divided), then + added; -inf where `masked` says so
+//   softmax      detail::stable_softmax of each row (softmax_rows); naive_softmax: e^a / sum e^a
+//                (naive_softmax_rows, the tutorials' formula without the maximum)
+//   add, relu    x + y (residual), relu()
+//   layer_norm   layer_norm_steps: the mean, the biased variance (two passes), 1 / sqrt(var + eps),
+//                (x - mean) inv_std, then times the weight plus the bias
+//   transpose    C(i, j) = A(j, i)
+//   hconcat      A and B side by side (the heads' contexts: hconcat)
+//   row_dot      C(i, 0) = sum_m A(i, ac + m) B(i, bc + m) (row_dots: D = rowsum(dO ∘ O))
+//   softmax_backward  C = P (dP - D), exactly 0 where P is 0 (softmax_backward(P, dP, D))
+// step() runs one of them by its number (steps::kind), for the module's one C entry point.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+
+#include "math.hpp"
+#include "softmax.hpp"
+
+namespace qkv::flat {
+
+/// C(i, j) = sum_m A(i, ac + m) B(j, bc + m) [+ bias(j)]: A has `as` columns, B `bs`; C (rows, cols)
+template <class T>
+constexpr void dot(const T* a, std::size_t as, const T* b, std::size_t bs, std::size_t rows, std::size_t cols,
+                   std::size_t n, std::size_t ac, std::size_t bc, const T* bias, T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      T s = a[i * as + ac] * b[j * bs + bc];
+      for (std::size_t m = 1; m < n; ++m) s += a[i * as + ac + m] * b[j * bs + bc + m];
+      out[i * cols + j] = bias ? T(s + bias[j]) : s;
+    }
+}
+
+/// C(i, j) = sum_m A(i, ac + m) B(br + m, bc + j) [+ bias(j)]
+template <class T>
+constexpr void matmul(const T* a, std::size_t as, const T* b, std::size_t bs, std::size_t rows,
+                      std::size_t cols, std::size_t n, std::size_t ac, std::size_t br, std::size_t bc,
+                      const T* bias, T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      T s = a[i * as + ac] * b[br * bs + bc + j];
+      for (std::size_t m = 1; m < n; ++m) s += a[i * as + ac + m] * b[(br + m) * bs + bc + j];
+      out[i * cols + j] = bias ? T(s + bias[j]) : s;
+    }
+}
+
+/// @brief the context of weights w (rows, n; row stride ws) over values v (row stride vs, from
+/// column vc), attended_context's policy (the top of this file): key m is skipped where
+/// scaled(i, m) (row stride ss) is -inf. C (rows, cols), row stride os.
+template <class T>
+constexpr void attended(const T* w, std::size_t ws, const T* scaled, std::size_t ss, const T* v,
+                        std::size_t vs, std::size_t vc, std::size_t rows, std::size_t n, std::size_t cols,
+                        T* out, std::size_t os) {
+  const T inf = std::numeric_limits<T>::infinity();
+  for (std::size_t i = 0; i < rows; ++i) {
+    const bool nan_row = w[i * ws] != w[i * ws];
+    for (std::size_t c = 0; c < cols; ++c) {
+      T s = T(0);
+      if (nan_row) {
+        s = std::numeric_limits<T>::quiet_NaN();
+      } else {
+        bool first = true;
+        unsigned seen = 0;  // 1 NaN, 2 +inf, 4 -inf
+        for (std::size_t j = 0; j < n; ++j) {
+          if (scaled[i * ss + j] == -inf) continue;  // masked: skipped
+          const T xv = v[j * vs + vc + c];
+          if (xv != xv) {
+            seen |= 1;
+          } else if (xv == inf) {
+            seen |= 2;
+          } else if (xv == -inf) {
+            seen |= 4;
+          } else if (first) {
+            s = w[i * ws + j] * xv;
+            first = false;
+          } else {
+            s += w[i * ws + j] * xv;
+          }
+        }
+        if ((seen & 1) || seen == 6) s = std::numeric_limits<T>::quiet_NaN();
+        if (seen == 2) s = inf;
+        if (seen == 4) s = -inf;
+      }
+      out[i * os + c] = s;
+    }
+  }
+}
+
+/// C = f A (divide false) or A / f (divide true), then + added(i, j) when added is given; -inf
+/// where masked (rows x cols bytes, or null) is nonzero. A, added and C are (rows, cols).
+template <class T>
+constexpr void scale(const T* a, std::size_t rows, std::size_t cols, T f, bool divide,
+                     const unsigned char* masked, const T* added, T* out) {
+  for (std::size_t k = 0; k < rows * cols; ++k) {
+    if (masked && masked[k]) {
+      out[k] = -std::numeric_limits<T>::infinity();
+      continue;
+    }
+    const T s = divide ? T(a[k] / f) : T(f * a[k]);
+    out[k] = added ? T(s + added[k]) : s;
+  }
+}
+
+/// the softmax of each row of A (rows, cols)
+template <class T>
+constexpr void softmax(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t i = 0; i < rows; ++i) qkv::detail::stable_softmax(a + i * cols, out + i * cols, cols, 1);
+}
+
+/// the textbook softmax of each row of A (rows, cols): e^a / sum e^a, no maximum subtracted
+/// (naive_softmax_rows: a row with a score above log(max) overflows to NaN)
+template <class T>
+constexpr void naive_softmax(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    T s = T(0);
+    for (std::size_t j = 0; j < cols; ++j) {
+      out[i * cols + j] = qkv::exp(a[i * cols + j]);
+      s += out[i * cols + j];
+    }
+    for (std::size_t j = 0; j < cols; ++j) out[i * cols + j] = out[i * cols + j] / s;
+  }
+}
+
+/// C = A + B, n numbers
+template <class T>
+constexpr void add(const T* a, const T* b, std::size_t n, T* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = a[k] + b[k];
+}
+
+/// C = max(0, A): NaN stays NaN, -0 gives 0 (core/layers.hpp's relu)
+template <class T>
+constexpr void relu(const T* a, std::size_t n, T* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = a[k] > T(0) ? a[k] : (a[k] != a[k] ? a[k] : T(0));
+}
+
+/// LayerNorm of each row of A (rows, cols) with weight and bias (cols each), layer_norm_steps' order
+template <class T>
+constexpr void layer_norm(const T* a, std::size_t rows, std::size_t cols, T eps, const T* weight,
+                          const T* bias, T* out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    const T* xi = a + i * cols;
+    T s = xi[0];
+    for (std::size_t j = 1; j < cols; ++j) s += xi[j];
+    const T mean = s / T(cols);
+    T q = T(0);
+    for (std::size_t j = 0; j < cols; ++j) {
+      const T c = xi[j] - mean;
+      q += c * c;
+    }
+    const T variance = q / T(cols);
+    const T inv_std = T(1) / qkv::sqrt(T(variance + eps));
+    for (std::size_t j = 0; j < cols; ++j) {
+      const T n = (xi[j] - mean) * inv_std;
+      out[i * cols + j] = n * weight[j] + bias[j];
+    }
+  }
+}
+
+/// C (cols, rows) = Aᵀ, A (rows, cols)
+template <class T>
+constexpr void transpose(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) out[j * rows + i] = a[i * cols + j];
+}
+
+/// C (rows, ac + bc) = A (rows, ac) and B (rows, bc) side by side (hconcat)
+template <class T>
+constexpr void hconcat(const T* a, std::size_t ac, const T* b, std::size_t bc, std::size_t rows, T* out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < ac; ++j) out[i * (ac + bc) + j] = a[i * ac + j];
+    for (std::size_t j = 0; j < bc; ++j) out[i * (ac + bc) + ac + j] = b[i * bc + j];
+  }
+}
+
+/// C(i, 0) = sum_m A(i, ac + m) B(i, bc + m), rows numbers
+template <class T>
+constexpr void row_dot(const T* a, std::size_t as, const T* b, std::size_t bs, std::size_t rows,
+                       std::size_t n, std::size_t ac, std::size_t bc, T* out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    T s = a[i * as + ac] * b[i * bs + bc];
+    for (std::size_t m = 1; m < n; ++m) s += a[i * as + ac + m] * b[i * bs + bc + m];
+    out[i] = s;
+  }
+}
+
+/// C = P (dP - D(i)), exactly 0 where P is 0; P, dP, C (rows, cols), D (rows)
+template <class T>
+constexpr void softmax_backward(const T* p, const T* dp, const T* d, std::size_t rows, std::size_t cols,
+                                T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      const T w = p[i * cols + j];
+      out[i * cols + j] = w == T(0) ? T(0) : T(w * T(dp[i * cols + j] - d[i]));
+    }
+}
+
+/// the steps by number, for one entry point (wasm/qkv_wasm.cpp's qkv_step_f32 / _f64)
+enum class kind : int {
+  dot = 1,
+  matmul = 2,
+  attended = 3,
+  scale = 4,
+  divide = 5,
+  softmax = 6,
+  add = 7,
+  relu = 8,
+  layer_norm = 9,
+  transpose = 10,
+  row_dot = 11,
+  softmax_backward = 12,
+  hconcat = 13,
+  naive_softmax = 14,
+};
+
+/// @brief the sizes and offsets of one step (the page_how's): C is (rows, cols); A has `as`
+/// columns and B `bs`; n terms per sum from A's column ac and B's row br / column bc
+struct step_sizes {
+  std::size_t rows = 0, cols = 0, as = 0, bs = 0, n = 0, ac = 0, br = 0, bc = 0;
+};
+
+/// @brief one step of kind k into out: a, b and c are its operands (c: the bias of dot and
+/// matmul, the scaled scores of attended, the added terms of scale and divide, LayerNorm's bias,
+/// D of softmax_backward; b: LayerNorm's weight), `scalar` the factor, divisor or eps, masked the
+/// scale's mask (or null). Returns 0, or 1 for an unknown kind (nothing written).
+template <class T>
+constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
+                   const step_sizes& z, T scalar, T* out) {
+  switch (k) {
+    case kind::dot: dot(a, z.as, b, z.bs, z.rows, z.cols, z.n, z.ac, z.bc, c, out); return 0;
+    case kind::matmul: matmul(a, z.as, b, z.bs, z.rows, z.cols, z.n, z.ac, z.br, z.bc, c, out); return 0;
+    case kind::attended:
+      attended(a, z.as, c, z.as, b + z.br * z.bs, z.bs, z.bc, z.rows, z.n, z.cols, out, z.cols);
+      return 0;
+    case kind::scale: scale(a, z.rows, z.cols, scalar, false, masked, c, out); return 0;
+    case kind::divide: scale(a, z.rows, z.cols, scalar, true, masked, c, out); return 0;
+    case kind::softmax: softmax(a, z.rows, z.cols, out); return 0;
+    case kind::add: add(a, b, z.rows * z.cols, out); return 0;
+    case kind::relu: relu(a, z.rows * z.cols, out); return 0;
+    case kind::layer_norm: layer_norm(a, z.rows, z.cols, scalar, b, c, out); return 0;
+    case kind::transpose: transpose(a, z.cols, z.rows, out); return 0;
+    case kind::row_dot: row_dot(a, z.as, b, z.bs, z.rows, z.n, z.ac, z.bc, out); return 0;
+    case kind::softmax_backward: softmax_backward(a, b, c, z.rows, z.cols, out); return 0;
+    case kind::hconcat: hconcat(a, z.as, b, z.bs, z.rows, out); return 0;
+    case kind::naive_softmax: naive_softmax(a, z.rows, z.cols, out); return 0;
+  }
+  return 1;
+}
+
+}  // namespace qkv::flat

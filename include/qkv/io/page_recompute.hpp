@@ -1,0 +1,345 @@
+// page_recompute.hpp: what a `qkv explain` page recomputes when a learner edits one of its inputs
+// (docs/pages.md, "Editing a page"), and the proof, at page-writing time, that it recomputes the
+// example's own numbers.
+//
+//   qkv::io::page p("...");
+//   example::page(p);                                  // its matrices, each with its page_how
+//   const auto plan = qkv::io::plan_recompute(p);      // which matrices are steps, inputs, stale
+//   p.edit(qkv::io::recompute_spec(plan, module, bytes));   // the page's "edit" object
+//
+// Each matrix of the page is one of:
+//   an input    no page_how, not derived(), float32 or float64: its numbers are the example's
+//               inputs; editable when shown and read by some step
+//   a step      a page_how that core/flat_steps.hpp computes (dot, matmul, the weights times the
+//               values with attended_context's policy, scale or division with the example's mask,
+//               softmax, add, relu, LayerNorm, transpose, hconcat, row_dot, softmax_backward), from inputs
+//               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
+//               those functions, bit for bit from the page's own inputs: so before any edit the
+//               module gives every cell the example's proven number
+//   stale       the rest (a derived() matrix, exact rationals, RoPE, a step whose operand is
+//               stale, or one the functions do not reproduce bit for bit: the example computes it
+//               another way): after an edit it keeps the example's numbers and says so, with why
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <qkv/core/flat_steps.hpp>
+
+#include "page.hpp"
+
+namespace qkv::io {
+
+/// one step of a page: matrix `id` = kind(a, b, c) with these sizes (core/flat_steps.hpp's step())
+struct page_step {
+  std::string id;
+  flat::kind kind = flat::kind::dot;
+  std::string a, b, c;  // operand ids ("" none): see flat::step for what b and c are per kind
+  flat::step_sizes sizes;
+  double scalar = 0;   // the factor, divisor or eps
+  std::string masked;  // scale / divide: "0" / "1" per cell (1: masked in the example), or ""
+};
+
+/// what a page recomputes (the top of this file)
+struct page_recompute_plan {
+  std::vector<std::string> inputs;                         // editable inputs, in page order
+  std::vector<page_step> steps;                            // in page order (operands first)
+  std::vector<std::pair<std::string, std::string>> stale;  // id, why it is not recomputed
+  std::string why;                                         // nonempty: nothing is editable, why
+};
+
+namespace page_recompute_detail {
+
+using entry = page::matrix_entry;
+
+/// the bits of a number of type T, NaN as one pattern (a NaN's payload is the compiler's choice)
+template <class T>
+bool same_bits(T a, T b) {
+  if (a != a && b != b) return true;
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+/// step `s` natively in T, its operands' numbers in `data`
+template <class T>
+std::vector<T> run(const page_step& s, const std::map<std::string, std::vector<T>>& data) {
+  auto ptr = [&](const std::string& id) -> const T* { return id.empty() ? nullptr : data.at(id).data(); };
+  std::vector<T> out(s.sizes.rows * s.sizes.cols);
+  std::vector<unsigned char> mask;
+  for (char c : s.masked) mask.push_back(c == '1' ? 1 : 0);
+  flat::step<T>(s.kind, ptr(s.a), ptr(s.b), ptr(s.c), mask.empty() ? nullptr : mask.data(), s.sizes,
+                T(s.scalar), out.data());
+  return out;
+}
+
+/// the step that computes m from its page_how, or why none does (the sizes are checked against
+/// the operands' shapes here, so that the functions never read past a buffer)
+inline std::optional<page_step> step_of(const entry& m, const std::map<std::string, const entry*>& by_id,
+                                        std::string& why) {
+  const auto& h = m.how;
+  auto get = [&](const std::string& id) -> const entry* {
+    const auto it = by_id.find(id);
+    return it == by_id.end() ? nullptr : it->second;
+  };
+  const entry* A = get(h.a);
+  const entry* B = h.b.empty() ? nullptr : get(h.b);
+  const entry* Bias = h.bias.empty() ? nullptr : get(h.bias);
+  if (A == nullptr || (!h.b.empty() && B == nullptr) || (!h.bias.empty() && Bias == nullptr)) {
+    why = "an operand is not on this page";
+    return std::nullopt;
+  }
+  const std::size_t R = m.rows, C = m.cols;
+  page_step s;
+  s.id = m.id, s.a = h.a;
+  s.sizes.rows = R, s.sizes.cols = C, s.sizes.as = A->cols, s.sizes.n = h.n, s.sizes.ac = h.ac,
+  s.sizes.br = h.br, s.sizes.bc = h.bc;
+  auto fail = [&](const char* w) -> std::optional<page_step> {
+    why = w;
+    return std::nullopt;
+  };
+  auto bias_fits = [&] { return Bias == nullptr || (Bias->rows == 1 && Bias->cols >= C); };
+  if (h.op == "dot" || h.op == "matmul") {
+    if (B == nullptr || h.n == 0 || h.ac + h.n > A->cols || A->rows < R || !bias_fits())
+      return fail("its sizes do not fit its operands");
+    s.b = h.b, s.c = h.bias, s.sizes.bs = B->cols;
+    if (h.op == "dot") {
+      if (h.bc + h.n > B->cols || B->rows < C) return fail("its sizes do not fit its operands");
+      s.kind = flat::kind::dot;
+      return s;
+    }
+    if (h.br + h.n > B->rows || h.bc + C > B->cols) return fail("its sizes do not fit its operands");
+    // the weights times the values: attended_context's policy, its keys those the weights' softmax saw
+    const entry* S = A->how.op == "softmax" || A->how.op == "softmax_naive" ? get(A->how.a) : nullptr;
+    if (S != nullptr && h.ac == 0 && h.n == A->cols && Bias == nullptr && S->rows == A->rows &&
+        S->cols == A->cols) {
+      s.kind = flat::kind::attended, s.c = S->id;
+      return s;
+    }
+    s.kind = flat::kind::matmul;
+    return s;
+  }
+  if (h.op == "scale") {
+    if (A->rows != R || A->cols != C || (B != nullptr && (B->rows != R || B->cols != C)))
+      return fail("its sizes do not fit its operands");
+    s.kind = h.divisor != 0 ? flat::kind::divide : flat::kind::scale;
+    s.scalar = h.divisor != 0 ? h.divisor : h.scale;
+    s.c = h.b;
+    bool any = false;
+    for (std::size_t k = 0; k < R * C; ++k) {
+      const bool masked =
+          std::isinf(m.values[k]) && m.values[k] < 0 && !(std::isinf(A->values[k]) && A->values[k] < 0);
+      s.masked += masked ? '1' : '0';
+      any = any || masked;
+    }
+    if (!any) s.masked.clear();
+    return s;
+  }
+  if (h.op == "softmax" || h.op == "softmax_naive" || h.op == "relu") {
+    if (A->rows != R || A->cols != C) return fail("its sizes do not fit its operands");
+    s.kind = h.op == "softmax" ? flat::kind::softmax
+             : h.op == "relu"  ? flat::kind::relu
+                               : flat::kind::naive_softmax;
+    return s;
+  }
+  if (h.op == "add") {
+    if (B == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::add, s.b = h.b;
+    return s;
+  }
+  if (h.op == "hconcat") {
+    if (B == nullptr || A->rows != R || B->rows != R || A->cols + B->cols != C)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::hconcat, s.b = h.b, s.sizes.bs = B->cols;
+    return s;
+  }
+  if (h.op == "transpose") {
+    if (A->rows != C || A->cols != R) return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::transpose;
+    return s;
+  }
+  if (h.op == "layernorm") {
+    if (B == nullptr || Bias == nullptr) return fail("a LayerNorm without its weight and bias on the page");
+    if (A->rows != R || A->cols != C || B->rows != 1 || B->cols != C || !bias_fits())
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::layer_norm, s.b = h.b, s.c = h.bias, s.scalar = h.scale;
+    return s;
+  }
+  if (h.op == "rowdot") {
+    if (B == nullptr || C != 1 || h.n == 0 || h.ac + h.n > A->cols || h.bc + h.n > B->cols || A->rows < R ||
+        B->rows < R)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::row_dot, s.b = h.b, s.sizes.bs = B->cols;
+    return s;
+  }
+  if (h.op == "softmax_backward") {
+    if (B == nullptr || Bias == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C ||
+        Bias->rows != R || Bias->cols != 1)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::softmax_backward, s.b = h.b, s.c = h.bias;
+    return s;
+  }
+  return fail(h.op == "rope" ? "RoPE's rotation is not one of the module's steps"
+                             : "its operation is not one of the module's steps");
+}
+
+/// the first cell where `got` and the page's numbers differ, as a sentence, or "" when none does
+template <class T>
+std::string first_difference(const entry& m, const std::vector<T>& got) {
+  for (std::size_t k = 0; k < got.size(); ++k)
+    if (!same_bits(got[k], T(m.values[k]))) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "the module's step gives %.9g at (%zu, %zu) where the example computed %.9g",
+                    double(got[k]), k / m.cols + 1, k % m.cols + 1, m.values[k]);
+      return std::string(buf) + " (the example computes this step another way)";
+    }
+  return {};
+}
+
+}  // namespace page_recompute_detail
+
+/// @brief which matrices of `p` are inputs, steps and stale (the top of this file); each step is
+/// run here natively from the page's own inputs and kept only when it gives the page's numbers
+/// bit for bit
+inline page_recompute_plan plan_recompute(const page& p) {
+  using namespace page_recompute_detail;
+  page_recompute_plan plan;
+  if (p.summarised()) {
+    plan.why = "this page is summarised (its operands are not all on it)";
+    return plan;
+  }
+  if (!p.wants_truth()) {  // only with_truth() promises that a matrix without a page_how is an input
+    plan.why =
+        "its example does not say which of its matrices are inputs (with_truth() in its page(): each "
+        "computed matrix has a page_how or is marked derived())";
+    return plan;
+  }
+  std::map<std::string, const entry*> by_id;
+  for (const auto& m : p.entries()) by_id[m.id] = &m;
+  enum class status { input, step, stale };
+  std::map<std::string, status> st;
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<double>> f64;
+  std::vector<std::string> inputs;
+  for (const auto& m : p.entries()) {
+    const bool is_float = m.dtype == "float32" || m.dtype == "float64";
+    if (m.how.op.empty() && !m.derived && is_float) {
+      st[m.id] = status::input;
+      if (m.dtype == "float32")
+        f32[m.id] = std::vector<float>(m.values.begin(), m.values.end());  // exact: the page's floats
+      else
+        f64[m.id] = m.values;
+      inputs.push_back(m.id);
+      continue;
+    }
+    std::string why;
+    st[m.id] = status::stale;
+    if (!is_float) {
+      why = "exact rationals: the module computes in float32 and float64";
+    } else if (m.how.op.empty()) {
+      why = "the example computes it another way than a step this page describes";
+    } else if (auto s = step_of(m, by_id, why)) {
+      for (const auto* id : {&s->a, &s->b, &s->c}) {
+        if (id->empty()) continue;
+        const auto o = st.find(*id);
+        if (o == st.end() || o->second == status::stale) {
+          why = "it is computed from " + *id + ", which is not recomputed";
+          break;
+        }
+        if (by_id.at(*id)->dtype != m.dtype) {
+          why = "it is computed from " + *id + ", a " + by_id.at(*id)->dtype + " matrix";
+          break;
+        }
+      }
+      if (why.empty()) {
+        if (m.dtype == "float32") {
+          auto got = run<float>(*s, f32);
+          why = first_difference(m, got);
+          if (why.empty()) f32[m.id] = std::move(got);
+        } else {
+          auto got = run<double>(*s, f64);
+          why = first_difference(m, got);
+          if (why.empty()) f64[m.id] = std::move(got);
+        }
+      }
+      if (why.empty()) {
+        st[m.id] = status::step;
+        plan.steps.push_back(std::move(*s));
+        continue;
+      }
+    }
+    plan.stale.emplace_back(m.id, why);
+  }
+  // editable: the shown inputs some step reads
+  for (const auto& id : inputs) {
+    bool read = false;
+    for (const auto& s : plan.steps) read = read || s.a == id || s.b == id || s.c == id;
+    if (read && !by_id.at(id)->hidden) plan.inputs.push_back(id);
+  }
+  if (plan.steps.empty() || plan.inputs.empty())
+    plan.why = "no step of this page is one the module computes from an input the page shows";
+  return plan;
+}
+
+/// @brief the page's "edit" object for `plan` (io/page.hpp's edit()): the module (base64) and its
+/// size, the inputs, the steps and the stale matrices with why; or {"why": ...} when nothing is
+/// editable (`why_not`: the module was not built, and why)
+inline std::string recompute_spec(const page_recompute_plan& plan, std::string_view module_base64,
+                                  std::size_t module_bytes, std::string_view why_not = {}) {
+  namespace pd = page_detail;
+  std::string s = "{\"why\":";
+  if (!why_not.empty() || !plan.why.empty()) {
+    pd::json_string(s,
+                    "This page is not editable: " + std::string(why_not.empty() ? plan.why : why_not) + ".");
+    return s + ",\"arithmetic\":\"core\"}";
+  }
+  s += "\"\",\"arithmetic\":\"core\",\"kind\":\"steps\",\"module\":\"";
+  s += module_base64;
+  s += "\",\"module_bytes\":" + std::to_string(module_bytes) + ",\"inputs\":[";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (k) s += ",";
+    pd::json_string(s, plan.inputs[k]);
+  }
+  s += "],\"steps\":[";
+  for (std::size_t k = 0; k < plan.steps.size(); ++k) {
+    const auto& t = plan.steps[k];
+    const auto& z = t.sizes;
+    if (k) s += ",";
+    s += "{\"id\":";
+    pd::json_string(s, t.id);
+    s += ",\"kind\":" + std::to_string(static_cast<int>(t.kind)) + ",\"a\":";
+    pd::json_string(s, t.a);
+    s += ",\"b\":";
+    pd::json_string(s, t.b);
+    s += ",\"c\":";
+    pd::json_string(s, t.c);
+    s += ",\"sizes\":[";
+    bool first = true;
+    for (std::size_t v : {z.rows, z.cols, z.as, z.bs, z.n, z.ac, z.br, z.bc}) {
+      s += (first ? "" : ",") + std::to_string(v);
+      first = false;
+    }
+    s += "]";
+    s += ",\"scalar\":";
+    pd::json_number(s, t.scalar, false);
+    s += ",\"masked\":\"" + t.masked + "\"}";
+  }
+  s += "],\"stale\":[";
+  for (std::size_t k = 0; k < plan.stale.size(); ++k) {
+    if (k) s += ",";
+    s += "{\"id\":";
+    pd::json_string(s, plan.stale[k].first);
+    s += ",\"why\":";
+    pd::json_string(s, plan.stale[k].second);
+    s += "}";
+  }
+  return s + "]}";
+}
+
+}  // namespace qkv::io

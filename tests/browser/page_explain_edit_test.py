@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""page_explain_edit_test.py: editing a `qkv explain` page in a real browser (issue 30).
+
+    page_explain_edit_test.py QKV PAGE_STEPS_NATIVE SOURCE_ROOT OUT_DIR
+
+For every example page, `qkv explain NAME --html` is written and opened in headless chromium from
+file:// (no server, no network). The pages of the examples that mark their inputs (with_truth():
+01, 02, 03, 05, 06, 08) must be editable, with exactly the matrices listed in STALE below not
+recomputed (io/page_recompute.hpp decides, when the tool writes the page, which steps the module
+recomputes: each is run natively and must give the example's own numbers bit for bit first); the
+others must say why they are not. On each editable page, edits are made one after the other as a
+learner makes them: a cell of the first input typed in (double-click, type, Enter: the real UI),
+NaN into a cell of the second input, inf and -inf into the first. After each edit, every step's
+numbers in the page's data are compared bit for bit (a NaN as a NaN: which NaN a sum of two keeps
+is the compiler's choice of operand order) with the same C++ built natively
+(`page_steps_native`, core/flat_steps.hpp) on the page's own inputs; the matrices not recomputed
+must keep the example's numbers and turn grey, with why in their explanation; a changed cell's
+explanation says it was recomputed. Reset brings back every number's bits. The module's time and
+the page's redraw are printed for each edit, not asserted. Screenshots in OUT_DIR.
+Exit 77 (skipped) without chromium, or when the tool was built without the module.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+QKV, NATIVE, ROOT, OUT = sys.argv[1:5]
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
+import browser  # noqa: E402
+if browser.missing():
+    print('SKIP: ' + browser.missing())
+    sys.exit(77)
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+os.makedirs(OUT, exist_ok=True)
+check = browser.check
+
+# the editable pages and the matrices each does not recompute (why: io/page_recompute.hpp says it
+# in the page; here, what the example computes outside the steps a page describes)
+STALE = {
+    'illustrated': {'whole_matrix_softmax'},  # softmax_all: the numpy cell's pitfall, not a page step
+    'from_scratch': set(),
+    'the_math': set(),
+    'statquest': set(),
+    'masking': set(),
+    'encoder_layer': set(),
+}
+
+# the page's numbers as bits, per matrix (hex of the float32 or float64 bytes, little-endian)
+BITS_JS = '''
+var P = window.qkvPage, out = {};
+Object.keys(P.data.matrices).forEach(function (id) {
+  var m = P.data.matrices[id]; if (!m.data || (m.dtype !== 'float32' && m.dtype !== 'float64')) return;
+  var f = m.dtype === 'float32', a = f ? new Float32Array(m.data) : new Float64Array(m.data), u = new Uint8Array(a.buffer), s = '';
+  for (var k = 0; k < u.length; ++k) s += (u[k] < 16 ? '0' : '') + u[k].toString(16);
+  out[id] = [m.dtype, s];
+});
+return out;'''
+
+
+def page_bits(driver):
+    return {k: (v[0], bytes.fromhex(v[1])) for k, v in driver.execute_script(BITS_JS).items()}
+
+
+def words(dtype, b):
+    """the numbers' bits as integers (little-endian), NaN as one pattern"""
+    size = 4 if dtype == 'float32' else 8
+    out = []
+    for k in range(0, len(b), size):
+        u = int.from_bytes(b[k:k + size], 'little')
+        exp_mask = 0x7f800000 if size == 4 else 0x7ff0000000000000
+        frac = u & ((1 << (23 if size == 4 else 52)) - 1)
+        out.append('nan' if (u & exp_mask) == exp_mask and frac else u)
+    return out
+
+
+def native(edit, bits, tmp):
+    """page_steps_native on the page's current numbers: every step's bits, by id"""
+    ops = {s[k] for s in edit['steps'] for k in ('a', 'b', 'c') if s[k]}
+    steps = {s['id'] for s in edit['steps']}
+    doc = {'steps': edit['steps'], 'matrices': {}}
+    for id_ in ops - steps:
+        dt, b = bits[id_]
+        size = 4 if dt == 'float32' else 8
+        doc['matrices'][id_] = {'dtype': dt, 'bits': ['%x' % int.from_bytes(b[k:k + size], 'little')
+                                                      for k in range(0, len(b), size)]}
+    path = os.path.join(tmp, 'in.json')
+    with open(path, 'w') as f:
+        json.dump(doc, f)
+    r = subprocess.run([NATIVE, path], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit('page_steps_native failed: ' + r.stderr)
+    out = {}
+    for id_, hexes in json.loads(r.stdout).items():
+        dt = bits[id_][0]
+        size = 4 if dt == 'float32' else 8
+        out[id_] = b''.join(int(h, 16).to_bytes(size, 'little') for h in hexes)
+    return out
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix='qkv_explain_edit_')
+    driver = browser.start(logs=True)
+    try:
+        for name in sorted(set(STALE) | {'flash', 'bert', 'rope'}):
+            html = os.path.join(OUT, 'explain_%s.html' % name)
+            r = subprocess.run([QKV, 'explain', name, '--html', html], capture_output=True, text=True)
+            if not check(r.returncode == 0, '%s: qkv explain --html: %s' % (name, r.stderr)):
+                continue
+            size = os.path.getsize(html)
+            print('%s: page %d bytes (%.0f KB)' % (name, size, size / 1024))
+            browser.open_page(driver, html, logs=True)
+            t0 = time.time()
+            while time.time() - t0 < 20 and driver.execute_script(
+                    'return document.documentElement.getAttribute("data-qkv-editable")') is None:
+                time.sleep(0.05)
+            editable = driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')
+            status = driver.find_element(By.ID, 'edit-status').text
+            if name not in STALE:
+                check(editable == '0' and status.startswith('This page is not editable: '),
+                      '%s: the page says why it is not editable (%r)' % (name, status))
+                print('  not editable, as expected: ' + status)
+                continue
+            if editable != '1':
+                if 'qkv was' in status:  # wasm/meson.build's reasons: the tool was built without the module
+                    print('SKIP: the tool was built without the WebAssembly module: ' + status)
+                    return 77
+                check(False, '%s: the page is not editable: %s' % (name, status))
+                continue
+            check(size <= 1 << 20, '%s: the page is at most 1 MB (issue 30)' % name)
+            edit = driver.execute_script('return window.qkvPage.data.edit;')
+            stale = {s['id'] for s in edit['stale']}
+            check(stale == STALE[name], '%s: not recomputed: %s, expected %s (%s)' % (
+                name, sorted(stale), sorted(STALE[name]), [s['why'] for s in edit['stale']]))
+            orig = page_bits(driver)
+            steps = [s['id'] for s in edit['steps']]
+            inputs = edit['inputs']
+            print('  %d steps recomputed from %d editable inputs (%s)' % (len(steps), len(inputs), ', '.join(inputs)))
+
+            def verify(what):
+                bits = page_bits(driver)
+                now = native(edit, bits, tmp)
+                bad = [s for s in steps if words(bits[s][0], now[s]) != words(bits[s][0], bits[s][1])]
+                check(not bad, '%s, %s: the page differs from the native steps in %s' % (name, what, bad))
+                kept = [s for s in stale if bits[s] != orig[s]]
+                check(not kept, '%s, %s: matrices not recomputed changed: %s' % (name, what, kept))
+                reached = sum(1 for s in steps for a, b in zip(words(bits[s][0], now[s]), words(bits[s][0], orig[s][1]))
+                              if a != b)
+                cells = sum(len(words(bits[s][0], now[s])) for s in steps)
+                last = driver.execute_script('return window.qkvPage.editor().last;')
+                print('  %-36s %s: %4d of %4d cells recomputed, every step bit for bit the native build; module %.2f ms, '
+                      'with the page redrawn %.1f ms' % (what, 'ok' if not bad else 'DIFFERS', reached, cells,
+                                                         last['compute_ms'], last['total_ms']))
+                return bits
+
+            verify('as written (the module run on load)')
+            a0 = inputs[0]
+            # 1. the real UI: double-click the first input's cell (1, 1), type, Enter
+            td = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="0"][data-j="0"]' % a0)
+            browser.actions(driver).double_click(td).perform()
+            inp = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="0"][data-j="0"] input' % a0)
+            inp.send_keys(Keys.CONTROL, 'a')
+            inp.send_keys('2.5', Keys.ENTER)
+            verify('%s(1, 1) = 2.5 typed in' % a0)
+            changed = driver.execute_script(
+                'var e = window.qkvPage.editor(); for (var s of e.steps) { var m = window.qkvPage.data.matrices[s];'
+                ' for (var i = 0; i < m.rows; ++i) for (var j = 0; j < m.cols; ++j) if (e.changed(s, i, j)) return [s, i, j]; } return null;')
+            if check(changed is not None, '%s: an edit changes some step' % name):
+                tip = driver.execute_script('return window.qkvPage.tips([arguments[0]])[0];', changed)
+                check(any('recomputed for yours' in l[1] for l in tip), '%s: a changed cell\'s explanation says so' % name)
+            for s in stale:
+                cls = driver.execute_script('var td = document.querySelector(\'td[data-m="\' + arguments[0] + \'"]\'); return td ? td.className : "";', s)
+                check('stale' in cls, '%s: %s is grey after an edit (%r)' % (name, s, cls))
+                tip = driver.execute_script('return window.qkvPage.tips([[arguments[0], 0, 0]])[0];', s)
+                check(any('Not recomputed for your inputs' in l[1] for l in tip), '%s: %s says why it is not recomputed' % (name, s))
+            driver.save_screenshot(os.path.join(OUT, 'explain_edit_%s.png' % name))
+            # 2. NaN into the second input, inf and -inf into the first
+            a1 = inputs[1] if len(inputs) > 1 else a0
+            driver.execute_script('window.qkvPage.editor().set(arguments[0], 0, 1, "NaN");', a1)
+            verify('%s(1, 2) = NaN' % a1)
+            driver.execute_script('window.qkvPage.editor().set(arguments[0], 1, 0, "inf");', a0)
+            verify('%s(2, 1) = inf' % a0)
+            driver.execute_script('window.qkvPage.editor().set(arguments[0], 1, 1, "-inf");', a0)
+            verify('%s(2, 2) = -inf' % a0)
+            driver.execute_script('window.qkvPage.editor().reset();')
+            check(page_bits(driver) == orig, '%s: Reset brings back every number\'s bits' % name)
+            errors, requests, _ = browser.page_logs(driver, html)
+            check(not errors and not requests, '%s: no console message or network request: %s %s' % (name, errors, requests))
+    finally:
+        browser.stop()
+    browser.finish('every editable explain page recomputed bit for bit natively')
+    return 0
+
+
+sys.exit(main())

@@ -1,0 +1,102 @@
+// page_steps_native.cpp: the steps of an edited `qkv explain` page, recomputed natively with
+// core/flat_steps.hpp (the C++ the page's WebAssembly module is built from), for
+// tests/browser/page_explain_edit_test.py to compare with what the page shows, bit for bit.
+//
+//   page_steps_native IN.json
+//
+// IN.json: {"steps": [the page's edit.steps], "matrices": {id: {"dtype": "float32"|"float64",
+// "bits": ["3f800000", ...]}}} (every operand's numbers as the page holds them, their bits in
+// hex). Writes {id: ["bits", ...]} of every step to stdout, in the page's order, each computed
+// from the operands' given bits and the steps before it. Bad input: the message, exit 2.
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <qkv/io/page_recompute.hpp>
+
+namespace {
+
+template <class T, class U>
+std::vector<T> from_bits(const nlohmann::json& bits) {
+  std::vector<T> v;
+  for (const auto& b : bits) {
+    const U u = static_cast<U>(std::stoull(b.get<std::string>(), nullptr, 16));
+    T x;
+    std::memcpy(&x, &u, sizeof x);
+    v.push_back(x);
+  }
+  return v;
+}
+
+template <class T, class U>
+nlohmann::json to_bits(const std::vector<T>& v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (T x : v) {
+    U u;
+    std::memcpy(&u, &x, sizeof u);
+    std::ostringstream s;
+    s << std::hex << static_cast<unsigned long long>(u);
+    out.push_back(s.str());
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: page_steps_native IN.json\n";
+    return 2;
+  }
+  try {
+    std::ifstream in(argv[1]);
+    if (!in) throw std::runtime_error(std::string(argv[1]) + ": cannot open the file");
+    const auto doc = nlohmann::json::parse(in);
+    std::map<std::string, std::vector<float>> f32;
+    std::map<std::string, std::vector<double>> f64;
+    for (const auto& [id, m] : doc.at("matrices").items()) {
+      if (m.at("dtype") == "float32")
+        f32[id] = from_bits<float, std::uint32_t>(m.at("bits"));
+      else
+        f64[id] = from_bits<double, std::uint64_t>(m.at("bits"));
+    }
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& j : doc.at("steps")) {
+      qkv::io::page_step s;
+      s.id = j.at("id"), s.kind = static_cast<qkv::flat::kind>(j.at("kind").get<int>());
+      s.a = j.at("a"), s.b = j.at("b"), s.c = j.at("c"), s.masked = j.at("masked");
+      s.scalar = j.at("scalar").get<double>();
+      const auto z = j.at("sizes").get<std::vector<std::size_t>>();
+      if (z.size() != 8)
+        throw std::runtime_error("step " + s.id + ": sizes has " + std::to_string(z.size()) +
+                                 " numbers, not 8");
+      s.sizes = {z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7]};
+      // a test driver: it trusts the sizes, which plan_recompute checked against the page's
+      // shapes when the tool wrote the page (the operands are the page's own matrices)
+      if (f32.count(s.a)) {
+        for (const auto* id : {&s.a, &s.b, &s.c})
+          if (!id->empty() && !f32.count(*id))
+            throw std::runtime_error("step " + s.id + ": no float32 matrix " + *id);
+        f32[s.id] = qkv::io::page_recompute_detail::run<float>(s, f32);
+        out[s.id] = to_bits<float, std::uint32_t>(f32[s.id]);
+      } else {
+        for (const auto* id : {&s.a, &s.b, &s.c})
+          if (!id->empty() && !f64.count(*id))
+            throw std::runtime_error("step " + s.id + ": no float64 matrix " + *id);
+        f64[s.id] = qkv::io::page_recompute_detail::run<double>(s, f64);
+        out[s.id] = to_bits<double, std::uint64_t>(f64[s.id]);
+      }
+    }
+    std::cout << out.dump() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "page_steps_native: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,143 @@
+// flat_steps_test.cpp: core/flat_steps.hpp, the steps a `qkv explain` page recomputes (in its
+// WebAssembly module and natively), against the core's fixed-size functions they stand for, bit
+// for bit, and their edges: a fully masked row, a NaN in a masked key's value, a NaN score, the
+// naive softmax's overflow, an unknown step. (The examples' pages check every step against the
+// examples' own numbers each time a page is written: io/page_recompute.hpp.)
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <qkv/core/attention.hpp>
+#include <qkv/core/flat_steps.hpp>
+#include <qkv/core/layers.hpp>
+#include <qkv/core/softmax.hpp>
+#include <qkv/core/softmax_backward.hpp>
+
+namespace {
+
+using qkv::matrix;
+
+// the bits of every number, NaN as one pattern (a NaN's payload is the compiler's choice)
+template <class T, std::size_t R, std::size_t C>
+bool same_bits(const matrix<T, R, C>& m, const std::vector<T>& v) {
+  if (v.size() != R * C) return false;
+  for (std::size_t k = 0; k < R * C; ++k) {
+    if (m.v[k] != m.v[k] && v[k] != v[k]) continue;
+    if (std::memcmp(&m.v[k], &v[k], sizeof(T)) != 0) return false;
+  }
+  return true;
+}
+
+// x (3, 4), w (3, 4) in nn.Linear's layout, b (1, 3): small numbers whose sums round
+constexpr matrix<float, 3, 4> x{
+    {{0.1f, -0.7f, 1.3f, 0.25f}, {2.2f, 0.01f, -1.1f, 0.5f}, {-0.3f, 0.9f, 0.77f, -2.f}}};
+constexpr matrix<float, 3, 4> w{
+    {{0.3f, 0.2f, -0.6f, 1.1f}, {-1.7f, 0.05f, 0.4f, 0.9f}, {0.33f, -0.21f, 0.8f, 0.1f}}};
+constexpr matrix<float, 1, 3> b{{{0.1f, -0.2f, 0.3f}}};
+
+}  // namespace
+
+TEST_CASE("each flat step gives the bits of the core function it stands for") {
+  qkv::flat::step_sizes z{3, 3, 4, 4, 4, 0, 0, 0};
+  std::vector<float> y(9);
+  // dot with a bias: x Wᵀ + b
+  REQUIRE(qkv::flat::step<float>(qkv::flat::kind::dot, x.v, w.v, b.v, nullptr, z, 0.f, y.data()) == 0);
+  const auto xw = qkv::add_row_vector(qkv::matrix_product_transposed(x, w), b);
+  CHECK(same_bits(xw, y));
+  // matmul: x (3, 4) times wᵀ (4, 3)
+  const auto wt = qkv::transposed(w);
+  z.bs = 3;
+  qkv::flat::step<float>(qkv::flat::kind::matmul, x.v, wt.v, nullptr, nullptr, z, 0.f, y.data());
+  CHECK(same_bits(qkv::matrix_product(x, wt), y));
+  // scale by a factor, divide by a divisor (they round differently), then the mask
+  const auto s = qkv::matrix_product_transposed(x, w);
+  qkv::flat::step_sizes e{3, 3};
+  qkv::flat::step<float>(qkv::flat::kind::scale, s.v, nullptr, nullptr, nullptr, e, 0.5f, y.data());
+  CHECK(same_bits(qkv::scaled(0.5f, s), y));
+  const float root = qkv::sqrt(3.f);
+  qkv::flat::step<float>(qkv::flat::kind::divide, s.v, nullptr, nullptr, nullptr, e, root, y.data());
+  const auto scaled = qkv::divided(s, root);
+  CHECK(same_bits(scaled, y));
+  const unsigned char causal[9] = {0, 1, 1, 0, 0, 1, 0, 0, 0};
+  qkv::flat::step<float>(qkv::flat::kind::divide, s.v, nullptr, nullptr, causal, e, root, y.data());
+  const auto masked = qkv::causal_masked(scaled);
+  CHECK(same_bits(masked, y));
+  // the stable and the naive softmax, each the core's own
+  std::vector<float> p(9), q(9);
+  qkv::flat::step<float>(qkv::flat::kind::softmax, masked.v, nullptr, nullptr, nullptr, e, 0.f, p.data());
+  const auto weights = qkv::softmax_rows(masked);
+  CHECK(same_bits(weights, p));
+  qkv::flat::step<float>(qkv::flat::kind::naive_softmax, scaled.v, nullptr, nullptr, nullptr, e, 0.f,
+                         q.data());
+  CHECK(same_bits(qkv::naive_softmax_rows(scaled), q));
+  // the weights times the values, attended_context's policy (the masked keys skipped)
+  const auto v = qkv::matrix_product_transposed(x, w);  // (3, 3) values
+  qkv::flat::step_sizes a{3, 3, 3, 3, 3, 0, 0, 0};
+  qkv::flat::step<float>(qkv::flat::kind::attended, weights.v, v.v, masked.v, nullptr, a, 0.f, y.data());
+  CHECK(same_bits(qkv::attended_context(masked, weights, v), y));
+  // add, relu, transpose, hconcat, LayerNorm
+  qkv::flat::step<float>(qkv::flat::kind::add, s.v, v.v, nullptr, nullptr, e, 0.f, y.data());
+  CHECK(same_bits(s + v, y));
+  qkv::flat::step<float>(qkv::flat::kind::relu, s.v, nullptr, nullptr, nullptr, e, 0.f, y.data());
+  CHECK(same_bits(qkv::relu(s), y));
+  std::vector<float> t(12);
+  qkv::flat::step_sizes tz{4, 3};  // C (4, 3) = xᵀ
+  qkv::flat::step<float>(qkv::flat::kind::transpose, x.v, nullptr, nullptr, nullptr, tz, 0.f, t.data());
+  CHECK(same_bits(qkv::transposed(x), t));
+  std::vector<float> h(21);
+  qkv::flat::step_sizes hz{3, 7, 4, 3};
+  qkv::flat::step<float>(qkv::flat::kind::hconcat, x.v, s.v, nullptr, nullptr, hz, 0.f, h.data());
+  CHECK(same_bits(qkv::hconcat(x, s), h));
+  qkv::layer_norm_parameters<float, 4> ln;
+  ln.weight = matrix<float, 1, 4>{{{1.5f, -0.5f, 1.f, 2.f}}};
+  ln.bias = matrix<float, 1, 4>{{{0.1f, 0.f, -0.3f, 0.2f}}};
+  qkv::flat::step_sizes lz{3, 4};
+  qkv::flat::step<float>(qkv::flat::kind::layer_norm, x.v, ln.weight.v, ln.bias.v, nullptr, lz, 1e-5f,
+                         t.data());
+  CHECK(same_bits(qkv::layer_norm(x, ln, 1e-5f), t));
+  // the softmax backward: D = rowsum(dP ∘ P), then P (dP - D)
+  std::vector<float> d(3);
+  qkv::flat::step_sizes rz{3, 1, 3, 3, 3, 0, 0, 0};
+  qkv::flat::step<float>(qkv::flat::kind::row_dot, s.v, weights.v, nullptr, nullptr, rz, 0.f, d.data());
+  const auto D = qkv::row_dots(s, weights);
+  CHECK(same_bits(D, d));
+  qkv::flat::step<float>(qkv::flat::kind::softmax_backward, weights.v, s.v, d.data(), nullptr, e, 0.f,
+                         y.data());
+  CHECK(same_bits(qkv::softmax_backward(weights, s, D), y));
+}
+
+TEST_CASE("flat steps keep the core's policy at the edges") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  // a fully masked row: weights 0, context +0 (no term is read); a NaN value of a masked key is
+  // never read; a NaN score makes its row NaN
+  const double scaled[6] = {-inf, -inf, 0.5, -inf, nan, 1.0};
+  double wts[6];
+  qkv::flat::softmax(scaled, 3, 2, wts);
+  CHECK(wts[0] == 0.0);
+  CHECK(wts[1] == 0.0);
+  CHECK(wts[2] == 1.0);
+  CHECK(std::isnan(wts[4]));
+  const double values[4] = {3.0, 4.0, nan, 2.0};  // key 0's values, then key 1's (a NaN)
+  double ctx[6];
+  qkv::flat::attended(wts, 2, scaled, 2, values, 2, 0, 3, 2, 2, ctx, 2);
+  CHECK(ctx[0] == 0.0);
+  CHECK(!std::signbit(ctx[0]));
+  CHECK(ctx[2] == 3.0);  // row 1 sees key 0 only (weight 1): 1 x 3 and 1 x 4; key 1's NaN unread
+  CHECK(ctx[3] == 4.0);
+  CHECK(std::isnan(ctx[4]));
+  // the naive softmax overflows where the stable one does not: e^1000 / (e^1000 + e^0) is inf / inf
+  const double big[2] = {1000.0, 0.0};
+  double n[2], st[2];
+  qkv::flat::naive_softmax(big, 1, 2, n);
+  qkv::flat::softmax(big, 1, 2, st);
+  CHECK(std::isnan(n[0]));
+  CHECK(st[0] == 1.0);
+  // an unknown step writes nothing and says so
+  double out[1] = {7.0};
+  CHECK(qkv::flat::step<double>(static_cast<qkv::flat::kind>(99), big, nullptr, nullptr, nullptr, {1, 1}, 0.0,
+                                out) == 1);
+  CHECK(out[0] == 7.0);
+}

@@ -1,0 +1,74 @@
+// io/page_recompute.hpp: which matrices of a `qkv explain` page its WebAssembly module recomputes
+// (docs/pages.md, "Editing an example's page"): a step is kept only when it gives the page's own
+// numbers bit for bit; what is not recomputed says why; editable inputs are those shown and read.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <qkv/io/page_recompute.hpp>
+
+namespace {
+
+using qkv::io::page;
+using how = qkv::io::page_how;
+
+// x (2, 2) and w (2, 2); y = x w: 1 x 5 + 2 x 7 = 19, 1 x 6 + 2 x 8 = 22, 3 x 5 + 4 x 7 = 43,
+// 3 x 6 + 4 x 8 = 50 (exact in float32)
+page small(bool truth) {
+  page p("a test page");
+  p.with_truth(truth);
+  p.step("inputs");
+  p.matrix("x", 2, 2, {1, 2, 3, 4});
+  p.matrix("w", 2, 2, {5, 6, 7, 8});
+  p.matrix("unused", 1, 2, {1, 1});                                           // read by no step
+  p.matrix("y", 2, 2, {19, 22, 43, 50}).how(how::matmul("x", "w", 2));        // right
+  p.matrix("y_wrong", 2, 2, {19, 22, 43, 51}).how(how::matmul("x", "w", 2));  // off in (2, 2)
+  p.matrix("rounded", 2, 2, {19, 22, 43, 50}).derived();                      // computed elsewhere
+  p.matrix("r", 2, 2, {19, 22, 43, 50}).how(how::relu("rounded"));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a page's steps are recomputed only where they give its own numbers bit for bit") {
+  const auto plan = qkv::io::plan_recompute(small(true));
+  CHECK(plan.why.empty());
+  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.steps[0].id == "y");
+  CHECK(plan.steps[0].kind == qkv::flat::kind::matmul);
+  CHECK(plan.inputs == std::vector<std::string>{"x", "w"});  // "unused" is read by no step
+  REQUIRE(plan.stale.size() == 3);
+  CHECK(plan.stale[0].first == "y_wrong");
+  CHECK(plan.stale[0].second.find("gives 50 at (2, 2) where the example computed 51") != std::string::npos);
+  CHECK(plan.stale[1].first == "rounded");
+  CHECK(plan.stale[2].first == "r");
+  CHECK(plan.stale[2].second == "it is computed from rounded, which is not recomputed");
+  const auto spec = qkv::io::recompute_spec(plan, "AGFzbQ==", 4);
+  CHECK(spec.find("\"kind\":\"steps\"") != std::string::npos);
+  CHECK(spec.find("\"sizes\":[2,2,2,2,2,0,0,0]") != std::string::npos);
+}
+
+TEST_CASE("a page that does not mark its inputs, or has no module, is not editable and says why") {
+  const auto plan = qkv::io::plan_recompute(small(false));
+  CHECK(plan.steps.empty());
+  CHECK(plan.why.find("does not say which of its matrices are inputs") != std::string::npos);
+  const auto spec = qkv::io::recompute_spec(plan, "", 0);
+  CHECK(spec.find("This page is not editable: its example does not say") != std::string::npos);
+  CHECK(spec.find("\"module\"") == std::string::npos);
+  const auto no_module =
+      qkv::io::recompute_spec(qkv::io::plan_recompute(small(true)), "", 0, "no wasm toolchain");
+  CHECK(no_module.find("This page is not editable: no wasm toolchain.") != std::string::npos);
+}
+
+TEST_CASE("a step whose sizes do not fit its operands is not recomputed") {
+  page p("sizes");
+  p.with_truth();
+  p.matrix("x", 2, 2, {1, 2, 3, 4});
+  p.matrix("w", 2, 2, {5, 6, 7, 8});
+  p.matrix("y", 2, 2, {19, 22, 43, 50}).how(how::matmul("x", "w", 3));  // 3 terms of a 2-column x
+  const auto plan = qkv::io::plan_recompute(p);
+  REQUIRE(plan.stale.size() == 1);
+  CHECK(plan.stale[0].second == "its sizes do not fit its operands");
+  CHECK(!plan.why.empty());
+}
