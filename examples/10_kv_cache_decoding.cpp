@@ -282,6 +282,9 @@ void page(Page& p) {
     steps.push_back("step " + std::to_string(t) + ": " + std::string(tokens[t]));
     slots.push_back("slot " + std::to_string(t));
   }
+  // its matrices without a how are exact inputs, or marked derived(): the 50-digit truth, and the
+  // page recomputes what a learner's edit of the queries, keys or values reaches
+  p.with_truth();
   p.step(1);
   p.matrix("embedded_sentence", embedded_sentence).rows(words);
   p.matrix("causal.queries", causal.queries).rows(words).caption("causal.queries = x W_queryᵀ");
@@ -291,36 +294,41 @@ void page(Page& p) {
   p.matrix("causal.scaled_scores", causal.scaled_scores)
       .rows(words)
       .cols(words)
-      .how(how::scaled("causal.scores", 1.0 / 4.898979663848877, "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
-                       "causal: a key after its query"));
+      .how(how::divided("causal.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                        "causal: a key after its query"));
   p.matrix("causal.weights", causal.weights).rows(words).cols(words).how(how::softmax("causal.scaled_scores"));
   p.matrix("causal.context", causal.context).rows(words).how(how::matmul("causal.weights", "causal.values", S));
   p.step(2);
-  p.matrix("decoding.queries", decoding.queries).rows(steps).caption("decoding.queries: q_t = x_t W_queryᵀ, one token at a time");
-  p.matrix("decoding.weights", decoding.weights).rows(steps).cols(slots).caption("decoding.weights: step t's weights over the cache's 6 slots (empty slots: -inf, weight 0)");
+  p.matrix("decoding.queries", decoding.queries).rows(steps).caption("decoding.queries: q_t = x_t W_queryᵀ, one token at a time").derived();
+  p.matrix("decoding.weights", decoding.weights).rows(steps).cols(slots).caption("decoding.weights: step t's weights over the cache's 6 slots (empty slots: -inf, weight 0)").derived();
   p.heatmap("the weights of each decoding step over the cache", {"decoding.weights"});
   p.step(3);
   p.matrix("decoding.context", decoding.context)
       .rows(steps)
       .caption("decoding.context: each step's output")
+      .derived()
       .proven(causal.context, "causal.context", 0.0, "bit for bit");
   p.step(4);
   p.matrix("step_1_weights", qkv::row(decoding.weights, 1))
       .rows({steps[1]})
+      .derived()
       .cols(slots)
       .proven(matrix<float, 1, 6>{{{0.964942f, 0.035058f, 0, 0, 0, 0}}}, "by hand: [0.964942, 0.035058, 0, 0, 0, 0]", 5e-6);
   p.step(5);
   p.matrix("chunk.lower_right.context", chunk.lower_right.context)
       .rows({words[4], words[5]})
       .caption("two tokens at once, causal_lower_right")
+      .derived()
       .proven(qkv::block<2, 28>(causal.context, 4, 0), "causal.context rows 4 and 5", 0.0, "bit for bit");
   p.matrix("chunk.upper_left.context", chunk.upper_left.context)
       .rows({words[4], words[5]})
-      .caption("two tokens at once, causal_upper_left: 'dessert' sees 'Life' alone (wrong)");
+      .caption("two tokens at once, causal_upper_left: 'dessert' sees 'Life' alone (wrong)")
+      .derived();
   p.step(6);
   p.matrix("decoding64.context", decoding64.context)
       .rows(steps)
       .caption("qkv's decoding in double")
+      .derived()
       .proven(matrix<double, 6, 28>{torch64::context}, "PyTorch's float64 decoding loop",
               2 * qkv::max_abs_difference(bound64, matrix<double, 6, 28>{}), "twice the derived bound, at most");
 }

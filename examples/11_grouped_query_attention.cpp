@@ -175,6 +175,8 @@ template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
   const std::vector<std::string> toks{"token 0", "token 1", "token 2", "token 3"};
+  using V = std::remove_cvref_t<decltype(in.q(0, 0))>;
+  p.with_truth();  // its matrices without a how are exact inputs, or marked derived()
   p.step(1);
   p.matrix("in.q", in.q).rows(toks).caption("in.q: 4 query heads of width 2 side by side");
   p.matrix("in.k", in.k).rows(toks).caption("in.k: 2 key heads of width 2");
@@ -188,7 +190,8 @@ void page(Page& p) {
     p.matrix(id + ".scaled_scores", gqa.scaled_scores[h])
         .rows(toks)
         .cols(toks)
-        .how(how::scaled(id + ".scores", 1.0 / 1.4142135623730951, "1 / sqrt(2), as a division by sqrt(2)", "causal: a key after its query"));
+        .how(how::divided(id + ".scores", double(qkv::sqrt(V(2))), "1 / sqrt(2), as a division by sqrt(2)",
+                          "causal: a key after its query"));
     p.matrix(id + ".weights", gqa.weights[h]).rows(toks).cols(toks).how(how::softmax(id + ".scaled_scores")).caption(id + ".weights" + group);
     p.matrix(id + ".context", gqa.context[h]).rows(toks).how(how::matmul(id + ".weights", "in.v", T, 0, 0, (h / G) * d_v));
     weight_ids.push_back(id + ".weights");
@@ -196,12 +199,12 @@ void page(Page& p) {
   }
   p.heatmap("the weights of the four query heads (heads 0, 1 share keys; so do 2, 3)", weight_ids, head_names);
   p.step(3);
-  p.matrix("gqa.concat", gqa.concat).rows(toks).caption("gqa.concat: the heads' outputs side by side")
+  p.matrix("gqa.concat", gqa.concat).rows(toks).caption("gqa.concat: the heads' outputs side by side").derived()
       .proven(mha.concat, "multi-head attention with repeat_kv(k), repeat_kv(v)", 0.0, "bit for bit");
-  p.matrix("mqa.concat", mqa.concat).rows(toks).caption("mqa.concat: all four heads on key/value head 0")
+  p.matrix("mqa.concat", mqa.concat).rows(toks).caption("mqa.concat: all four heads on key/value head 0").derived()
       .proven(mha_of_mqa.concat, "multi-head attention with k and v head 0 repeated 4 times", 0.0, "bit for bit");
   p.step(4);
-  p.matrix("gqa64.concat", gqa64.concat).rows(toks).caption("qkv's GQA in double")
+  p.matrix("gqa64.concat", gqa64.concat).rows(toks).caption("qkv's GQA in double").derived()
       .proven(matrix<double, T, H * d_v>{torch64::gqa}, "PyTorch float64 (LLaMA's repeat_kv)",
               2 * qkv::max_abs_difference(bound_gqa, matrix<double, T, H * d_v>{}), "twice the derived bound, at most");
 }

@@ -189,6 +189,7 @@ void page(Page& p) {
   const auto slopes = qkv::alibi_slopes<8>();
   matrix<double, 1, 8> slope_row{};
   for (std::size_t h = 0; h < 8; ++h) slope_row(0, h) = slopes[h];
+  p.with_truth();  // its matrices without a how are exact inputs, or marked derived()
   p.step(1);
   p.matrix("slopes_8", slope_row).cols({"head 0", "head 1", "head 2", "head 3", "head 4", "head 5", "head 6", "head 7"})
       .caption("ALiBi slopes for 8 heads: 2^(-8 (h + 1) / 8)");
@@ -198,13 +199,15 @@ void page(Page& p) {
   p.matrix("values", values).rows(in);
   p.matrix("scores", scores).rows(in).cols(in).how(how::dot("querys", "keys", 3));
   p.matrix("bias", bias).rows(in).cols(in).caption("bias = 1/2 (j - i): ALiBi for the head of slope 1/2");
-  p.matrix("with_alibi.biased_scores", with_alibi.biased_scores).rows(in).cols(in).caption("scores + bias, -inf after the query");
+  p.matrix("with_alibi.biased_scores", with_alibi.biased_scores).rows(in).cols(in).caption("scores + bias, -inf after the query")
+      .how(how::scaled("scores", 1, "1 (unscaled)", "causal: a key after its query", "bias"));
   p.matrix("with_alibi.weights", with_alibi.weights).rows(in).cols(in).how(how::softmax("with_alibi.biased_scores"));
   p.matrix("with_alibi.outputs", with_alibi.outputs).rows(in).how(how::matmul("with_alibi.weights", "values", 3));
-  p.matrix("plain.weights", plain.weights).rows(in).cols(in).caption("the weights without ALiBi");
+  p.matrix("plain.weights", plain.weights).rows(in).cols(in).caption("the weights without ALiBi").derived();
   p.heatmap("weights with ALiBi (slope 1/2) and without", {"with_alibi.weights", "plain.weights"}, {"ALiBi", "no bias"});
   p.step(3);
-  p.matrix("windowed.biased_scores", windowed.biased_scores).rows(in).cols(in).caption("scores in a sliding window of 2 (-inf outside)");
+  p.matrix("windowed.biased_scores", windowed.biased_scores).rows(in).cols(in).caption("scores in a sliding window of 2 (-inf outside)")
+      .how(how::scaled("scores", 1, "1 (unscaled)", "outside the window of 2 (and after the query)"));
   p.matrix("windowed.weights", windowed.weights).rows(in).cols(in).how(how::softmax("windowed.biased_scores"));
   p.matrix("windowed.outputs", windowed.outputs).rows(in).how(how::matmul("windowed.weights", "values", 3))
       .proven(matrix<double, 3, 3>{{{plain.outputs(0, 0), plain.outputs(0, 1), plain.outputs(0, 2)},

@@ -327,6 +327,7 @@ void page(Page& p) {
   auto largest = []<std::size_t R, std::size_t C>(const matrix<double, R, C>& bound_matrix) {
     return qkv::max_abs_difference(bound_matrix, matrix<double, R, C>{});
   };
+  p.with_truth();  // its matrices without a how are exact inputs, or marked derived()
   p.step(1);
   p.matrix("embedded_sentence", embedded_sentence).rows(words);
   p.matrix("attn.queries", attn.queries).rows(words).caption("attn.queries = x W_queryᵀ");
@@ -334,7 +335,9 @@ void page(Page& p) {
   p.matrix("attn.values", attn.values).rows(words).caption("attn.values = x W_valueᵀ");
   p.matrix("d_context", d_context).rows(words).caption("d_context = dO: torch.manual_seed(5); torch.randn(6, 28)");
   p.step(2);
-  p.matrix("attn.scaled_scores", attn.scaled_scores).rows(words).cols(words);
+  p.matrix("attn.scores", attn.scores).rows(words).cols(words).how(how::dot("attn.queries", "attn.keys", d_k)).hidden();
+  p.matrix("attn.scaled_scores", attn.scaled_scores).rows(words).cols(words)
+      .how(how::divided("attn.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
   p.matrix("attn.weights", attn.weights).rows(words).cols(words).how(how::softmax("attn.scaled_scores"));
   p.heatmap("the materialised weights (flash's backward never writes them)", {"attn.weights"});
   p.matrix("attn.context", attn.context).rows(words).how(how::matmul("attn.weights", "attn.values", S));
@@ -345,41 +348,42 @@ void page(Page& p) {
   p.matrix("d_scaled_scores", materialised.attention.d_scaled_scores).rows(words).cols(words)
       .caption("dS = P ∘ (dP − D) (materialised)").how(how::softmax_backward("attn.weights", "d_weights", "D_materialised"));
   p.matrix("d_scores", materialised.attention.d_scores).rows(words).cols(words)
-      .caption("dS / sqrt(24): the scores' gradient").how(how::scaled("d_scaled_scores", 1.0 / 4.898979663848877,
-                                                                        "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
+      .caption("dS / sqrt(24): the scores' gradient").how(how::divided("d_scaled_scores", double(qkv::sqrt(24.0f)),
+                                                                         "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
   p.matrix("materialised.d_queries", materialised.attention.d_queries).rows(words)
       .how(how::matmul("d_scores", "attn.keys", S));
   p.step(3);
-  p.matrix("flash.row_max", flash.row_max).rows(words).caption("m: each query's largest scaled score");
-  p.matrix("flash.row_sum", flash.row_sum).rows(words).caption("l: each query's sum of e^(s - m), block by block");
-  p.matrix("flash.context", flash.context).rows(words).caption("O: flash's output, kept for the backward");
+  p.matrix("flash.row_max", flash.row_max).rows(words).caption("m: each query's largest scaled score").derived();
+  p.matrix("flash.row_sum", flash.row_sum).rows(words).caption("l: each query's sum of e^(s - m), block by block").derived();
+  p.matrix("flash.context", flash.context).rows(words).caption("O: flash's output, kept for the backward").derived();
   p.step(4);
   p.matrix("flash_grads.d_row", flash_grads.d_row).rows(words).caption("D = rowsum(dO ∘ O), before the loop over the keys")
       .how(how::row_dot("d_context", "flash.context", d_v))
       .proven(D_materialised, "D_materialised (rowsum(dP ∘ P))",
               largest(bound::plus(bound::f32.flash.d_row, bound::f32.materialised.d_row)), "flash + materialised bound (step 6)");
-  p.matrix("flash_grads.d_values", flash_grads.d_values).rows(words)
+  p.matrix("flash_grads.d_values", flash_grads.d_values).rows(words).derived()
       .proven(materialised.attention.d_values, "materialised.attention.d_values",
               largest(bound::plus(bound::f32.flash.d_values, bound::f32.materialised.d_values)), "flash + materialised bound (step 6)");
-  p.matrix("flash_grads.d_queries", flash_grads.d_queries).rows(words)
+  p.matrix("flash_grads.d_queries", flash_grads.d_queries).rows(words).derived()
       .proven(materialised.attention.d_queries, "materialised.attention.d_queries",
               largest(bound::plus(bound::f32.flash.d_queries, bound::f32.materialised.d_queries)), "flash + materialised bound (step 6)");
-  p.matrix("flash_grads.d_keys", flash_grads.d_keys).rows(words)
+  p.matrix("flash_grads.d_keys", flash_grads.d_keys).rows(words).derived()
       .proven(materialised.attention.d_keys, "materialised.attention.d_keys",
               largest(bound::plus(bound::f32.flash.d_keys, bound::f32.materialised.d_keys)), "flash + materialised bound (step 6)");
   p.step(5);
   p.step(6);
   p.matrix("PyTorch float64 d_queries", matrix<double, 6, d_k>(torch64::drawn_f64_d_queries)).rows(words)
-      .caption("PyTorch 1.13's float64 autograd: q.grad");
+      .caption("PyTorch 1.13's float64 autograd: q.grad")
+      .derived();
   p.step(7);
-  p.matrix("flash_w_query", flash_w_query).caption("d_W_query from flash's dQ (24, 16)")
+  p.matrix("flash_w_query", flash_w_query).caption("d_W_query from flash's dQ (24, 16)").derived()
       .proven(matrix<double, 24, 16>(torch64::drawn_f64_d_w_query), "PyTorch float64's W_query.grad",
               largest(bound::plus(bound::e_w_query<float>(bound::f32.flash.d_queries),
                                   bound::e_w_query<double>(bound::f64.materialised.d_queries))),
               "flash's bound through the projection, plus PyTorch float64's");
   p.step(8);
-  p.matrix("L", L).rows(words).caption("L = m + log l: FlashAttention-2's one number per query");
-  p.matrix("lse_grads.d_queries", lse_grads.d_queries).rows(words)
+  p.matrix("L", L).rows(words).caption("L = m + log l: FlashAttention-2's one number per query").derived();
+  p.matrix("lse_grads.d_queries", lse_grads.d_queries).rows(words).derived()
       .proven(flash_grads.d_queries, "flash_grads.d_queries (the m-and-l backward)",
               largest(bound::plus(bound::lse32.d_queries, bound::f32.flash.d_queries)), "logsumexp + m-and-l bound");
 }

@@ -683,6 +683,7 @@ void page(Page& p) {
   const auto& f = fwd<float>;
   const auto& g = grad<float>;
   const auto& a = g.attention.attention;
+  p.with_truth();  // its matrices without a how are exact inputs, or marked derived()
   p.step(1);
   p.matrix("tok", init.tok).rows(vocabulary).caption("tok: nn.Embedding(4, 4), (vocabulary, d_model)");
   p.matrix("pos", init.pos).caption("pos: nn.Embedding(3, 4), one row per position");
@@ -712,8 +713,15 @@ void page(Page& p) {
   p.matrix("losses", f.loss.losses).rows(words).caption("-log p(target) at each position; the loss is their mean")
       .derived();
   p.step(6);
+  // d_logits as cross_entropy_backward computes it, fl(fl(p - [j == t]) / 3): two steps on the page
+  using F = std::remove_cvref_t<decltype(f.logits(0, 0))>;
+  matrix<F, 3, 4> minus_onehot{};
+  for (std::size_t i = 0; i < 3; ++i) minus_onehot(i, std::size_t(targets(0, i))) = F(-1);
+  p.matrix("-onehot(targets)", minus_onehot).rows(words).cols(vocabulary).hidden();
+  p.matrix("probabilities - onehot(targets)", f.loss.probabilities + minus_onehot).rows(words).cols(vocabulary)
+      .how(how::add("probabilities", "-onehot(targets)")).hidden();
   p.matrix("d_logits", g.d_logits).rows(words).cols(vocabulary).caption("(probabilities - onehot(targets)) / 3")
-      .derived();
+      .how(how::divided("probabilities - onehot(targets)", 3, "3 positions: the loss is their mean"));
   p.step(7);
   p.matrix("d_logits.T", qkv::transposed(g.d_logits)).rows(vocabulary).cols(words).how(how::transposed("d_logits"));
   p.matrix("d_W_head", g.d_W_head).rows(vocabulary).how(how::matmul("d_logits.T", "h", 3));
@@ -724,7 +732,8 @@ void page(Page& p) {
   p.matrix("D", qkv::row_dots(a.d_weights, f.attention.weights)).rows(words).how(how::row_dot("d_weights", "weights", 3));
   p.matrix("d_scaled_scores", a.d_scaled_scores).rows(words).cols(words)
       .how(how::softmax_backward("weights", "d_weights", "D", "causal: the key comes after the query"));
-  p.matrix("d_scores", a.d_scores).rows(words).cols(words).caption("d_scaled_scores / 2").derived();
+  p.matrix("d_scores", a.d_scores).rows(words).cols(words).caption("d_scaled_scores / 2")
+      .how(how::scaled("d_scaled_scores", 0.5, "1/2, the forward's scale"));
   p.matrix("d_queries", a.d_queries).rows(words).how(how::matmul("d_scores", "keys", 3));
   p.matrix("d_scores.T", qkv::transposed(a.d_scores)).rows(words).cols(words).how(how::transposed("d_scores"));
   p.matrix("d_keys", a.d_keys).rows(words).how(how::matmul("d_scores.T", "queries", 3));

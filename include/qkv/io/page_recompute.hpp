@@ -214,6 +214,12 @@ inline page_recompute_plan plan_recompute(const page& p) {
     plan.why = "this page is summarised (its operands are not all on it)";
     return plan;
   }
+  bool any_float = false;
+  for (const auto& m : p.entries()) any_float = any_float || m.dtype == "float32" || m.dtype == "float64";
+  if (!any_float) {
+    plan.why = "its numbers are exact rationals, and the module computes in float32 and float64";
+    return plan;
+  }
   if (!p.wants_truth()) {  // only with_truth() promises that a matrix without a page_how is an input
     plan.why =
         "its example does not say which of its matrices are inputs (with_truth() in its page(): each "

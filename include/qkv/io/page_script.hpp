@@ -96,7 +96,7 @@ function short(v) {
   if (v === 0) return '0';
   var a = Math.abs(v), s;
   if (a >= 1e-4 && a < 1e7) { s = String(Number(v.toPrecision(6))); }
-  else { s = v.toExponential(4).replace(/\.?0+e/, 'e'); }
+  else { s = v.toExponential(5).replace(/\.?0+e/, 'e'); }
   return s.charAt(0) === '-' ? '\u2212' + s.slice(1) : s;
 }
 function el(tag, attrs, text) {
