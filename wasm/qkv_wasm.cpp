@@ -1,6 +1,7 @@
 // qkv_wasm.cpp: the learner pages' WebAssembly module (wasm/meson.build, docs/pages.md "Editing a
 // page"): the C functions the page's script calls, around include/qkv/core/flat_attention.hpp,
-// multi-head self-attention at run-time sizes in the core's arithmetic. That header is the one
+// multi-head self-attention at run-time sizes in the core's arithmetic, and its backward
+// (include/qkv/core/flat_attention_backward.hpp, for a case with d_output). Those headers are the one
 // source of the arithmetic: `qkv attend --arithmetic core` computes with it natively
 // (tools/cmd_attend.hpp), and wasm/qkv_wasm_check.cpp includes this file to check it against the
 // core's templates and the .wasm against the native build, bit for bit (tests/wasm/module_test.py).
@@ -8,6 +9,7 @@
 #include <cstdlib>
 
 #include <qkv/core/flat_attention.hpp>
+#include <qkv/core/flat_attention_backward.hpp>
 
 // The C interface the page's script calls (and qkv_wasm_check.cpp): pointers into the module's
 // memory, from qkv_alloc. A null bias (0) is no bias; wo = 0: no output projection (dout ignored).
@@ -35,5 +37,28 @@ int qkv_attend_f64(const double* x, std::size_t t, std::size_t d, const double* 
                    int out_in, double scale, const unsigned char* masked, double* out) {
   return qkv::flat::attend<double>(x, t, d, wq, bq, wk, bk, wv, bv, dq, dv, wo, bo, dout, heads, out_in != 0,
                                    scale, masked, out);
+}
+
+std::size_t qkv_gradients_size(std::size_t t, std::size_t d, std::size_t dq, std::size_t dv, std::size_t heads,
+                               std::size_t dout) {
+  return qkv::flat::gradients_size(t, d, dq, dv, heads, dout);
+}
+
+// the backward of qkv_attend_*: fwd is its output for the same arguments, d_output (t, dout; no
+// wo: (t, dv)) the upstream gradient; every gradient to out (qkv::flat::gradients_layout)
+int qkv_attend_backward_f32(const float* x, std::size_t t, std::size_t d, const float* wq, const float* wk,
+                            const float* wv, std::size_t dq, std::size_t dv, const float* wo, std::size_t dout,
+                            std::size_t heads, int out_in, float scale, const float* fwd, const float* d_output,
+                            float* out) {
+  return qkv::flat::attend_backward<float>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale, fwd,
+                                           d_output, out);
+}
+
+int qkv_attend_backward_f64(const double* x, std::size_t t, std::size_t d, const double* wq, const double* wk,
+                            const double* wv, std::size_t dq, std::size_t dv, const double* wo, std::size_t dout,
+                            std::size_t heads, int out_in, double scale, const double* fwd,
+                            const double* d_output, double* out) {
+  return qkv::flat::attend_backward<double>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale,
+                                            fwd, d_output, out);
 }
 }

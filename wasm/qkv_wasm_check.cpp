@@ -1,13 +1,15 @@
 // qkv_wasm_check.cpp: the native twin of the page's WebAssembly module (qkv_wasm.cpp, compiled
 // into this program), for tests/wasm/module_test.py.
 //
-//   qkv_wasm_check core      the module's run-time loops (core/flat_attention.hpp, which
-//                            `qkv attend --arithmetic core` runs too) against the core's fixed-size
-//                            templates (multihead_attend_projected, output_projection), bit for bit,
+//   qkv_wasm_check core      the module's run-time loops (core/flat_attention.hpp and
+//                            core/flat_attention_backward.hpp, which `qkv attend --arithmetic core`
+//                            runs too) against the core's fixed-size templates
+//                            (multihead_attend_projected, output_projection, and for a d_output
+//                            output_projection_backward, multihead_backward, project_backward), bit for bit,
 //                            on a 4-token, 2-head case (float and double; finite, a NaN in x,
 //                            a fully masked row); exit 1 naming the first difference
 //   qkv_wasm_check run       a case in the binary form of tests/wasm/module_test.py on stdin,
-//                            every step's bytes on stdout (what wasm/run_module.mjs does with the
+//                            every step's bytes on stdout (then every gradient's, with a d_output) (what wasm/run_module.mjs does with the
 //                            .wasm under node), so that the two can be compared byte for byte
 #include <cmath>
 #include <cstdint>
@@ -100,17 +102,53 @@ int check_core(int variant) {
   }
   same_bits(p, r.concat.v, N * DV, "concat", bad), p += N * DV;
   same_bits(p, out.v, N * DO, "output", bad);
-  std::printf("%s variant %d (%s): %s\n", sizeof(T) == 4 ? "float32" : "float64", variant,
+  // the backward for a d_output: multihead_self_attention_backward's steps (written out, as that
+  // function takes d_q = d_v): output_projection_backward, multihead_backward, project_backward
+  qkv::matrix<T, N, DO> d_output;
+  for (auto& e : d_output.v) e = next();
+  const auto go = qkv::output_projection_backward(r.concat, wo, d_output);
+  const auto ga = qkv::multihead_backward<H>(r, go.d_x, opt);
+  const auto pq = qkv::project_backward(x, wq, bq, ga.d_queries, qkv::out_in);
+  const auto pk = qkv::project_backward(x, wk, bk, ga.d_keys, qkv::out_in);
+  const auto pv = qkv::project_backward(x, wv, bv, ga.d_values, qkv::out_in);
+  const auto d_x = pq.d_x + pk.d_x + pv.d_x;
+  const qkv::flat::gradients_layout at{N, D, DQ, DV, H, DO};
+  std::vector<T> g(at.size());
+  if (qkv::flat::attend_backward<T>(x.v, N, D, wq.v, wk.v, wv.v, DQ, DV, wo.v, DO, H, true, scale, m.data(),
+                                    d_output.v, g.data()) != 0)
+    return 1;
+  int bad_backward = 0;
+  same_bits(g.data() + at.d_concat(), go.d_x.v, N * DV, "d_concat", bad_backward);
+  same_bits(g.data() + at.d_wo(), go.d_w.v, DO * DV, "d_wo", bad_backward);
+  same_bits(g.data() + at.d_bo(), go.d_b.v, DO, "d_bo", bad_backward);
+  for (std::size_t h = 0; h < H; ++h) {  // D has no field in the core: dS holds it in every cell
+    same_bits(g.data() + at.d_weights(h), ga.d_weights[h].v, N * N, "d_weights", bad_backward);
+    same_bits(g.data() + at.d_scaled_scores(h), ga.d_scaled_scores[h].v, N * N, "d_scaled_scores",
+              bad_backward);
+    same_bits(g.data() + at.d_scores(h), ga.d_scores[h].v, N * N, "d_scores", bad_backward);
+  }
+  same_bits(g.data() + at.d_queries(), ga.d_queries.v, N * DQ, "d_queries", bad_backward);
+  same_bits(g.data() + at.d_keys(), ga.d_keys.v, N * DQ, "d_keys", bad_backward);
+  same_bits(g.data() + at.d_values(), ga.d_values.v, N * DV, "d_values", bad_backward);
+  same_bits(g.data() + at.d_wq(), pq.d_w.v, DQ * D, "d_wq", bad_backward);
+  same_bits(g.data() + at.d_bq(), pq.d_b.v, DQ, "d_bq", bad_backward);
+  same_bits(g.data() + at.d_wk(), pk.d_w.v, DQ * D, "d_wk", bad_backward);
+  same_bits(g.data() + at.d_bk(), pk.d_b.v, DQ, "d_bk", bad_backward);
+  same_bits(g.data() + at.d_wv(), pv.d_w.v, DV * D, "d_wv", bad_backward);
+  same_bits(g.data() + at.d_bv(), pv.d_b.v, DV, "d_bv", bad_backward);
+  same_bits(g.data() + at.d_x(), d_x.v, N * D, "d_x", bad_backward);
+  std::printf("%s variant %d (%s): forward %s, backward %s\n", sizeof(T) == 4 ? "float32" : "float64", variant,
               variant == 0   ? "finite"
               : variant == 1 ? "causal, NaN in x[1][2]"
                              : "causal, query 2 fully masked",
-              bad ? "DIFFERS" : "same bits in every step");
-  return bad ? 1 : 0;
+              bad ? "DIFFERS" : "same bits in every step",
+              bad_backward ? "DIFFERS" : "same bits in every gradient");
+  return bad + bad_backward ? 1 : 0;
 }
 
 template <class T>
 int run(const std::vector<std::uint32_t>& h, const unsigned char* data) {
-  // header: dtype t d dq dv dout heads out_in has_bq has_bk has_bv has_wo has_bo has_mask
+  // header: dtype t d dq dv dout heads out_in has_bq has_bk has_bv has_wo has_bo has_mask has_d_output
   const std::size_t t = h[1], d = h[2], dq = h[3], dv = h[4], dout = h[5], heads = h[6];
   const T* p = reinterpret_cast<const T*>(data);
   T scale;
@@ -137,6 +175,16 @@ int run(const std::vector<std::uint32_t>& h, const unsigned char* data) {
                                       scale, mask, out.data());
   if (rc != 0) return 2;
   std::fwrite(out.data(), sizeof(T), out.size(), stdout);
+  if (h[14]) {  // d_output (t, dout; no wo: t, dv) after the mask's t x t bytes: the gradients too
+    std::vector<T> d_output(t * (wo ? dout : dv));
+    std::memcpy(d_output.data(), reinterpret_cast<const unsigned char*>(p) + (h[13] ? t * t : 0),
+                d_output.size() * sizeof(T));
+    std::vector<T> g(qkv::flat::gradients_size(t, d, dq, dv, heads, wo ? dout : 0));
+    if (qkv::flat::attend_backward<T>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, h[7] != 0, scale, out.data(),
+                                      d_output.data(), g.data()) != 0)
+      return 2;
+    std::fwrite(g.data(), sizeof(T), g.size(), stdout);
+  }
   return 0;
 }
 
@@ -153,10 +201,10 @@ int main(int argc, char** argv) {
   if (mode == "run") {
     std::vector<unsigned char> in((std::istreambuf_iterator<char>(std::cin)),
                                   std::istreambuf_iterator<char>());
-    if (in.size() < 14 * 4) return 2;
-    std::vector<std::uint32_t> h(14);
-    std::memcpy(h.data(), in.data(), 14 * 4);
-    return h[0] == 8 ? run<double>(h, in.data() + 14 * 4) : run<float>(h, in.data() + 14 * 4);
+    if (in.size() < 16 * 4) return 2;  // 15 header words and one unused: the numbers stay 8-aligned
+    std::vector<std::uint32_t> h(16);
+    std::memcpy(h.data(), in.data(), 16 * 4);
+    return h[0] == 8 ? run<double>(h, in.data() + 16 * 4) : run<float>(h, in.data() + 16 * 4);
   }
   std::fprintf(stderr, "usage: qkv_wasm_check core | run < case.bin\n");
   return 2;
