@@ -128,10 +128,10 @@ void run_core_backward(const runtime::dynamic_matrix<T>& x, const runtime::atten
                     dout = w.o ? w.o->out_features() : 0;
   const qkv::flat::gradients_layout at{t, d, dq, dv, heads, dout};
   std::vector<T> out(at.size());
-  const int rc = qkv::flat::attend_backward<T>(x.data(), t, d, w.q.weight.data(), w.k.weight.data(),
-                                               w.v.weight.data(), dq, dv, w.o ? w.o->weight.data() : nullptr,
-                                               dout, heads, out_in, scale, steps.data(), bw.d_output.data(),
-                                               out.data());
+  const int rc =
+      qkv::flat::attend_backward<T>(x.data(), t, d, w.q.weight.data(), w.k.weight.data(), w.v.weight.data(),
+                                    dq, dv, w.o ? w.o->weight.data() : nullptr, dout, heads, out_in, scale,
+                                    steps.data(), bw.d_output.data(), out.data());
   if (rc != 0)  // read_fields checked that the heads divide d_q and d_v
     throw std::logic_error("qkv attend: qkv::flat::attend_backward refused the sizes read_fields accepted");
   auto take = [&](std::size_t first, std::size_t rows, std::size_t cols) {
@@ -240,7 +240,8 @@ std::string backward_trace(bool out_in, const runtime::attention_weights<T>& w,
   const std::size_t dh = r.queries.cols() / H, dvh = r.values.cols() / HK;
   std::ostringstream o;
   o << "\nThe backward ("
-    << (core ? "core/flat_attention_backward.hpp, in the core's arithmetic" : "runtime/multihead_backward.hpp")
+    << (core ? "core/flat_attention_backward.hpp, in the core's arithmetic"
+             : "runtime/multihead_backward.hpp")
     << "), for the upstream gradient d_output "
     << (bw.sum ? "= \"sum\" (the gradient of output.sum(): all ones), " : "(the case's), ")
     << bw.d_output.shape() << " =\n"

@@ -39,24 +39,24 @@ int qkv_attend_f64(const double* x, std::size_t t, std::size_t d, const double* 
                                    scale, masked, out);
 }
 
-std::size_t qkv_gradients_size(std::size_t t, std::size_t d, std::size_t dq, std::size_t dv, std::size_t heads,
-                               std::size_t dout) {
+std::size_t qkv_gradients_size(std::size_t t, std::size_t d, std::size_t dq, std::size_t dv,
+                               std::size_t heads, std::size_t dout) {
   return qkv::flat::gradients_size(t, d, dq, dv, heads, dout);
 }
 
 // the backward of qkv_attend_*: fwd is its output for the same arguments, d_output (t, dout; no
 // wo: (t, dv)) the upstream gradient; every gradient to out (qkv::flat::gradients_layout)
 int qkv_attend_backward_f32(const float* x, std::size_t t, std::size_t d, const float* wq, const float* wk,
-                            const float* wv, std::size_t dq, std::size_t dv, const float* wo, std::size_t dout,
-                            std::size_t heads, int out_in, float scale, const float* fwd, const float* d_output,
-                            float* out) {
-  return qkv::flat::attend_backward<float>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale, fwd,
-                                           d_output, out);
+                            const float* wv, std::size_t dq, std::size_t dv, const float* wo,
+                            std::size_t dout, std::size_t heads, int out_in, float scale, const float* fwd,
+                            const float* d_output, float* out) {
+  return qkv::flat::attend_backward<float>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale,
+                                           fwd, d_output, out);
 }
 
 int qkv_attend_backward_f64(const double* x, std::size_t t, std::size_t d, const double* wq, const double* wk,
-                            const double* wv, std::size_t dq, std::size_t dv, const double* wo, std::size_t dout,
-                            std::size_t heads, int out_in, double scale, const double* fwd,
+                            const double* wv, std::size_t dq, std::size_t dv, const double* wo,
+                            std::size_t dout, std::size_t heads, int out_in, double scale, const double* fwd,
                             const double* d_output, double* out) {
   return qkv::flat::attend_backward<double>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale,
                                             fwd, d_output, out);

@@ -137,12 +137,12 @@ int check_core(int variant) {
   same_bits(g.data() + at.d_wv(), pv.d_w.v, DV * D, "d_wv", bad_backward);
   same_bits(g.data() + at.d_bv(), pv.d_b.v, DV, "d_bv", bad_backward);
   same_bits(g.data() + at.d_x(), d_x.v, N * D, "d_x", bad_backward);
-  std::printf("%s variant %d (%s): forward %s, backward %s\n", sizeof(T) == 4 ? "float32" : "float64", variant,
-              variant == 0   ? "finite"
-              : variant == 1 ? "causal, NaN in x[1][2]"
-                             : "causal, query 2 fully masked",
-              bad ? "DIFFERS" : "same bits in every step",
-              bad_backward ? "DIFFERS" : "same bits in every gradient");
+  std::printf(
+      "%s variant %d (%s): forward %s, backward %s\n", sizeof(T) == 4 ? "float32" : "float64", variant,
+      variant == 0   ? "finite"
+      : variant == 1 ? "causal, NaN in x[1][2]"
+                     : "causal, query 2 fully masked",
+      bad ? "DIFFERS" : "same bits in every step", bad_backward ? "DIFFERS" : "same bits in every gradient");
   return bad + bad_backward ? 1 : 0;
 }
 
@@ -180,8 +180,8 @@ int run(const std::vector<std::uint32_t>& h, const unsigned char* data) {
     std::memcpy(d_output.data(), reinterpret_cast<const unsigned char*>(p) + (h[13] ? t * t : 0),
                 d_output.size() * sizeof(T));
     std::vector<T> g(qkv::flat::gradients_size(t, d, dq, dv, heads, wo ? dout : 0));
-    if (qkv::flat::attend_backward<T>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, h[7] != 0, scale, out.data(),
-                                      d_output.data(), g.data()) != 0)
+    if (qkv::flat::attend_backward<T>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, h[7] != 0, scale,
+                                      out.data(), d_output.data(), g.data()) != 0)
       return 2;
     std::fwrite(g.data(), sizeof(T), g.size(), stdout);
   }

@@ -54,7 +54,9 @@ struct gradients_layout {
   [[nodiscard]] constexpr std::size_t d_wo() const { return t * dv; }
   [[nodiscard]] constexpr std::size_t d_bo() const { return d_wo() + dout * dv; }
   /// head h's four gradients: d_weights (t, t), D (t), d_scaled_scores and d_scores (t, t)
-  [[nodiscard]] constexpr std::size_t head(std::size_t h) const { return d_bo() + dout + h * (3 * t * t + t); }
+  [[nodiscard]] constexpr std::size_t head(std::size_t h) const {
+    return d_bo() + dout + h * (3 * t * t + t);
+  }
   [[nodiscard]] constexpr std::size_t d_weights(std::size_t h) const { return head(h); }
   [[nodiscard]] constexpr std::size_t row_dots(std::size_t h) const { return head(h) + t * t; }
   [[nodiscard]] constexpr std::size_t d_scaled_scores(std::size_t h) const { return head(h) + t * t + t; }
@@ -83,8 +85,8 @@ constexpr std::size_t gradients_size(std::size_t t, std::size_t d, std::size_t d
 /// (in_out: w (din, dout)) for dy (n, dout): d_w in w's shape and d_b (dout), the column sums
 /// of dy (project_backward, linear_backward.hpp)
 template <class T>
-constexpr void project_backward_weights(const T* x, std::size_t n, std::size_t din, std::size_t xs, const T* dy,
-                                        std::size_t dout, bool out_in, T* d_w, T* d_b) {
+constexpr void project_backward_weights(const T* x, std::size_t n, std::size_t din, std::size_t xs,
+                                        const T* dy, std::size_t dout, bool out_in, T* d_w, T* d_b) {
   for (std::size_t j = 0; j < dout; ++j)
     for (std::size_t k = 0; k < din; ++k) {
       T s = out_in ? T(dy[j] * x[k]) : T(x[k] * dy[j]);  // out_in dYᵀ x, in_out xᵀ dY
@@ -116,8 +118,9 @@ constexpr T project_backward_input(const T* dy, std::size_t i, std::size_t k, co
 /// the sizes do not split into heads (nothing written).
 template <class T>
 constexpr int attend_backward(const T* x, std::size_t t, std::size_t d, const T* wq, const T* wk, const T* wv,
-                              std::size_t dq, std::size_t dv, const T* wo, std::size_t dout, std::size_t heads,
-                              bool out_in, T scale, const T* fwd, const T* d_output, T* out) {
+                              std::size_t dq, std::size_t dv, const T* wo, std::size_t dout,
+                              std::size_t heads, bool out_in, T scale, const T* fwd, const T* d_output,
+                              T* out) {
   if (heads == 0 || dq % heads != 0 || dv % heads != 0 || t == 0 || d == 0) return 1;
   const std::size_t dout_ = wo ? dout : 0;
   const steps_layout st{t, dq, dv, heads, dout_};
@@ -131,7 +134,8 @@ constexpr int attend_backward(const T* x, std::size_t t, std::size_t d, const T*
   T* dc = out + at.d_concat();
   if (wo) {  // output_projection_backward: d_concat = d_output Wo (out_in) or d_output Woᵀ (in_out)
     for (std::size_t i = 0; i < t; ++i)
-      for (std::size_t c = 0; c < dv; ++c) dc[i * dv + c] = project_backward_input(d_output, i, c, wo, dv, dout, out_in);
+      for (std::size_t c = 0; c < dv; ++c)
+        dc[i * dv + c] = project_backward_input(d_output, i, c, wo, dv, dout, out_in);
     project_backward_weights(concat, t, dv, dv, d_output, dout, out_in, out + at.d_wo(), out + at.d_bo());
   } else {
     for (std::size_t n = 0; n < t * dv; ++n) dc[n] = d_output[n];
