@@ -178,10 +178,11 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
           std::string(core ? "core/flat_attention_backward.hpp, in the core's arithmetic"
                            : "runtime/multihead_backward.hpp") +
           "); each cell explains itself from this page's "
-      "numbers "
-      "as the forward's cells do, with the grad_fn PyTorch records for the step (docs/gradients.md). "
-      "The gradients have no 50-digit truth line on this page (neither has the forward's: the tool's pages "
-      "show what qkv computed and how).");
+          "numbers "
+          "as the forward's cells do, with the grad_fn PyTorch records for the step (docs/gradients.md). "
+          "The gradients have no 50-digit truth line on this page (neither has the forward's: the tool's "
+          "pages "
+          "show what qkv computed and how).");
   add("d_output", bw.d_output).rows(qrow);
   if (w.o) {
     p.step(std::string(w.o->bias.empty() ? "MmBackward0" : "AddmmBackward0") + ": the output projection");

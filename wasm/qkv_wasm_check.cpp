@@ -7,7 +7,9 @@
 //                            (multihead_attend_projected, output_projection, and for a d_output
 //                            output_projection_backward, multihead_backward, project_backward), bit for bit,
 //                            on a 4-token, 2-head case (float and double; finite, a NaN in x,
-//                            a fully masked row); exit 1 naming the first difference
+//                            a fully masked row), and backward_hand.json's forward and backward
+//                            evaluated in a constant expression == at run time; exit 1 naming the
+//                            first difference
 //   qkv_wasm_check run       a case in the binary form of tests/wasm/module_test.py on stdin,
 //                            every step's bytes on stdout (then every gradient's, with a d_output) (what wasm/run_module.mjs does with the
 //                            .wasm under node), so that the two can be compared byte for byte
@@ -188,6 +190,43 @@ int run(const std::vector<std::uint32_t>& h, const unsigned char* data) {
   return 0;
 }
 
+/// tests/cli/attend/backward_hand.json (x = Wq = Wk = Wv = I, scale 1, d_output [[1, 0], [0, 0]]):
+/// the forward and the backward, every number
+template <class T>
+struct hand_case {
+  T fwd[qkv::flat::output_size(2, 2, 2, 1, 0)];
+  T grads[qkv::flat::gradients_size(2, 2, 2, 2, 1, 0)];
+};
+
+template <class T>
+constexpr hand_case<T> hand(T one) {
+  const T x[4] = {one, 0, 0, one}, d_output[4] = {one, 0, 0, 0};
+  hand_case<T> c{};
+  qkv::flat::attend<T>(x, 2, 2, x, nullptr, x, nullptr, x, nullptr, 2, 2, nullptr, nullptr, 0, 1, true, T(1),
+                       nullptr, c.fwd);
+  qkv::flat::attend_backward<T>(x, 2, 2, x, x, x, 2, 2, nullptr, 0, 1, true, T(1), c.fwd, d_output, c.grads);
+  return c;
+}
+
+/// the backward evaluated by the compiler (a constant expression) gives the run-time bits
+template <class T>
+int check_constexpr() {
+  constexpr hand_case<T> at_compile_time = hand<T>(T(1));
+  // the hand derivation's exact zeros (backward_hand.expect): row 1 of dS, column 1 of d_values
+  constexpr qkv::flat::gradients_layout at{2, 2, 2, 2, 1, 0};
+  static_assert(at_compile_time.grads[at.d_scaled_scores(0) + 2] == T(0) &&
+                at_compile_time.grads[at.d_scaled_scores(0) + 3] == T(0) &&
+                at_compile_time.grads[at.d_values() + 1] == T(0) &&
+                at_compile_time.grads[at.d_values() + 3] == T(0));
+  volatile T one = T(1);  // read at run time: the compiler cannot fold this call
+  const hand_case<T> at_run_time = hand<T>(one);
+  const bool same = std::memcmp(&at_compile_time, &at_run_time, sizeof at_run_time) == 0;
+  std::printf(
+      "%s constexpr: backward_hand.json's forward and backward evaluated by the compiler %s the run time's\n",
+      sizeof(T) == 4 ? "float32" : "float64", same ? "==" : "DIFFERS FROM");
+  return same ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,6 +235,7 @@ int main(int argc, char** argv) {
     int bad = 0;
     for (int variant = 0; variant < 3; ++variant)
       bad += check_core<float>(variant) + check_core<double>(variant);
+    bad += check_constexpr<float>() + check_constexpr<double>();
     return bad ? 1 : 0;
   }
   if (mode == "run") {
