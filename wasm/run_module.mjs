@@ -27,7 +27,9 @@ const rc = f(x, t, d, wq, bq, wk, bk, wv, bv, dq, dv, wo, bo, dout, heads, outIn
 if (rc !== 0) process.exit(2);
 writeSync(1, new Uint8Array(e.memory.buffer, out, n * dtype));
 if (hasDOutput) {  // d_output after the mask: every gradient too (qkv::flat::gradients_layout)
-  const dOutput = p + (hasMask ? t * t : 0);
+  const nd = t * (hasWo ? dout : dv), dOutput = e.qkv_alloc(nd * dtype);  // aligned: after the mask it may not be
+  const from = p + (hasMask ? t * t : 0);
+  new Uint8Array(e.memory.buffer, dOutput, nd * dtype).set(new Uint8Array(e.memory.buffer, from, nd * dtype));
   const g = e.qkv_gradients_size(t, d, dq, dv, heads, hasWo ? dout : 0);
   const gout = e.qkv_alloc(g * dtype);
   const b = dtype === 8 ? e.qkv_attend_backward_f64 : e.qkv_attend_backward_f32;
