@@ -8,7 +8,8 @@ the same source built natively, and the native build gives the bits of the core'
    (multihead_attend_projected, output_projection) on a 4-token, 2-head case, float and double,
    finite, with a NaN in x, with a fully masked row: the same bits in every step.
    The same for the backward (core/flat_attention_backward.hpp) against output_projection_backward,
-   multihead_backward and project_backward, for a d_output.
+   multihead_backward and project_backward, for a d_output; the in_out layout (no biases, causal),
+   forward and backward; and a constant-expression evaluation of backward_hand.json == run time.
 2. For each case below, with a d_output, every step's and every gradient's bytes from the .wasm
    run by node (wasm/run_module.mjs) and from the native build (`qkv_wasm_check run`) are
    compared byte for byte (NaN payloads included): float32 and float64, both weight layouts, biases or none, an output projection or
