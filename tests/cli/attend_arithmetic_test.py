@@ -23,7 +23,9 @@ and the arithmetic of the learner's pages (docs/pages.md, "Editing a page").
    d_output, bit for bit, and its D and d_scaled_scores are the core's sums of its own d_weights and
    weights (core/softmax_backward.hpp's order), bit for bit. Its gradients against PyTorch's are in
    attend_backward_test.py (within the derived bound), and against the module's and the core's
-   templates in tests/wasm/module_test.py (bit for bit).
+   templates in tests/wasm/module_test.py (bit for bit). backward_heads.json's page is editable
+   (with the module), its edit object names d_output and a view per gradient matrix, and its
+   gradients are --arithmetic core --json's, bit for bit.
 The refusals (exit 2 naming the field) are in tests/cli/attend/arithmetic.expect.
 """
 import json
@@ -236,6 +238,29 @@ for name in ['backward_hand', 'backward_hand64', 'backward_heads', 'backward_nan
     n, total = share([v for k in GRADS if k in rt for v in flat(rt[k])],
                      [v for k in GRADS if k in rt for v in flat(js[k])], dtype)
     print('  %-16s --arithmetic core\'s gradients share the runtime\'s bits in %d of %d cells' % (name, n, total))
+
+# the page of a case with d_output: editable (with the module), its gradients the core's, bit for bit
+path = os.path.join(CASES, 'backward_heads.json')
+html = os.path.join(OUT, 'backward_heads.html')
+run('attend', path, '--html', html)
+d = page_data(html)
+arith = 'core' if module else 'runtime'
+js = json.loads(run('attend', path, '--json', '--arithmetic', arith))
+M, H = d['matrices'], js['weights']['shape'][0]
+check(d['edit'].get('arithmetic') == arith and (d['edit'].get('grad_input') == 'd_output') == module and
+      all(v[0] in M for v in d['edit'].get('grad_outputs', [])),
+      'backward_heads: the page with gradients is %s, d_output an input and every gradient view a page matrix (%r)'
+      % ('editable' if module else 'not editable', d['edit'].get('why')))
+dtype = js['queries']['dtype']
+shown = {'d_wo': flat(js['d_wo']), 'd_bo': flat(js['d_bo']), 'd_concat': flat(js['d_concat']), 'd_x': flat(js['d_x'])}
+for k in ['d_wq', 'd_bq', 'd_wv', 'd_bv', 'd_wk']:
+    shown[k] = flat(js[k])
+for h in range(H):
+    for k in ['d_weights', 'D', 'd_scaled_scores']:
+        shown['%s[%d]' % (k, h)] = flat(js[k]['data'][h])
+bad = [k for k, v in shown.items() if not same([number(e) for e in M[k]['data']], v, dtype)]
+check(not bad, 'backward_heads: every gradient of the page == --arithmetic %s --json\'s, bit for bit (differs: %s)'
+      % (arith, bad))
 
 print('%d failure(s)' % len(failures) if failures else 'ok: --arithmetic core and the pages\' arithmetic')
 sys.exit(1 if failures else 0)
