@@ -10,6 +10,11 @@
 // (dP(i, j) = sum_c dO(i, c) V(j, c), c ascending; D(i) = sum_c dO(i, c) O(i, c); dS = P ∘ (dP
 // − D), exactly 0 where masked). d_queries, d_keys, d_values, d_concat, the weights', biases' and
 // d_x are the runtime's (attention_backward), bit for bit.
+//
+// With --arithmetic core (and on an editable page) every gradient is the core's instead:
+// qkv::flat::attend_backward (core/flat_attention_backward.hpp, what the page's WebAssembly
+// module runs), on the forward steps of qkv::flat::attend; there D = rowsum(dP ∘ P) over the
+// keys whose weight is not 0, as core/softmax_backward.hpp sums it (run_core_backward).
 #pragma once
 
 #include <cstddef>
@@ -19,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <qkv/core/flat_attention_backward.hpp>
 #include <qkv/io/json.hpp>
 #include <qkv/runtime/multihead_backward.hpp>
 
@@ -110,6 +116,59 @@ void run_backward(const runtime::dynamic_matrix<T>& x, const runtime::attention_
   }
 }
 
+/// @brief the layer's backward for `bw.d_output` in the core's arithmetic: qkv::flat::attend_backward
+/// on `steps`, the output of qkv::flat::attend for the same x, weights, heads and `scale`
+/// (cmd_attend.hpp's core_attention); every gradient in bw as run_backward puts it (a bias's only
+/// when the layer has that bias)
+template <class T>
+void run_core_backward(const runtime::dynamic_matrix<T>& x, const runtime::attention_weights<T>& w,
+                       std::size_t heads, T scale, const std::vector<T>& steps, backward_result<T>& bw) {
+  const bool out_in = w.q.layout == runtime::weight_layout::out_in;
+  const std::size_t t = x.rows(), d = x.cols(), dq = w.q.out_features(), dv = w.v.out_features(),
+                    dout = w.o ? w.o->out_features() : 0;
+  const qkv::flat::gradients_layout at{t, d, dq, dv, heads, dout};
+  std::vector<T> out(at.size());
+  const int rc =
+      qkv::flat::attend_backward<T>(x.data(), t, d, w.q.weight.data(), w.k.weight.data(), w.v.weight.data(),
+                                    dq, dv, w.o ? w.o->weight.data() : nullptr, dout, heads, out_in, scale,
+                                    steps.data(), bw.d_output.data(), out.data());
+  if (rc != 0)  // read_fields checked that the heads divide d_q and d_v
+    throw std::logic_error("qkv attend: qkv::flat::attend_backward refused the sizes read_fields accepted");
+  auto take = [&](std::size_t first, std::size_t rows, std::size_t cols) {
+    runtime::dynamic_matrix<T> m(rows, cols);
+    for (std::size_t n = 0; n < rows * cols; ++n) m.data()[n] = out[first + n];
+    return m;
+  };
+  auto take_bias = [&](std::size_t first, std::size_t n, bool has) {
+    return has ? std::vector<T>(out.begin() + std::ptrdiff_t(first), out.begin() + std::ptrdiff_t(first + n))
+               : std::vector<T>{};
+  };
+  auto& g = bw.g;
+  g.d_concat = take(at.d_concat(), t, dv);
+  if (w.o) {
+    g.d_w_output = take(at.d_wo(), w.o->weight.rows(), w.o->weight.cols());
+    g.d_b_output = take_bias(at.d_bo(), dout, !w.o->bias.empty());
+  }
+  bw.row_dots.resize(heads, t);
+  bw.d_weights.clear();
+  bw.d_scaled_scores.clear();
+  for (std::size_t h = 0; h < heads; ++h) {
+    bw.d_weights.push_back(take(at.d_weights(h), t, t));
+    bw.d_scaled_scores.push_back(take(at.d_scaled_scores(h), t, t));
+    for (std::size_t i = 0; i < t; ++i) bw.row_dots(h, i) = out[at.row_dots(h) + i];
+  }
+  g.d_queries = take(at.d_queries(), t, dq);
+  g.d_keys = take(at.d_keys(), t, dq);
+  g.d_values = take(at.d_values(), t, dv);
+  g.d_w_query = take(at.d_wq(), w.q.weight.rows(), w.q.weight.cols());
+  g.d_b_query = take_bias(at.d_bq(), dq, !w.q.bias.empty());
+  g.d_w_key = take(at.d_wk(), w.k.weight.rows(), w.k.weight.cols());
+  g.d_b_key = take_bias(at.d_bk(), dq, !w.k.bias.empty());
+  g.d_w_value = take(at.d_wv(), w.v.weight.rows(), w.v.weight.cols());
+  g.d_b_value = take_bias(at.d_bv(), dv, !w.v.bias.empty());
+  g.d_x = take(at.d_x(), t, d);
+}
+
 /// the gradients' --json members (docs/cli.md): ",\n \"d_output\": ..." and the rest, to be
 /// placed before the object's closing brace
 template <class T>
@@ -175,12 +234,15 @@ runtime::dynamic_matrix<T> columns(const runtime::dynamic_matrix<T>& m, std::siz
 template <class T, class Str>
 std::string backward_trace(bool out_in, const runtime::attention_weights<T>& w,
                            const runtime::attention_options<T>& opt, const runtime::multihead_result<T>& r,
-                           const backward_result<T>& bw, Str str) {
+                           const backward_result<T>& bw, Str str, bool core = false) {
   const auto& g = bw.g;
   const std::size_t H = opt.heads, HK = opt.kv_heads ? opt.kv_heads : H, group = H / HK;
   const std::size_t dh = r.queries.cols() / H, dvh = r.values.cols() / HK;
   std::ostringstream o;
-  o << "\nThe backward (runtime/multihead_backward.hpp), for the upstream gradient d_output "
+  o << "\nThe backward ("
+    << (core ? "core/flat_attention_backward.hpp, in the core's arithmetic"
+             : "runtime/multihead_backward.hpp")
+    << "), for the upstream gradient d_output "
     << (bw.sum ? "= \"sum\" (the gradient of output.sum(): all ones), " : "(the case's), ")
     << bw.d_output.shape() << " =\n"
     << str(bw.d_output) << "\n"

@@ -98,21 +98,69 @@ void hidden_transpose(qkv::io::page& p, const std::string& id, const rt::dynamic
       .how(qkv::io::page_how::transposed(id));
 }
 
+/// @brief where the editor finds the numbers of one page matrix of the backward after an edit
+/// (docs/pages.md, "Gradients on a page"): its blocks, each [source, start, row stride, column
+/// stride, first row, first column, rows, columns]; the source is "#g" (the module's gradients,
+/// qkv::flat::gradients_layout), "#f" (its forward steps, qkv::flat::steps_layout) or an input
+/// matrix of the page (x, a weight, d_output); cell (r, c) of a block is source[start + r row
+/// stride + c column stride]. One view as the edit object's JSON: ["id", [[block], ...]]
+struct grad_view {
+  struct block {
+    std::string src;
+    std::size_t start, rs, cs, i0, j0, rows, cols;
+  };
+  std::string id;
+  std::vector<block> blocks;
+};
+
+/// the views as a JSON array (edit_spec's "grad_outputs")
+inline std::string grad_views_json(const std::vector<grad_view>& views) {
+  namespace pd = qkv::io::page_detail;
+  std::string s = "[";
+  for (const auto& v : views) {
+    if (s.size() > 1) s += ",";
+    s += "[";
+    pd::json_string(s, v.id);
+    s += ",[";
+    for (std::size_t k = 0; k < v.blocks.size(); ++k) {
+      const auto& b = v.blocks[k];
+      if (k) s += ",";
+      s += "[";
+      pd::json_string(s, b.src);
+      for (std::size_t n : {b.start, b.rs, b.cs, b.i0, b.j0, b.rows, b.cols}) s += "," + std::to_string(n);
+      s += "]";
+    }
+    s += "]]";
+  }
+  return s + "]";
+}
+
 /// @brief the backward's steps on the page (docs/pages.md, "Gradients"): every gradient as a
 /// table whose cells explain themselves from the page's own numbers, as the forward's do: a
-/// product's terms (MmBackward0), D's row dot, dS = P × (dP − D) (SoftmaxBackward0), the scale
+/// product's terms (MmBackward0), D's row dot, dS = P × (dP − D) (SoftmaxBackward0), the scale.
+/// `core`: the gradients are the core's (qkv::flat::attend_backward; its D is rowsum(dP ∘ P));
+/// `views`, when given: where the page's editor finds each gradient matrix (and each hidden
+/// operand) after an edit (grad_view)
 template <class T>
 void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::attention_weights<T>& w,
                     const rt::multihead_result<T>& r, const attend_detail::backward_result<T>& bw,
                     const std::string& scale_text, const std::string& mask_note,
                     const std::vector<std::string>& qrow, const std::vector<std::string>& krow,
-                    const std::string& dtype) {
+                    const std::string& dtype, bool core = false, std::vector<grad_view>* views = nullptr) {
   using how = qkv::io::page_how;
   const auto& g = bw.g;
   const std::size_t t_len = x.rows(), s_len = t_len, H = r.weights.size(),
                     HK = r.values.cols() * H / r.concat.cols();
   const std::size_t group = H / HK, dq = r.queries.cols(), dk = dq / H, dvh = r.concat.cols() / H;
   const bool out_in = w.q.layout == rt::weight_layout::out_in;
+  const std::size_t dv = r.concat.cols(), dm = x.cols(), dout = w.o ? w.o->out_features() : 0;
+  const qkv::flat::gradients_layout ga{t_len, dm, dq, dv, H, dout};
+  const qkv::flat::steps_layout fa{t_len, dq, dv, H, dout};
+  // a view of rows x cols numbers of src from start, row stride rs, column stride cs (one block)
+  auto view = [&](const std::string& id, const std::string& src, std::size_t start, std::size_t rows,
+                  std::size_t cols, std::size_t rs, std::size_t cs) {
+    if (views) views->push_back({id, {{src, start, rs, cs, 0, 0, rows, cols}}});
+  };
   auto add = [&](const std::string& id, const rt::dynamic_matrix<T>& m) {
     return p.matrix(id, m.rows(), m.cols(), values_of(m)).dtype(dtype);
   };
@@ -126,22 +174,32 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
       "The backward: the gradients for d_output " +
           std::string(bw.sum ? "= \"sum\" (output.sum(): all ones)" : "(the case's)"),
       "Each gradient is the derivative of the loss with respect to one forward matrix, computed in reverse "
-      "order from d_output (runtime/multihead_backward.hpp); each cell explains itself from this page's "
-      "numbers "
-      "as the forward's cells do, with the grad_fn PyTorch records for the step (docs/gradients.md). "
-      "The gradients have no 50-digit truth line on this page (neither has the forward's: the tool's pages "
-      "show what qkv computed and how).");
+      "order from d_output (" +
+          std::string(core ? "core/flat_attention_backward.hpp, in the core's arithmetic"
+                           : "runtime/multihead_backward.hpp") +
+          "); each cell explains itself from this page's "
+          "numbers "
+          "as the forward's cells do, with the grad_fn PyTorch records for the step (docs/gradients.md). "
+          "The gradients have no 50-digit truth line on this page (neither has the forward's: the tool's "
+          "pages "
+          "show what qkv computed and how).");
   add("d_output", bw.d_output).rows(qrow);
   if (w.o) {
     p.step(std::string(w.o->bias.empty() ? "MmBackward0" : "AddmmBackward0") + ": the output projection");
     if (out_in) {
       hidden_transpose(p, "d_output", bw.d_output, dtype);
+      view("d_output\u1d40", "d_output", 0, dout, t_len, 1, dout);
       add("d_wo", g.d_w_output).how(how::matmul("d_output\u1d40", concat, t_len));
     } else {
       hidden_transpose(p, concat, r.concat, dtype);
+      view(concat + "\u1d40", "#f", fa.concat(), dv, t_len, 1, dv);
       add("d_wo", g.d_w_output).how(how::matmul(concat + "\u1d40", "d_output", t_len));
     }
-    if (!g.d_b_output.empty()) add_vector("d_bo", g.d_b_output).how(how::matmul("ones", "d_output", t_len));
+    view("d_wo", "#g", ga.d_wo(), g.d_w_output.rows(), g.d_w_output.cols(), g.d_w_output.cols(), 1);
+    if (!g.d_b_output.empty()) {
+      add_vector("d_bo", g.d_b_output).how(how::matmul("ones", "d_output", t_len));
+      view("d_bo", "#g", ga.d_bo(), 1, dout, dout, 1);
+    }
     add("d_concat", g.d_concat)
         .rows(qrow)
         .how(out_in ? how::matmul("d_output", "wo", w.o->out_features())
@@ -153,6 +211,7 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
         .hidden();
     add("d_concat", g.d_concat).rows(qrow).how(how::add("d_output", "zeros"));
   }
+  view("d_concat", "#g", ga.d_concat(), t_len, dv, dv, 1);
   for (std::size_t h = 0; h < H; ++h) {
     const std::size_t kv = h / group;
     const std::string hs = H > 1 ? "[" + std::to_string(h) + "]" : "";
@@ -166,7 +225,19 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
         .how(how::dot("d_concat", "values", dvh, h * dvh, kv * dvh));
     rt::dynamic_matrix<T> dcol(t_len, 1);
     for (std::size_t i = 0; i < t_len; ++i) dcol(i, 0) = bw.row_dots(h, i);
-    add("D" + hs, dcol).rows(qrow).how(how::row_dot("d_concat", "context" + hs, dvh, h * dvh, 0));
+    if (core)  // the core's D: rowsum(dP ∘ P) (core/softmax_backward.hpp)
+      add("D" + hs, dcol).rows(qrow).how(how::row_dot("d_weights" + hs, "weights" + hs, s_len, 0, 0));
+    else
+      add("D" + hs, dcol).rows(qrow).how(how::row_dot("d_concat", "context" + hs, dvh, h * dvh, 0));
+    view("d_weights" + hs, "#g", ga.d_weights(h), t_len, s_len, s_len, 1);
+    view("D" + hs, "#g", ga.row_dots(h), t_len, 1, 1, 1);
+    view("d_scaled_scores" + hs, "#g", ga.d_scaled_scores(h), t_len, s_len, s_len, 1);
+    view("d_scores" + hs, "#g", ga.d_scores(h), t_len, s_len, s_len, 1);
+    view("d_queries" + hs, "#g", ga.d_queries() + h * dk, t_len, dk, dq, 1);
+    view("d_scores" + hs + "\u1d40", "#g", ga.d_scores(h), s_len, t_len, 1, s_len);
+    view("d_keys" + hs, "#g", ga.d_keys() + h * dk, s_len, dk, dq, 1);
+    view("weights" + hs + "\u1d40", "#f", fa.weights(h), s_len, t_len, 1, s_len);
+    view("d_values" + hs, "#g", ga.d_values() + h * dvh, s_len, dvh, dv, 1);
     add("d_scaled_scores" + hs, bw.d_scaled_scores[h])
         .rows(qrow)
         .cols(krow)
@@ -211,22 +282,34 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
   const rt::dynamic_matrix<T>* dws[3] = {&g.d_w_query, &g.d_w_key, &g.d_w_value};
   const std::vector<T>* dbs[3] = {&g.d_b_query, &g.d_b_key, &g.d_b_value};
   const char* names[3] = {"q", "k", "v"};
-  if (!out_in) hidden_transpose(p, "x", x, dtype);
+  if (!out_in) {
+    hidden_transpose(p, "x", x, dtype);
+    view("x\u1d40", "x", 0, dm, t_len, 1, dm);
+  }
+  const std::size_t gstart[3] = {ga.d_queries(), ga.d_keys(), ga.d_values()};
+  const std::size_t wstart[3] = {ga.d_wq(), ga.d_wk(), ga.d_wv()};
+  const std::size_t bstart[3] = {ga.d_bq(), ga.d_bk(), ga.d_bv()};
   for (int k = 0; k < 3; ++k) {
     const std::string all = std::string(grads[k].first) + " (all heads)";
+    const std::size_t n = grads[k].second->cols();
     add(all, *grads[k].second).hidden();
+    view(all, "#g", gstart[k], t_len, n, n, 1);
     if (out_in) {
       hidden_transpose(p, all, *grads[k].second, dtype);
+      view(all + "\u1d40", "#g", gstart[k], n, t_len, 1, n);
       add(std::string("d_w") + names[k], *dws[k]).how(how::matmul(all + "\u1d40", "x", t_len));
     } else {
       add(std::string("d_w") + names[k], *dws[k]).how(how::matmul("x\u1d40", all, t_len));
     }
-    if (!dbs[k]->empty())
+    view(std::string("d_w") + names[k], "#g", wstart[k], dws[k]->rows(), dws[k]->cols(), dws[k]->cols(), 1);
+    if (!dbs[k]->empty()) {
       add_vector(std::string("d_b") + names[k], *dbs[k]).how(how::matmul("ones", all, t_len));
+      view(std::string("d_b") + names[k], "#g", bstart[k], 1, n, n, 1);
+    }
     (void)lw[k];
   }
   // d_x = [dQ | dK | dV] [Wq; Wk; Wv] (out_in; in_out: the transposes): one sum over every column of the three
-  const std::size_t n = g.d_queries.cols() + g.d_keys.cols() + g.d_values.cols(), dm = x.cols();
+  const std::size_t n = g.d_queries.cols() + g.d_keys.cols() + g.d_values.cols();
   rt::dynamic_matrix<T> lhs(t_len, n), rhs(out_in ? n : dm, out_in ? dm : n);
   std::size_t c0 = 0;
   for (int k = 0; k < 3; ++k) {
@@ -245,6 +328,21 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
   }
   add("[d_queries | d_keys | d_values]", lhs).hidden();
   add(out_in ? "[Wq; Wk; Wv]" : "[Wq | Wk | Wv]", rhs).hidden();
+  if (views) {  // the three side by side: the gradients' columns, the weights' rows (out_in) or columns
+    grad_view l{"[d_queries | d_keys | d_values]", {}}, wr{out_in ? "[Wq; Wk; Wv]" : "[Wq | Wk | Wv]", {}};
+    const char* wid[3] = {"wq", "wk", "wv"};
+    std::size_t at = 0;
+    for (int k = 0; k < 3; ++k) {
+      const std::size_t c = grads[k].second->cols();
+      l.blocks.push_back({"#g", gstart[k], c, 1, 0, at, t_len, c});
+      const auto& wm = lw[k]->weight;
+      wr.blocks.push_back({wid[k], 0, wm.cols(), 1, out_in ? at : 0, out_in ? 0 : at, wm.rows(), wm.cols()});
+      at += c;
+    }
+    views->push_back(l);
+    views->push_back(wr);
+  }
+  view("d_x", "#g", ga.d_x(), t_len, dm, dm, 1);
   add("d_x", g.d_x)
       .rows(qrow)
       .how(out_in ? how::matmul("[d_queries | d_keys | d_values]", "[Wq; Wk; Wv]", n)
@@ -261,21 +359,22 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
 /// (wasm/qkv_wasm.cpp, embedded by scripts/embed_wasm.py), the case's sizes and options, which
 /// matrices are the inputs and which the module recomputes; or {"why": ...} when the page cannot be
 /// edited: no module in this build, or a case the module does not compute (cross-attention, RoPE,
-/// ALiBi, bias, grouped-query heads, 16-bit inputs, gradients, a summarised page), or numbers
+/// ALiBi, bias, grouped-query heads, 16-bit inputs, a summarised page), or numbers
 /// that are not the core's arithmetic, which the module computes in (`core` false). Either form
-/// says the page's arithmetic ("arithmetic": "core" or "runtime"). `editable`: whether the page
-/// would be editable with the core's numbers (every other reason absent)
+/// says the page's arithmetic ("arithmetic": "core" or "runtime"). `grads`: a case with d_output,
+/// the backward's views (grad_view; its editor recomputes the gradients too). `editable`: whether
+/// the page would be editable with the core's numbers (every other reason absent)
 template <class T>
 std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attention_weights<T>& w,
                       const rt::attention_options<T>& opt, const rt::multihead_result<T>& r,
-                      std::size_t t_len, std::size_t d, bool half, bool backward, bool core,
-                      bool* editable = nullptr) {
+                      std::size_t t_len, std::size_t d, bool half, const std::vector<grad_view>* grads,
+                      bool core, bool* editable = nullptr) {
   namespace pd = qkv::io::page_detail;
   std::string why;
   if (*qkv::io::page_wasm::why_not)
     why = std::string("This page is not editable: ") + qkv::io::page_wasm::why_not + ".";
   else if (has_context || opt.rope || opt.alibi || opt.bias || (opt.kv_heads && opt.kv_heads != opt.heads) ||
-           half || backward || p.summarised())
+           half || p.summarised())
     why = std::string(
               "This page is not editable: the page's WebAssembly module computes self-attention with "
               "causal, window and mask cells, and this case has ") +
@@ -284,7 +383,6 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
            : opt.alibi      ? "ALiBi"
            : opt.bias       ? "a bias on the scores"
            : half           ? "16-bit inputs"
-           : backward       ? "gradients (d_output)"
            : p.summarised() ? "too many numbers (a summarised page)"
                             : "grouped-query heads (kv_heads)") +
           ".";
@@ -332,7 +430,11 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   }
   s += std::string(",\"") + (H > 1 ? "concat" : "") + "\"";
   if (w.o) s += ",\"output\"";
-  return s + "]}";
+  s += "]";
+  // a case with d_output: the editor runs the module's backward after the forward; d_output is
+  // an input, and grad_outputs says where each gradient matrix's numbers are (grad_view)
+  if (grads) s += ",\"grad_input\":\"d_output\",\"grad_outputs\":" + grad_views_json(*grads);
+  return s + "}";
 }
 
 /// the learner's page of an attend case; `trace` is the text qkv attend prints (its Step lines
@@ -499,9 +601,12 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   }
   // the heatmap of a head must be after its weights; with more than one head, the steps of
   // head 0 come first and the heatmap (all heads) after the last head's step 4
-  if (d.backward) backward_steps(p, x, w, r, *d.backward, scale_text, mask_note, qrow, krow, dtype);
-  p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward != nullptr, core,
-                   editable));
+  std::vector<grad_view> grads;
+  if (d.backward)
+    backward_steps(p, x, w, r, *d.backward, scale_text, mask_note, qrow, krow, dtype, core,
+                   has_context ? nullptr : &grads);
+  p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward ? &grads : nullptr,
+                   core, editable));
   return p.str();
 }
 

@@ -850,18 +850,17 @@ inline constexpr const char* core_arithmetic_line =
 /// @brief why the core's arithmetic cannot compute this case (read by read_case): the field and
 /// the reason, or an empty field when it can. core/flat_attention.hpp computes what the pages'
 /// WebAssembly module computes: self-attention of x with heads, biases, an output projection,
-/// causal (either alignment: T = S), window, allowed and key_padding, in float32 or float64
+/// causal (either alignment: T = S), window, allowed and key_padding, in float32 or float64, and
+/// for a d_output its backward (core/flat_attention_backward.hpp)
 template <class T>
-std::pair<std::string, std::string> core_unsupported(const qkv::io::json_document& doc, const parsed_case& pc,
-                                                     bool has_context, const rt::attention_options<T>& opt) {
-  const auto& j = doc.json();
+std::pair<std::string, std::string> core_unsupported(const parsed_case& pc, bool has_context,
+                                                     const rt::attention_options<T>& opt) {
   if (has_context) return {"context", "cross-attention (keys and values from context)"};
   if (opt.rope) return {"rope", "rotary position embeddings"};
   if (opt.alibi) return {"alibi", "ALiBi"};
   if (opt.bias) return {"bias", "a bias added to the scores"};
   if (opt.kv_heads && opt.kv_heads != opt.heads) return {"kv_heads", "grouped-query heads"};
   if (!pc.half.empty()) return {"dtype", pc.half + " inputs"};
-  if (j.contains("d_output")) return {"d_output", "the backward (gradients)"};
   return {};
 }
 
@@ -880,11 +879,13 @@ inline input_error core_refusal(const qkv::io::json_document& doc, const std::st
 /// (core/flat_attention.hpp) with the runtime's mask for these options (effective_mask: causal,
 /// window, allowed, key_padding) and scale (the case's, else 1/sqrt(d_k) with the core's
 /// correctly rounded sqrt, so the same factor as the runtime's), every step as the runtime's
-/// result holds it; `scaled`: each head's scaled, masked scores (the softmax's input)
+/// result holds it; `scaled`: each head's scaled, masked scores (the softmax's input); `steps`,
+/// when given: flat::attend's whole output, for the backward (run_core_backward)
 template <class T>
 rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt::attention_weights<T>& w,
                                        const rt::attention_options<T>& opt,
-                                       std::vector<rt::dynamic_matrix<T>>& scaled) {
+                                       std::vector<rt::dynamic_matrix<T>>& scaled,
+                                       std::vector<T>* steps = nullptr) {
   const std::size_t t = x.rows(), H = opt.heads, dq = w.q.out_features(), dv = w.v.out_features(),
                     dout = w.o ? w.o->out_features() : 0;
   const qkv::flat::steps_layout at{t, dq, dv, H, dout};
@@ -918,6 +919,7 @@ rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt:
   }
   r.concat = take(at.concat(), t, dv);
   r.output = w.o ? take(at.output(), t, dout) : r.concat;
+  if (steps) *steps = std::move(out);
   return r;
 }
 
@@ -1525,7 +1527,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     else if (pc.half == "float16")
       round_inputs<rt::float16>(x, context, w, opt);
   }
-  const auto [core_field, core_what] = core_unsupported(doc, pc, has_context, opt);
+  const auto [core_field, core_what] = core_unsupported(pc, has_context, opt);
   if (how == arithmetic::core && !core_field.empty()) throw core_refusal(doc, core_field, core_what);
   std::optional<backward_result<T>> bw;
   if (doc.json().contains("d_output")) {
@@ -1544,9 +1546,10 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   outputs<T> o;
   apply_key_padding(pc, opt);                      // S flags (read_learner_fields checked their number)
   std::vector<rt::dynamic_matrix<T>> core_scaled;  // the core's scaled, masked scores per head
+  std::vector<T> core_steps;                       // and every step of flat::attend, for the backward
   const bool in_core = how == arithmetic::core;
   if (in_core)
-    o.result = core_attention(x, w, opt, core_scaled);
+    o.result = core_attention(x, w, opt, core_scaled, bw ? &core_steps : nullptr);
   else
     o.result = rt::attention(x, has_context ? context : x, w, opt);
   const auto* core = in_core ? &core_scaled : nullptr;
@@ -1555,9 +1558,13 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   o.text = trace(pc, x, context, has_context, w, opt, r, core);
   if (as_json) o.json = json_output(r, x.rows(), s_len, opt, core);
   if (bw) {
-    run_backward(x, w, opt, r, *bw);
-    o.text += backward_trace(pc.layout == rt::weight_layout::out_in, w, opt, r, *bw,
-                             [](const rt::dynamic_matrix<T>& m) { return torch_str(m); });
+    if (in_core)  // the core's gradients: flat::attend_backward on flat::attend's steps
+      run_core_backward(x, w, pc.heads, r.scale, core_steps, *bw);
+    else
+      run_backward(x, w, opt, r, *bw);
+    o.text += backward_trace(
+        pc.layout == rt::weight_layout::out_in, w, opt, r, *bw,
+        [](const rt::dynamic_matrix<T>& m) { return torch_str(m); }, in_core);
     if (as_json) o.json.insert(o.json.size() - 2, json_gradients(*bw, w.o.has_value()));  // before "}\n"
     o.backward = std::move(bw);
   }

@@ -1,8 +1,9 @@
 // qkv_wasm.cpp: the learner pages' WebAssembly module (wasm/meson.build, docs/pages.md "Editing a
 // page"): the C functions the page's script calls, around include/qkv/core/flat_attention.hpp,
-// multi-head self-attention at run-time sizes in the core's arithmetic (the `qkv attend` pages), and
-// include/qkv/core/flat_steps.hpp, one step of a `qkv explain` page (io/page_recompute.hpp). That header is the one
-// source of the arithmetic: `qkv attend --arithmetic core` computes with it natively
+// multi-head self-attention at run-time sizes in the core's arithmetic (the `qkv attend` pages)
+// and its backward (include/qkv/core/flat_attention_backward.hpp, for a case with d_output), and
+// include/qkv/core/flat_steps.hpp, one step of a `qkv explain` page (io/page_recompute.hpp). Those
+// headers are the one source of the arithmetic: `qkv attend --arithmetic core` computes with them natively
 // (tools/cmd_attend.hpp), and wasm/qkv_wasm_check.cpp includes this file to check it against the
 // core's templates and the .wasm against the native build, bit for bit (tests/wasm/module_test.py).
 #include <cstddef>
@@ -10,6 +11,7 @@
 
 #include <qkv/core/flat_attention.hpp>
 #include <qkv/core/flat_steps.hpp>
+#include <qkv/core/flat_attention_backward.hpp>
 
 // The C interface the page's script calls (and qkv_wasm_check.cpp): pointers into the module's
 // memory, from qkv_alloc. A null bias (0) is no bias; wo = 0: no output projection (dout ignored).
@@ -54,5 +56,28 @@ int qkv_step_f64(int kind, const double* a, const double* b, const double* c, co
   const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
                                 sizes[4], sizes[5], sizes[6], sizes[7]};
   return qkv::flat::step<double>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z, scalar, out);
+}
+
+std::size_t qkv_gradients_size(std::size_t t, std::size_t d, std::size_t dq, std::size_t dv,
+                               std::size_t heads, std::size_t dout) {
+  return qkv::flat::gradients_size(t, d, dq, dv, heads, dout);
+}
+
+// the backward of qkv_attend_*: fwd is its output for the same arguments, d_output (t, dout; no
+// wo: (t, dv)) the upstream gradient; every gradient to out (qkv::flat::gradients_layout)
+int qkv_attend_backward_f32(const float* x, std::size_t t, std::size_t d, const float* wq, const float* wk,
+                            const float* wv, std::size_t dq, std::size_t dv, const float* wo,
+                            std::size_t dout, std::size_t heads, int out_in, float scale, const float* fwd,
+                            const float* d_output, float* out) {
+  return qkv::flat::attend_backward<float>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale,
+                                           fwd, d_output, out);
+}
+
+int qkv_attend_backward_f64(const double* x, std::size_t t, std::size_t d, const double* wq, const double* wk,
+                            const double* wv, std::size_t dq, std::size_t dv, const double* wo,
+                            std::size_t dout, std::size_t heads, int out_in, double scale, const double* fwd,
+                            const double* d_output, double* out) {
+  return qkv::flat::attend_backward<double>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale,
+                                            fwd, d_output, out);
 }
 }

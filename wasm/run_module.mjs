@@ -1,17 +1,18 @@
 // run_module.mjs: the page's WebAssembly module under node (no WASI needed: the module imports
 // nothing), on a case in tests/wasm/module_test.py's binary form on stdin; every step's bytes on
-// stdout, as `qkv_wasm_check run` writes them natively.   node run_module.mjs qkv_wasm.wasm < case.bin
+// stdout (then every gradient's, when the case has a d_output), as `qkv_wasm_check run` writes
+// them natively.   node run_module.mjs qkv_wasm.wasm < case.bin
 import { readFileSync, writeSync } from 'node:fs';
 
 const { instance } = await WebAssembly.instantiate(readFileSync(process.argv[2]), {});
 const e = instance.exports;
 if (e._initialize) e._initialize();
 const input = readFileSync(0);
-const h = new Uint32Array(input.buffer.slice(input.byteOffset, input.byteOffset + 56));
-const [dtype, t, d, dq, dv, dout, heads, outIn, hasBq, hasBk, hasBv, hasWo, hasBo, hasMask] = h;
+const h = new Uint32Array(input.buffer.slice(input.byteOffset, input.byteOffset + 64));
+const [dtype, t, d, dq, dv, dout, heads, outIn, hasBq, hasBk, hasBv, hasWo, hasBo, hasMask, hasDOutput] = h;
 const at = e.qkv_alloc(input.length);
 new Uint8Array(e.memory.buffer, at, input.length).set(input);
-let p = at + 56;
+let p = at + 64;  // 16 words: the header above and one unused, so the numbers stay 8-aligned
 const scaleBytes = new Uint8Array(e.memory.buffer, p, dtype).slice();
 const scale = dtype === 8 ? new Float64Array(scaleBytes.buffer)[0] : new Float32Array(scaleBytes.buffer)[0];
 p += dtype;
@@ -25,3 +26,13 @@ const f = dtype === 8 ? e.qkv_attend_f64 : e.qkv_attend_f32;
 const rc = f(x, t, d, wq, bq, wk, bk, wv, bv, dq, dv, wo, bo, dout, heads, outIn, scale, mask, out);
 if (rc !== 0) process.exit(2);
 writeSync(1, new Uint8Array(e.memory.buffer, out, n * dtype));
+if (hasDOutput) {  // d_output after the mask: every gradient too (qkv::flat::gradients_layout)
+  const nd = t * (hasWo ? dout : dv), dOutput = e.qkv_alloc(nd * dtype);  // aligned: after the mask it may not be
+  const from = p + (hasMask ? t * t : 0);
+  new Uint8Array(e.memory.buffer, dOutput, nd * dtype).set(new Uint8Array(e.memory.buffer, from, nd * dtype));
+  const g = e.qkv_gradients_size(t, d, dq, dv, heads, hasWo ? dout : 0);
+  const gout = e.qkv_alloc(g * dtype);
+  const b = dtype === 8 ? e.qkv_attend_backward_f64 : e.qkv_attend_backward_f32;
+  if (b(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, outIn, scale, out, dOutput, gout) !== 0) process.exit(2);
+  writeSync(1, new Uint8Array(e.memory.buffer, gout, g * dtype));
+}

@@ -7,13 +7,17 @@ In headless chromium, from file:// (no server, no network), for each case below 
 WebAssembly module starts (the page says it is editable, and that its numbers are in the core's
 arithmetic), then edits are made, one after the other, as a learner makes them: a cell of x typed
 in (double-click, type, Enter: the real UI), NaN and infinity typed into x and the values'
-weights, the causal option, a key masked with Alt+click, and a whole row masked. After each edit
+weights, the causal option, a key masked with Alt+click, and a whole row masked; on a case with
+d_output (tests/cli/attend/backward_heads.json), d_output and a weight of the queries too. After each edit
 every step's numbers in the page's data are compared, bit for bit, with
   - the same C++ built natively (`qkv_wasm_check run`, wasm/qkv_wasm_check.cpp: its own check
     ties core/flat_attention.hpp to the core's templates), on the page's inputs and mask;
   - `qkv attend --json --arithmetic core` (the tool, natively, on the same source) on the edited
     case written to a file;
-every cell of every step, a NaN as a NaN (docs/numerics.md's policy is about NaN, not its sign
+every cell of every step, a NaN as a NaN; with d_output every gradient matrix of the page (and
+each hidden operand of their explanations) against the native module's gradients
+(core/flat_attention_backward.hpp, tied to the core's templates by the same check) through the
+page's own views, and each gradient --json prints against the tool's (docs/numerics.md's policy is about NaN, not its sign
 or payload: JSON keeps neither, and which of two NaNs a sum keeps is the compiler's choice of
 operand order; clang's native build keeps the other one than the .wasm after the inf edit).
 The page is written in the core's arithmetic, so before any edit the module's numbers are the
@@ -87,28 +91,60 @@ def page_bits(driver):
     return {k: bytes.fromhex(v) for k, v in driver.execute_script(BITS_JS).items()}
 
 
-def native_module(spec, bits, mask):
-    """`qkv_wasm_check run` on the page's inputs (bits) and mask: every step's bytes, by output id"""
+def native_run(spec, bits, mask):
+    """`qkv_wasm_check run` on the page's inputs (bits), mask and (a case with gradients) d_output:
+    the forward's bytes and the gradients' (b'' without d_output)"""
     f = spec['dtype'] == 'float32'
     size, fmt = (4, '<f') if f else (8, '<d')
-    inp = spec['inputs']
+    inp, grads = spec['inputs'], 'grad_input' in spec
     head = [size, spec['t'], spec['d'], spec['dq'], spec['dv'], spec['dout'], spec['heads'], 1 if spec['out_in'] else 0,
-            bool(inp['bq']), bool(inp['bk']), bool(inp['bv']), bool(inp['wo']), bool(inp['bo']), 1]
-    data = struct.pack('<14I', *[int(h) for h in head]) + struct.pack(fmt, spec['state_scale'])
+            bool(inp['bq']), bool(inp['bk']), bool(inp['bv']), bool(inp['wo']), bool(inp['bo']), 1, grads, 0]
+    data = struct.pack('<16I', *[int(h) for h in head]) + struct.pack(fmt, spec['state_scale'])
     for n in ['x', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo']:
         if inp[n]:
             data += bits[inp[n]]
     data += bytes(mask)
+    if grads:
+        data += bits[spec['grad_input']]
     r = subprocess.run([CHECK, 'run'], input=data, capture_output=True)
     if r.returncode:
         raise SystemExit('qkv_wasm_check run failed: %d' % r.returncode)
+    t, H, dq, dv = spec['t'], spec['heads'], spec['dq'], spec['dv']
+    n = 2 * t * dq + t * dv + H * (3 * t * t + t * dv // H) + t * dv + t * spec['dout']
+    return r.stdout[:n * size], r.stdout[n * size:]
+
+
+def native_module(spec, bits, mask):
+    """`qkv_wasm_check run` on the page's inputs (bits) and mask: every step's bytes, by output id"""
+    size = 4 if spec['dtype'] == 'float32' else 8
+    raw = native_run(spec, bits, mask)[0]
     t, H, dq, dv = spec['t'], spec['heads'], spec['dq'], spec['dv']
     sizes = [t * dq, t * dq, t * dv] + [t * t, t * t, t * t, t * dv // H] * H + [t * dv] + ([t * spec['dout']] if spec['dout'] else [])
     out, at = {}, 0
     for name, n in zip(spec['outputs'], sizes):
         if name:
-            out[name] = r.stdout[at * size:(at + n) * size]
+            out[name] = raw[at * size:(at + n) * size]
         at += n
+    return out
+
+
+def native_gradients(spec, bits, mask, shapes):
+    """every gradient matrix of the page (and each hidden operand of their explanations), by id,
+    from `qkv_wasm_check run`'s forward and gradients through the page's own views
+    (edit.grad_outputs, tools/attend_page.hpp's grad_view): what the page's editor must hold"""
+    size = 4 if spec['dtype'] == 'float32' else 8
+    fwd, grads = native_run(spec, bits, mask)
+    out = {}
+    for vid, blocks in spec['grad_outputs']:
+        rows, cols = shapes[vid]
+        cells = [None] * (rows * cols)
+        for src, start, rs, cs, i0, j0, nr, nc in blocks:
+            a = {'#g': grads, '#f': fwd}.get(src, bits.get(src))
+            for i in range(nr):
+                for j in range(nc):
+                    k = start + i * rs + j * cs
+                    cells[(i0 + i) * cols + j0 + j] = a[k * size:(k + 1) * size]
+        out[vid] = b''.join(cells)
     return out
 
 
@@ -141,6 +177,8 @@ def as_case(spec, bits, st, fmt, size):
             c[n] = vals(bits[inp[n]])
     if inp['wo']:
         c['wo'] = w('wo', spec['dout'], dv)
+    if 'grad_input' in spec:  # the upstream gradient (t, dout; no wo: t, dv)
+        c['d_output'] = mat(bits[spec['grad_input']], t, spec['dout'] or dv)
     return c
 
 
@@ -169,6 +207,26 @@ def tool_bits(spec, doc, name, fmt):
     return b''.join(struct.pack(fmt, e) for e in vals)
 
 
+def tool_grad_bits(spec, doc, vid, fmt):
+    """one gradient matrix of the page (d_wq, d_weights[1], D[0], d_queries[1], ...) from the tool's
+    --json, packed as the page's numbers; None when --json has no such gradient (d_scores and the
+    hidden operands: checked against the native module only)"""
+    if vid.endswith('\u1d40') or ' ' in vid:  # a hidden transpose or side-by-side operand
+        return None
+    base, h = vid.split('[')[0], int(vid.split('[')[1].rstrip(']')) if '[' in vid else None
+    if base not in doc:
+        return None
+    v = doc[base]
+    if base in ('d_weights', 'D', 'd_scaled_scores'):  # heads x T (x T)
+        v = v['data'][h or 0]
+    elif base in ('d_queries', 'd_keys', 'd_values') and h is not None:  # head h's columns
+        n = len(v['data'][0]) // spec['heads']
+        v = [row[h * n:(h + 1) * n] for row in v['data']]
+    vals = [float('nan') if e == 'NaN' else math.inf if e == 'Infinity' else -math.inf if e == '-Infinity' else e
+            for e in flat(v)]
+    return b''.join(struct.pack(fmt, e) for e in vals)
+
+
 def same_bits(a, b, fmt, size):
     """a and b hold the same numbers bit for bit, a NaN matching any NaN (docs/numerics.md)"""
     if a is None or b is None or len(a) != len(b):
@@ -189,6 +247,8 @@ def main():
         ('illustrated', os.path.join(ROOT, 'tests', 'cli', 'attend', 'illustrated.json')),
         ('two_heads', random_case(11, 5, 8, 2, 8, 8, 6)),
         ('float64', random_case(12, 4, 6, 2, 4, 6, 3, dtype='float64', causal=True)),
+        # the gradients recompute too: 3 tokens, 2 heads, causal, wo, biases, d_output
+        ('backward', os.path.join(ROOT, 'tests', 'cli', 'attend', 'backward_heads.json')),
     ]
     for name, case in cases:
         if isinstance(case, dict):
@@ -231,6 +291,10 @@ def main():
             return [1 if st[3][i * t + j] or (st[1] and j > i) or (st[2] and j < i - st[2] + 1) else 0
                     for i in range(t) for j in range(t)]
         native_orig = native_module(spec, orig, mask_of(st))
+        if 'grad_outputs' in spec:
+            native_grads_orig = native_gradients(spec, orig, mask_of(st), driver.execute_script(
+                'var M = window.qkvPage.data.matrices, o = {}; Object.keys(M).forEach(function (k) '
+                '{ o[k] = [M[k].rows, M[k].cols]; }); return o;'))
         times = []
 
         def verify(what):
@@ -253,9 +317,26 @@ def main():
             last = driver.execute_script('return window.qkvPage.editor().last;')
             if last:
                 times.append((last['compute_ms'], last['total_ms']))
-            print('  %-44s %s: %4d of %4d cells recomputed; every cell of every step bit for bit = the native module '
+            gbad = goff = []
+            if 'grad_outputs' in spec:  # every gradient too: the native module's, and the tool's
+                shapes = driver.execute_script(
+                    'var M = window.qkvPage.data.matrices, o = {}; Object.keys(M).forEach(function (k) '
+                    '{ o[k] = [M[k].rows, M[k].cols]; }); return o;')
+                g = native_gradients(spec, bits, mask_of(st), shapes)
+                gbad = [n for n in g if not same_bits(g[n], bits.get(n), fmt, size)]
+                check(not gbad, '%s, %s: the page\'s gradients differ from the native module in %s' % (name, what, gbad))
+                named = [n for n in g if doc and tool_grad_bits(spec, doc, n, fmt) is not None]
+                goff = [n for n in named if not same_bits(tool_grad_bits(spec, doc, n, fmt), bits.get(n), fmt, size)]
+                check(doc and len(named) >= 10 and not goff,
+                      '%s, %s: the page\'s gradients differ from qkv attend --json --arithmetic core in %s (of %d)'
+                      % (name, what, goff, len(named)))
+                cells += sum(len(g[n]) // size for n in g)
+                reached += sum(1 for n in g for k in range(0, len(g[n]), size)
+                               if g[n][k:k + size] != native_grads_orig[n][k:k + size])
+            print('  %-44s %s: %4d of %4d cells recomputed; every cell of every step%s bit for bit = the native module '
                   'and = qkv attend --json --arithmetic core; module %.2f ms, with the page redrawn %.1f ms' % (
-                      what, 'ok' if not bad and not off else 'DIFFERS', reached, cells,
+                      what, 'ok' if not bad and not off and not gbad and not goff else 'DIFFERS', reached, cells,
+                      ' and gradient' if 'grad_outputs' in spec else '',
                       last['compute_ms'] if last else -1, last['total_ms'] if last else -1))
             return bits
 
@@ -277,6 +358,14 @@ def main():
         if driver.execute_script('return window.qkvPage.editor().changed("queries", 0, 0);'):
             check(any('recomputed for yours' in l[1] for l in tip), '%s: a changed cell\'s explanation says so' % name)
         driver.save_screenshot(os.path.join(OUT, 'edit_%s_typed.png' % name))
+        if 'grad_outputs' in spec:  # the gradients' own input, and a weight
+            check(spec.get('grad_input') == 'd_output' and 'd_output' in driver.execute_script(
+                'return window.qkvPage.editor().inputs;'), '%s: d_output is an input of the editor' % name)
+            driver.execute_script('window.qkvPage.editor().set("d_output", 0, 0, "-2");')
+            verify('d_output(1, 1) = -2')
+            driver.execute_script('window.qkvPage.editor().set("wq", 1, 0, "0.75");')
+            verify('wq(2, 1) = 0.75')
+            driver.save_screenshot(os.path.join(OUT, 'edit_%s_gradients.png' % name))
         # 2. NaN in x(2, 2): its token's row is NaN, and every query that sees it
         driver.execute_script('window.qkvPage.editor().set("x", 1, 1, "NaN");')
         verify('x(2, 2) = NaN')

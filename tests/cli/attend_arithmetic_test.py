@@ -17,6 +17,15 @@ and the arithmetic of the learner's pages (docs/pages.md, "Editing a page").
    editable. A page the core does not compute (rope.json) keeps the runtime's numbers. When the
    tool was built without the WebAssembly module, no page is editable and every page is the
    runtime's (checked as such).
+3. The backward (a case with d_output: backward_hand, backward_hand64, backward_heads,
+   backward_nan, backward_sum): `--arithmetic runtime` prints what the default prints; `--arithmetic
+   core --json` has the runtime's gradients by name and shape, its forward is the core's without
+   d_output, bit for bit, and its D and d_scaled_scores are the core's sums of its own d_weights and
+   weights (core/softmax_backward.hpp's order), bit for bit. Its gradients against PyTorch's are in
+   attend_backward_test.py (within the derived bound), and against the module's and the core's
+   templates in tests/wasm/module_test.py (bit for bit). backward_heads.json's page is editable
+   (with the module), its edit object names d_output and a view per gradient matrix, and its
+   gradients are --arithmetic core --json's, bit for bit.
 The refusals (exit 2 naming the field) are in tests/cli/attend/arithmetic.expect.
 """
 import json
@@ -167,6 +176,91 @@ d = page_data(html)
 check(d['edit'].get('arithmetic') == 'runtime' and 'RoPE' in d['edit'].get('why', ''),
       'rope: the page is the runtime\'s and says why it is not editable: %r' % d['edit'])
 compare('rope', d, json.loads(run('attend', os.path.join(CASES, 'rope.json'), '--json')), '--json (the runtime)')
+
+# --- 3. the backward in the core's arithmetic (docs/cli.md, "The backward")
+GRADS = ['d_output', 'd_wo', 'd_bo', 'd_concat', 'd_weights', 'D', 'd_scaled_scores', 'd_queries', 'd_keys',
+         'd_values', 'd_wq', 'd_bq', 'd_wk', 'd_bk', 'd_wv', 'd_bv', 'd_x']
+FORWARD = ['scale', 'mask', 'queries', 'keys', 'values', 'scores', 'scaled_scores', 'weights', 'context', 'concat',
+           'output']
+
+
+def rounded(dtype):
+    """one operation's result rounded to dtype: a float32 sum or product computed in double and
+    rounded once is the float32 operation's (53 >= 2 * 24 + 2: double rounding is innocuous)"""
+    return (lambda v: struct.unpack('<f', struct.pack('<f', v))[0]) if dtype == 'float32' else (lambda v: v)
+
+
+for name in ['backward_hand', 'backward_hand64', 'backward_heads', 'backward_nan', 'backward_sum']:
+    path = os.path.join(CASES, name + '.json')
+    # the runtime path is the default, unchanged by --arithmetic runtime (its numbers are checked
+    # by tests/cli/attend/backward_*.expect and attend_backward_test.py)
+    check(run('attend', path, '--json') == run('attend', path, '--json', '--arithmetic', 'runtime') and
+          run('attend', path) == run('attend', path, '--arithmetic', 'runtime'),
+          '%s: --arithmetic runtime prints what the default does' % name)
+    rt = json.loads(run('attend', path, '--json'))
+    js = json.loads(run('attend', path, '--json', '--arithmetic', 'core'))
+    dtype = js['queries']['dtype']
+    check(js['arithmetic'] == 'core' and [k for k in GRADS if k in js] == [k for k in GRADS if k in rt] and
+          all(js[k]['shape'] == rt[k]['shape'] for k in GRADS if k in rt),
+          '%s: --arithmetic core --json has the runtime\'s gradients, with their shapes' % name)
+    # the forward is the one the core computes without d_output, bit for bit
+    case = json.load(open(path))
+    del case['d_output']
+    fwd_path = os.path.join(OUT, name + '_forward.json')
+    json.dump(case, open(fwd_path, 'w'))
+    fwd = json.loads(run('attend', fwd_path, '--json', '--arithmetic', 'core'))
+    check(all(same(flat(js[k]), flat(fwd[k]), dtype) for k in FORWARD),
+          '%s: with d_output the core\'s forward is the one without it, bit for bit' % name)
+    # D and dS from the run's own dP and P, in the core's order (core/softmax_backward.hpp): D =
+    # dP P summed left to right over the keys whose weight is not 0; dS = P (dP - D), 0 where P is
+    # 0 or the scaled score -inf; each operation rounded to the case's type
+    rd = rounded(dtype)
+    H, T = js['weights']['shape'][0], js['weights']['shape'][1]
+    P, dP = js['weights']['data'], js['d_weights']['data']
+    ss, Dj, dSj = js['scaled_scores']['data'], js['D']['data'], js['d_scaled_scores']['data']
+    want_D, want_dS, got_D, got_dS = [], [], [], []
+    for h in range(H):
+        for i in range(T):
+            p, dp = [number(v) for v in P[h][i]], [number(v) for v in dP[h][i]]
+            terms = [rd(a * b) for a, b in zip(dp, p) if b != 0]
+            D = terms[0] if terms else 0.0
+            for e in terms[1:]:
+                D = rd(D + e)
+            want_D.append(D)
+            got_D.append(number(Dj[h][i]))
+            for j in range(T):
+                masked = p[j] == 0 or number(ss[h][i][j]) == -math.inf
+                want_dS.append(0.0 if masked else rd(p[j] * rd(dp[j] - D)))
+                got_dS.append(number(dSj[h][i][j]))
+    check(same(got_D, want_D, dtype) and same(got_dS, want_dS, dtype),
+          '%s: --arithmetic core\'s D and d_scaled_scores are the core\'s sums of its d_weights and weights, '
+          'bit for bit' % name)
+    n, total = share([v for k in GRADS if k in rt for v in flat(rt[k])],
+                     [v for k in GRADS if k in rt for v in flat(js[k])], dtype)
+    print('  %-16s --arithmetic core\'s gradients share the runtime\'s bits in %d of %d cells' % (name, n, total))
+
+# the page of a case with d_output: editable (with the module), its gradients the core's, bit for bit
+path = os.path.join(CASES, 'backward_heads.json')
+html = os.path.join(OUT, 'backward_heads.html')
+run('attend', path, '--html', html)
+d = page_data(html)
+arith = 'core' if module else 'runtime'
+js = json.loads(run('attend', path, '--json', '--arithmetic', arith))
+M, H = d['matrices'], js['weights']['shape'][0]
+check(d['edit'].get('arithmetic') == arith and (d['edit'].get('grad_input') == 'd_output') == module and
+      all(v[0] in M for v in d['edit'].get('grad_outputs', [])),
+      'backward_heads: the page with gradients is %s, d_output an input and every gradient view a page matrix (%r)'
+      % ('editable' if module else 'not editable', d['edit'].get('why')))
+dtype = js['queries']['dtype']
+shown = {'d_wo': flat(js['d_wo']), 'd_bo': flat(js['d_bo']), 'd_concat': flat(js['d_concat']), 'd_x': flat(js['d_x'])}
+for k in ['d_wq', 'd_bq', 'd_wv', 'd_bv', 'd_wk']:
+    shown[k] = flat(js[k])
+for h in range(H):
+    for k in ['d_weights', 'D', 'd_scaled_scores']:
+        shown['%s[%d]' % (k, h)] = flat(js[k]['data'][h])
+bad = [k for k, v in shown.items() if not same([number(e) for e in M[k]['data']], v, dtype)]
+check(not bad, 'backward_heads: every gradient of the page == --arithmetic %s --json\'s, bit for bit (differs: %s)'
+      % (arith, bad))
 
 print('%d failure(s)' % len(failures) if failures else 'ok: --arithmetic core and the pages\' arithmetic')
 sys.exit(1 if failures else 0)

@@ -17,8 +17,15 @@ backward") against PyTorch 1.13 autograd, and its hand-derived case.
    float32 here, then written in full), as the fixture script gives them to autograd.
    Also --json's D = rowsum(d_context ∘ context) against rowsum(dP ∘ P) from its d_weights and
    weights, within the first-order bound of both sums (below).
+   Each case runs twice: `--arithmetic runtime` (runtime/multihead_backward.hpp) and
+   `--arithmetic core` (core/flat_attention_backward.hpp, the pages' WebAssembly module's
+   backward; tests/wasm/module_test.py ties it to the core's templates bit for bit). The bound
+   holds for both: it is first order for any evaluation whose sums are serial chains of at most
+   the lengths it counts (the core's are single left-to-right chains, each as long as the
+   runtime's or shorter) and whose exp is within the 2 ulp it allows (the core's qkv::exp,
+   docs/numerics.md); the core's D is rowsum(dP ∘ P) itself, the second of D's two forms above.
 2. The hand-derived case tests/cli/attend/backward_hand64.json (float64; its derivation is in
-   tests/cli/attend/backward_hand.expect's "why"): every gradient against the closed forms in
+   tests/cli/attend/backward_hand.expect's "why"), in both arithmetics: every gradient against the closed forms in
    sigma = e / (1 + e), within 16 ulp of float64 (a handful of roundings each: exp, one
    division, sums of at most 2 terms; 16 u bounds them with room, and a wrong formula is off by
    0.07 or more).
@@ -48,11 +55,12 @@ def f32(x):
     return struct.unpack('f', struct.pack('f', x))[0]
 
 
-def run_json(case, name):
+def run_json(case, name, arithmetic):
     path = os.path.join(OUT, name + '.json')
     with open(path, 'w') as f:
         json.dump(case, f)
-    p = subprocess.run([QKV, 'attend', path, '--json'], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([QKV, 'attend', path, '--json', '--arithmetic', arithmetic], capture_output=True, text=True,
+                       timeout=120)
     if p.returncode != 0:
         failures.append('%s: exit %d: %s' % (name, p.returncode, p.stderr.strip()))
         return None
@@ -155,37 +163,27 @@ def flatten(m):
 fixtures = json.load(open(FIXTURES))
 names = {'d_x': 'd_x', 'd_wq': 'd_w_query', 'd_wk': 'd_w_key', 'd_wv': 'd_w_value', 'd_bq': 'd_b_query',
          'd_bk': 'd_b_key', 'd_bv': 'd_b_value', 'd_wo': 'd_w_output', 'd_bo': 'd_b_output'}
-count = 0
-for c in fixtures['cases']:
-    if c['kind'] != 'mha':
-        continue
+def check_case(c, case, inp, padding, name, arithmetic):
+    """one fixture case in one arithmetic: every gradient within twice the bound of PyTorch's, D two ways"""
     T, E = c['T'], c['E']
-    inp = {k: [f32(v) for v in c[k]] for k in ('x', 'd_output', 'w_query', 'w_key', 'w_value', 'w_output',
-                                              'b_query', 'b_key', 'b_value', 'b_output')}
-    case = {'dtype': c['dtype'], 'x': mat(inp['x'], T, E), 'wq': mat(inp['w_query'], E, E), 'wk': mat(inp['w_key'], E, E),
-            'wv': mat(inp['w_value'], E, E), 'bq': inp['b_query'], 'bk': inp['b_key'], 'bv': inp['b_value'],
-            'wo': mat(inp['w_output'], E, E), 'bo': inp['b_output'], 'heads': c['heads'], 'causal': c['causal'],
-            'd_output': mat(inp['d_output'], T, E)}
-    padding = [j in c['padding'] for j in range(T)]
-    if c['padding']:
-        case['key_padding'] = padding
-    name = c['name'].split(':')[0].replace(' ', '_') + '_%d' % count
-    js = run_json(case, name)
-    count += 1
+    js = run_json(case, name + '_' + arithmetic, arithmetic)
     if js is None:
-        continue
+        return
+    check(js.get('arithmetic', 'runtime') == arithmetic, '%s: --json names the arithmetic %r, asked %r'
+          % (c['name'], js.get('arithmetic', 'runtime'), arithmetic))
+    tag = '%s (--arithmetic %s)' % (c['name'], arithmetic)
     u = 2.0 ** -24 if c['dtype'] == 'float32' else 2.0 ** -53
     bd = bound(c, u, case['x'], case['wq'], case['wk'], case['wv'], inp['b_query'], inp['b_key'], inp['b_value'],
                case['wo'], inp['b_output'], case['d_output'], padding)
     for ours, theirs in names.items():
         got, want, b = flat_of(js[ours]), c[theirs], flatten(bd[ours])
-        check(len(got) == len(want) == len(b), '%s: %s has %d numbers, PyTorch %d' % (c['name'], ours, len(got), len(want)))
+        check(len(got) == len(want) == len(b), '%s: %s has %d numbers, PyTorch %d' % (tag, ours, len(got), len(want)))
         worst = 0.0
         for e, (x1, x2, bb) in enumerate(zip(got, want, b)):
             ok = abs(x1 - x2) <= 2 * bb
             worst = max(worst, abs(x1 - x2) / (2 * bb) if bb > 0 else (0 if x1 == x2 else math.inf))
-            check(ok, '%s: %s[%d] = %r, PyTorch %r, %.3g apart, twice the bound %.3g' % (c['name'], ours, e, x1, x2, abs(x1 - x2), 2 * bb))
-        print('%s: %s within %.3f of twice the bound' % (c['name'], ours, worst))
+            check(ok, '%s: %s[%d] = %r, PyTorch %r, %.3g apart, twice the bound %.3g' % (tag, ours, e, x1, x2, abs(x1 - x2), 2 * bb))
+        print('%s: %s within %.3f of twice the bound' % (tag, ours, worst))
     # D two ways: --json's D = rowsum(d_context ∘ context) against rowsum(dP ∘ P) from --json's
     # d_weights and weights (equal in exact arithmetic when context = P values). Both from the
     # run's own floats: D's chain gamma(dh) sum |dO O|; the context's rounding (gamma(T + 2) sum_j
@@ -207,7 +205,25 @@ for c in fixtures['cases']:
                    g(dh + 2) * sum(P[j] * sum(abs(dO[cc] * float(V[j][h * dh + cc])) for cc in range(dh)) for j in range(T)) +
                    g(T + 4) * sum(abs(a * b) for a, b in zip(P, dP)))
             check(abs(alt - D) <= tol, '%s: D[%d][%d] = %r, rowsum(dP P) = %r, %.3g apart, the bound %.3g'
-                  % (c['name'], h, i, D, alt, abs(alt - D), tol))
+                  % (tag, h, i, D, alt, abs(alt - D), tol))
+count = 0
+for c in fixtures['cases']:
+    if c['kind'] != 'mha':
+        continue
+    T, E = c['T'], c['E']
+    inp = {k: [f32(v) for v in c[k]] for k in ('x', 'd_output', 'w_query', 'w_key', 'w_value', 'w_output',
+                                              'b_query', 'b_key', 'b_value', 'b_output')}
+    case = {'dtype': c['dtype'], 'x': mat(inp['x'], T, E), 'wq': mat(inp['w_query'], E, E), 'wk': mat(inp['w_key'], E, E),
+            'wv': mat(inp['w_value'], E, E), 'bq': inp['b_query'], 'bk': inp['b_key'], 'bv': inp['b_value'],
+            'wo': mat(inp['w_output'], E, E), 'bo': inp['b_output'], 'heads': c['heads'], 'causal': c['causal'],
+            'd_output': mat(inp['d_output'], T, E)}
+    padding = [j in c['padding'] for j in range(T)]
+    if c['padding']:
+        case['key_padding'] = padding
+    name = c['name'].split(':')[0].replace(' ', '_') + '_%d' % count
+    count += 1
+    for arithmetic in ('runtime', 'core'):
+        check_case(c, case, inp, padding, name, arithmetic)
 check(count == 4, 'expected the 4 mha cases of the fixture, found %d' % count)
 
 # --- the hand-derived case: identity weights, scale 1, two tokens, d_output = [[1, 0], [0, 0]]
@@ -226,9 +242,12 @@ hand = {
     'd_wv': [[s, 1 - s], [0, 0]],
     'd_x': [[2 * t + s, -t], [-t + 1 - s, 0]],
 }
-p = subprocess.run([QKV, 'attend', os.path.join(CASES, 'backward_hand64.json'), '--json'], capture_output=True, text=True)
-check(p.returncode == 0, 'backward_hand64.json: exit %d %s' % (p.returncode, p.stderr))
-if p.returncode == 0:
+for arithmetic in ('runtime', 'core'):
+    p = subprocess.run([QKV, 'attend', os.path.join(CASES, 'backward_hand64.json'), '--json', '--arithmetic', arithmetic],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, 'backward_hand64.json: exit %d %s' % (p.returncode, p.stderr))
+    if p.returncode != 0:
+        continue
     js = json.loads(p.stdout)
     for k, want in hand.items():
         got = flat_of(js[k])
@@ -243,9 +262,10 @@ if p.returncode == 0:
         walk(want)
         for e, (a, b) in enumerate(zip(got, w)):
             check(abs(a - b) <= 16 * 2.0 ** -53 * max(abs(b), 1.0),
-                  'backward_hand64: %s[%d] = %r, derived %r' % (k, e, a, b))
+                  'backward_hand64 (--arithmetic %s): %s[%d] = %r, derived %r' % (arithmetic, k, e, a, b))
         check(len(got) == len(w), 'backward_hand64: %s has %d numbers, expected %d' % (k, len(got), len(w)))
-    print('backward_hand64: every gradient matches its closed form in sigma = e / (1 + e)')
+    print('backward_hand64 (--arithmetic %s): every gradient matches its closed form in sigma = e / (1 + e)'
+          % arithmetic)
 
 if failures:
     print('%d failures' % len(failures))

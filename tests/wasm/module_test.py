@@ -7,14 +7,18 @@ the same source built natively, and the native build gives the bits of the core'
 1. `qkv_wasm_check core`: the module's run-time loops against the core's fixed-size templates
    (multihead_attend_projected, output_projection) on a 4-token, 2-head case, float and double,
    finite, with a NaN in x, with a fully masked row: the same bits in every step.
-2. For each case below, every step's bytes from the .wasm run by node (wasm/run_module.mjs) and
-   from the native build (`qkv_wasm_check run`) are compared byte for byte (NaN payloads
-   included): float32 and float64, both weight layouts, biases or none, an output projection or
+   The same for the backward (core/flat_attention_backward.hpp) against output_projection_backward,
+   multihead_backward and project_backward, for a d_output; the in_out layout (no biases, causal),
+   forward and backward; and a constant-expression evaluation of backward_hand.json == run time.
+2. For each case below, with a d_output, every step's and every gradient's bytes from the .wasm
+   run by node (wasm/run_module.mjs) and from the native build (`qkv_wasm_check run`) are
+   compared byte for byte (NaN payloads included): float32 and float64, both weight layouts, biases or none, an output projection or
    none, causal, mask cells, a fully masked row, NaN and infinity in x and in the values'
    weights, a 128-token 12-head case. The time node takes is printed, not asserted.
 3. With QKV_TOOL: the same cases through `qkv attend --arithmetic core --json` (the tool on the
-   same source, include/qkv/core/flat_attention.hpp) give the module's bits in every step (a NaN
-   as a NaN: JSON has no payload). Through `qkv attend --json` (the runtime path: fma chains and
+   same source, include/qkv/core/flat_attention.hpp and flat_attention_backward.hpp) give the
+   module's bits in every step and every gradient --json prints (a NaN as a NaN: JSON has no
+   payload; d_scores is not in --json, a bias's gradient only with the bias). Through `qkv attend --json` (the runtime path: fma chains and
    its own vector exp, docs/numerics.md) the number of cells with the same bits is printed per
    step, not asserted: the runtime's arithmetic differs from the core's in the last bits.
 Exit 77 (skipped) without node.
@@ -50,6 +54,7 @@ def make_case(seed, dtype, t, d, heads, dq, dv, dout, out_in, biases, causal, sc
          'wo': r(dout * dv) if dout else None, 'bo': r(dout) if dout and biases else None,
          'scale': scale if scale is not None else 1 / math.sqrt(dq // heads),
          'mask': [1 if causal and j > i else 0 for i in range(t) for j in range(t)]}
+    c['d_output'] = r(t * (dout if dout else dv))  # the upstream gradient: the backward too
     if f32:
         c['scale'] = struct.unpack('<f', struct.pack('<f', c['scale']))[0]
     if edit:
@@ -61,12 +66,12 @@ def binary(c):
     fmt = '<f' if c['dtype'] == 'float32' else '<d'
     head = [4 if c['dtype'] == 'float32' else 8, c['t'], c['d'], c['dq'], c['dv'], c['dout'] if c['wo'] else 0,
             c['heads'], 1 if c['out_in'] else 0, c['bq'] is not None, c['bk'] is not None, c['bv'] is not None,
-            c['wo'] is not None, c['bo'] is not None, 1]
-    out = struct.pack('<14I', *[int(h) for h in head]) + struct.pack(fmt, c['scale'])
+            c['wo'] is not None, c['bo'] is not None, 1, 1, 0]  # mask, d_output, one unused word
+    out = struct.pack('<16I', *[int(h) for h in head]) + struct.pack(fmt, c['scale'])
     for k in ['x', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo']:
         if c[k] is not None:
             out += b''.join(struct.pack(fmt, v) for v in c[k])
-    return out + bytes(c['mask'])
+    return out + bytes(c['mask']) + b''.join(struct.pack(fmt, v) for v in c['d_output'])
 
 
 def weights_matrix(flat, rows, cols, out_in):
@@ -92,6 +97,7 @@ def as_case_json(c):
             j[k] = [num(v) for v in c[k]]
     if c['wo'] is not None:
         j['wo'] = w(c['wo'], c['dout'], dv)
+    j['d_output'] = mat(c['d_output'], t, c['dout'] if c['wo'] is not None else dv)
     return j
 
 
@@ -105,6 +111,13 @@ def steps(c, raw):
     parts += [('concat', t * dv)]
     if c['wo'] is not None:
         parts += [('output', t * c['dout'])]
+    # then the backward's (core/flat_attention_backward.hpp's gradients_layout)
+    d, dout = c['d'], c['dout'] if c['wo'] is not None else 0
+    parts += [('d_concat', t * dv), ('d_wo', dout * dv), ('d_bo', dout)]
+    for k in range(h):
+        parts += [('d_weights', t * t, k), ('D', t, k), ('d_scaled_scores', t * t, k), ('d_scores', t * t, k)]
+    parts += [('d_queries', t * dq), ('d_keys', t * dq), ('d_values', t * dv), ('d_wq', dq * d), ('d_bq', dq),
+              ('d_wk', dq * d), ('d_bk', dq), ('d_wv', dv * d), ('d_bv', dv), ('d_x', t * d)]
     out, at = [], 0
     for p in parts:
         out.append((p, raw[at * size:(at + p[1]) * size]))
@@ -116,8 +129,9 @@ def steps(c, raw):
 def tool_bits(c, j, name, head, fmt):
     """the values of one step from `qkv attend --json`, packed as the module's"""
     v = j[name]
-    if head is not None and name in ('scores', 'scaled_scores', 'weights', 'context'):
-        v = v['data'][head]  # heads x T x ...: head h's
+    if head is not None and name in ('scores', 'scaled_scores', 'weights', 'context', 'd_weights', 'D',
+                                     'd_scaled_scores'):
+        v = v['data'][head]  # heads x T x ... (D: heads x T): head h's
     vals = flat(v)
     conv = [float('nan') if e == 'NaN' else math.inf if e == 'Infinity' else -math.inf if e == '-Infinity' else float(e)
             for e in vals]
@@ -197,6 +211,8 @@ def main():
                     doc = json.loads(j.stdout)
                     tally = {}
                     for p, raw in steps(c, wasm.stdout):
+                        if p[0] not in doc or not raw:  # d_scores, and a bias's gradient without it
+                            continue
                         ref = tool_bits(c, doc, p[0], p[2] if len(p) > 2 else None, fmt)
                         a = tally.setdefault(p[0], [0, 0])
                         a[1] += len(raw) // size

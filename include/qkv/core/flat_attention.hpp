@@ -17,6 +17,7 @@
 //   output       concat Woᵀ (+ bo) or concat Wo, as the projections
 // wasm/qkv_wasm_check.cpp checks these loops against the core's fixed-size templates
 // (multihead_attend_projected, output_projection), bit for bit (tests/wasm/module_test.py).
+// Their backward, on this function's output, is flat_attention_backward.hpp's attend_backward.
 //
 // Every step is written to one output buffer, in this order (H heads, dq = H dk columns of the
 // queries and keys, dv = H dvh of the values, t tokens; steps_layout gives the offsets):

@@ -592,6 +592,7 @@ function startEditor(E, panel, status) {
     inputs.forEach(function (id) { ptr[id] = X.qkv_alloc(M[id].data.length * size); });
     var nOut = X.qkv_output_size(t, E.dq, E.dv, H, E.dout), outPtr = X.qkv_alloc(nOut * size), maskPtr = X.qkv_alloc(t * t);
     var baseline = {};  // the module's own numbers for the original inputs (the first run)
+    var runBackward = E.grad_outputs ? backwardEditor() : null;  // a case with d_output: the gradients too
     var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: E.masked.split('').map(Number)};
     function masked(i, j) { return opts.cells[i * t + j] === 1 || (opts.causal && j > i) || (opts.window > 0 && j < i - opts.window + 1); }
     function run() {
@@ -613,6 +614,7 @@ function startEditor(E, panel, status) {
         }
         at += q[1];
       });
+      if (runBackward) runBackward(p);
       var t1 = performance.now();
       refresh();
       if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }  // a pinned explanation follows the numbers
@@ -622,6 +624,34 @@ function startEditor(E, panel, status) {
       status.textContent = 'Recomputed every step in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ core (WebAssembly, ' +
         Math.round(E.module_bytes / 1024) + ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed +
         ' shown cells differ from the ' + (D.source ? 'example\u2019s proven values' : 'values qkv attend computed for the case') + ' (marked orange).';
+    }
+    // the backward (docs/pages.md, "Gradients on a page"): d_output is an input too; after the
+    // forward, qkv_attend_backward_* on the forward's steps, and every gradient matrix of the page
+    // (and each hidden operand of their explanations) taken from E.grad_outputs' views:
+    // [id, [[source, start, row stride, column stride, first row, first column, rows, columns], ...]],
+    // source "#g" the gradients, "#f" the forward's steps, else an input matrix; the forward's rule:
+    // a cell the edit does not reach (the module's bits for the original inputs) keeps the page's number
+    function backwardEditor() {
+      var G = E.grad_outputs, dO = E.grad_input, nG = X.qkv_gradients_size(t, E.d, E.dq, E.dv, H, E.dout);
+      var gPtr = X.qkv_alloc(nG * size), base = {};
+      inputs.push(dO); ptr[dO] = X.qkv_alloc(M[dO].data.length * size);  // run() copies it in with the other inputs
+      [dO].concat(G.map(function (v) { return v[0]; })).forEach(function (id) { original[id] = M[id].data.slice(); });
+      return function (p) {
+        (f32 ? X.qkv_attend_backward_f32 : X.qkv_attend_backward_f64)(p('x'), t, E.d, p('wq'), p('wk'), p('wv'), E.dq, E.dv,
+          p('wo'), E.dout, H, E.out_in ? 1 : 0, opts.scale, outPtr, ptr[dO], gPtr);
+        var src = {'#g': new Arr(X.memory.buffer, gPtr, nG), '#f': new Arr(X.memory.buffer, outPtr, nOut)};
+        G.forEach(function (v) {
+          var m = M[v[0]], d = m.data, o = original[v[0]], b = base[v[0]], now = b ? null : d.slice();
+          v[1].forEach(function (k) {
+            var a = src[k[0]] || M[k[0]].data;
+            for (var i = 0; i < k[6]; ++i) for (var j = 0; j < k[7]; ++j) {
+              var at = (k[4] + i) * m.cols + k[5] + j, val = a[k[1] + i * k[2] + j * k[3]];
+              if (b) d[at] = Object.is(val, b[at]) ? o[at] : val; else now[at] = val;
+            }
+          });
+          if (!b) base[v[0]] = now;
+        });
+      };
     }
     function refresh() {
       [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) {
@@ -704,7 +734,7 @@ function startEditor(E, panel, status) {
       var m = M[c.getAttribute('data-m')]; if (!m.how || (m.how.op !== 'scale' && m.how.op !== 'softmax')) return;
       editor.toggleMask(+c.getAttribute('data-i'), +c.getAttribute('data-j'));
     }, true);
-    status.textContent = 'Editable: double-click an input cell (x, the weights), or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
+    status.textContent = 'Editable: double-click an input cell (x, the weights' + (E.grad_outputs ? ', d_output' : '') + '), or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
       Math.round(E.module_bytes / 1024) + ' KB, in this page). Alt+click a scaled score or a weight to mask its key. Cells that differ from the ' +
       (D.source ? 'example\u2019s proven values' : 'case\u2019s') + ' turn orange.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
