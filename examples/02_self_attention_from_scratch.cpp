@@ -482,6 +482,12 @@ void page(Page& p) {
   };
   p.step(1);
   p.matrix("embedded_sentence", embedded_sentence).rows(words);
+  // a learner's own sentence (the editable page): the rows of this table, drawn by qkv's generator
+  p.matrix("embed.weight", embed_weight).hidden();
+  p.sentence_input("embedded_sentence", "embed.weight",
+                   "the tutorial's rule: dc = {s: i for i, s in enumerate(sorted(sentence.replace(',', '').split()))}, "
+                   "then the rows of torch.manual_seed(123); nn.Embedding(6, 16), drawn by qkv's generator at compile "
+                   "time (a sentence of 6 words, at most 6 different: the table has 6 rows)");
   p.step(2);
   p.matrix("weights.W_query", weights.W_query);
   p.matrix("weights.W_key", weights.W_key);
@@ -505,7 +511,7 @@ void page(Page& p) {
   }
   p.heatmap("the weights of the three heads", {"head_0.weights", "head_1.weights", "head_2.weights"});
   p.step(7);
-  p.matrix("cross.weights", cross.weights).rows(words).cols(Page::labels("k", 8));
+  p.matrix("cross.weights", cross.weights).rows(words).cols(Page::labels("k", 8)).derived();  // not a page step
   p.heatmap("cross-attention: the 6 words over the 8 tokens of the second sequence", {"cross.weights"});
 }
 

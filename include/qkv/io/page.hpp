@@ -455,6 +455,16 @@ class page {
     return *this;
   }
 
+  /// @brief a learner's own sentence on an editable page (docs/pages.md, "Editing an example's
+  /// page"): x_id's rows become the rows of table_id (nn.Embedding's weight) that the tutorial's
+  /// dictionary rule gives the sentence's words (commas dropped; the distinct words sorted by code
+  /// point, numbered from 0), and the words label every row and column the example's words
+  /// labelled. A sentence of as many words as x has rows; `rule` says the rule in the page's words.
+  page& sentence_input(std::string x_id, std::string table_id, std::string rule) {
+    sentence_x_ = std::move(x_id), sentence_table_ = std::move(table_id), sentence_rule_ = std::move(rule);
+    return *this;
+  }
+
   page& intro(std::string_view text) {
     intro_ = std::string(text);
     return *this;
@@ -685,6 +695,7 @@ class page {
 
   std::string title_, intro_, source_file_;
   std::string edit_;  // the "edit" object, or empty
+  std::string sentence_x_, sentence_table_, sentence_rule_;  // sentence_input(), or empty
   page_limits limits_;
   bool truth_ = false;
   std::vector<step_entry> steps_;
@@ -786,6 +797,15 @@ class page {
          ",\"whole_side\":" + std::to_string(limits_.whole_side) +
          ",\"heatmap_side\":" + std::to_string(limits_.heatmap_side) + "}";
     if (!edit_.empty()) s += ",\"edit\":" + edit_;
+    if (!sentence_x_.empty()) {
+      s += ",\"sentence\":{\"x\":";
+      json_string(s, sentence_x_);
+      s += ",\"table\":";
+      json_string(s, sentence_table_);
+      s += ",\"rule\":";
+      json_string(s, sentence_rule_);
+      s += "}";
+    }
     s += ",\"proofs\":[";
     for (std::size_t p = 0; p < proofs_.size(); ++p) {
       s += p ? ",{\"file\":" : "{\"file\":";

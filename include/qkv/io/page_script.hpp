@@ -833,10 +833,60 @@ function startStepsEditor(E, panel, status) {
       },
       inputs: E.inputs, steps: E.steps.map(function (st) { return st.id; }), stale: staleWhy, last: null
     };
+    // a learner's own sentence (D.sentence, page::sentence_input): the dictionary rule gives each
+    // word a row of the embedding table; the words become the labels the example's words were
+    var S = D.sentence, labelled = [], exampleWords = null;
+    if (S) {
+      // labels are objects, index -> text (page.hpp writes only the shown rows' on a summarised page)
+      exampleWords = []; for (var q0 = 0; q0 < M[S.x].rows; ++q0) exampleWords.push(rl(M[S.x], q0));
+      Object.keys(M).forEach(function (id) {
+        ['row_labels', 'col_labels'].forEach(function (k) {
+          var l = M[id][k]; if (!l || Object.keys(l).length !== exampleWords.length) return;
+          if (exampleWords.every(function (w, q) { return l[q] === w; })) labelled.push(l);
+        });
+      });
+    }
+    function codePoints(a, b) {
+      var x = Array.from(a), y = Array.from(b);
+      for (var k = 0; k < Math.min(x.length, y.length); ++k) { var d = x[k].codePointAt(0) - y[k].codePointAt(0); if (d) return d; }
+      return x.length - y.length;
+    }
+    function relabel(words) {
+      labelled.forEach(function (l) { words.forEach(function (w, q) { l[q] = w; }); });
+      [].forEach.call(document.querySelectorAll('table.m'), function (t) {
+        var td0 = t.querySelector('td[data-m]'); if (!td0) return;
+        var m = M[td0.getAttribute('data-m')], js = [].map.call(td0.parentNode.querySelectorAll('td[data-j]'), function (td) { return +td.getAttribute('data-j'); });
+        [].forEach.call(t.querySelectorAll('th[scope=col]'), function (th, k) { if (js[k] !== undefined) th.textContent = cl(m, js[k]); });
+        [].forEach.call(t.querySelectorAll('th[scope=row]'), function (th) { var td = th.parentNode.querySelector('td[data-i]'); if (td) th.textContent = rl(m, +td.getAttribute('data-i')); });
+      });
+    }
+    editor.sentence = function (text) {  // '' when the page now shows it, else why not
+      var X = M[S.x], Tb = M[S.table];
+      var words = String(text).replace(/,/g, '').split(/\s+/).filter(function (w) { return w; });
+      if (words.length !== X.rows) return 'A sentence of ' + X.rows + ' words, please (' + words.length + ' given): the example\u2019s tensors have ' + X.rows + ' rows.';
+      var dict = words.filter(function (w, k) { return words.indexOf(w) === k; }).sort(codePoints);
+      if (dict.length > Tb.rows) return 'At most ' + Tb.rows + ' different words: nn.Embedding(' + Tb.rows + ', ' + Tb.cols + ') has ' + Tb.rows + ' rows.';
+      words.forEach(function (w, i) { var r = dict.indexOf(w); for (var c = 0; c < X.cols; ++c) X.data[i * X.cols + c] = Tb.data[r * Tb.cols + c]; });
+      relabel(words); run();
+      sentenceNote.textContent = 'Your dictionary: {' + dict.map(function (w, k) { return '\u2018' + w + '\u2019: ' + k; }).join(', ') + '}; each word\u2019s row of ' + S.table + ' is its row of ' + S.x + '.';
+      return '';
+    };
+    var resetEditor = editor.reset;
+    editor.reset = function () { if (S) { relabel(exampleWords); sentenceNote.textContent = ''; sIn.value = exampleWords.join(' '); } resetEditor(); heatmaps.forEach(function (hmap) { hmap.show(hmap.state.head); }); };
     run();  // the baseline: the module on the example's own inputs (every cell keeps its number)
-    var resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset'), row = el('div', {'class': 'row'});
+    var resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset'), row = el('div', {'class': 'row'}), sentenceNote = el('div', {'class': 'edit-status', id: 'edit-sentence-note'});
     resetB.addEventListener('click', function () { editor.reset(); });
-    row.appendChild(resetB); panel.insertBefore(row, status);
+    if (S) {
+      var sIn = el('input', {type: 'text', id: 'edit-sentence', 'aria-label': 'your sentence', size: '40', value: exampleWords.join(' ')});
+      var sB = el('button', {type: 'button', id: 'edit-sentence-go'}, 'Use my sentence');
+      var go = function () { var why = editor.sentence(sIn.value); sIn.classList.toggle('bad', !!why); sIn.title = why; if (why) sentenceNote.textContent = why; };
+      sB.addEventListener('click', go);
+      sIn.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') go(); });
+      var lab = el('label', null, 'Your sentence '); lab.appendChild(sIn); row.appendChild(lab); row.appendChild(sB);
+      sIn.title = S.rule;
+      sentenceNote.textContent = 'Or type a sentence of ' + M[S.x].rows + ' words: ' + S.rule + '.';
+    }
+    row.appendChild(resetB); panel.insertBefore(row, status); panel.insertBefore(sentenceNote, status);
     E.inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
     function openInput(td) {
       var id = td.getAttribute('data-m'), i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), m = M[id];
