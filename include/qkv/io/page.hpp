@@ -694,7 +694,7 @@ class page {
   };
 
   std::string title_, intro_, source_file_;
-  std::string edit_;  // the "edit" object, or empty
+  std::string edit_;                                         // the "edit" object, or empty
   std::string sentence_x_, sentence_table_, sentence_rule_;  // sentence_input(), or empty
   page_limits limits_;
   bool truth_ = false;
