@@ -322,29 +322,31 @@ void page(Page& p) {
   const std::vector<std::string> words(tokens.begin(), tokens.end());
   const std::vector<std::string> is{std::string(tokens[query])};
   auto row_of = [](const auto& m, std::size_t i) { return qkv::row(m, i); };
+  p.with_truth();  // its matrices without a how are exact inputs, or marked derived()
   p.step(1);
   p.matrix("embedded_sentence", embedded_sentence).rows(words);
   p.matrix("attn.queries", attn.queries).rows(words).caption("attn.queries = x W_queryᵀ");
   p.matrix("attn.keys", attn.keys).rows(words).caption("attn.keys = x W_keyᵀ");
   p.matrix("attn.values", attn.values).rows(words).caption("attn.values = x W_valueᵀ");
   p.step(2);
-  p.matrix("q_2", row_of(attn.queries, query)).rows(is);
+  p.matrix("q_2", row_of(attn.queries, query)).rows(is).how(how::block("attn.queries", query));
   p.matrix("omega_2", row_of(attn.scores, query)).rows(is).cols(words).how(how::dot("q_2", "attn.keys", d_k));
-  p.matrix("s", s).rows(is).cols(words).how(how::scaled("omega_2", 1.0 / 4.898979663848877, "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
+  p.matrix("s", s).rows(is).cols(words).how(how::divided("omega_2", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t j0 = block_first_key[b];
     const std::string id = "block" + std::to_string(b);
     const std::vector<std::string> keys{std::string(tokens[j0]), std::string(tokens[j0 + 1])};
     p.step(int(3 + b));
-    p.matrix(id + ".s", matrix<float, 1, 2>{{{s(0, j0), s(0, j0 + 1)}}}).rows(is).cols(keys).caption(id + ".s: the block's scores");
+    p.matrix(id + ".s", matrix<float, 1, 2>{{{s(0, j0), s(0, j0 + 1)}}}).rows(is).cols(keys).caption(id + ".s: the block's scores").derived();
     p.matrix(id + ".state", matrix<float, 1, 4>{{{trace.after[b].block_max, block_m[b], block_rescale[b], block_l[b]}}})
         .rows(is)
         .cols({"block max", "m = max(m_old, block max)", "rescale e^(m_old - m)", "l = l_old rescale + sum p"})
-        .caption(id + ".state: the running state after the block");
-    p.matrix(id + ".p", matrix<float, 1, 2>{{{key_p[j0], key_p[j0 + 1]}}}).rows(is).cols(keys).caption(id + ".p = e^(s - m)");
-    p.matrix(id + ".o", block_o[b]).rows(is).caption(id + ".o = o_old rescale + p_1 v_1 + p_2 v_2");
+        .caption(id + ".state: the running state after the block")
+        .derived();
+    p.matrix(id + ".p", matrix<float, 1, 2>{{{key_p[j0], key_p[j0 + 1]}}}).rows(is).cols(keys).caption(id + ".p = e^(s - m)").derived();
+    p.matrix(id + ".o", block_o[b]).rows(is).caption(id + ".o = o_old rescale + p_1 v_1 + p_2 v_2").derived();
     auto partial = p.matrix(id + ".output", block_partial[b]);
-    partial.rows(is).caption(id + ".output = o / l: the output if the keys ended here");
+    partial.rows(is).caption(id + ".output = o / l: the output if the keys ended here").derived();
     if (b + 1 == blocks)
       partial.proven(row_of(attn.context, query), "attn.context, row 'is' (the materialised softmax(q kᵀ) v)",
                      qkv::max_abs_difference(row_of(online_bound, query) + row_of(materialised_bound, query),
@@ -352,14 +354,17 @@ void page(Page& p) {
                      "online + materialised bound (step 6)");
   }
   p.step(6);
-  p.matrix("attn.scaled_scores", attn.scaled_scores).rows(words).cols(words).caption("attn.scaled_scores: every query's");
+  p.matrix("attn.scores", attn.scores).rows(words).cols(words).how(how::dot("attn.queries", "attn.keys", d_k)).hidden();
+  p.matrix("attn.scaled_scores", attn.scaled_scores).rows(words).cols(words).caption("attn.scaled_scores: every query's")
+      .how(how::divided("attn.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
   p.matrix("attn.weights", attn.weights).rows(words).cols(words).how(how::softmax("attn.scaled_scores"));
   p.heatmap("the materialised weights (flash never writes them)", {"attn.weights"});
   p.matrix("attn.context", attn.context).rows(words).how(how::matmul("attn.weights", "attn.values", S));
-  p.matrix("flash_context", flash_context).rows(words).caption("flash_context: flash attention, blocks of 2")
+  p.matrix("flash_context", flash_context).rows(words).caption("flash_context: flash attention, blocks of 2").derived()
       .proven(attn.context, "attn.context", qkv::max_abs_difference(online_bound + materialised_bound, matrix<double, S, d_v>{}),
               "online + materialised bound, at most");
-  p.matrix("bound", online_bound + materialised_bound).rows(words).caption("the derived bound per element: online + materialised");
+  p.matrix("bound", online_bound + materialised_bound).rows(words).caption("the derived bound per element: online + materialised")
+      .derived();
 }
 
 }  // namespace qkv::examples::flash

@@ -196,6 +196,9 @@ def expected_sum(P, mid, i, j):
     if op == 'relu':
         a = P.get(A, i, j)
         return (max(Fraction(0), a), Fraction(0), {}) if finite(a) else None
+    if op == 'block':
+        a = P.get(A, h['br'] + i, h['bc'] + j)
+        return (a, Fraction(0), {}) if finite(a) else None
     if op == 'hconcat':
         left = j < P.cols(A)
         a = P.get(A, i, j) if left else P.get(B, i, j - P.cols(A))

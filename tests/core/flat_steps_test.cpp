@@ -91,6 +91,10 @@ TEST_CASE("each flat step gives the bits of the core function it stands for") {
   qkv::flat::step_sizes hz{3, 7, 4, 3};
   qkv::flat::step<float>(qkv::flat::kind::hconcat, x.v, s.v, nullptr, nullptr, hz, 0.f, h.data());
   CHECK(same_bits(qkv::hconcat(x, s), h));
+  std::vector<float> r(4);
+  qkv::flat::step_sizes bz{1, 4, 4, 0, 0, 0, 2, 0};  // row 2 of x (from row br = 2, column bc = 0)
+  qkv::flat::step<float>(qkv::flat::kind::block, x.v, nullptr, nullptr, nullptr, bz, 0.f, r.data());
+  CHECK(same_bits(qkv::row(x, 2), r));
   qkv::layer_norm_parameters<float, 4> ln;
   ln.weight = matrix<float, 1, 4>{{{1.5f, -0.5f, 1.f, 2.f}}};
   ln.bias = matrix<float, 1, 4>{{{0.1f, 0.f, -0.3f, 0.2f}}};

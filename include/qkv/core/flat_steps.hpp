@@ -19,7 +19,7 @@
 //   layer_norm   layer_norm_steps: the mean, the biased variance (two passes), 1 / sqrt(var + eps),
 //                (x - mean) inv_std, then times the weight plus the bias
 //   transpose    C(i, j) = A(j, i)
-//   hconcat      A and B side by side (the heads' contexts: hconcat)
+//   hconcat      A and B side by side (the heads' contexts: hconcat); block: a block of A (block)
 //   row_dot      C(i, 0) = sum_m A(i, ac + m) B(i, bc + m) (row_dots: D = rowsum(dO ∘ O))
 //   softmax_backward  C = P (dP - D), exactly 0 where P is 0 (softmax_backward(P, dP, D))
 // step() runs one of them by its number (steps::kind), for the module's one C entry point.
@@ -186,6 +186,14 @@ constexpr void hconcat(const T* a, std::size_t ac, const T* b, std::size_t bc, s
   }
 }
 
+/// C (rows, cols) = A(br + i, bc + j), A with `as` columns: a block of A
+template <class T>
+constexpr void block(const T* a, std::size_t as, std::size_t rows, std::size_t cols, std::size_t br, std::size_t bc,
+                     T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) out[i * cols + j] = a[(br + i) * as + bc + j];
+}
+
 /// C(i, 0) = sum_m A(i, ac + m) B(i, bc + m), rows numbers
 template <class T>
 constexpr void row_dot(const T* a, std::size_t as, const T* b, std::size_t bs, std::size_t rows,
@@ -224,6 +232,7 @@ enum class kind : int {
   softmax_backward = 12,
   hconcat = 13,
   naive_softmax = 14,
+  block = 15,
 };
 
 /// @brief the sizes and offsets of one step (the page_how's): C is (rows, cols); A has `as`
@@ -256,6 +265,7 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
     case kind::softmax_backward: softmax_backward(a, b, c, z.rows, z.cols, out); return 0;
     case kind::hconcat: hconcat(a, z.as, b, z.bs, z.rows, out); return 0;
     case kind::naive_softmax: naive_softmax(a, z.rows, z.cols, out); return 0;
+    case kind::block: block(a, z.as, z.rows, z.cols, z.br, z.bc, out); return 0;
   }
   return 1;
 }

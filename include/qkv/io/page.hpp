@@ -61,7 +61,7 @@ struct page_how {
   std::string
       op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
            // "layernorm", "transpose", "hconcat", "rope",
-           // "softmax_naive"
+           // "softmax_naive", "block"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -148,6 +148,12 @@ struct page_how {
   static page_how transposed(std::string a) {
     page_how h;
     h.op = "transpose", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, j) = A(row + i, col + j): a block of A (a row of the queries, a head's columns)
+  static page_how block(std::string a, std::size_t row, std::size_t col = 0) {
+    page_how h;
+    h.op = "block", h.a = std::move(a), h.br = row, h.bc = col;
     return h;
   }
   /// C(i, j) = A(i, j) for j < A's columns, else B(i, j - A's columns): two matrices side by side

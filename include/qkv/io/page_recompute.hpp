@@ -12,7 +12,7 @@
 //               inputs; editable when shown and read by some step
 //   a step      a page_how that core/flat_steps.hpp computes (dot, matmul, the weights times the
 //               values with attended_context's policy, scale or division with the example's mask,
-//               softmax, add, relu, LayerNorm, transpose, hconcat, row_dot, softmax_backward), from inputs
+//               softmax, add, relu, LayerNorm, transpose, hconcat, block, row_dot, softmax_backward), from inputs
 //               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
 //               those functions, bit for bit from the page's own inputs: so before any edit the
 //               module gives every cell the example's proven number
@@ -150,6 +150,11 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     if (B == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C)
       return fail("its sizes do not fit its operands");
     s.kind = flat::kind::add, s.b = h.b;
+    return s;
+  }
+  if (h.op == "block") {
+    if (h.br + R > A->rows || h.bc + C > A->cols) return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::block;
     return s;
   }
   if (h.op == "hconcat") {

@@ -213,6 +213,10 @@ function explain(id, i, j) {
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') + ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, a2) + ' + ' + vt(B, b2);
     x.sum = a2 + b2; return x;
   }
+  if (h.op === 'block') {
+    x.formula = A.caption + '(' + rl(A, h.br + i) + ', ' + cl(A, h.bc + j) + '), a block of ' + A.caption + ' from its row ' + rl(A, h.br) + ' and column ' + cl(A, h.bc);
+    x.sum = get(A, h.br + i, h.bc + j); return x;
+  }
   if (h.op === 'hconcat') {
     var left = j < A.cols, S8 = left ? A : B, j8 = left ? j : j - A.cols;
     x.formula = S8.caption + '(' + rl(S8, i) + ', ' + cl(S8, j8) + '), side by side (' + A.caption + '\u2019s ' + A.cols + ' columns, then ' + B.caption + '\u2019s)';

@@ -154,6 +154,15 @@ struct solver {
         }
       return v;
     }
+    if (h.op == "block") {  // A(row + i, col + j)
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) {
+          const auto a = at(*A, *ta, h.br + i, h.bc + j);
+          if (!a) return std::nullopt;
+          v[i * C + j] = *a;
+        }
+      return v;
+    }
     if (h.op == "hconcat") {  // A's columns, then B's
       if (B == nullptr) return std::nullopt;
       for (std::size_t i = 0; i < R; ++i)
