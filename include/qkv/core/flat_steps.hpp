@@ -188,8 +188,8 @@ constexpr void hconcat(const T* a, std::size_t ac, const T* b, std::size_t bc, s
 
 /// C (rows, cols) = A(br + i, bc + j), A with `as` columns: a block of A
 template <class T>
-constexpr void block(const T* a, std::size_t as, std::size_t rows, std::size_t cols, std::size_t br, std::size_t bc,
-                     T* out) {
+constexpr void block(const T* a, std::size_t as, std::size_t rows, std::size_t cols, std::size_t br,
+                     std::size_t bc, T* out) {
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t j = 0; j < cols; ++j) out[i * cols + j] = a[(br + i) * as + bc + j];
 }
