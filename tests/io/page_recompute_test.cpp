@@ -52,7 +52,8 @@ TEST_CASE("a page's steps are recomputed only where they give its own numbers bi
 TEST_CASE("a page that does not mark its inputs, or has no module, is not editable and says why") {
   const auto plan = qkv::io::plan_recompute(small(false));
   CHECK(plan.steps.empty());
-  CHECK(plan.why.find("does not say which of its matrices are inputs") != std::string::npos);
+  CHECK(plan.why.find("does not say which of its matrices are inputs and how each other one is computed") !=
+        std::string::npos);
   const auto spec = qkv::io::recompute_spec(plan, "", 0);
   CHECK(spec.find("This page is not editable: its example does not say") != std::string::npos);
   CHECK(spec.find("\"module\"") == std::string::npos);

@@ -227,8 +227,8 @@ inline page_recompute_plan plan_recompute(const page& p) {
   }
   if (!p.wants_truth()) {  // only with_truth() promises that a matrix without a page_how is an input
     plan.why =
-        "its example does not say which of its matrices are inputs (with_truth() in its page(): each "
-        "computed matrix has a page_how or is marked derived())";
+        "its example does not say which of its matrices are inputs and how each other one is computed "
+        "from them (with_truth() in its page()), so the page cannot tell what an edit would reach";
     return plan;
   }
   std::map<std::string, const entry*> by_id;
