@@ -74,21 +74,9 @@ def random_case(seed, t, d, heads, dq, dv, dout, dtype='float32', causal=False, 
     return c
 
 
-# the page's data as bits: each matrix's numbers as hex of the float32 or float64 bits (JSON has no
-# NaN and no -0)
-BITS_JS = '''
-var P = window.qkvPage, E = P.data.edit, out = {};
-Object.keys(P.data.matrices).forEach(function (id) {
-  var m = P.data.matrices[id]; if (!m.data) return;
-  var f = m.dtype === 'float32', a = f ? new Float32Array(m.data) : new Float64Array(m.data), u = new Uint8Array(a.buffer), s = '';
-  for (var k = 0; k < u.length; ++k) s += (u[k] < 16 ? '0' : '') + u[k].toString(16);
-  out[id] = s;
-});
-return out;'''
-
-
 def page_bits(driver):
-    return {k: bytes.fromhex(v) for k, v in driver.execute_script(BITS_JS).items()}
+    """the page's numbers' bytes, by matrix id (tests/support/browser.py)"""
+    return {k: v[1] for k, v in browser.page_bits(driver).items()}
 
 
 def native_run(spec, bits, mask):

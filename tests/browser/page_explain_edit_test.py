@@ -69,20 +69,7 @@ STALE = {
 NOT_EDITABLE = ['illustrated_exact', 'the_math_exact', 'bert', 'positional_encoding', 'rope', 'batches',
                 'how_attention_learns']
 
-# the page's numbers as bits, per matrix (hex of the float32 or float64 bytes, little-endian)
-BITS_JS = '''
-var P = window.qkvPage, out = {};
-Object.keys(P.data.matrices).forEach(function (id) {
-  var m = P.data.matrices[id]; if (!m.data || (m.dtype !== 'float32' && m.dtype !== 'float64')) return;
-  var f = m.dtype === 'float32', a = f ? new Float32Array(m.data) : new Float64Array(m.data), u = new Uint8Array(a.buffer), s = '';
-  for (var k = 0; k < u.length; ++k) s += (u[k] < 16 ? '0' : '') + u[k].toString(16);
-  out[id] = [m.dtype, s];
-});
-return out;'''
-
-
-def page_bits(driver):
-    return {k: (v[0], bytes.fromhex(v[1])) for k, v in driver.execute_script(BITS_JS).items()}
+page_bits = browser.page_bits  # {id: (dtype, bytes)}
 
 
 def words(dtype, b):

@@ -145,3 +145,21 @@ def start(width=1280, height=900, logs=False, extra=()):
     driver.set_page_load_timeout(60)
     _drivers.append(driver)
     return driver
+
+
+# the page's numbers as bits, per matrix: hex of the float32 or float64 bytes, little-endian (JSON has
+# no NaN and no -0); exact rationals left out
+_BITS_JS = '''
+var P = window.qkvPage, out = {};
+Object.keys(P.data.matrices).forEach(function (id) {
+  var m = P.data.matrices[id]; if (!m.data || (m.dtype !== 'float32' && m.dtype !== 'float64')) return;
+  var f = m.dtype === 'float32', a = f ? new Float32Array(m.data) : new Float64Array(m.data), u = new Uint8Array(a.buffer), s = '';
+  for (var k = 0; k < u.length; ++k) s += (u[k] < 16 ? '0' : '') + u[k].toString(16);
+  out[id] = [m.dtype, s];
+});
+return out;'''
+
+
+def page_bits(driver):
+    """every float32/float64 matrix of the open page's data: {id: (dtype, bytes)}"""
+    return {k: (v[0], bytes.fromhex(v[1])) for k, v in driver.execute_script(_BITS_JS).items()}

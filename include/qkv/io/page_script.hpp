@@ -573,14 +573,40 @@ function parseNumber(text, f32) {
   return v === undefined ? undefined : f32 ? Math.fround(v) : v;
 }
 function cellText(m, v) { return m.dtype === 'float32' ? text32(v) : short(v); }
+// the editors' look (both kinds): the panel, input cells, edited (yellow), changed (orange), stale (grey)
+function editorStyle() {
+  var style = document.createElement('style');
+  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input#edit-sentence{width:24em}.edit-panel input[type=number]{width:4.5em;font:inherit}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td.stale{color:#888;background:repeating-linear-gradient(135deg,#fff,#fff 4px,#f1f1f1 4px,#f1f1f1 8px)}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}';
+  document.head.appendChild(style);
+}
+// typing into an input's cell (both kinds): the cells of `inputs` are marked editable; double-click,
+// or Enter on a focused one, opens a field; Enter commits (editor.set), Escape cancels (refresh)
+function cellEditing(inputs, isF32, refresh) {
+  inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
+  function openInput(td) {
+    var id = td.getAttribute('data-m'), i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), m = M[id];
+    var inp = el('input', {type: 'text', 'class': 'cell-input', value: cellText(m, get(m, i, j)), 'aria-label': cellName(m, i, j)});
+    td.textContent = ''; td.appendChild(inp); inp.focus(); inp.select();
+    var done = false;
+    function commit(keep) {
+      if (done) return;
+      if (keep && parseNumber(inp.value, isF32(id)) === undefined) { inp.classList.add('bad'); inp.title = 'not a number (NaN, inf and -inf are numbers here)'; return; }
+      done = true; td.removeChild(inp);
+      if (keep) editor.set(id, i, j, inp.value); else refresh();
+      td.focus();
+    }
+    inp.addEventListener('keydown', function (ev) { ev.stopPropagation(); if (ev.key === 'Enter') commit(true); else if (ev.key === 'Escape') commit(false); });
+    inp.addEventListener('blur', function () { commit(true); if (!done) commit(false); });
+  }
+  document.addEventListener('dblclick', function (ev) { var td = ev.target.closest ? ev.target.closest('td.editable') : null; if (td) openInput(td); });
+  document.addEventListener('keydown', function (ev) { var td = document.activeElement; if (ev.key === 'Enter' && td && td.classList && td.classList.contains('editable')) { ev.preventDefault(); openInput(td); } });
+}
 )JS";
 
 /// the editor of a `qkv attend` page (tools/attend_page.hpp's edit object): after edit_js
 inline constexpr const char* edit_attend_js = R"JS(
 function startEditor(E, panel, status) {
-  var style = document.createElement('style');
-  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input[type=number]{width:4.5em;font:inherit}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}';
-  document.head.appendChild(style);
+  editorStyle();
   var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
   return WebAssembly.instantiate(bytes, {}).then(function (res) {
     var X = res.instance.exports; if (X._initialize) X._initialize();
@@ -714,24 +740,7 @@ function startEditor(E, panel, status) {
     row.appendChild(lab('scale', scaleIn)); row.appendChild(lab('causal', causalIn)); row.appendChild(lab('window (0: none)', windowIn)); row.appendChild(resetB);
     panel.insertBefore(row, status);
     syncPanel();
-    inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
-    function openInput(td) {
-      var id = td.getAttribute('data-m'), i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), m = M[id];
-      var inp = el('input', {type: 'text', 'class': 'cell-input', value: cellText(m, get(m, i, j)), 'aria-label': cellName(m, i, j)});
-      td.textContent = ''; td.appendChild(inp); inp.focus(); inp.select();
-      var done = false;
-      function commit(keep) {
-        if (done) return;
-        if (keep && parseNumber(inp.value, f32) === undefined) { inp.classList.add('bad'); inp.title = 'not a number (NaN, inf and -inf are numbers here)'; return; }
-        done = true; td.removeChild(inp);
-        if (keep) editor.set(id, i, j, inp.value); else refresh();
-        td.focus();
-      }
-      inp.addEventListener('keydown', function (ev) { ev.stopPropagation(); if (ev.key === 'Enter') commit(true); else if (ev.key === 'Escape') commit(false); });
-      inp.addEventListener('blur', function () { commit(true); if (!done) commit(false); });
-    }
-    document.addEventListener('dblclick', function (ev) { var td = ev.target.closest ? ev.target.closest('td.editable') : null; if (td) openInput(td); });
-    document.addEventListener('keydown', function (ev) { var td = document.activeElement; if (ev.key === 'Enter' && td && td.classList && td.classList.contains('editable')) { ev.preventDefault(); openInput(td); } });
+    cellEditing(inputs, function () { return f32; }, refresh);
     // Alt+click on a scaled score or a weight masks its key for that query (in every head), or unmasks it
     document.addEventListener('click', function (ev) {
       if (!ev.altKey) return; var c = ev.target.closest ? ev.target.closest('[data-m]') : null; if (!c) return;
@@ -752,9 +761,7 @@ inline constexpr const char* edit_steps_js = R"JS(
 // the module's qkv_step_f32/f64 (core/flat_steps.hpp), in the page's order, on the matrices'
 // numbers; E.stale lists the matrices it does not recompute, with why
 function startStepsEditor(E, panel, status) {
-  var style = document.createElement('style');
-  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td.stale{color:#888;background:repeating-linear-gradient(135deg,#fff,#fff 4px,#f1f1f1 4px,#f1f1f1 8px)}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}.stale-note{color:#8a5a00;font-size:.9em;margin:.2em 0}';
-  document.head.appendChild(style);
+  editorStyle();
   var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
   return WebAssembly.instantiate(bytes, {}).then(function (res) {
     var X = res.instance.exports; if (X._initialize) X._initialize();
@@ -891,24 +898,7 @@ function startStepsEditor(E, panel, status) {
       sentenceNote.textContent = 'Or type a sentence of ' + M[S.x].rows + ' words: ' + S.rule + '.';
     }
     row.appendChild(resetB); panel.insertBefore(row, status); panel.insertBefore(sentenceNote, status);
-    E.inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
-    function openInput(td) {
-      var id = td.getAttribute('data-m'), i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), m = M[id];
-      var inp = el('input', {type: 'text', 'class': 'cell-input', value: cellText(m, get(m, i, j)), 'aria-label': cellName(m, i, j)});
-      td.textContent = ''; td.appendChild(inp); inp.focus(); inp.select();
-      var done = false;
-      function commit(keep) {
-        if (done) return;
-        if (keep && parseNumber(inp.value, f32of(id)) === undefined) { inp.classList.add('bad'); inp.title = 'not a number (NaN, inf and -inf are numbers here)'; return; }
-        done = true; td.removeChild(inp);
-        if (keep) editor.set(id, i, j, inp.value); else refresh();
-        td.focus();
-      }
-      inp.addEventListener('keydown', function (ev) { ev.stopPropagation(); if (ev.key === 'Enter') commit(true); else if (ev.key === 'Escape') commit(false); });
-      inp.addEventListener('blur', function () { commit(true); if (!done) commit(false); });
-    }
-    document.addEventListener('dblclick', function (ev) { var td = ev.target.closest ? ev.target.closest('td.editable') : null; if (td) openInput(td); });
-    document.addEventListener('keydown', function (ev) { var td = document.activeElement; if (ev.key === 'Enter' && td && td.classList && td.classList.contains('editable')) { ev.preventDefault(); openInput(td); } });
+    cellEditing(E.inputs, f32of, refresh);
     status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
       ' steps that qkv\u2019s C++ core computes (compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page) are recomputed. Cells that differ from the example\u2019s proven values turn orange' +
       (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is' : ' matrices are') + ' not recomputed and turn grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
