@@ -606,6 +606,9 @@ void page(Page& p) {
   const std::vector<std::string> short_rows{"eat", "dessert", "first", "pad", "pad", "pad"};
   const std::vector<std::string> pads{"pad", "pad", "pad", "pad", "pad", "pad"};
   const auto rows_of = [&](std::size_t b) { return b == 0 ? words : b == 1 ? short_rows : pads; };
+  // its matrices without a how are exact inputs, or marked derived(): sentence 1's queries, keys
+  // and values are the inputs its steps start from (the page does not show W_query)
+  p.with_truth();
   p.step(1);
   p.matrix("x[0]", x[0]).rows(words).caption("x[0]: tutorial 001's sentence, 6 tokens");
   p.matrix("x[1]", x[1]).rows(short_rows).caption("x[1]: 'eat dessert first', padded with 3 zero rows");
@@ -615,15 +618,15 @@ void page(Page& p) {
       .derived();
   p.step(2);
   const auto& s1 = batch.sequence[1];
-  p.matrix("s1.queries", s1.queries).rows(short_rows).caption("sentence 1's queries = x[1] W_queryᵀ (padding rows: 0)").derived();
-  p.matrix("s1.keys", s1.keys).rows(short_rows).caption("sentence 1's keys = x[1] W_keyᵀ").derived();
-  p.matrix("s1.values", s1.values).rows(short_rows).caption("sentence 1's values = x[1] W_valueᵀ").derived();
+  p.matrix("s1.queries", s1.queries).rows(short_rows).caption("sentence 1's queries = x[1] W_queryᵀ (padding rows: 0)");
+  p.matrix("s1.keys", s1.keys).rows(short_rows).caption("sentence 1's keys = x[1] W_keyᵀ");
+  p.matrix("s1.values", s1.values).rows(short_rows).caption("sentence 1's values = x[1] W_valueᵀ");
   p.matrix("s1.scores", s1.scores).rows(short_rows).cols(short_rows).how(how::dot("s1.queries", "s1.keys", d_k));
   p.matrix("s1.scaled_scores", s1.scaled_scores)
       .rows(short_rows)
       .cols(short_rows)
-      .how(how::scaled("s1.scores", 1.0 / 4.898979663848877, "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
-                       "a padding key"));
+      .how(how::divided("s1.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                        "a padding key"));
   p.matrix("s1.weights", s1.weights).rows(short_rows).cols(short_rows).how(how::softmax("s1.scaled_scores"));
   p.matrix("s1.context", s1.context).rows(short_rows).how(how::matmul("s1.weights", "s1.values", N));
   std::vector<std::string> ids, names;
@@ -662,6 +665,7 @@ void page(Page& p) {
   p.matrix("batch64 sentence 1 context", batch64.sequence[1].context)
       .rows(short_rows)
       .caption("qkv's batch in double")
+      .derived()
       .proven(matrix<double, N, d_v>{torch64::context_1}, "PyTorch's float64 batch with key_padding_mask",
               2 * qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{}), "twice the derived bound, at most");
   p.step(8);
