@@ -243,23 +243,40 @@ inline void walkthrough() {
 // layouts, the lengths before and after, the relative-position scores, and PyTorch
 template <class Page>
 void page(Page& p) {
-  std::vector<std::string> positions, columns;
+  using how = typename Page::how;
+  std::vector<std::string> positions, columns, pairs;
   for (std::size_t m = 0; m < N; ++m) positions.push_back("position " + std::to_string(m));
   for (std::size_t c = 0; c < d; ++c) columns.push_back("dim " + std::to_string(c));
+  for (std::size_t i = 0; i < d / 2; ++i) pairs.push_back("pair " + std::to_string(i));
+  // its matrices without a how are exact inputs, or marked derived(): the rotations recompute from
+  // q (in.q in double, as the example rotates it) and the cos and sin tables
+  p.with_truth();
   p.step(1);
   p.matrix("in.q", in.q).rows(positions).cols(columns).caption("in.q: the query of the token at each position");
+  p.matrix("q", q64).rows(positions).cols(columns).caption("q: in.q in double, as the example rotates it");
+  matrix<double, N, d / 2> cos_m{}, sin_m{};
+  for (std::size_t m = 0; m < N; ++m)
+    for (std::size_t i = 0; i < d / 2; ++i) {
+      const auto cs = qkv::rope_cos_sin<double>(m, qkv::rope_frequency(i, d));
+      cos_m(m, i) = cs.cos, sin_m(m, i) = cs.sin;
+    }
+  p.matrix("cos", cos_m).rows(positions).cols(pairs).caption("cos(m theta_i): qkv's cos of position m times theta_i");
+  p.matrix("sin", sin_m).rows(positions).cols(pairs).caption("sin(m theta_i)");
   p.matrix("theta", matrix<double, 1, d / 2>{{{qkv::rope_frequency(0, d), qkv::rope_frequency(1, d), qkv::rope_frequency(2, d),
                                                qkv::rope_frequency(3, d)}}})
       .cols({"pair 0", "pair 1", "pair 2", "pair 3"})
       .caption("theta_i = 10000^(-2i/8)");
   p.step(2);
-  p.matrix("q_inter", q_inter).rows(positions).cols(columns).caption("RoPE, interleaved pairs (2i, 2i+1)");
-  p.matrix("q_half", q_half).rows(positions).cols(columns).caption("RoPE, half_split pairs (i, i+4)");
+  p.matrix("q_inter", q_inter).rows(positions).cols(columns).caption("RoPE, interleaved pairs (2i, 2i+1)")
+      .how(how::rope("q", "cos", "sin", d, d, "interleaved"));
+  p.matrix("q_half", q_half).rows(positions).cols(columns).caption("RoPE, half_split pairs (i, i+4)")
+      .how(how::rope("q", "cos", "sin", d, d, "half_split"));
   p.step(3);
   p.matrix("q_half_via_interleaved", interleaved_to_half(qkv::rope(half_to_interleaved(q64), rope_layout::interleaved)))
       .rows(positions)
       .cols(columns)
       .caption("half_split computed as interleaved on permuted columns")
+      .derived()
       .proven(q_half, "q_half", 0.0, "bit for bit");
   p.step(4);
   const auto before = squared_norms(q64), after = squared_norms(q_inter);
@@ -268,17 +285,19 @@ void page(Page& p) {
     lengths(m, 0) = before(m, 0);
     lengths(m, 1) = after(m, 0);
   }
-  p.matrix("lengths", lengths).rows(positions).cols({"|q|^2", "|R q|^2 (interleaved)"}).caption("squared lengths before and after: equal within (11 + 2d) u |q|^2");
+  p.matrix("lengths", lengths).rows(positions).cols({"|q|^2", "|R q|^2 (interleaved)"}).caption("squared lengths before and after: equal within (11 + 2d) u |q|^2").derived();
   p.step(5);
   p.matrix("rel_inter.scores", rel_inter.scores)
       .rows(positions)
       .cols(positions)
-      .caption("(R_m q)·(R_n k), one q and one k at every position: constant along each diagonal");
+      .caption("(R_m q)·(R_n k), one q and one k at every position: constant along each diagonal")
+      .derived();
   p.step(6);
   p.matrix("q_inter_vs_torch", q_inter)
       .rows(positions)
       .cols(columns)
       .caption("qkv's interleaved RoPE")
+      .how(how::block("q_inter", 0))
       .proven(matrix<double, N, d>{torch64::q_interleaved}, "PyTorch float64 (rotate_every_two)",
               qkv::max_abs_difference(torch_bound<rope_layout::interleaved>(q64), matrix<double, N, d>{}),
               "(36 m + 8) u r, at most");

@@ -13,6 +13,7 @@
 #include <qkv/core/attention.hpp>
 #include <qkv/core/flat_steps.hpp>
 #include <qkv/core/layers.hpp>
+#include <qkv/core/rope.hpp>
 #include <qkv/core/softmax.hpp>
 #include <qkv/core/softmax_backward.hpp>
 
@@ -95,6 +96,19 @@ TEST_CASE("each flat step gives the bits of the core function it stands for") {
   qkv::flat::step_sizes bz{1, 4, 4, 0, 0, 0, 2, 0};  // row 2 of x (from row br = 2, column bc = 0)
   qkv::flat::step<float>(qkv::flat::kind::block, x.v, nullptr, nullptr, nullptr, bz, 0.f, r.data());
   CHECK(same_bits(qkv::row(x, 2), r));
+  // RoPE with the tables rope() uses (position m, pair i), both layouts: rope()'s bits
+  const auto xd = qkv::matrix_cast<double>(x);  // (3, 4): positions 0, 1, 2, one head of width 4
+  std::vector<double> cs(6), sn(6), rd(12);
+  for (std::size_t m = 0; m < 3; ++m)
+    for (std::size_t i = 0; i < 2; ++i) {
+      const auto t = qkv::rope_cos_sin<double>(m, qkv::rope_frequency(i, 4));
+      cs[m * 2 + i] = t.cos, sn[m * 2 + i] = t.sin;
+    }
+  for (bool inter : {true, false}) {
+    qkv::flat::step_sizes rz{3, 4, 4, 2, 4, 4, inter ? 1u : 0u, 0};
+    qkv::flat::step<double>(qkv::flat::kind::rope, xd.v, cs.data(), sn.data(), nullptr, rz, 0.0, rd.data());
+    CHECK(same_bits(qkv::rope(xd, inter ? qkv::rope_layout::interleaved : qkv::rope_layout::half_split), rd));
+  }
   qkv::layer_norm_parameters<float, 4> ln;
   ln.weight = matrix<float, 1, 4>{{{1.5f, -0.5f, 1.f, 2.f}}};
   ln.bias = matrix<float, 1, 4>{{{0.1f, 0.f, -0.3f, 0.2f}}};

@@ -20,6 +20,8 @@
 //                (x - mean) inv_std, then times the weight plus the bias
 //   transpose    C(i, j) = A(j, i)
 //   hconcat      A and B side by side (the heads' contexts: hconcat); block: a block of A (block)
+//   rope         rope()'s rotation with the page's cos and sin tables (b, c; n the head's width,
+//                ac the rotary width, br 1 for interleaved pairs)
 //   row_dot      C(i, 0) = sum_m A(i, ac + m) B(i, bc + m) (row_dots: D = rowsum(dO ∘ O))
 //   softmax_backward  C = P (dP - D), exactly 0 where P is 0 (softmax_backward(P, dP, D))
 // step() runs one of them by its number (steps::kind), for the module's one C entry point.
@@ -194,6 +196,26 @@ constexpr void block(const T* a, std::size_t as, std::size_t rows, std::size_t c
     for (std::size_t j = 0; j < cols; ++j) out[i * cols + j] = a[(br + i) * as + bc + j];
 }
 
+/// @brief RoPE of each row i of A (rows, cols), rope()'s arithmetic: in each head of head_dim
+/// columns, pair q of its first rotary_dim ones (interleaved: 2q and 2q + 1; else q and
+/// q + rotary_dim / 2) becomes (a cos - b sin, b cos + a sin), cos and sin the tables' (i, q)
+/// (row stride ts); the columns past rotary_dim are copied
+template <class T>
+constexpr void rope(const T* a, std::size_t rows, std::size_t cols, const T* cos, const T* sin,
+                    std::size_t ts, std::size_t head_dim, std::size_t rotary_dim, bool interleaved, T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t h0 = 0; h0 + head_dim <= cols; h0 += head_dim) {
+      for (std::size_t c = rotary_dim; c < head_dim; ++c) out[i * cols + h0 + c] = a[i * cols + h0 + c];
+      for (std::size_t q = 0; q < rotary_dim / 2; ++q) {
+        const std::size_t f = h0 + (interleaved ? 2 * q : q),
+                          g = h0 + (interleaved ? 2 * q + 1 : q + rotary_dim / 2);
+        const T c = cos[i * ts + q], s = sin[i * ts + q], x = a[i * cols + f], y = a[i * cols + g];
+        out[i * cols + f] = x * c - y * s;
+        out[i * cols + g] = y * c + x * s;
+      }
+    }
+}
+
 /// C(i, 0) = sum_m A(i, ac + m) B(i, bc + m), rows numbers
 template <class T>
 constexpr void row_dot(const T* a, std::size_t as, const T* b, std::size_t bs, std::size_t rows,
@@ -233,6 +255,7 @@ enum class kind : int {
   hconcat = 13,
   naive_softmax = 14,
   block = 15,
+  rope = 16,
 };
 
 /// @brief the sizes and offsets of one step (the page_how's): C is (rows, cols); A has `as`
@@ -266,6 +289,7 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
     case kind::hconcat: hconcat(a, z.as, b, z.bs, z.rows, out); return 0;
     case kind::naive_softmax: naive_softmax(a, z.rows, z.cols, out); return 0;
     case kind::block: block(a, z.as, z.rows, z.cols, z.br, z.bc, out); return 0;
+    case kind::rope: rope(a, z.rows, z.cols, b, c, z.bs, z.n, z.ac, z.br != 0, out); return 0;
   }
   return 1;
 }

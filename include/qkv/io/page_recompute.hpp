@@ -12,7 +12,7 @@
 //               inputs; editable when shown and read by some step
 //   a step      a page_how that core/flat_steps.hpp computes (dot, matmul, the weights times the
 //               values with attended_context's policy, scale or division with the example's mask,
-//               softmax, add, relu, LayerNorm, transpose, hconcat, block, row_dot, softmax_backward), from inputs
+//               softmax, add, relu, LayerNorm, transpose, hconcat, block, RoPE, row_dot, softmax_backward), from inputs
 //               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
 //               those functions, bit for bit from the page's own inputs: so before any edit the
 //               module gives every cell the example's proven number
@@ -189,8 +189,17 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     s.kind = flat::kind::softmax_backward, s.b = h.b, s.c = h.bias;
     return s;
   }
-  return fail(h.op == "rope" ? "RoPE's rotation is not one of the module's steps"
-                             : "its operation is not one of the module's steps");
+  if (h.op == "rope") {  // b: the cos table, bias: the sin table, (rows, rotary_dim / 2) at least
+    const std::size_t r = h.ac;
+    if (B == nullptr || Bias == nullptr || A->rows != R || A->cols != C || h.n == 0 || C % h.n != 0 ||
+        r % 2 != 0 || r > h.n || B->rows < R || Bias->rows < R || B->cols < r / 2 || Bias->cols != B->cols ||
+        (h.note != "interleaved" && h.note != "half_split"))
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::rope, s.b = h.b, s.c = h.bias, s.sizes.bs = B->cols, s.sizes.n = h.n, s.sizes.ac = r,
+    s.sizes.br = h.note == "interleaved" ? 1 : 0;
+    return s;
+  }
+  return fail("its operation is not one of the module's steps");
 }
 
 /// the first cell where `got` and the page's numbers differ, as a sentence, or "" when none does
