@@ -260,6 +260,7 @@ inline std::vector<std::string> from_zero(const std::string& prefix, std::size_t
 template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
+  p.with_truth();  // its matrices without a how are exact inputs, or marked derived()
   p.step(1);
   p.matrix("pe4", pe4).rows(from_zero("pos ", 16)).cols({"sin(p w_0)", "cos(p w_0)", "sin(p w_1)", "cos(p w_1)"});
   // PE(p) . PE(q) for every pair: the same along each diagonal (it depends only on q - p)
@@ -270,7 +271,7 @@ void page(Page& p) {
   p.matrix("figure", figure).rows(from_zero("pos ", figure_positions)).cols(from_zero("dim ", figure_d));
   p.step(3);
   p.matrix("dimensions 4 to 7", qkv::transposed(qkv::block<figure_positions, 4>(figure, 0, 4)))
-      .rows({"dim 4", "dim 5", "dim 6", "dim 7"}).cols(from_zero("", figure_positions)).hidden();
+      .rows({"dim 4", "dim 5", "dim 6", "dim 7"}).cols(from_zero("", figure_positions)).hidden().derived();
   p.heatmap("the figure's dimensions 4 to 7 (rows) over positions 0 to 99 (columns), from -1 to 1",
             {"dimensions 4 to 7"});
   p.step(4);
@@ -278,7 +279,7 @@ void page(Page& p) {
   for (std::size_t j = 0; j < 4; ++j) last(0, j) = qkv::positional_encoding_value(2047, j, realistic::d);
   p.matrix("PE(2047, 0..3)", last).rows({"pos 2047"}).cols(from_zero("dim ", 4));
   p.matrix("PE(2047, 0..3) in float32", qkv::map(last, [](double v) { return static_cast<float>(v); }))
-      .rows({"pos 2047"}).cols(from_zero("dim ", 4));
+      .rows({"pos 2047"}).cols(from_zero("dim ", 4)).derived();  // a rounding of the row above
 }
 
 }  // namespace qkv::examples::positional_encoding

@@ -5,7 +5,7 @@
 
 For every example page, `qkv explain NAME --html` is written and opened in headless chromium from
 file:// (no server, no network). The pages of the examples that mark their inputs (with_truth():
-01, 02, 03, 05, 06, 08, 09, 10, 11, 12, 13, 14, 16, 17) must be editable, with exactly the matrices listed in STALE below not
+01, 02, 03, 05 to 14, 16, 17) must be editable, with exactly the matrices listed in STALE below not
 recomputed (io/page_recompute.hpp decides, when the tool writes the page, which steps the module
 recomputes: each is run natively and must give the example's own numbers bit for bit first); the
 others must say why they are not. On each editable page, edits are made one after the other as a
@@ -59,6 +59,7 @@ STALE = {
                 'cross memory 1 weights, head 0', 'cross output 2'},
     'alibi': {'plain.weights'},
     'rope': {'q_half_via_interleaved', 'lengths', 'rel_inter.scores'},  # another route, a norm, k's rotation
+    'positional_encoding': {'dimensions 4 to 7', 'PE(2047, 0..3) in float32'},  # the figure's block, a rounding
     # flash's blocks (the online softmax) and its output are the example's other computation
     'flash': {'block%d.%s' % (b, k) for b in range(3) for k in ('s', 'state', 'p', 'o', 'output')} |
              {'flash_context', 'bound'},
@@ -70,9 +71,9 @@ STALE = {
     'one_training_step': {'losses', 'd_b_head', 'd_x', 'd_tok', 'd_pos', 'W_q after SGD', 'b_head after SGD',
                           'probabilities after SGD', 'W_q after AdamW'},
 }
-# the pages that say why they are not editable: no inputs marked (15; 07's figure), exact
+# the pages that say why they are not editable: no inputs marked (15), exact
 # rationals (01b, 03b), summarised (04)
-NOT_EDITABLE = ['illustrated_exact', 'the_math_exact', 'bert', 'positional_encoding', 'how_attention_learns']
+NOT_EDITABLE = ['illustrated_exact', 'the_math_exact', 'bert', 'how_attention_learns']
 
 page_bits = browser.page_bits  # {id: (dtype, bytes)}
 
