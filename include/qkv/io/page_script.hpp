@@ -783,10 +783,14 @@ function startStepsEditor(E, panel, status) {
     Object.keys(ptr).forEach(function (id) { original[id] = M[id].data.slice(); });
     Object.keys(staleWhy).forEach(function (id) { if (M[id]) original[id] = M[id].data.slice(); });
     var operands = Object.keys(ptr).filter(function (id) { return !isStep[id]; });
-    var anyEdit = false;
+    var anyEdit = false, lastInputs = {}, cellsOf = null;
     function run() {
-      var t0 = performance.now();
-      operands.forEach(function (id) { new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], M[id].data.length).set(M[id].data); });
+      var t0 = performance.now(), dirty = {};  // the matrices whose numbers this run changes: only their cells are redrawn
+      operands.forEach(function (id) {
+        var d = M[id].data, last = lastInputs[id];
+        if (!last || d.some(function (v, k) { return !Object.is(v, last[k]); })) { dirty[id] = true; lastInputs[id] = d.slice(); }
+        new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], d.length).set(d);
+      });
       var rc = 0;
       calls.forEach(function (c) {
         var st = c.st, p = function (id) { return id ? ptr[id] : 0; };
@@ -795,12 +799,14 @@ function startStepsEditor(E, panel, status) {
       calls.forEach(function (c) {  // as on a qkv attend page: a cell the edit does not reach keeps the page's number
         var id = c.st.id, n = M[id].data.length, out = new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], n);
         var d = M[id].data, o = original[id], b = baseline[id];
-        for (var k = 0; k < n; ++k) d[k] = !b || Object.is(out[k], b[k]) ? o[k] : out[k];
+        for (var k = 0; k < n; ++k) { var nv = !b || Object.is(out[k], b[k]) ? o[k] : out[k]; if (!Object.is(d[k], nv)) { d[k] = nv; dirty[id] = true; } }
         if (!b) baseline[id] = Array.prototype.slice.call(out);
       });
       var t1 = performance.now();
+      var wasEdit = anyEdit;
       anyEdit = E.inputs.some(function (id) { return M[id].data.some(function (v, k) { return !Object.is(v, original[id][k]); }); });
-      refresh();
+      if (wasEdit !== anyEdit) Object.keys(staleWhy).forEach(function (id) { dirty[id] = true; });  // grey, or not any more
+      refresh(dirty);
       if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }
       var t2 = performance.now();
       editor.last = {compute_ms: t1 - t0, total_ms: t2 - t0, rc: rc};
@@ -809,17 +815,26 @@ function startStepsEditor(E, panel, status) {
         ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed + ' shown cells differ from the example\u2019s proven values (orange)' +
         (anyEdit && E.stale.length ? '; ' + E.stale.length + ' ' + (E.stale.length === 1 ? 'matrix is' : 'matrices are') + ' not recomputed (grey: they keep the example\u2019s numbers; hover one for why)' : '') + '.';
     }
-    function refresh() {
-      [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) {
-        var id = td.getAttribute('data-m'), m = M[id]; if (!original[id]) return;
-        if (td.firstChild && td.firstChild.nodeName === 'INPUT') return;
-        var i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), v = get(m, i, j);
-        td.textContent = cellText(m, v);
-        td.classList.toggle('masked', v === -Infinity && !!m.how && m.how.op === 'scale');
-        td.classList.toggle(E.inputs.indexOf(id) >= 0 ? 'edited' : 'changed', editor.changed(id, i, j));
-        td.classList.toggle('stale', anyEdit && staleWhy[id] !== undefined);
+    // redraw the cells of the `dirty` matrices (all of them when dirty is null: Reset, a new
+    // sentence's labels), and the heatmaps that show one of them
+    function refresh(dirty) {
+      if (!cellsOf) {
+        cellsOf = {};
+        [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) { var id = td.getAttribute('data-m'); (cellsOf[id] = cellsOf[id] || []).push(td); });
+      }
+      Object.keys(cellsOf).forEach(function (id) {
+        var m = M[id]; if (!original[id] || (dirty && !dirty[id])) return;
+        var inp = E.inputs.indexOf(id) >= 0, stale = anyEdit && staleWhy[id] !== undefined;
+        cellsOf[id].forEach(function (td) {
+          if (td.firstChild && td.firstChild.nodeName === 'INPUT') return;
+          var i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), v = get(m, i, j), text = cellText(m, v);
+          if (td.textContent !== text) td.textContent = text;
+          td.classList.toggle('masked', v === -Infinity && !!m.how && m.how.op === 'scale');
+          td.classList.toggle(inp ? 'edited' : 'changed', editor.changed(id, i, j));
+          td.classList.toggle('stale', stale);
+        });
       });
-      heatmaps.forEach(function (hmap) { hmap.show(hmap.state.head); });
+      heatmaps.forEach(function (hmap) { if (!dirty || hmap.hm.ids.some(function (id) { return dirty[id]; })) hmap.show(hmap.state.head); });
     }
     editor = {
       note: function (box, x) {
@@ -878,7 +893,7 @@ function startStepsEditor(E, panel, status) {
       var dict = words.filter(function (w, k) { return words.indexOf(w) === k; }).sort(codePoints);
       if (dict.length > Tb.rows) return 'At most ' + Tb.rows + ' different words: nn.Embedding(' + Tb.rows + ', ' + Tb.cols + ') has ' + Tb.rows + ' rows.';
       words.forEach(function (w, i) { var r = dict.indexOf(w); for (var c = 0; c < X.cols; ++c) X.data[i * X.cols + c] = Tb.data[r * Tb.cols + c]; });
-      relabel(words); run();
+      relabel(words); run(); refresh(null);  // every heatmap's labels, the grey ones' too
       sentenceNote.textContent = 'Your dictionary: {' + dict.map(function (w, k) { return '\u2018' + w + '\u2019: ' + k; }).join(', ') + '}; each word\u2019s row of ' + S.table + ' is its row of ' + S.x + '.';
       return '';
     };
