@@ -916,7 +916,7 @@ function startStepsEditor(E, panel, status) {
     cellEditing(E.inputs, f32of, refresh);
     status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
       ' steps that qkv\u2019s C++ core computes (compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page) are recomputed. Cells that differ from the example\u2019s proven values turn orange' +
-      (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is' : ' matrices are') + ' not recomputed and turn grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
+      (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
   });
 }
