@@ -558,7 +558,7 @@ void page(Page& p) {
     const auto vocab_bytes = std::filesystem::file_size(vocab_path, ec);
     const std::size_t per = sizeof(float), vocabulary = tokenizer.vocab().size();
     p.text("Your own text would go through the WordPiece tokenizer, which this page does not carry. It would take: "
-           "the vocabulary (" + std::to_string(vocabulary) + " tokens, vocab.txt " +
+           "the tokenizer and its Unicode tables in the page's module, the vocabulary (" + std::to_string(vocabulary) + " tokens, vocab.txt " +
            (ec ? std::string("of unknown size") : std::to_string(vocab_bytes) + " bytes") +
            "); for BERT's own embeddings the table (" + std::to_string(vocabulary) + " x 768, " +
            std::to_string(vocabulary * hidden_size * per) + " bytes in float32), the position embeddings (512 x 768, " +
