@@ -211,6 +211,7 @@ def main():
 
             verify('as written (the module run on load)')
             a0 = inputs[0]
+            svg0 = driver.execute_script('return window.qkvPage.svgText(0);') if name == 'bert' else None
             # 1. the real UI: double-click the first input's cell (1, 1), type, Enter
             td = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="0"][data-j="0"]' % a0)
             browser.actions(driver).double_click(td).perform()
@@ -228,6 +229,8 @@ def main():
                 check(all(('%s is an input here: its operand W_%s (768 x 768, 2359296 bytes in float32) is not on this page'
                            % (m, m[0])) in cut for m in ('query', 'key', 'value')),
                       'bert: the page says why query, key and value are its inputs: %r' % cut)
+                check(driver.execute_script('return window.qkvPage.svgText(0);') != svg0,
+                      'bert: the heatmap of head 0 is redrawn with the recomputed weights')
                 why = {st['id']: st['why'] for st in edit['stale']}['output']
                 check(why.startswith('its operand W_o (768 x 768, 2359296 bytes in float32) is not on this page') and
                       why.endswith('cannot recompute output from att_concat without it'), 'bert: why output is not recomputed: %r' % why)
@@ -255,6 +258,9 @@ def main():
             verify('%s(2, 2) = -inf' % a0)
             driver.execute_script('window.qkvPage.editor().reset();')
             check(page_bits(driver) == orig, '%s: Reset brings back every number\'s bits' % name)
+            if svg0 is not None:
+                check(driver.execute_script('return window.qkvPage.svgText(0);') == svg0,
+                      '%s: Reset brings back the heatmap' % name)
             if driver.execute_script('return window.qkvPage.data.sentence || null;'):
                 own_sentence(driver, name, edit, orig, verify)
             errors, requests, _ = browser.page_logs(driver, html)
