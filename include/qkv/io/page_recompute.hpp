@@ -19,6 +19,10 @@
 //   stale       the rest (a derived() matrix, exact rationals, RoPE, a step whose operand is
 //               stale, or one the functions do not reproduce bit for bit: the example computes it
 //               another way): after an edit it keeps the example's numbers and says so, with why
+// On a summarised page (example 04's BERT layer) only the matrices it embeds whole take part
+// (page::embedded_whole(), and its scratch() ones, which the module computes): an input it does
+// not hold whole (a 768 x 768 weight) is neither editable nor recomputed; a matrix computed from
+// one is an input when every operand the page holds is an input (plan.cut, with why), else stale.
 #pragma once
 
 #include <cmath>
