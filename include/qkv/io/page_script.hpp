@@ -226,7 +226,10 @@ function explain(id, i, j) {
   if (h.op === 'hconcat') {
     var left = j < A.cols, S8 = left ? A : B, j8 = left ? j : j - A.cols, by = A.caption + '\u2019s ' + A.cols + ' columns, then ' + B.caption + '\u2019s';
     // a scratch operand (page.hpp: the module's working matrix, not embedded) is itself two side by side
-    if (A.scratch) by = m.cols + ' columns: its matrices side by side, ' + B.caption + ' last';
+    if (A.scratch) {  // the matrices it chains: '12 matrices, 768 columns: head 0's first, head 11's last'
+      var n9 = 1, F9 = A; while (F9.scratch && F9.how && F9.how.op === 'hconcat') { ++n9; F9 = M[F9.how.a]; }
+      by = (n9 + 1) + ' matrices, ' + m.cols + ' columns: ' + F9.caption + ' first, ' + B.caption + ' last';
+    }
     while (S8.scratch && S8.how && S8.how.op === 'hconcat') { var A9 = M[S8.how.a], l9 = j8 < A9.cols; j8 = l9 ? j8 : j8 - A9.cols; S8 = l9 ? A9 : M[S8.how.b]; }
     x.formula = S8.caption + '(' + rl(S8, i) + ', ' + cl(S8, j8) + '), side by side (' + by + ')';
     x.sum = get(S8, i, j8); return x;
