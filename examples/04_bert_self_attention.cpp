@@ -16,6 +16,8 @@
 // The tutorial's names: seq_embedding (T, 768), query/key/value (T, 64), scores (T, T),
 // weights (T, T), seq_embedding_att (T, 64), att_concat (T, 768), output (T, 768).
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdarg>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <qkv/core/flat_attention.hpp>
 #include <qkv/core/torch.hpp>
 #include <qkv/io/html.hpp>
 #include <qkv/io/safetensors.hpp>
@@ -434,9 +437,73 @@ inline void walkthrough() {
 // ---------------------------------------------------------------------------------------------
 // the learner's page (qkv explain bert --html FILE): the walkthrough's numbers with BERT's
 // WordPiece tokens on the axes and all 12 heads under a head selector. Its steps are the
-// "Step N:" comments below (scripts/page_notes.py reads them); the numbers are computed here
-// exactly as run() computes them (the stand-in, or QKV_BERT_MODEL's checkpoint).
+// "Step N:" comments below (scripts/page_notes.py reads them); the inputs are run()'s (the
+// stand-in, or QKV_BERT_MODEL's checkpoint), the numbers are computed in the core's arithmetic
+// (core_attention below), which the page's WebAssembly module recomputes an edit in
+// (docs/pages.md, "Editing an example's page"); run() and --check keep the runtime's SIMD path.
 namespace qkv::examples::bert {
+
+// the layer in the core's arithmetic: qkv::flat::attend (core/flat_attention.hpp, the one source
+// of `qkv attend --arithmetic core` and of the pages' module), its steps taken out of its buffer
+// into the runtime's result type (scores unscaled, as the runtime keeps them)
+inline qkv::runtime::multihead_result<float> core_attention(const bert_layer& L, float scale) {
+  const std::size_t T = L.seq_embedding.rows(), D = hidden_size;
+  const qkv::flat::steps_layout at{T, D, D, num_heads, D};
+  std::vector<float> out(at.size());
+  const auto& w = L.weights;
+  const int rc = qkv::flat::attend<float>(L.seq_embedding.data(), T, D, w.q.weight.data(), w.q.bias.data(),
+                                          w.k.weight.data(), w.k.bias.data(), w.v.weight.data(), w.v.bias.data(),
+                                          D, D, w.o->weight.data(), w.o->bias.data(), D, num_heads, true, scale,
+                                          nullptr, out.data());
+  if (rc != 0) throw std::logic_error("qkv::flat::attend refused BERT's sizes");
+  auto take = [&](std::size_t first, std::size_t rows, std::size_t cols) {
+    dynamic_matrix<float> m(rows, cols);
+    std::copy_n(out.data() + first, rows * cols, m.data());
+    return m;
+  };
+  qkv::runtime::multihead_result<float> r;
+  r.scale = scale;
+  r.queries = take(at.queries(), T, D), r.keys = take(at.keys(), T, D), r.values = take(at.values(), T, D);
+  for (std::size_t h = 0; h < num_heads; ++h) {
+    r.scores.push_back(take(at.scores(h), T, T));
+    r.weights.push_back(take(at.weights(h), T, T));
+    r.context.push_back(take(at.context(h), T, head_dim));
+  }
+  r.concat = take(at.concat(), T, D), r.output = take(at.output(), T, D);
+  return r;
+}
+
+// how far two float32 results of the same steps are apart: the cells that differ, the largest
+// distance in float32 ulps of the cell (counted across zero), and the largest difference in ulps
+// of the largest |value| of its matrix (a cell near 0, where a sum's products cancel, has tiny ulps)
+struct ulps_apart {
+  std::size_t differ = 0, cells = 0;
+  std::uint64_t ulps = 0;
+  double of_largest = 0;
+
+  void add(const dynamic_matrix<float>& a, const dynamic_matrix<float>& b) {
+    auto ordered = [](float v) {
+      const auto u = std::bit_cast<std::uint32_t>(v);
+      return (u & 0x80000000u) ? -static_cast<std::int64_t>(u & 0x7fffffffu) : static_cast<std::int64_t>(u);
+    };
+    float largest = 0;
+    for (std::size_t k = 0; k < a.rows() * a.cols(); ++k) largest = std::max(largest, std::abs(a.data()[k]));
+    const double ulp = largest > 0 ? std::ldexp(1.0, std::ilogb(largest) - 23)  // float32's ulp at |largest|
+                                   : double(std::numeric_limits<float>::denorm_min());
+    for (std::size_t k = 0; k < a.rows() * a.cols(); ++k) {
+      const auto d = ordered(a.data()[k]) - ordered(b.data()[k]);
+      differ += d != 0, ++cells;
+      ulps = std::max<std::uint64_t>(ulps, static_cast<std::uint64_t>(d < 0 ? -d : d));
+      of_largest = std::max(of_largest, std::abs(double(a.data()[k]) - double(b.data()[k])) / ulp);
+    }
+  }
+  [[nodiscard]] std::string str() const {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%zu of %zu cells differ, by at most %llu ulps (%.3g ulps of the largest value)",
+                  differ, cells, static_cast<unsigned long long>(ulps), of_largest);
+    return buf;
+  }
+};
 
 template <class Page>
 void page(Page& p) {
@@ -453,7 +520,12 @@ void page(Page& p) {
   qkv::runtime::attention_options<float> opt;
   opt.heads = num_heads;
   opt.keep_weights = true;
-  const auto r = qkv::runtime::self_attention(L.seq_embedding, L.weights, opt);
+  const auto simd = qkv::runtime::self_attention(L.seq_embedding, L.weights, opt);  // run()'s numbers
+  const auto r = core_attention(L, simd.scale);  // the page's: 1/sqrt(64) = 1/8, exact
+  p.with_truth();  // every matrix without a page_how below is an input (summarised: no truth is computed)
+  // its (9, 768) matrices are embedded whole, as their bits (base64: 5.3 characters a float where
+  // its decimal takes 12), so that the page, its module in it, stays within 1 MB
+  p.pack_numbers();
   const auto bias = [](const std::vector<float>& b) {
     dynamic_matrix<float> m(1, b.size());
     std::copy(b.begin(), b.end(), m.row(0));
@@ -469,6 +541,34 @@ void page(Page& p) {
   // WordPiece vocabulary: [CLS], the word pieces ("##" continues a word), [SEP]; each token's
   // id is its row of the embedding table.
   p.step(1);
+  {
+    ulps_apart projections, heads, contexts, output;
+    projections.add(r.queries, simd.queries), projections.add(r.keys, simd.keys), projections.add(r.values, simd.values);
+    for (std::size_t h = 0; h < num_heads; ++h)
+      heads.add(r.weights[h], simd.weights[h]), contexts.add(r.context[h], simd.context[h]);
+    output.add(r.output, simd.output);
+    p.text("The numbers on this page are computed in qkv's core arithmetic (qkv::flat::attend: each sum left to "
+           "right, one rounding per product and per sum, the core's softmax), the arithmetic this page's "
+           "WebAssembly module recomputes your edits in. The walkthrough (qkv explain bert) and its --check "
+           "against PyTorch run the runtime's SIMD path (qkv::runtime::self_attention), which sums in another "
+           "order; for the same inputs its numbers differ from these in query, key and value: " + projections.str() +
+           "; in the weights: " + heads.str() + "; in the heads' contexts: " + contexts.str() + "; in the output: " +
+           output.str() + ". A cell near 0, where a sum's products cancel, is many of its own ulps off.");
+    std::error_code ec;
+    const auto vocab_bytes = std::filesystem::file_size(vocab_path, ec);
+    const std::size_t per = sizeof(float), vocabulary = tokenizer.vocab().size();
+    p.text("Your own text would go through the WordPiece tokenizer, which this page does not carry. It would take: "
+           "the tokenizer and its Unicode tables in the page's module, the vocabulary (" + std::to_string(vocabulary) + " tokens, vocab.txt " +
+           (ec ? std::string("of unknown size") : std::to_string(vocab_bytes) + " bytes") +
+           "); for BERT's own embeddings the table (" + std::to_string(vocabulary) + " x 768, " +
+           std::to_string(vocabulary * hidden_size * per) + " bytes in float32), the position embeddings (512 x 768, " +
+           std::to_string(512 * hidden_size * per) + " bytes), the token type embeddings (2 x 768) and their "
+           "LayerNorm (2 x 768); and for a new number of tokens, every step from the projections on: W_q, W_k and W_v (768 x 768, " +
+           std::to_string(hidden_size * hidden_size * per) + " bytes each) and W_o for the output. A page is at most "
+           "1 MB (1048576 bytes), so none of it fits. With the stand-in (no checkpoint) every weight and the "
+           "embeddings are draws of PyTorch's generator from seed 0, which qkv's core computes (core/torch.hpp): "
+           "a module with the generator and the tokenizer could draw them in the page, carrying only the vocabulary.");
+  }
   p.matrix("encoding", 1, T, std::vector<double>(encoding.ids.begin(), encoding.ids.end())).rows({"id"}).cols(tokens);
   // Step 2: the embeddings and the weights. seq_embedding (T, 768): one row per token (the
   // stand-in draws it with torch.randn, as the tutorial does; a checkpoint gives BERT's own
@@ -519,7 +619,16 @@ void page(Page& p) {
     p.matrix("seq_embedding_att" + n, r.context[h]).rows(tokens)
         .how(how::matmul("weights" + n, "value", T, 0, 0, h * head_dim)).caption("seq_embedding_att, head " + std::to_string(h));
   }
-  p.matrix("att_concat", r.concat).rows(tokens);
+  // the heads side by side, two at a time: att_concat[0..h] is the first h + 1 contexts, a
+  // working matrix of the page's module (scratch: not embedded), att_concat the last of them
+  for (std::size_t h = 1; h < num_heads; ++h) {
+    const std::string prev = h == 1 ? "seq_embedding_att[0]" : "att_concat[0.." + std::to_string(h - 1) + "]";
+    const std::string id = h + 1 == num_heads ? std::string("att_concat") : "att_concat[0.." + std::to_string(h) + "]";
+    dynamic_matrix<float> part(T, (h + 1) * head_dim);
+    for (std::size_t i = 0; i < T; ++i) std::copy_n(r.concat.row(i), (h + 1) * head_dim, part.row(i));
+    auto ref = p.matrix(id, part).rows(tokens).how(how::hconcat(prev, "seq_embedding_att[" + std::to_string(h) + "]"));
+    if (h + 1 != num_heads) ref.scratch();
+  }
   p.matrix("output", r.output).rows(tokens).how(how::dot("att_concat", "W_o", hidden_size, 0, 0, "b_o"));
 }
 

@@ -6,8 +6,8 @@
 Renders the learner's pages in headless chromium (Debian's chromium, chromium-driver and
 python3-selenium) at 0.6 device pixels per CSS pixel, one viewport each: an example's page, a
 cell's explanation, a multi-head attend page with its heatmap, the masks, a summarised
-BERT-size page, example 04's BERT page (WordPiece tokens, a head chosen), a weight's error
-against the 50-digit truth. Run it after changing the pages' look; the browser test
+BERT-size page, example 04's BERT page (WordPiece tokens, a head chosen; and edited), a weight's
+error against the 50-digit truth. Run it after changing the pages' look; the browser test
 (tests/browser/page_test.py) writes full-page screenshots to the build folder on every run.
 """
 import json
@@ -128,5 +128,23 @@ def edit_example():
 p = os.path.join(tmp, 'illustrated_edit.html')
 qkv('explain', 'illustrated', '--html', p)
 shot(p, 'page_explain_edit.png', edit_example)
+# example 04's page edited (docs/pages.md, "The BERT page"): key([CLS], 1..4) set to 10 times
+# query([CLS], 1..4), so that in head 0 [CLS] attends to itself more; the heatmap redrawn
+
+
+def bert_edit():
+    for _ in range(200):
+        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")') == '1':
+            break
+        time.sleep(0.05)
+    for j in range(4):
+        driver.execute_script('var e = window.qkvPage.editor(), q = window.qkvPage.data.matrices.query;'
+                              'e.set("key", 0, arguments[0], 10 * q.data[arguments[0]]);', j)
+    scroll_to('figure.heatmap')
+
+
+p = os.path.join(tmp, 'bert_edit.html')
+qkv('explain', 'bert', '--html', p)
+shot(p, 'page_bert_edit.png', bert_edit)
 driver.quit()
 shutil.rmtree(tmp, ignore_errors=True)

@@ -23,6 +23,7 @@ float or double it stands for (fractions.Fraction), and checks what each cell's 
 The formulas here are written from the operations' definitions (page_how in io/page.hpp), not
 from page_script.hpp. Exit 77 (meson: skipped) only when chromium or its driver is missing.
 """
+import base64
 import json
 import math
 import os
@@ -119,7 +120,13 @@ class Page:
         for mid, m in data['matrices'].items():
             dt = m['dtype']
             cells = {}
-            if 'data' in m:
+            if 'bits' in m:  # page::pack_numbers: the numbers' bits, little-endian, base64
+                raw = base64.b64decode(m['bits'])
+                fmt = '<%d%s' % (m['rows'] * m['cols'], 'f' if dt == 'float32' else 'd')
+                for k, v in enumerate(struct.unpack(fmt, raw)):
+                    v = v if math.isfinite(v) else 'nan' if v != v else 'inf' if v > 0 else '-inf'
+                    cells[(k // m['cols'], k % m['cols'])] = value(v, dt)
+            elif 'data' in m:
                 for k, v in enumerate(m['data']):
                     cells[(k // m['cols'], k % m['cols'])] = value(v, dt)
             else:

@@ -73,3 +73,71 @@ TEST_CASE("a step whose sizes do not fit its operands is not recomputed") {
   CHECK(plan.stale[0].second == "its sizes do not fit its operands");
   CHECK(!plan.why.empty());
 }
+
+namespace {
+
+// a summarised page in small: 3 x 1 numbers in all before it summarises, and a dimension above 2
+// shows its first and last 1. x (2, 5) and y (2, 5) have 2 rows, shown whole, and every row of x
+// is read by y's shown cells: both are embedded whole; W and W2 (5, 5) are not (2 of their 5 rows:
+// those y's and out's shown columns read). y = x Wᵀ with W the identity: y = x (exact); z = y / 2
+// (exact: halves of integers); both = [z | z] (a scratch matrix: the module's, not embedded) and
+// wide = [both | y]; out = z W2ᵀ.
+page summarised_page() {
+  page p("summarised", qkv::io::page_limits{3, 1, 2, 64});
+  p.with_truth();
+  std::vector<double> x, eye(25, 0.0), z, both, wide;
+  for (int k = 0; k < 10; ++k) x.push_back(k + 1);
+  for (int k = 0; k < 5; ++k) eye[static_cast<std::size_t>(k * 6)] = 1;
+  for (double v : x) z.push_back(v / 2);
+  for (int i = 0; i < 2; ++i) {
+    for (int r = 0; r < 2; ++r)
+      for (int j = 0; j < 5; ++j) both.push_back(z[static_cast<std::size_t>(i * 5 + j)]);
+    for (int j = 0; j < 10; ++j) wide.push_back(both[static_cast<std::size_t>(i * 10 + j)]);
+    for (int j = 0; j < 5; ++j) wide.push_back(x[static_cast<std::size_t>(i * 5 + j)]);
+  }
+  p.matrix("x", 2, 5, x);
+  p.matrix("W", 5, 5, eye);
+  p.matrix("W2", 5, 5, eye);
+  p.matrix("y", 2, 5, x).how(how::dot("x", "W", 5));
+  p.matrix("z", 2, 5, z).how(how::scaled("y", 0.5, "1/2"));
+  p.matrix("both", 2, 10, both).how(how::hconcat("z", "z")).scratch();
+  p.matrix("wide", 2, 15, wide).how(how::hconcat("both", "y"));
+  p.matrix("out", 2, 5, z).how(how::dot("z", "W2", 5));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a summarised page recomputes from the matrices it holds whole, and says what it lacks") {
+  const page p = summarised_page();
+  REQUIRE(p.summarised());
+  CHECK(p.embedded_whole() == std::vector<bool>{true, false, false, true, true, false, true, true});
+  const auto plan = qkv::io::plan_recompute(p);
+  CHECK(plan.why.empty());
+  // y is computed from W, which is not on the page, and from x, an input: y is an input here
+  CHECK(plan.inputs == std::vector<std::string>{"y"});
+  REQUIRE(plan.cut.size() == 1);
+  CHECK(plan.cut[0].first == "y");
+  CHECK(plan.cut[0].second.find("its operand W (5 x 5, 100 bytes in float32) is not on this page") == 0);
+  REQUIRE(plan.steps.size() == 3);  // z, both (scratch: the module computes it), wide
+  CHECK(plan.steps[0].id == "z");
+  CHECK(plan.steps[1].id == "both");
+  CHECK(plan.steps[2].id == "wide");
+  CHECK(plan.steps[2].kind == qkv::flat::kind::hconcat);
+  // out is computed from z, which is recomputed, and W2, which is not on the page: stale
+  REQUIRE(plan.stale.size() == 1);
+  CHECK(plan.stale[0].first == "out");
+  CHECK(
+      plan.stale[0].second ==
+      "its operand W2 (5 x 5, 100 bytes in float32) is not on this page, which is summarised (it shows W2's "
+      "first and last rows and columns): the module cannot recompute out from z without it");
+  const auto spec = qkv::io::recompute_spec(plan, "AGFzbQ==", 4);
+  CHECK(spec.find("\"cut\":[{\"id\":\"y\"") != std::string::npos);
+  // the scratch matrix: its shape and how, no numbers
+  const auto html = p.str();
+  const auto at = html.find("\"both\":{");
+  REQUIRE(at != std::string::npos);
+  const auto entry = html.substr(at, html.find('}', html.find("\"how\":", at)) + 2 - at);
+  CHECK(entry.find("\"scratch\":true") != std::string::npos);
+  CHECK(entry.find("\"data\"") == std::string::npos);
+}

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <concepts>
@@ -258,6 +259,31 @@ inline void json_number(std::string& out, double v, bool as_float) {
   out.append(buf, r.ptr);
 }
 
+/// @brief the numbers' bits, little-endian float32 (or float64), in base64: 5.3 characters per
+/// float32 where its shortest decimal takes about 11 (page::pack_numbers)
+inline void json_bits(std::string& out, const std::vector<double>& values, bool as_float) {
+  static constexpr char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<unsigned char> bytes;
+  bytes.reserve(values.size() * (as_float ? 4 : 8));
+  for (double v : values) {
+    const std::uint64_t u =
+        as_float ? std::bit_cast<std::uint32_t>(static_cast<float>(v)) : std::bit_cast<std::uint64_t>(v);
+    for (std::size_t k = 0; k < (as_float ? 4u : 8u); ++k)
+      bytes.push_back(static_cast<unsigned char>(u >> (8 * k)));
+  }
+  out += '"';
+  for (std::size_t k = 0; k < bytes.size(); k += 3) {
+    const std::uint32_t n = (std::uint32_t{bytes[k]} << 16) |
+                            (k + 1 < bytes.size() ? std::uint32_t{bytes[k + 1]} << 8 : 0u) |
+                            (k + 2 < bytes.size() ? std::uint32_t{bytes[k + 2]} : 0u);
+    out += digits[(n >> 18) & 63];
+    out += digits[(n >> 12) & 63];
+    out += k + 1 < bytes.size() ? digits[(n >> 6) & 63] : '=';
+    out += k + 2 < bytes.size() ? digits[n & 63] : '=';
+  }
+  out += '"';
+}
+
 /// a number with 2 significant digits (heatmap blocks: colour only, the exact values are in the tables)
 inline void json_short(std::string& out, double v) {
   if (!std::isfinite(v)) return json_number(out, v, false);
@@ -319,6 +345,7 @@ class page {
     std::string truth_name;               // what the truth is ("the exact rational w_T_2")
     bool derived = false;  // computed, but not by a page_how: not an exact input (page_truth.hpp)
     bool hidden = false;   // data only (an operand not shown as a table)
+    bool scratch = false;  // the module's working matrix: hidden, its numbers not embedded (scratch())
   };
 
   /// a handle to the last matrix added, to set its labels, how it was computed, its proof
@@ -349,6 +376,14 @@ class page {
     }
     matrix_ref& hidden(bool h = true) {
       m_->hidden = h;
+      return *this;
+    }
+    /// @brief a working matrix of the page's WebAssembly module (io/page_recompute.hpp): hidden,
+    /// and its numbers are not embedded (the module computes them from the page's own, as a step
+    /// between two that are shown: the 12 heads' contexts concatenated two at a time)
+    matrix_ref& scratch(bool on = true) {
+      m_->scratch = on;
+      m_->hidden = m_->hidden || on;
       return *this;
     }
     /// computed, but not by a page_how (a rounding, a sine, a concatenation): not an exact input,
@@ -468,6 +503,14 @@ class page {
   /// labelled. A sentence of as many words as x has rows; `rule` says the rule in the page's words.
   page& sentence_input(std::string x_id, std::string table_id, std::string rule) {
     sentence_x_ = std::move(x_id), sentence_table_ = std::move(table_id), sentence_rule_ = std::move(rule);
+    return *this;
+  }
+
+  /// @brief on a summarised page, embed each float matrix that is embedded whole as its numbers'
+  /// bits in base64 ("bits", page_detail::json_bits) rather than as decimals: less than half the
+  /// bytes (example 04's (9, 768) matrices, which its editable page must carry within 1 MB)
+  page& pack_numbers(bool on = true) {
+    pack_ = on;
     return *this;
   }
 
@@ -633,6 +676,17 @@ class page {
 
   [[nodiscard]] const page_limits& limits() const { return limits_; }
 
+  /// @brief per matrix (entries()' order): true when the page embeds all of its numbers (every
+  /// matrix of a page that is not summarised; on a summarised one, a matrix whose every row the
+  /// shown cells' explanations need, such as BERT's (9, 768) ones); a scratch() matrix never
+  [[nodiscard]] std::vector<bool> embedded_whole() const {
+    const auto need = needs();
+    std::vector<bool> whole(matrices_.size());
+    for (std::size_t k = 0; k < matrices_.size(); ++k)
+      whole[k] = !matrices_[k].scratch && (!summarised() || need.rows[k].size() == matrices_[k].rows);
+    return whole;
+  }
+
   /// the whole page
   [[nodiscard]] std::string str() const {
     std::string data = json();
@@ -704,6 +758,7 @@ class page {
   std::string sentence_x_, sentence_table_, sentence_rule_;  // sentence_input(), or empty
   page_limits limits_;
   bool truth_ = false;
+  bool pack_ = false;  // pack_numbers()
   std::vector<step_entry> steps_;
   std::vector<matrix_entry> matrices_;
   std::map<std::string, std::size_t> index_;
@@ -748,10 +803,12 @@ class page {
     return false;
   }
 
-  std::string json() const {
-    using namespace page_detail;
+  // what each matrix must embed: full rows, full columns (summarised pages only)
+  struct embed_needs {
+    std::vector<std::set<std::size_t>> rows, cols;
+  };
+  embed_needs needs() const {
     const bool summary = summarised();
-    // what each matrix must embed: full rows R, full columns C (summarised pages only)
     std::vector<std::set<std::size_t>> need_rows(matrices_.size()), need_cols(matrices_.size());
     for (std::size_t k = 0; k < matrices_.size(); ++k) {
       const auto& m = matrices_[k];
@@ -789,6 +846,15 @@ class page {
             for (std::size_t i = 0; i < matrices_[k].rows; ++i) need_rows[k].insert(i);
           }
 
+    return {std::move(need_rows), std::move(need_cols)};
+  }
+
+  std::string json() const {
+    using namespace page_detail;
+    const bool summary = summarised();
+    const auto need = needs();
+    const auto& need_rows = need.rows;
+    const auto& need_cols = need.cols;
     std::string s = "{\"title\":";
     json_string(s, title_);
     s += ",\"intro\":";
@@ -833,6 +899,20 @@ class page {
       s += ",\"rows\":" + std::to_string(m.rows) + ",\"cols\":" + std::to_string(m.cols) + ",\"dtype\":";
       json_string(s, m.dtype);
       if (m.hidden) s += ",\"hidden\":true";
+      if (m.scratch) {  // the module computes its numbers: none embedded (page_recompute.hpp)
+        s += ",\"scratch\":true";
+        if (!m.how.op.empty()) {
+          s += ",\"how\":{\"op\":";
+          json_string(s, m.how.op);
+          s += ",\"a\":";
+          json_string(s, m.how.a);
+          s += ",\"b\":";
+          json_string(s, m.how.b);
+          s += "}";
+        }
+        s += "}";
+        continue;
+      }
       auto labels = [&](const char* key, const std::vector<std::string>& l,
                         const std::vector<std::size_t>& keep) {
         if (l.empty()) return;
@@ -868,7 +948,10 @@ class page {
       list(sc);
       const bool full = !summary || (need_rows[k].size() == m.rows);
       auto cell = [&](std::size_t i, std::size_t j) { json_number(s, m.values[i * m.cols + j], as_float); };
-      if (full) {
+      if (full && pack_ && summary && (m.dtype == "float32" || m.dtype == "float64")) {
+        s += ",\"bits\":";
+        json_bits(s, m.values, as_float);
+      } else if (full) {
         s += ",\"data\":[";
         for (std::size_t i = 0; i < m.rows; ++i)
           for (std::size_t j = 0; j < m.cols; ++j) {

@@ -19,6 +19,10 @@
 //   stale       the rest (a derived() matrix, exact rationals, RoPE, a step whose operand is
 //               stale, or one the functions do not reproduce bit for bit: the example computes it
 //               another way): after an edit it keeps the example's numbers and says so, with why
+// On a summarised page (example 04's BERT layer) only the matrices it embeds whole take part
+// (page::embedded_whole(), and its scratch() ones, which the module computes): an input it does
+// not hold whole (a 768 x 768 weight) is neither editable nor recomputed; a matrix computed from
+// one is an input when every operand the page holds is an input (plan.cut, with why), else stale.
 #pragma once
 
 #include <cmath>
@@ -52,6 +56,9 @@ struct page_recompute_plan {
   std::vector<page_step> steps;                            // in page order (operands first)
   std::vector<std::pair<std::string, std::string>> stale;  // id, why it is not recomputed
   std::string why;                                         // nonempty: nothing is editable, why
+  // a summarised page: the matrices with a page_how that are inputs here, with why (summarised()
+  // below: an operand is not on the page and every one that is is an input)
+  std::vector<std::pair<std::string, std::string>> cut;
 };
 
 namespace page_recompute_detail {
@@ -216,6 +223,44 @@ std::string first_difference(const entry& m, const std::vector<T>& got) {
   return {};
 }
 
+/// @brief a summarised page (page::summarised(): its matrices above page_limits' edge show their
+/// first and last rows and columns): which matrices are on it whole (page::embedded_whole(), and
+/// the scratch() ones the module computes), and what a matrix the page does not hold whole is
+struct summary {
+  std::map<std::string, bool> whole;  // by id
+  bool on(const std::string& id) const {
+    const auto it = whole.find(id);
+    return it != whole.end() && it->second;
+  }
+  /// "W_q (768 x 768, 2359296 bytes in float32)"
+  static std::string size_of(const entry& m) {
+    const std::size_t per = m.dtype == "float64" ? 8 : 4;
+    return m.id + " (" + std::to_string(m.rows) + " x " + std::to_string(m.cols) + ", " +
+           std::to_string(m.rows * m.cols * per) + " bytes in " + m.dtype + ")";
+  }
+};
+
+inline summary summary_of(const page& p) {
+  summary sm;
+  const auto whole = p.embedded_whole();
+  for (std::size_t k = 0; k < p.entries().size(); ++k) {
+    const auto& m = p.entries()[k];
+    sm.whole[m.id] = whole[k] || m.scratch;
+  }
+  return sm;
+}
+
+/// the first operand of m's page_how that the page does not hold whole, or null
+inline const entry* missing_operand(const entry& m, const std::map<std::string, const entry*>& by_id,
+                                    const summary& sm) {
+  for (const auto* id : {&m.how.a, &m.how.b, &m.how.bias}) {
+    if (id->empty()) continue;
+    const auto it = by_id.find(*id);
+    if (it != by_id.end() && !sm.on(*id)) return it->second;
+  }
+  return nullptr;
+}
+
 }  // namespace page_recompute_detail
 
 /// @brief which matrices of `p` are inputs, steps and stale (the top of this file); each step is
@@ -224,10 +269,10 @@ std::string first_difference(const entry& m, const std::vector<T>& got) {
 inline page_recompute_plan plan_recompute(const page& p) {
   using namespace page_recompute_detail;
   page_recompute_plan plan;
-  if (p.summarised()) {
-    plan.why = "this page is summarised (its operands are not all on it)";
-    return plan;
-  }
+  // a summarised page: only the matrices it holds whole take part (summary above); a matrix
+  // computed from one it does not hold is an input when every operand it does hold is one, else stale
+  const bool summarised = p.summarised();
+  const summary sm = summary_of(p);
   bool any_float = false;
   for (const auto& m : p.entries()) any_float = any_float || m.dtype == "float32" || m.dtype == "float64";
   if (!any_float) {
@@ -242,13 +287,54 @@ inline page_recompute_plan plan_recompute(const page& p) {
   }
   std::map<std::string, const entry*> by_id;
   for (const auto& m : p.entries()) by_id[m.id] = &m;
-  enum class status { input, step, stale };
+  // absent: an input that a summarised page does not hold whole
+  enum class status { input, step, stale, absent };
   std::map<std::string, status> st;
   std::map<std::string, std::vector<float>> f32;
   std::map<std::string, std::vector<double>> f64;
   std::vector<std::string> inputs;
   for (const auto& m : p.entries()) {
     const bool is_float = m.dtype == "float32" || m.dtype == "float64";
+    if (summarised && m.how.op.empty() && !m.derived && is_float && !sm.on(m.id)) {
+      st[m.id] = status::absent;  // neither editable nor recomputed: it never changes
+      continue;
+    }
+    if (summarised && !m.how.op.empty() && is_float && !m.derived && sm.on(m.id)) {
+      if (const entry* gone = missing_operand(m, by_id, sm)) {
+        // from what the page holds: the inputs (an input here), or a step or stale matrix (stale)
+        std::string from;
+        for (const auto* id : {&m.how.a, &m.how.b, &m.how.bias}) {
+          const auto o = id->empty() ? st.end() : st.find(*id);
+          if (o != st.end() && o->second != status::input && o->second != status::absent) from = *id;
+        }
+        const std::string missing = "its operand " + summary::size_of(*gone) +
+                                    " is not on this page, which is summarised (it shows " + gone->id +
+                                    "'s first and last rows and columns)";
+        if (from.empty()) {
+          st[m.id] = status::input;
+          if (m.dtype == "float32")
+            f32[m.id] = std::vector<float>(m.values.begin(), m.values.end());
+          else
+            f64[m.id] = m.values;
+          inputs.push_back(m.id);
+          plan.cut.emplace_back(m.id, missing + ", so " + m.id +
+                                          " is not recomputed from it: the page starts from " + m.id +
+                                          " as the example computed it");
+        } else {
+          st[m.id] = status::stale;
+          plan.stale.emplace_back(
+              m.id, missing + ": the module cannot recompute " + m.id + " from " + from + " without it");
+        }
+        continue;
+      }
+    }
+    if (summarised && !sm.on(m.id)) {
+      st[m.id] = status::stale;
+      if (!(m.how.op.empty() && !m.derived && is_float))
+        plan.stale.emplace_back(m.id,
+                                "only its shown rows and columns are on this page, which is summarised");
+      continue;
+    }
     if (m.how.op.empty() && !m.derived && is_float) {
       st[m.id] = status::input;
       if (m.dtype == "float32")
@@ -349,6 +435,16 @@ inline std::string recompute_spec(const page_recompute_plan& plan, std::string_v
     s += ",\"scalar\":";
     pd::json_number(s, t.scalar, false);
     s += ",\"masked\":\"" + t.masked + "\"}";
+  }
+  if (!plan.cut.empty()) {  // a summarised page's inputs that a full page would compute, with why
+    s += "],\"cut\":[";
+    for (std::size_t k = 0; k < plan.cut.size(); ++k) {
+      s += k ? ",{\"id\":" : "{\"id\":";
+      pd::json_string(s, plan.cut[k].first);
+      s += ",\"why\":";
+      pd::json_string(s, plan.cut[k].second);
+      s += "}";
+    }
   }
   s += "],\"stale\":[";
   for (std::size_t k = 0; k < plan.stale.size(); ++k) {

@@ -66,13 +66,19 @@ function num(v) { return typeof v === 'string' ? (v === 'inf' ? Infinity : v ===
 function num32(v) { return Math.fround(num(v)); }
 Object.keys(M).forEach(function (id) {
   var m = M[id], f = m.dtype === 'float32' ? num32 : num; m.id = id;
-  if (m.data) m.data = m.data.map(f);
+  if (m.bits) {  // page::pack_numbers: the numbers' bits, little-endian, in base64
+    var raw = atob(m.bits), u8 = new Uint8Array(raw.length);
+    for (var b = 0; b < raw.length; ++b) u8[b] = raw.charCodeAt(b);
+    m.data = Array.from(m.dtype === 'float32' ? new Float32Array(u8.buffer) : new Float64Array(u8.buffer)); delete m.bits;
+  }
+  else if (m.data) m.data = m.data.map(f);
   if (m.row_data) { m.row_data = m.row_data.map(f); m.rpos = new Map(m.row_index.map(function (r, k) { return [r, k]; })); }
   if (m.col_data) { m.col_data = m.col_data.map(f); m.cpos = new Map(m.col_index.map(function (c, k) { return [c, k]; })); }
 });
 function get(m, i, j) {
   if (!m) return undefined;
   if (m.data) return m.data[i * m.cols + j];
+  if (!m.rpos) return undefined;  // a scratch matrix (page.hpp) before the module has computed it
   var k = m.rpos.get(i); if (k !== undefined) return m.row_data[k * m.cols + j];
   k = m.cpos ? m.cpos.get(j) : undefined; if (k !== undefined) return m.col_data[k * m.rows + i];
   return undefined;
@@ -218,8 +224,14 @@ function explain(id, i, j) {
     x.sum = get(A, h.br + i, h.bc + j); return x;
   }
   if (h.op === 'hconcat') {
-    var left = j < A.cols, S8 = left ? A : B, j8 = left ? j : j - A.cols;
-    x.formula = S8.caption + '(' + rl(S8, i) + ', ' + cl(S8, j8) + '), side by side (' + A.caption + '\u2019s ' + A.cols + ' columns, then ' + B.caption + '\u2019s)';
+    var left = j < A.cols, S8 = left ? A : B, j8 = left ? j : j - A.cols, by = A.caption + '\u2019s ' + A.cols + ' columns, then ' + B.caption + '\u2019s';
+    // a scratch operand (page.hpp: the module's working matrix, not embedded) is itself two side by side
+    if (A.scratch) {  // the matrices it chains: '12 matrices, 768 columns: head 0's first, head 11's last'
+      var n9 = 1, F9 = A; while (F9.scratch && F9.how && F9.how.op === 'hconcat') { ++n9; F9 = M[F9.how.a]; }
+      by = (n9 + 1) + ' matrices, ' + m.cols + ' columns: ' + F9.caption + ' first, ' + B.caption + ' last';
+    }
+    while (S8.scratch && S8.how && S8.how.op === 'hconcat') { var A9 = M[S8.how.a], l9 = j8 < A9.cols; j8 = l9 ? j8 : j8 - A9.cols; S8 = l9 ? A9 : M[S8.how.b]; }
+    x.formula = S8.caption + '(' + rl(S8, i) + ', ' + cl(S8, j8) + '), side by side (' + by + ')';
     x.sum = get(S8, i, j8); return x;
   }
   if (h.op === 'transpose') {
@@ -780,6 +792,7 @@ function startStepsEditor(E, panel, status) {
       if (st.masked) { mk = X.qkv_alloc(st.masked.length); new Uint8Array(X.memory.buffer, mk, st.masked.length).set(st.masked.split('').map(Number)); }
       return {st: st, sizes: sz, mask: mk};
     });
+    Object.keys(ptr).forEach(function (id) { if (M[id].scratch) M[id].data = new Array(M[id].rows * M[id].cols); });  // the first run fills it
     Object.keys(ptr).forEach(function (id) { original[id] = M[id].data.slice(); });
     Object.keys(staleWhy).forEach(function (id) { if (M[id]) original[id] = M[id].data.slice(); });
     var operands = Object.keys(ptr).filter(function (id) { return !isStep[id]; });
@@ -799,6 +812,11 @@ function startStepsEditor(E, panel, status) {
       calls.forEach(function (c) {  // as on a qkv attend page: a cell the edit does not reach keeps the page's number
         var id = c.st.id, n = M[id].data.length, out = new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], n);
         var d = M[id].data, o = original[id], b = baseline[id];
+        if (M[id].scratch) {  // a scratch matrix holds the module's numbers (the first run's are its original)
+          for (var k1 = 0; k1 < n; ++k1) d[k1] = out[k1];
+          if (!b) { baseline[id] = d.slice(); original[id] = d.slice(); }
+          return;
+        }
         for (var k = 0; k < n; ++k) { var nv = !b || Object.is(out[k], b[k]) ? o[k] : out[k]; if (!Object.is(d[k], nv)) { d[k] = nv; dirty[id] = true; } }
         if (!b) baseline[id] = Array.prototype.slice.call(out);
       });
@@ -924,6 +942,8 @@ function startStepsEditor(E, panel, status) {
       sentenceNote.textContent = 'Or type a sentence of ' + M[S.x].rows + ' words: ' + S.rule + '.';
     }
     row.appendChild(resetB); panel.insertBefore(row, status); panel.insertBefore(sentenceNote, status);
+    // the inputs that a full page would compute (page_recompute.hpp's cut: an operand is not on this summarised page)
+    if (E.cut && E.cut.length) panel.appendChild(el('div', {'class': 'edit-status', id: 'edit-cut'}, E.cut.map(function (c) { return c.id + ' is an input here: ' + c.why; }).join('; ') + '.'));
     cellEditing(E.inputs, f32of, refresh);
     status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
       ' steps that qkv\u2019s C++ core computes (compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page) are recomputed. Cells that differ from the example\u2019s proven values turn orange' +
