@@ -373,10 +373,11 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
 
 /// @brief the page's "edit" object (docs/pages.md, "Editing a page"): the WebAssembly module
 /// (wasm/qkv_wasm.cpp, embedded by scripts/embed_wasm.py), the case's sizes and options, which
-/// matrices are the inputs and which the module recomputes; or {"why": ...} when the page cannot be
-/// edited: no module in this build, or a case the module does not compute (cross-attention, RoPE,
-/// ALiBi, bias, grouped-query heads, 16-bit inputs, a summarised page), or numbers
-/// that are not the core's arithmetic, which the module computes in (`core` false). Either form
+/// matrices are the inputs and which the module recomputes (its second form, qkv_attend_case_*:
+/// a context, kv_heads, the bias and ALiBi's slopes as hidden page matrices, RoPE's tables, the
+/// alignment's offset, the 16-bit type a typed number is rounded to); or {"why": ...} when the page
+/// cannot be edited: no module in this build, a summarised page, or numbers that are not the
+/// core's arithmetic, which the module computes in (`core` false). Either form
 /// says the page's arithmetic ("arithmetic": "core" or "runtime"). `grads`: a case with d_output,
 /// the backward's views (grad_view; its editor recomputes the gradients too). `editable`: whether
 /// the page would be editable with the core's numbers (every other reason absent)

@@ -109,9 +109,11 @@ extern "C" {
 
 // how many numbers qkv_attend_case_* writes (steps_layout), and its backward (gradients_layout)
 std::size_t qkv_case_output_size(const std::size_t* z) {
+  if (z[6] == 0) return 0;  // no heads: nothing to lay out (attend refuses it)
   return qkv::flat::steps_layout{z[0], z[4], z[5], z[6], z[8], z[3] ? z[2] : 0, z[7], z[11] != 0}.size();
 }
 std::size_t qkv_case_gradients_size(const std::size_t* z) {
+  if (z[6] == 0) return 0;
   return qkv::flat::gradients_layout{z[0], z[1], z[4], z[5], z[6], z[8], z[7]}.size();
 }
 

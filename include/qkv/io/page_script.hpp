@@ -636,6 +636,12 @@ function startEditor(E, panel, status) {
     var baseline = {};  // the module's own numbers for the original inputs (the first run)
     var runBackward = E.grad_outputs ? backwardEditor() : null;  // a case with d_output: the gradients too
     var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: E.masked.split('').map(Number)};
+    // the cells a -inf of the bias masks in every head: hatched on the heatmap with the others, as the page was written
+    var biasAll = null;
+    if (E.bias) {
+      var B = M[E.bias].data; biasAll = [];
+      for (var k = 0; k < t * s; ++k) { var all = true; for (var b = 0; b < E.bias_heads; ++b) all = all && B[b * t * s + k] === -Infinity; biasAll.push(all); }
+    }
     // query i sits at position i + off (causal aligned lower_right with s != t: off = s - t)
     function masked(i, j) { return opts.cells[i * s + j] === 1 || (opts.causal && j > i + off) || (opts.window > 0 && j < i + off - opts.window + 1); }
     function run() {
@@ -707,7 +713,7 @@ function startEditor(E, panel, status) {
         td.classList.toggle(inputs.indexOf(id) >= 0 ? 'edited' : 'changed', ch);
       });
       heatmaps.forEach(function (hmap) {
-        var ms = ''; for (var i = 0; i < t; ++i) for (var j = 0; j < s; ++j) ms += masked(i, j) ? '1' : '0';
+        var ms = ''; for (var i = 0; i < t; ++i) for (var j = 0; j < s; ++j) ms += masked(i, j) || (biasAll && biasAll[i * s + j]) ? '1' : '0';
         hmap.hm.mask = ms; hmap.show(hmap.state.head);
       });
     }
