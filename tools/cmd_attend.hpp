@@ -1073,7 +1073,10 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   if (pc.rope) {
     const auto& ro = *pc.rope;
     const std::size_t hd = dq / H, kp = ro.key_position_offset.value_or(ro.position_offset);
-    o << "rotary position embeddings (RoPE, runtime/rope.hpp): "
+    o << "rotary position embeddings (RoPE, "
+      << (core ? "in the core's arithmetic: core/flat_steps.hpp's rope with runtime::rope_table's cos and sin"
+               : "runtime/rope.hpp")
+      << "): "
       << (ro.layout == rt::rope_layout::half_split ? "half_split (pairs i, i + r/2: LLaMA, GPT-NeoX)"
                                                    : "interleaved (pairs 2i, 2i + 1: RoFormer, GPT-J)")
       << ", base " << ro.base << ", r = " << (ro.rotary_dim ? ro.rotary_dim : hd) << " of each head's " << hd
