@@ -122,16 +122,20 @@ void run_backward(const runtime::dynamic_matrix<T>& x, const runtime::attention_
 /// when the layer has that bias)
 template <class T>
 void run_core_backward(const runtime::dynamic_matrix<T>& x, const runtime::attention_weights<T>& w,
-                       std::size_t heads, T scale, const std::vector<T>& steps, backward_result<T>& bw) {
+                       std::size_t heads, T scale, const std::vector<T>& steps, backward_result<T>& bw,
+                       std::size_t kv_heads = 0) {
   const bool out_in = w.q.layout == runtime::weight_layout::out_in;
-  const std::size_t t = x.rows(), d = x.cols(), dq = w.q.out_features(), dv = w.v.out_features(),
-                    dout = w.o ? w.o->out_features() : 0;
-  const qkv::flat::gradients_layout at{t, d, dq, dv, heads, dout};
+  const std::size_t hk = kv_heads ? kv_heads : heads;
+  const std::size_t t = x.rows(), d = x.cols(), dq = w.q.out_features(), dkv = w.k.out_features(),
+                    dvkv = w.v.out_features(), dv = dvkv / hk * heads, dout = w.o ? w.o->out_features() : 0;
+  const qkv::flat::gradients_layout at{t, d, dq, dv, heads, dout, kv_heads == heads ? 0 : kv_heads};
   std::vector<T> out(at.size());
-  const int rc =
-      qkv::flat::attend_backward<T>(x.data(), t, d, w.q.weight.data(), w.k.weight.data(), w.v.weight.data(),
-                                    dq, dv, w.o ? w.o->weight.data() : nullptr, dout, heads, out_in, scale,
-                                    steps.data(), bw.d_output.data(), out.data());
+  qkv::flat::attend_args<T> a;  // the second form: grouped-query heads too (the bias and ALiBi are in steps)
+  a.x = x.data(), a.t = t, a.d = d, a.wq = w.q.weight.data(), a.wk = w.k.weight.data(),
+  a.wv = w.v.weight.data();
+  a.wo = w.o ? w.o->weight.data() : nullptr, a.dq = dq, a.dv = dv, a.heads = heads;
+  a.kv_heads = at.kv_heads, a.dout = dout, a.out_in = out_in, a.scale = scale;
+  const int rc = qkv::flat::attend_backward<T>(a, steps.data(), bw.d_output.data(), out.data());
   if (rc != 0)  // read_fields checked that the heads divide d_q and d_v
     throw std::logic_error("qkv attend: qkv::flat::attend_backward refused the sizes read_fields accepted");
   auto take = [&](std::size_t first, std::size_t rows, std::size_t cols) {
@@ -158,14 +162,14 @@ void run_core_backward(const runtime::dynamic_matrix<T>& x, const runtime::atten
     for (std::size_t i = 0; i < t; ++i) bw.row_dots(h, i) = out[at.row_dots(h) + i];
   }
   g.d_queries = take(at.d_queries(), t, dq);
-  g.d_keys = take(at.d_keys(), t, dq);
-  g.d_values = take(at.d_values(), t, dv);
+  g.d_keys = take(at.d_keys(), t, dkv);
+  g.d_values = take(at.d_values(), t, dvkv);
   g.d_w_query = take(at.d_wq(), w.q.weight.rows(), w.q.weight.cols());
   g.d_b_query = take_bias(at.d_bq(), dq, !w.q.bias.empty());
   g.d_w_key = take(at.d_wk(), w.k.weight.rows(), w.k.weight.cols());
-  g.d_b_key = take_bias(at.d_bk(), dq, !w.k.bias.empty());
+  g.d_b_key = take_bias(at.d_bk(), dkv, !w.k.bias.empty());
   g.d_w_value = take(at.d_wv(), w.v.weight.rows(), w.v.weight.cols());
-  g.d_b_value = take_bias(at.d_bv(), dv, !w.v.bias.empty());
+  g.d_b_value = take_bias(at.d_bv(), dvkv, !w.v.bias.empty());
   g.d_x = take(at.d_x(), t, d);
 }
 

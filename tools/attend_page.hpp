@@ -72,8 +72,16 @@ struct page_data {
   std::string added_note;
   std::optional<rt::dynamic_matrix<T>> q_linear, k_linear, cos_q, sin_q, cos_k, sin_k;
   const attend_detail::backward_result<T>* backward = nullptr;  // the case's d_output's gradients (or none)
-  bool half_inputs = false;  // the case's numbers are bfloat16 or float16 (the page is not editable)
+  bool half_inputs = false;  // the case's numbers are bfloat16 or float16 (float32 arithmetic)
+  std::string half_type;     // "bfloat16" or "float16": what the page rounds a typed number to
 };
+
+/// where query 0 sits among the keys (causal_alignment lower_right with S != T: S - T), as the
+/// runtime resolves the mask: the position ALiBi measures from and causal and window align to
+template <class T>
+long long resolved_offset(const rt::attention_options<T>& opt, std::size_t t_len, std::size_t s_len) {
+  return static_cast<long long>(rt::detail::options_mask(opt, t_len, s_len).offset);
+}
 
 template <class T>
 std::vector<double> values_of(const rt::dynamic_matrix<T>& m) {
@@ -154,8 +162,9 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
   const std::size_t group = H / HK, dq = r.queries.cols(), dk = dq / H, dvh = r.concat.cols() / H;
   const bool out_in = w.q.layout == rt::weight_layout::out_in;
   const std::size_t dv = r.concat.cols(), dm = x.cols(), dout = w.o ? w.o->out_features() : 0;
-  const qkv::flat::gradients_layout ga{t_len, dm, dq, dv, H, dout};
-  const qkv::flat::steps_layout fa{t_len, dq, dv, H, dout};
+  const qkv::flat::gradients_layout ga{t_len, dm, dq, dv, H, dout, HK == H ? 0 : HK};
+  const qkv::flat::steps_layout fa{t_len, dq, dv, H, dout, 0, HK == H ? 0 : HK};
+  const std::size_t dkv = ga.dkv(), dvkv = ga.dvkv();
   // a view of rows x cols numbers of src from start, row stride rs, column stride cs (one block)
   auto view = [&](const std::string& id, const std::string& src, std::size_t start, std::size_t rows,
                   std::size_t cols, std::size_t rs, std::size_t cs) {
@@ -234,10 +243,15 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
     view("d_scaled_scores" + hs, "#g", ga.d_scaled_scores(h), t_len, s_len, s_len, 1);
     view("d_scores" + hs, "#g", ga.d_scores(h), t_len, s_len, s_len, 1);
     view("d_queries" + hs, "#g", ga.d_queries() + h * dk, t_len, dk, dq, 1);
-    view("d_scores" + hs + "\u1d40", "#g", ga.d_scores(h), s_len, t_len, 1, s_len);
-    view("d_keys" + hs, "#g", ga.d_keys() + h * dk, s_len, dk, dq, 1);
-    view("weights" + hs + "\u1d40", "#f", fa.weights(h), s_len, t_len, 1, s_len);
-    view("d_values" + hs, "#g", ga.d_values() + h * dvh, s_len, dvh, dv, 1);
+    if (group == 1) {  // each head its own keys and values
+      view("d_scores" + hs + "\u1d40", "#g", ga.d_scores(h), s_len, t_len, 1, s_len);
+      view("d_keys" + hs, "#g", ga.d_keys() + h * dk, s_len, dk, dq, 1);
+      view("weights" + hs + "\u1d40", "#f", fa.weights(h), s_len, t_len, 1, s_len);
+      view("d_values" + hs, "#g", ga.d_values() + h * dvh, s_len, dvh, dv, 1);
+    } else if (h % group == group - 1) {  // key/value head kv's: the sum over its query heads
+      view("d_keys[kv " + std::to_string(kv) + "]", "#g", ga.d_keys() + kv * dk, s_len, dk, dkv, 1);
+      view("d_values[kv " + std::to_string(kv) + "]", "#g", ga.d_values() + kv * dvh, s_len, dvh, dvkv, 1);
+    }
     add("d_scaled_scores" + hs, bw.d_scaled_scores[h])
         .rows(qrow)
         .cols(krow)
@@ -266,7 +280,9 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
       p.text("Key/value head " + std::to_string(kv) + " is shared by query heads " +
              std::to_string(kv * group) + " to " + std::to_string(h) +
              ": its d_keys and d_values are the sums of theirs (scale d_scaled_scores\u1d40 queries and "
-             "weights\u1d40 d_context per head), as the runtime computed them.");
+             "weights\u1d40 d_context per head), added in head order" +
+             std::string(core ? " (core/multihead_backward.hpp's grouped_query_attention_backward)."
+                              : ", as the runtime computed them."));
       add("d_keys[kv " + std::to_string(kv) + "]", attend_detail::columns(g.d_keys, kv * dk, dk))
           .rows(krow)
           .derived();
@@ -357,10 +373,11 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
 
 /// @brief the page's "edit" object (docs/pages.md, "Editing a page"): the WebAssembly module
 /// (wasm/qkv_wasm.cpp, embedded by scripts/embed_wasm.py), the case's sizes and options, which
-/// matrices are the inputs and which the module recomputes; or {"why": ...} when the page cannot be
-/// edited: no module in this build, or a case the module does not compute (cross-attention, RoPE,
-/// ALiBi, bias, grouped-query heads, 16-bit inputs, a summarised page), or numbers
-/// that are not the core's arithmetic, which the module computes in (`core` false). Either form
+/// matrices are the inputs and which the module recomputes (its second form, qkv_attend_case_*:
+/// a context, kv_heads, the bias and ALiBi's slopes as hidden page matrices, RoPE's tables, the
+/// alignment's offset, the 16-bit type a typed number is rounded to); or {"why": ...} when the page
+/// cannot be edited: no module in this build, a summarised page, or numbers that are not the
+/// core's arithmetic, which the module computes in (`core` false). Either form
 /// says the page's arithmetic ("arithmetic": "core" or "runtime"). `grads`: a case with d_output,
 /// the backward's views (grad_view; its editor recomputes the gradients too). `editable`: whether
 /// the page would be editable with the core's numbers (every other reason absent)
@@ -368,24 +385,14 @@ template <class T>
 std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attention_weights<T>& w,
                       const rt::attention_options<T>& opt, const rt::multihead_result<T>& r,
                       std::size_t t_len, std::size_t d, bool half, const std::vector<grad_view>* grads,
-                      bool core, bool* editable = nullptr) {
+                      bool core, bool* editable = nullptr, std::size_t context_cols = 0,
+                      const std::string& half_type = "") {
   namespace pd = qkv::io::page_detail;
   std::string why;
   if (*qkv::io::page_wasm::why_not)
     why = std::string("This page is not editable: ") + qkv::io::page_wasm::why_not + ".";
-  else if (has_context || opt.rope || opt.alibi || opt.bias || (opt.kv_heads && opt.kv_heads != opt.heads) ||
-           half || p.summarised())
-    why = std::string(
-              "This page is not editable: the page's WebAssembly module computes self-attention with "
-              "causal, window and mask cells, and this case has ") +
-          (has_context      ? "a context (cross-attention)"
-           : opt.rope       ? "RoPE"
-           : opt.alibi      ? "ALiBi"
-           : opt.bias       ? "a bias on the scores"
-           : half           ? "16-bit inputs"
-           : p.summarised() ? "too many numbers (a summarised page)"
-                            : "grouped-query heads (kv_heads)") +
-          ".";
+  else if (p.summarised())
+    why = "This page is not editable: it has too many numbers (a summarised page).";
   if (editable) *editable = why.empty();
   if (why.empty() && !core)
     why =
@@ -396,40 +403,65 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   pd::json_string(s, why);
   s += std::string(",\"arithmetic\":\"") + (core ? "core" : "runtime") + "\"";
   if (!why.empty()) return s + "}";
-  const std::size_t H = r.weights.size();
+  const std::size_t H = r.weights.size(), s_len = r.keys.rows(), HK = opt.kv_heads ? opt.kv_heads : H;
   const bool f32 = sizeof(T) == 4;
   s += ",\"module\":\"";
   for (std::size_t k = 0; k < qkv::io::page_wasm::chunk_count; ++k) s += qkv::io::page_wasm::chunks[k];
   s += "\",\"module_bytes\":" + std::to_string(qkv::io::page_wasm::bytes);
   s += ",\"dtype\":\"" + std::string(f32 ? "float32" : "float64") + "\"";
   s += std::string(",\"out_in\":") + (w.q.layout == rt::weight_layout::out_in ? "true" : "false");
+  // 16-bit inputs: a typed number is rounded to this type as stored (the module's qkv_round_*,
+  // core/half.hpp, the tool's rounding), the arithmetic float32
+  s += ",\"round\":\"" + std::string(half ? half_type : "") + "\"";
+  // dv: the concatenation's columns (heads dvh); the keys and values have kv_heads heads
   s += ",\"t\":" + std::to_string(t_len) + ",\"d\":" + std::to_string(d) +
-       ",\"dq\":" + std::to_string(r.queries.cols()) + ",\"dv\":" + std::to_string(r.values.cols()) +
-       ",\"dout\":" + std::to_string(w.o ? w.o->out_features() : 0) + ",\"heads\":" + std::to_string(H);
+       ",\"dq\":" + std::to_string(r.queries.cols()) + ",\"dv\":" + std::to_string(r.concat.cols()) +
+       ",\"dout\":" + std::to_string(w.o ? w.o->out_features() : 0) + ",\"heads\":" + std::to_string(H) +
+       ",\"kv_heads\":" + std::to_string(HK == H ? 0 : HK) + ",\"s\":" + std::to_string(s_len) +
+       ",\"dc\":" + std::to_string(has_context ? context_cols : 0);
   s += ",\"scale\":";
   pd::json_number(s, double(r.scale), f32);
+  // causal and window as the runtime aligns them: query i sits at position i + mask_offset
+  // (lower_right with S != T: S - T), and ALiBi's query position is the same
+  const auto resolved = rt::detail::options_mask(opt, t_len, s_len);
   s += std::string(",\"causal\":") + (opt.causal ? "true" : "false") +
-       ",\"window\":" + std::to_string(opt.window);
+       ",\"window\":" + std::to_string(opt.window) + ",\"mask_offset\":" + std::to_string(resolved.offset);
+  // the terms added to the scaled scores (hidden page matrices, page() adds them): the bias rows
+  // (bias_heads 1: every head's, else one block of T rows per head) and ALiBi's slopes
+  s += ",\"bias\":\"" + std::string(opt.bias ? "scores bias" : "") +
+       "\",\"bias_heads\":" + std::to_string(opt.bias ? (opt.bias->rows() == t_len ? 1 : H) : 0) +
+       ",\"slopes\":\"" + (opt.alibi ? "ALiBi slopes" : "") + "\"";
+  // RoPE: the page's cos and sin tables (one row per position, rotary_dim / 2 columns)
+  if (opt.rope) {
+    const std::size_t dk = r.queries.cols() / H;
+    s += ",\"rotary_dim\":" + std::to_string(opt.rope->rotary_dim ? opt.rope->rotary_dim : dk) +
+         ",\"interleaved\":" + (opt.rope->layout == rt::rope_layout::interleaved ? "true" : "false") +
+         ",\"rope\":[\"cos (queries)\",\"sin (queries)\",\"cos (keys)\",\"sin (keys)\"]";
+  } else {
+    s += ",\"rotary_dim\":0";
+  }
   // the case's own mask cells (allowed false, a padded key), without causal and window, which the
   // page's script applies from its options
   s += ",\"masked\":\"";
   for (std::size_t i = 0; i < t_len; ++i)
-    for (std::size_t j = 0; j < t_len; ++j) {
+    for (std::size_t j = 0; j < s_len; ++j) {
       const bool off = (opt.allowed && !opt.allowed->row(i)[j]) || (opt.key_padding && (*opt.key_padding)[j]);
       s += off ? '1' : '0';
     }
-  s += "\",\"inputs\":{\"x\":\"x\",\"wq\":\"wq\",\"wk\":\"wk\",\"wv\":\"wv\"";
+  s += "\",\"inputs\":{\"x\":\"x\",\"context\":\"" + std::string(has_context ? "context (input)" : "") +
+       "\",\"wq\":\"wq\",\"wk\":\"wk\",\"wv\":\"wv\"";
   s += std::string(",\"bq\":\"") + (w.q.bias.empty() ? "" : "bq") + "\",\"bk\":\"" +
        (w.k.bias.empty() ? "" : "bk") + "\",\"bv\":\"" + (w.v.bias.empty() ? "" : "bv") + "\",\"wo\":\"" +
        (w.o ? "wo" : "") + "\",\"bo\":\"" + (w.o && !w.o->bias.empty() ? "bo" : "") + "\"}";
   // the module's output, in its order (wasm/qkv_wasm.cpp); "" for a part the page does not show
-  s += ",\"outputs\":[\"queries\",\"keys\",\"values\"";
+  s += std::string(",\"outputs\":[\"queries\",\"keys\",\"values\"");
   for (std::size_t h = 0; h < H; ++h) {
     const std::string hs = H > 1 ? "[" + std::to_string(h) + "]" : "";
     s += ",\"scores" + hs + "\",\"scaled" + hs + "\",\"weights" + hs + "\",\"context" + hs + "\"";
   }
   s += std::string(",\"") + (H > 1 ? "concat" : "") + "\"";
   if (w.o) s += ",\"output\"";
+  if (opt.rope) s += ",\"queries before RoPE\",\"keys before RoPE\"";
   s += "]";
   // a case with d_output: the editor runs the module's backward after the forward; d_output is
   // an input, and grad_outputs says where each gradient matrix's numbers are (grad_view)
@@ -567,6 +599,21 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
     } else if (n == 4) {
       std::string added;
       if (!d.added.empty()) {
+        if (h == 0)
+          p.text(std::string("Before the softmax, each scaled score gets ") +
+                 (opt.bias ? "the case's bias (a -inf there masks the key)" : "") +
+                 (opt.bias && opt.alibi ? ", then " : "") +
+                 (opt.alibi
+                      ? "ALiBi's linear bias m_h (j \u2212 p): head h's slope m_h (2^(\u22128(h+1)/H) for H "
+                        "a power of two, Press et al.) times the key's distance from the query's position "
+                        "p = i" +
+                            std::string(opt.alibi && resolved_offset(opt, t_len, s_len) != 0
+                                            ? " + " + std::to_string(resolved_offset(opt, t_len, s_len))
+                                            : "") +
+                            ", rounded once each, as the runtime adds it"
+                      : "") +
+                 "; \"added\" shows these terms on a score of 0. On an edit they stay (they do not depend on "
+                 "the inputs) and the module adds them again.");
         added = "added" + hs;
         add(added, d.added[h]).rows(qrow).cols(krow).caption(d.added_note + hs).derived();
       }
@@ -605,8 +652,16 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   if (d.backward)
     backward_steps(p, x, w, r, *d.backward, scale_text, mask_note, qrow, krow, dtype, core,
                    has_context ? nullptr : &grads);
+  // the terms the module adds to the scaled scores, as the page's data (edit_spec names them)
+  if (opt.bias)
+    p.matrix("scores bias", opt.bias->rows(), opt.bias->cols(), values_of(*opt.bias)).dtype(dtype).hidden();
+  if (opt.alibi) {
+    std::vector<double> m;
+    for (const double slope : rt::alibi_slopes(H)) m.push_back(double(static_cast<T>(slope)));
+    p.matrix("ALiBi slopes", 1, H, m).dtype(dtype).hidden();
+  }
   p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward ? &grads : nullptr,
-                   core, editable));
+                   core, editable, context.cols(), d.half_type));
   return p.str();
 }
 

@@ -849,57 +849,106 @@ inline constexpr const char* core_arithmetic_line =
 
 /// @brief why the core's arithmetic cannot compute this case (read by read_case): the field and
 /// the reason, or an empty field when it can. core/flat_attention.hpp computes what the pages'
-/// WebAssembly module computes: self-attention of x with heads, biases, an output projection,
-/// causal (either alignment: T = S), window, allowed and key_padding, in float32 or float64, and
-/// for a d_output its backward (core/flat_attention_backward.hpp)
+/// WebAssembly module computes: self- or cross-attention (a context) with heads, grouped-query
+/// heads (kv_heads), biases, an output projection, causal (either alignment), window, allowed,
+/// key_padding, a bias on the scores, ALiBi and RoPE, in float32 or float64 (a bfloat16 or float16
+/// case's inputs rounded as stored, then float32 arithmetic, as the runtime path), and for a d_output
+/// its backward (core/flat_attention_backward.hpp; read_d_output refuses a context and RoPE)
 template <class T>
 std::pair<std::string, std::string> core_unsupported(const parsed_case& pc, bool has_context,
                                                      const rt::attention_options<T>& opt) {
-  if (has_context) return {"context", "cross-attention (keys and values from context)"};
-  if (opt.rope) return {"rope", "rotary position embeddings"};
-  if (opt.alibi) return {"alibi", "ALiBi"};
-  if (opt.bias) return {"bias", "a bias added to the scores"};
-  if (opt.kv_heads && opt.kv_heads != opt.heads) return {"kv_heads", "grouped-query heads"};
-  if (!pc.half.empty()) return {"dtype", pc.half + " inputs"};
+  (void)pc;
+  (void)has_context;
+  (void)opt;
   return {};
 }
 
 /// the input_error of `--arithmetic core` on a case it does not compute: the file and the field
 inline input_error core_refusal(const qkv::io::json_document& doc, const std::string& field,
                                 const std::string& what) {
-  return input_error(doc.error(field, "--arithmetic core does not compute " + what +
-                                          " (core/flat_attention.hpp computes what the pages' WebAssembly "
-                                          "module does: self-attention of x with heads, biases, wo, causal, "
-                                          "window, allowed and key_padding, in float32 or float64); run "
-                                          "without --arithmetic core for the runtime path")
-                         .what());
+  return input_error(
+      doc.error(field, "--arithmetic core does not compute " + what +
+                           " (core/flat_attention.hpp computes what the pages' WebAssembly "
+                           "module does: self- or cross-attention with heads, kv_heads, biases, "
+                           "wo, causal, window, allowed, key_padding, bias, alibi and rope, in "
+                           "float32 or float64, 16-bit inputs in float32); run "
+                           "without --arithmetic core for the runtime path")
+          .what());
 }
 
-/// @brief self-attention of x in the core's arithmetic: qkv::flat::attend
-/// (core/flat_attention.hpp) with the runtime's mask for these options (effective_mask: causal,
-/// window, allowed, key_padding) and scale (the case's, else 1/sqrt(d_k) with the core's
-/// correctly rounded sqrt, so the same factor as the runtime's), every step as the runtime's
-/// result holds it; `scaled`: each head's scaled, masked scores (the softmax's input); `steps`,
-/// when given: flat::attend's whole output, for the backward (run_core_backward)
+/// @brief the case as qkv::flat::attend's second form takes it (core/flat_attention.hpp's
+/// attend_args), with what it points to: the runtime's mask for these options (effective_mask:
+/// causal with its alignment, window, allowed, key_padding), the bias rows (every head's or one per
+/// head), ALiBi's slopes as the runtime adds them (alibi_slopes(heads), each rounded to T once) and
+/// its query offset (the aligned position of query i is i + offset), RoPE's cos and sin tables
+/// (runtime::rope_table's, as --json's "rope" prints them). Built in place: args points into it.
 template <class T>
-rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt::attention_weights<T>& w,
+struct core_case {
+  rt::mask_matrix mask;
+  std::vector<T> slopes;
+  rt::dynamic_matrix<T> cos_q, sin_q, cos_k, sin_k;
+  qkv::flat::attend_args<T> args;
+
+  core_case(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c, bool has_context,
+            const rt::attention_weights<T>& w, const rt::attention_options<T>& opt, T scale)
+      : mask(effective_mask(opt, x.rows(), has_context ? c.rows() : x.rows())) {
+    const std::size_t t = x.rows(), s = has_context ? c.rows() : t, H = opt.heads,
+                      hk = opt.kv_heads ? opt.kv_heads : H, dq = w.q.out_features(),
+                      dv = w.v.out_features() / hk * H;
+    auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
+    auto& a = args;
+    a.x = x.data(), a.t = t, a.d = x.cols();
+    if (has_context) a.context = c.data(), a.s = s, a.dc = c.cols();
+    a.wq = w.q.weight.data(), a.bq = bias(w.q.bias), a.wk = w.k.weight.data(), a.bk = bias(w.k.bias);
+    a.wv = w.v.weight.data(), a.bv = bias(w.v.bias);
+    a.wo = w.o ? w.o->weight.data() : nullptr, a.bo = w.o ? bias(w.o->bias) : nullptr;
+    a.dq = dq, a.dv = dv, a.heads = H, a.kv_heads = hk == H ? 0 : hk, a.dout = w.o ? w.o->out_features() : 0;
+    a.out_in = w.q.layout == rt::weight_layout::out_in;
+    a.scale = scale;
+    a.masked = mask.data();
+    if (opt.bias) a.bias = opt.bias->data(), a.bias_heads = opt.bias->rows() == t ? 1 : H;
+    if (opt.alibi) {
+      for (const double m : rt::alibi_slopes(H)) slopes.push_back(static_cast<T>(m));  // as mask_scores
+      a.slopes = slopes.data();
+      a.offset = static_cast<long long>(rt::detail::options_mask(opt, t, s).offset);
+    }
+    if (opt.rope) {
+      const auto& ro = *opt.rope;
+      const std::size_t rw = ro.rotary_dim ? ro.rotary_dim : dq / H,
+                        kp = ro.key_position_offset.value_or(ro.position_offset);
+      cos_q = rope_table_matrix<T>(ro, rw, ro.position_offset, t, true);
+      sin_q = rope_table_matrix<T>(ro, rw, ro.position_offset, t, false);
+      cos_k = rope_table_matrix<T>(ro, rw, kp, s, true);
+      sin_k = rope_table_matrix<T>(ro, rw, kp, s, false);
+      a.cos_q = cos_q.data(), a.sin_q = sin_q.data(), a.cos_k = cos_k.data(), a.sin_k = sin_k.data();
+      a.rotary_dim = rw, a.interleaved = ro.layout == rt::rope_layout::interleaved;
+    }
+  }
+  core_case(const core_case&) = delete;
+  core_case& operator=(const core_case&) = delete;
+};
+
+/// @brief attention in the core's arithmetic: qkv::flat::attend's second form (core/flat_attention.hpp)
+/// on core_case (the runtime's mask, bias, ALiBi and RoPE tables for these options; grouped-query
+/// heads; keys and values from the context when has_context) with the scale (the case's, else
+/// 1/sqrt(d_k) with the core's correctly rounded sqrt, so the same factor as the runtime's), every
+/// step as the runtime's result holds it; `scaled`: each head's scaled, masked scores (the
+/// softmax's input); `steps`, when given: flat::attend's whole output (for the backward,
+/// run_core_backward, and the page's projections before RoPE)
+template <class T>
+rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
+                                       bool has_context, const rt::attention_weights<T>& w,
                                        const rt::attention_options<T>& opt,
                                        std::vector<rt::dynamic_matrix<T>>& scaled,
                                        std::vector<T>* steps = nullptr) {
-  const std::size_t t = x.rows(), H = opt.heads, dq = w.q.out_features(), dv = w.v.out_features(),
-                    dout = w.o ? w.o->out_features() : 0;
-  const qkv::flat::steps_layout at{t, dq, dv, H, dout};
+  const std::size_t t = x.rows(), H = opt.heads, dq = w.q.out_features();
   rt::multihead_result<T> r;
-  r.scale = opt.scale ? *opt.scale : T(1) / qkv::sqrt(T(at.dk()));
-  const auto mask = effective_mask(opt, t, t);
+  r.scale = opt.scale ? *opt.scale : T(1) / qkv::sqrt(T(dq / H));
+  const core_case<T> cc(x, c, has_context, w, opt, r.scale);
+  const auto at = cc.args.layout();
+  const std::size_t s = at.keys_rows();
   std::vector<T> out(at.size());
-  auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
-  const int rc =
-      qkv::flat::attend<T>(x.data(), t, x.cols(), w.q.weight.data(), bias(w.q.bias), w.k.weight.data(),
-                           bias(w.k.bias), w.v.weight.data(), bias(w.v.bias), dq, dv,
-                           w.o ? w.o->weight.data() : nullptr, w.o ? bias(w.o->bias) : nullptr, dout, H,
-                           w.q.layout == rt::weight_layout::out_in, r.scale, mask.data(), out.data());
-  if (rc != 0)  // read_fields checked that the heads divide d_q and d_v
+  if (qkv::flat::attend<T>(cc.args, out.data()) != 0)  // read_fields checked every size
     throw std::logic_error("qkv attend: qkv::flat::attend refused the sizes read_fields accepted");
   auto take = [&](std::size_t first, std::size_t rows, std::size_t cols) {
     rt::dynamic_matrix<T> m(rows, cols);
@@ -908,17 +957,17 @@ rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt:
     return m;
   };
   r.queries = take(at.queries(), t, dq);
-  r.keys = take(at.keys(), t, dq);
-  r.values = take(at.values(), t, dv);
+  r.keys = take(at.keys(), s, at.dkv());
+  r.values = take(at.values(), s, at.dvkv());
   scaled.clear();
   for (std::size_t h = 0; h < H; ++h) {
-    r.scores.push_back(take(at.scores(h), t, t));
-    scaled.push_back(take(at.scaled(h), t, t));
-    r.weights.push_back(take(at.weights(h), t, t));
+    r.scores.push_back(take(at.scores(h), t, s));
+    scaled.push_back(take(at.scaled(h), t, s));
+    r.weights.push_back(take(at.weights(h), t, s));
     r.context.push_back(take(at.context(h), t, at.dvh()));
   }
-  r.concat = take(at.concat(), t, dv);
-  r.output = w.o ? take(at.output(), t, dout) : r.concat;
+  r.concat = take(at.concat(), t, at.dv);
+  r.output = w.o ? take(at.output(), t, at.dout) : r.concat;
   if (steps) *steps = std::move(out);
   return r;
 }
@@ -1024,7 +1073,10 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
   if (pc.rope) {
     const auto& ro = *pc.rope;
     const std::size_t hd = dq / H, kp = ro.key_position_offset.value_or(ro.position_offset);
-    o << "rotary position embeddings (RoPE, runtime/rope.hpp): "
+    o << "rotary position embeddings (RoPE, "
+      << (core ? "in the core's arithmetic: core/flat_steps.hpp's rope with runtime::rope_table's cos and sin"
+               : "runtime/rope.hpp")
+      << "): "
       << (ro.layout == rt::rope_layout::half_split ? "half_split (pairs i, i + r/2: LLaMA, GPT-NeoX)"
                                                    : "interleaved (pairs 2i, 2i + 1: RoFormer, GPT-J)")
       << ", base " << ro.base << ", r = " << (ro.rotary_dim ? ro.rotary_dim : hd) << " of each head's " << hd
@@ -1136,7 +1188,8 @@ template <class T>
 attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
                                          const rt::attention_weights<T>& w,
                                          const rt::attention_options<T>& opt,
-                                         const rt::multihead_result<T>& r, std::size_t heads) {
+                                         const rt::multihead_result<T>& r, std::size_t heads,
+                                         const std::vector<T>* core_steps = nullptr) {
   attend_page::page_data<T> d;
   const std::size_t t_len = x.rows(), s_len = c.rows();
   d.scaled = scaled_masked_scores(r, opt);
@@ -1181,11 +1234,33 @@ attend_page::page_data<T> make_page_data(const rt::dynamic_matrix<T>& x, const r
     const auto& ro = *opt.rope;
     const std::size_t dh = r.queries.cols() / heads, rw = ro.rotary_dim ? ro.rotary_dim : dh,
                       kp = ro.key_position_offset.value_or(ro.position_offset);
-    d.q_linear = rt::linear(x, w.q);
-    d.k_linear = rt::linear(c, w.k);
+    if (core_steps) {  // the core's projections before RoPE: flat::attend's, kept in its steps
+      const qkv::flat::steps_layout at{t_len,
+                                       r.queries.cols(),
+                                       r.concat.cols(),
+                                       heads,
+                                       w.o ? w.o->out_features() : 0,
+                                       &c != &x ? s_len : 0,
+                                       r.keys.cols() / (r.queries.cols() / heads),
+                                       true};
+      auto take = [&](std::size_t first, std::size_t rows, std::size_t cols) {
+        rt::dynamic_matrix<T> m(rows, cols);
+        for (std::size_t n = 0; n < rows * cols; ++n) m.data()[n] = (*core_steps)[first + n];
+        return m;
+      };
+      d.q_linear = take(at.queries_linear(), t_len, r.queries.cols());
+      d.k_linear = take(at.keys_linear(), s_len, r.keys.cols());
+    } else {
+      d.q_linear = rt::linear(x, w.q);
+      d.k_linear = rt::linear(c, w.k);
+    }
     auto q = *d.q_linear, k = *d.k_linear;
-    rt::apply_rope<T>(q.view(), dh, ro, ro.position_offset);
-    rt::apply_rope<T>(k.view(), dh, ro, kp);
+    if (core_steps) {
+      q = r.queries, k = r.keys;  // the core's rotation (flat::rope), on the page as it computed it
+    } else {
+      rt::apply_rope<T>(q.view(), dh, ro, ro.position_offset);
+      rt::apply_rope<T>(k.view(), dh, ro, kp);
+    }
     auto same = [](const rt::dynamic_matrix<T>& a, const rt::dynamic_matrix<T>& b) {
       if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
       for (std::size_t e = 0; e < a.size(); ++e)
@@ -1549,7 +1624,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   std::vector<T> core_steps;                       // and every step of flat::attend, for the backward
   const bool in_core = how == arithmetic::core;
   if (in_core)
-    o.result = core_attention(x, w, opt, core_scaled, bw ? &core_steps : nullptr);
+    o.result = core_attention(x, context, has_context, w, opt, core_scaled, &core_steps);
   else
     o.result = rt::attention(x, has_context ? context : x, w, opt);
   const auto* core = in_core ? &core_scaled : nullptr;
@@ -1559,7 +1634,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   if (as_json) o.json = json_output(r, x.rows(), s_len, opt, core);
   if (bw) {
     if (in_core)  // the core's gradients: flat::attend_backward on flat::attend's steps
-      run_core_backward(x, w, pc.heads, r.scale, core_steps, *bw);
+      run_core_backward(x, w, pc.heads, r.scale, core_steps, *bw, pc.kv_heads);
     else
       run_backward(x, w, opt, r, *bw);
     o.text += backward_trace(
@@ -1569,10 +1644,11 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     o.backward = std::move(bw);
   }
   if (!want_svg && !want_html) return o;
-  auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads);
+  auto d = make_page_data(x, has_context ? context : x, w, opt, r, pc.heads, in_core ? &core_steps : nullptr);
   if (in_core) d.scaled = core_scaled;
   if (o.backward) d.backward = &*o.backward;
   d.half_inputs = !pc.half.empty();
+  d.half_type = pc.half;
   if (want_html) {
     // the page's arithmetic: an editable page is written in the core's, which its module
     // recomputes with (docs/pages.md, "Editing a page"); a page that would be editable but was

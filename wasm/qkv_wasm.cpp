@@ -81,3 +81,71 @@ int qkv_attend_backward_f64(const double* x, std::size_t t, std::size_t d, const
                                             fwd, d_output, out);
 }
 }
+
+// the second form (qkv::flat::attend_args: a context, kv_heads, a bias, ALiBi, RoPE), for the
+// pages of chapter two's cases. p: 16 pointers (0: none) x, context, wq, bq, wk, bk, wv, bv, wo,
+// bo, bias, slopes, cos_q, sin_q, cos_k, sin_k; z: 13 sizes t, d, s, dc, dq, dv (the
+// concatenation's columns), heads, kv_heads, dout, out_in, bias_heads, rotary_dim, interleaved;
+// offset: ALiBi's query i sits at position i + offset; masked (t, s) bytes or 0
+namespace {
+template <class T>
+qkv::flat::attend_args<T> case_args(const T* const* p, const std::size_t* z, int offset, T scale,
+                                    const unsigned char* masked) {
+  qkv::flat::attend_args<T> a;
+  a.x = p[0], a.context = p[1], a.wq = p[2], a.bq = p[3], a.wk = p[4], a.bk = p[5], a.wv = p[6], a.bv = p[7];
+  a.wo = p[8], a.bo = p[9], a.bias = p[10], a.slopes = p[11];
+  a.cos_q = p[12], a.sin_q = p[13], a.cos_k = p[14], a.sin_k = p[15];
+  a.t = z[0], a.d = z[1], a.s = z[2], a.dc = z[3], a.dq = z[4], a.dv = z[5], a.heads = z[6],
+  a.kv_heads = z[7];
+  a.dout = z[8], a.out_in = z[9] != 0, a.bias_heads = z[10], a.rotary_dim = z[11], a.interleaved = z[12] != 0;
+  a.offset = offset;
+  a.scale = scale;
+  a.masked = masked;
+  return a;
+}
+}  // namespace
+
+extern "C" {
+
+// how many numbers qkv_attend_case_* writes (steps_layout), and its backward (gradients_layout)
+std::size_t qkv_case_output_size(const std::size_t* z) {
+  if (z[6] == 0) return 0;  // no heads: nothing to lay out (attend refuses it)
+  return qkv::flat::steps_layout{z[0], z[4], z[5], z[6], z[8], z[3] ? z[2] : 0, z[7], z[11] != 0}.size();
+}
+std::size_t qkv_case_gradients_size(const std::size_t* z) {
+  if (z[6] == 0) return 0;
+  return qkv::flat::gradients_layout{z[0], z[1], z[4], z[5], z[6], z[8], z[7]}.size();
+}
+
+int qkv_attend_case_f32(const float* const* p, const std::size_t* z, int offset, float scale,
+                        const unsigned char* masked, float* out) {
+  return qkv::flat::attend<float>(case_args<float>(p, z, offset, scale, masked), out);
+}
+int qkv_attend_case_f64(const double* const* p, const std::size_t* z, int offset, double scale,
+                        const unsigned char* masked, double* out) {
+  return qkv::flat::attend<double>(case_args<double>(p, z, offset, scale, masked), out);
+}
+
+// the backward of qkv_attend_case_* (no context, no RoPE): fwd its output for the same arguments
+int qkv_attend_case_backward_f32(const float* const* p, const std::size_t* z, int offset, float scale,
+                                 const unsigned char* masked, const float* fwd, const float* d_output,
+                                 float* out) {
+  return qkv::flat::attend_backward<float>(case_args<float>(p, z, offset, scale, masked), fwd, d_output, out);
+}
+int qkv_attend_case_backward_f64(const double* const* p, const std::size_t* z, int offset, double scale,
+                                 const unsigned char* masked, const double* fwd, const double* d_output,
+                                 double* out) {
+  return qkv::flat::attend_backward<double>(case_args<double>(p, z, offset, scale, masked), fwd, d_output,
+                                            out);
+}
+}
+
+// a number rounded to bfloat16 or float16 as stored (core/half.hpp: to nearest, ties to even; the
+// tool's rounding of a 16-bit case's inputs), back as the float of the same value: what the page
+// of a 16-bit case does to a typed number before the float32 arithmetic
+#include <qkv/core/half.hpp>
+
+extern "C" {
+float qkv_round_bfloat16(float x) { return static_cast<float>(qkv::bfloat16(x)); }
+float qkv_round_float16(float x) { return static_cast<float>(qkv::float16(x)); }
+}

@@ -4,12 +4,16 @@
 //   qkv_wasm_check core      the module's run-time loops (core/flat_attention.hpp and
 //                            core/flat_attention_backward.hpp, which `qkv attend --arithmetic
 //                            core` runs too) against the core's fixed-size templates
-//                            (multihead_attend_projected, output_projection; for a d_output
+//                            (multihead_attend_projected, output_projection; the second form,
+//                            cross-attention with grouped-query heads and RoPE, against
+//                            grouped_query_attend_projected and rope(); for a d_output
 //                            output_projection_backward, multihead_backward, project_backward),
 //                            bit for bit, on a 4-token, 2-head case (float and double; finite, a
 //                            NaN in x, a fully masked row; the in_out layout without biases), and
 //                            backward_hand.json's forward and backward evaluated in a constant
 //                            expression == at run time; exit 1 naming the first difference
+//   qkv_wasm_check run_case  the same for attend()'s second form (a context, kv_heads, a bias,
+//                            ALiBi, RoPE: run_case's binary form), for tests/browser/page_edit_test.py
 //   qkv_wasm_check run       a case in the binary form of tests/wasm/module_test.py on stdin,
 //                            every step's bytes on stdout, then every gradient's with a d_output
 //                            (what wasm/run_module.mjs does with the .wasm under node), so that
@@ -191,6 +195,63 @@ int run(const std::vector<std::uint32_t>& h, const unsigned char* data) {
   return 0;
 }
 
+/// @brief `run_case`: attend()'s second form on a case in the binary form below on stdin; every
+/// step's bytes on stdout, then every gradient's with a d_output (run_module.mjs's `case` mode does
+/// the same with the .wasm). 32 header words: dtype t d s dc dq dv heads kv_heads dout out_in
+/// bias_heads rotary_dim interleaved offset (int32) has_context has_bq has_bk has_bv has_wo has_bo
+/// has_slopes has_mask has_d_output, 8 unused; then scale, x, context, wq, bq, wk, bk, wv, bv, wo,
+/// bo, bias, slopes, cos_q, sin_q, cos_k, sin_k (the numbers, each present one), the mask's t x s
+/// bytes, d_output
+template <class T>
+int run_case(const std::vector<std::uint32_t>& h, const unsigned char* data, std::size_t bytes) {
+  const std::size_t t = h[1], d = h[2], s = h[3], dc = h[4], dq = h[5], dv = h[6], heads = h[7], kvh = h[8],
+                    dout = h[9], bias_heads = h[11], rotary = h[12];
+  const bool ctx = h[15] != 0;
+  const std::size_t keys = ctx ? s : t, din = ctx ? dc : d, hk = kvh ? kvh : heads;
+  if (heads == 0 || hk == 0) return 2;
+  const std::size_t dkv = hk * (dq / heads), dvkv = hk * (dv / heads), half = rotary / 2;
+  std::vector<T> numbers(bytes / sizeof(T));
+  std::memcpy(numbers.data(), data, numbers.size() * sizeof(T));
+  const T* p = numbers.data();
+  const T scale = *p++;
+  std::size_t used = 1;
+  auto take = [&](bool present, std::size_t n) -> const T* {
+    if (!present) return nullptr;
+    const T* r = p;
+    p += n, used += n;
+    return r;
+  };
+  qkv::flat::attend_args<T> a;
+  a.x = take(true, t * d), a.t = t, a.d = d;
+  a.context = take(ctx, s * dc), a.s = ctx ? s : 0, a.dc = ctx ? dc : 0;
+  a.wq = take(true, dq * d), a.bq = take(h[16], dq), a.wk = take(true, dkv * din), a.bk = take(h[17], dkv);
+  a.wv = take(true, dvkv * din), a.bv = take(h[18], dvkv), a.wo = take(h[19], dout * dv),
+  a.bo = take(h[20], dout);
+  a.bias = take(bias_heads != 0, bias_heads * t * keys), a.bias_heads = bias_heads;
+  a.slopes = take(h[21], heads);
+  a.offset = static_cast<std::int32_t>(h[14]);
+  if (rotary) {
+    a.cos_q = take(true, t * half), a.sin_q = take(true, t * half);
+    a.cos_k = take(true, keys * half), a.sin_k = take(true, keys * half);
+  }
+  a.rotary_dim = rotary, a.interleaved = h[13] != 0;
+  a.dq = dq, a.dv = dv, a.heads = heads, a.kv_heads = kvh, a.dout = dout, a.out_in = h[10] != 0,
+  a.scale = scale;
+  const unsigned char* rest = data + used * sizeof(T);
+  a.masked = h[22] ? rest : nullptr;
+  std::vector<T> out(a.layout().size());
+  if (qkv::flat::attend<T>(a, out.data()) != 0) return 2;
+  std::fwrite(out.data(), sizeof(T), out.size(), stdout);
+  if (h[23]) {
+    std::vector<T> d_output(t * (a.wo ? dout : dv));
+    std::memcpy(d_output.data(), rest + (h[22] ? t * keys : 0), d_output.size() * sizeof(T));
+    std::vector<T> g(qkv::flat::gradients_layout{t, d, dq, dv, heads, a.wo ? dout : 0, kvh}.size());
+    if (qkv::flat::attend_backward<T>(a, out.data(), d_output.data(), g.data()) != 0) return 2;
+    std::fwrite(g.data(), sizeof(T), g.size(), stdout);
+  }
+  return 0;
+}
+
 /// the in_out layout (x W, W (d_in, d_out)), no biases, causal, against project(x, w, in_out),
 /// multihead_attend_projected, project(concat, wo, in_out) and their backward (project_backward
 /// in_out, multihead_backward; d_bo: column_sums of d_output): x (4, 6), Wq/Wk (6, 4), Wv (6, 6),
@@ -270,6 +331,171 @@ int check_in_out() {
   return bad ? 1 : 0;
 }
 
+/// @brief attend()'s second form against the core's templates: cross-attention (3 queries from x
+/// (3, 4) over 5 keys from a context (5, 6)) with grouped-query heads (4 query heads, 2 key/value
+/// heads, d_k 4, d_v 3), biases, wo, RoPE on the first `rotary` columns of each head (the core's
+/// rope() per head, its cos and sin tables given to the flat loops), causal (upper_left, as
+/// attend_projected); then the backward of grouped-query self-attention (x as the context, no
+/// RoPE) against grouped_query_attention_backward, output_projection_backward and
+/// project_backward. Every step and gradient bit for bit.
+template <class T>
+int check_grouped(bool interleaved, std::size_t rotary) {
+  constexpr std::size_t N = 3, S = 5, D = 4, DC = 6, H = 4, HK = 2, DK = 4, DVH = 3, DQ = H * DK,
+                        DKV = HK * DK, DVKV = HK * DVH, DV = H * DVH, DO = 5;
+  std::uint32_t state = 4242u + unsigned(rotary) + (interleaved ? 7u : 0u);
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return T(int(state >> 9) % 2001 - 1000) / T(437);
+  };
+  qkv::matrix<T, N, D> x;
+  qkv::matrix<T, S, DC> c;
+  qkv::matrix<T, DQ, D> wq;
+  qkv::matrix<T, DKV, DC> wk;
+  qkv::matrix<T, DVKV, DC> wv;
+  qkv::matrix<T, DO, DV> wo;
+  qkv::matrix<T, 1, DQ> bq;
+  qkv::matrix<T, 1, DKV> bk;
+  qkv::matrix<T, 1, DVKV> bv;
+  qkv::matrix<T, 1, DO> bo;
+  for (auto& e : x.v) e = next();
+  for (auto& e : c.v) e = next();
+  for (auto& e : wq.v) e = next();
+  for (auto& e : wk.v) e = next();
+  for (auto& e : wv.v) e = next();
+  for (auto& e : wo.v) e = next();
+  for (auto& e : bq.v) e = next();
+  for (auto& e : bk.v) e = next();
+  for (auto& e : bv.v) e = next();
+  for (auto& e : bo.v) e = next();
+  const T scale = T(1) / std::sqrt(T(DK));
+  qkv::attention_options<T> opt;
+  opt.scale = qkv::scaling<T>::multiply_by(scale);
+  opt.causal = true;  // upper_left: key j > query i masked
+  const auto layout = interleaved ? qkv::rope_layout::interleaved : qkv::rope_layout::half_split;
+  const std::size_t qpos = 2, kpos = 0;  // the queries at positions 2.., the keys at 0..
+  const auto ql = qkv::project(x, wq, bq, qkv::out_in);
+  const auto kl = qkv::project(c, wk, bk, qkv::out_in);
+  const auto v = qkv::project(c, wv, bv, qkv::out_in);
+  auto qh = qkv::split_heads<H>(ql);
+  auto kh = qkv::split_heads<HK>(kl);
+  if (rotary)
+    for (std::size_t h = 0; h < H; ++h) {
+      qh[h] = qkv::rope(qh[h], layout, qpos, 10000.0, rotary);
+      if (h < HK) kh[h] = qkv::rope(kh[h], layout, kpos, 10000.0, rotary);
+    }
+  const auto q = qkv::hconcat(qh);
+  const auto k = qkv::hconcat(kh);
+  const auto r = qkv::grouped_query_attend_projected<H, HK>(q, k, v, opt);
+  const auto out =
+      qkv::add_row_vector(qkv::matrix_product_transposed(r.concat, wo), bo);  // output_projection's
+  // the tables rope() rotated with: rope_cos_sin of each position and pair
+  std::vector<T> cq(N * (rotary / 2 + 1)), sq(cq.size()), ck(S * (rotary / 2 + 1)), sk(ck.size());
+  for (std::size_t i = 0; i < rotary / 2; ++i) {
+    const double theta = qkv::rope_frequency(i, rotary);
+    for (std::size_t p = 0; p < N; ++p) {
+      const auto a = qkv::rope_cos_sin<T>(qpos + p, theta);
+      cq[p * (rotary / 2) + i] = a.cos, sq[p * (rotary / 2) + i] = a.sin;
+    }
+    for (std::size_t p = 0; p < S; ++p) {
+      const auto a = qkv::rope_cos_sin<T>(kpos + p, theta);
+      ck[p * (rotary / 2) + i] = a.cos, sk[p * (rotary / 2) + i] = a.sin;
+    }
+  }
+  std::vector<unsigned char> mask(N * S, 0);
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t j = i + 1; j < S; ++j) mask[i * S + j] = 1;
+  qkv::flat::attend_args<T> a;
+  a.x = x.v, a.t = N, a.d = D, a.context = c.v, a.s = S, a.dc = DC;
+  a.wq = wq.v, a.bq = bq.v, a.wk = wk.v, a.bk = bk.v, a.wv = wv.v, a.bv = bv.v, a.wo = wo.v, a.bo = bo.v;
+  a.dq = DQ, a.dv = DV, a.heads = H, a.kv_heads = HK, a.dout = DO, a.out_in = true, a.scale = scale;
+  a.masked = mask.data();
+  if (rotary) {
+    a.cos_q = cq.data(), a.sin_q = sq.data(), a.cos_k = ck.data(), a.sin_k = sk.data();
+    a.rotary_dim = rotary, a.interleaved = interleaved;
+  }
+  const auto st = a.layout();
+  std::vector<T> m(st.size());
+  if (qkv::flat::attend<T>(a, m.data()) != 0) return 1;
+  int bad = 0;
+  same_bits(m.data() + st.queries(), q.v, N * DQ, "queries", bad);
+  same_bits(m.data() + st.keys(), k.v, S * DKV, "keys", bad);
+  same_bits(m.data() + st.values(), v.v, S * DVKV, "values", bad);
+  if (rotary) {
+    same_bits(m.data() + st.queries_linear(), ql.v, N * DQ, "queries before RoPE", bad);
+    same_bits(m.data() + st.keys_linear(), kl.v, S * DKV, "keys before RoPE", bad);
+  }
+  for (std::size_t h = 0; h < H; ++h) {
+    same_bits(m.data() + st.scores(h), r.scores[h].v, N * S, "scores", bad);
+    same_bits(m.data() + st.scaled(h), r.scaled_scores[h].v, N * S, "scaled", bad);
+    same_bits(m.data() + st.weights(h), r.weights[h].v, N * S, "weights", bad);
+    same_bits(m.data() + st.context(h), r.context[h].v, N * DVH, "context", bad);
+  }
+  same_bits(m.data() + st.concat(), r.concat.v, N * DV, "concat", bad);
+  same_bits(m.data() + st.output(), out.v, N * DO, "output", bad);
+  // the backward of grouped-query self-attention: x (3, 4) as the keys' input too (wk, wv read
+  // x's 4 columns: the first 4 of each row of theirs), no RoPE
+  qkv::matrix<T, DKV, D> wk2;
+  qkv::matrix<T, DVKV, D> wv2;
+  for (std::size_t i = 0; i < DKV; ++i)
+    for (std::size_t j = 0; j < D; ++j) wk2.v[i * D + j] = wk.v[i * DC + j];
+  for (std::size_t i = 0; i < DVKV; ++i)
+    for (std::size_t j = 0; j < D; ++j) wv2.v[i * D + j] = wv.v[i * DC + j];
+  const auto q2 = qkv::project(x, wq, bq, qkv::out_in);
+  const auto k2 = qkv::project(x, wk2, bk, qkv::out_in);
+  const auto v2 = qkv::project(x, wv2, bv, qkv::out_in);
+  const auto r2 = qkv::grouped_query_attend_projected<H, HK>(q2, k2, v2, opt);
+  qkv::matrix<T, N, DO> d_output;
+  for (auto& e : d_output.v) e = next();
+  const auto go = qkv::output_projection_backward(r2.concat, wo, d_output);
+  const auto ga = qkv::grouped_query_attention_backward<H, HK>(r2, go.d_x, opt);
+  const auto pq = qkv::project_backward(x, wq, bq, ga.d_queries, qkv::out_in);
+  const auto pk = qkv::project_backward(x, wk2, bk, ga.d_keys, qkv::out_in);
+  const auto pv = qkv::project_backward(x, wv2, bv, ga.d_values, qkv::out_in);
+  const auto d_x = pq.d_x + pk.d_x + pv.d_x;
+  std::vector<unsigned char> mask2(N * N, 0);
+  for (std::size_t i = 0; i < N; ++i)
+    for (std::size_t j = i + 1; j < N; ++j) mask2[i * N + j] = 1;
+  qkv::flat::attend_args<T> b = a;
+  b.context = nullptr, b.s = 0, b.dc = 0, b.wk = wk2.v, b.wv = wv2.v, b.masked = mask2.data();
+  b.cos_q = b.sin_q = b.cos_k = b.sin_k = nullptr, b.rotary_dim = 0;
+  std::vector<T> f(b.layout().size());
+  if (qkv::flat::attend<T>(b, f.data()) != 0) return 1;
+  for (std::size_t h = 0; h < H; ++h)
+    same_bits(f.data() + b.layout().weights(h), r2.weights[h].v, N * N, "self weights", bad);
+  const qkv::flat::gradients_layout at{N, D, DQ, DV, H, DO, HK};
+  std::vector<T> g(at.size());
+  if (qkv::flat::attend_backward<T>(b, f.data(), d_output.v, g.data()) != 0) return 1;
+  int bad_backward = 0;
+  same_bits(g.data() + at.d_concat(), go.d_x.v, N * DV, "d_concat", bad_backward);
+  same_bits(g.data() + at.d_wo(), go.d_w.v, DO * DV, "d_wo", bad_backward);
+  same_bits(g.data() + at.d_bo(), go.d_b.v, DO, "d_bo", bad_backward);
+  for (std::size_t h = 0; h < H; ++h) {
+    same_bits(g.data() + at.d_weights(h), ga.d_weights[h].v, N * N, "d_weights", bad_backward);
+    same_bits(g.data() + at.d_scaled_scores(h), ga.d_scaled_scores[h].v, N * N, "d_scaled_scores",
+              bad_backward);
+    same_bits(g.data() + at.d_scores(h), ga.d_scores[h].v, N * N, "d_scores", bad_backward);
+  }
+  same_bits(g.data() + at.d_queries(), ga.d_queries.v, N * DQ, "d_queries", bad_backward);
+  same_bits(g.data() + at.d_keys(), ga.d_keys.v, N * DKV, "d_keys", bad_backward);
+  same_bits(g.data() + at.d_values(), ga.d_values.v, N * DVKV, "d_values", bad_backward);
+  same_bits(g.data() + at.d_wq(), pq.d_w.v, DQ * D, "d_wq", bad_backward);
+  same_bits(g.data() + at.d_bq(), pq.d_b.v, DQ, "d_bq", bad_backward);
+  same_bits(g.data() + at.d_wk(), pk.d_w.v, DKV * D, "d_wk", bad_backward);
+  same_bits(g.data() + at.d_bk(), pk.d_b.v, DKV, "d_bk", bad_backward);
+  same_bits(g.data() + at.d_wv(), pv.d_w.v, DVKV * D, "d_wv", bad_backward);
+  same_bits(g.data() + at.d_bv(), pv.d_b.v, DVKV, "d_bv", bad_backward);
+  same_bits(g.data() + at.d_x(), d_x.v, N * D, "d_x", bad_backward);
+  std::printf(
+      "%s cross-attention, 4 heads on 2 key/value heads, causal, %s: forward %s; grouped-query "
+      "self-attention backward %s\n",
+      sizeof(T) == 4 ? "float32" : "float64",
+      rotary == 0   ? "no RoPE"
+      : interleaved ? "RoPE interleaved on 2 of 4 columns"
+                    : "RoPE half_split on all 4 columns",
+      bad ? "DIFFERS" : "same bits in every step", bad_backward ? "DIFFERS" : "same bits in every gradient");
+  return bad + bad_backward ? 1 : 0;
+}
+
 /// tests/cli/attend/backward_hand.json (x = Wq = Wk = Wv = I, scale 1, d_output [[1, 0], [0, 0]]):
 /// the forward and the backward, every number
 template <class T>
@@ -316,6 +542,9 @@ int main(int argc, char** argv) {
     for (int variant = 0; variant < 3; ++variant)
       bad += check_core<float>(variant) + check_core<double>(variant);
     bad += check_in_out<float>() + check_in_out<double>();
+    bad += check_grouped<float>(false, 0) + check_grouped<double>(false, 0);
+    bad += check_grouped<float>(false, 4) + check_grouped<double>(false, 4);
+    bad += check_grouped<float>(true, 2) + check_grouped<double>(true, 2);
     bad += check_constexpr<float>() + check_constexpr<double>();
     return bad ? 1 : 0;
   }
@@ -327,6 +556,15 @@ int main(int argc, char** argv) {
     std::memcpy(h.data(), in.data(), 16 * 4);
     return h[0] == 8 ? run<double>(h, in.data() + 16 * 4) : run<float>(h, in.data() + 16 * 4);
   }
-  std::fprintf(stderr, "usage: qkv_wasm_check core | run < case.bin\n");
+  if (mode == "run_case") {
+    std::vector<unsigned char> in((std::istreambuf_iterator<char>(std::cin)),
+                                  std::istreambuf_iterator<char>());
+    if (in.size() < 32 * 4) return 2;
+    std::vector<std::uint32_t> h(32);
+    std::memcpy(h.data(), in.data(), 32 * 4);
+    const std::size_t n = in.size() - 32 * 4;
+    return h[0] == 8 ? run_case<double>(h, in.data() + 32 * 4, n) : run_case<float>(h, in.data() + 32 * 4, n);
+  }
+  std::fprintf(stderr, "usage: qkv_wasm_check core | run < case.bin | run_case < case.bin\n");
   return 2;
 }

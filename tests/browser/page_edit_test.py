@@ -8,10 +8,16 @@ WebAssembly module starts (the page says it is editable, and that its numbers ar
 arithmetic), then edits are made, one after the other, as a learner makes them: a cell of x typed
 in (double-click, type, Enter: the real UI), NaN and infinity typed into x and the values'
 weights, the causal option, a key masked with Alt+click, and a whole row masked; on a case with
-d_output (tests/cli/attend/backward_heads.json), d_output and a weight of the queries too. After each edit
-every step's numbers in the page's data are compared, bit for bit, with
-  - the same C++ built natively (`qkv_wasm_check run`, wasm/qkv_wasm_check.cpp: its own check
-    ties core/flat_attention.hpp to the core's templates), on the page's inputs and mask;
+d_output (tests/cli/attend/backward_heads.json), d_output and a weight of the queries too.
+Chapter two's cases are editable pages too (issue 30): grouped-query heads with a per-head bias,
+ALiBi and d_output (the gradients of the grouped heads recompute), cross-attention with RoPE and
+one key/value head (the context edited too; 3 queries over 5 keys, causal aligned lower_right, a
+window), tests/cli/attend/chapter_two.json (all of them at once), and bfloat16 inputs (a typed 0.1
+is stored as bfloat16's 0.10009765625, rounded by the module's qkv_round_bfloat16). After each
+edit every step's numbers in the page's data are compared, bit for bit, with
+  - the same C++ built natively (`qkv_wasm_check run_case`, wasm/qkv_wasm_check.cpp: its own
+    check ties core/flat_attention.hpp to the core's templates), on the page's inputs, mask, and
+    the terms and tables the page holds (the bias, ALiBi's slopes, RoPE's cos and sin);
   - `qkv attend --json --arithmetic core` (the tool, natively, on the same source) on the edited
     case written to a file;
 every cell of every step, a NaN as a NaN; with d_output every gradient matrix of the page (and
@@ -24,7 +30,7 @@ The page is written in the core's arithmetic, so before any edit the module's nu
 page's own everywhere, and every cell holds one arithmetic: the recomputed cells (marked
 orange) are counted, every cell is checked. The NaN row and the fully masked row (weights 0,
 context 0) follow docs/numerics.md's policy, and are checked by value too. Reset must bring back
-every number's bits. A page the module does not compute (RoPE) says why. Recompute times (the
+every number's bits. Recompute times (the
 module's call, and with the page redrawn) are printed, not asserted, for every edit and as a
 median for the tutorial page (tutorial 000, illustrated.json), and so is a 128-token, 12-head
 call of the module in the page. Screenshots in OUT_DIR.
@@ -74,42 +80,89 @@ def random_case(seed, t, d, heads, dq, dv, dout, dtype='float32', causal=False, 
     return c
 
 
+def gqa_case():
+    """4 query heads on 2 key/value heads (grouped-query), a bias per head (a -inf in head 1's),
+    ALiBi, causal, wo with biases, and a d_output: the gradients recompute too"""
+    c = random_case(21, 4, 6, 4, 8, 8, 5, causal=True)
+    rnd = random.Random(22)
+    c['wk'], c['wv'], c['bk'], c['bv'] = c['wk'][:4], c['wv'][:4], c['bk'][:4], c['bv'][:4]
+    c['kv_heads'] = 2
+    c['alibi'] = True
+    c['bias'] = [[f32(rnd.uniform(-0.5, 0.5)) for _ in range(4)] for _ in range(16)]
+    c['bias'][4 + 2][1] = '-Infinity'  # head 1, query 2, key 1: masked by the bias
+    c['d_output'] = [[f32(rnd.uniform(-1, 1)) for _ in range(5)] for _ in range(4)]
+    return c
+
+
+def cross_rope_case():
+    """cross-attention: 3 queries over a context of 5 keys, one key/value head for 2 query heads
+    (multi-query), RoPE (interleaved, rotary_dim 2 of 4, queries at positions 2..), causal aligned
+    lower_right, a window of 3"""
+    rnd = random.Random(31)
+    m = lambda rows, cols: [[f32(rnd.uniform(-1.5, 1.5)) for _ in range(cols)] for _ in range(rows)]  # noqa: E731
+    return {'x': m(3, 4), 'context': m(5, 6), 'wq': m(8, 4), 'wk': m(4, 6), 'wv': m(3, 6), 'wo': m(4, 6),
+            'heads': 2, 'kv_heads': 1, 'causal': True, 'causal_alignment': 'lower_right', 'window': 3,
+            'rope': {'layout': 'interleaved', 'rotary_dim': 2, 'position_offset': 2, 'key_position_offset': 0}}
+
+
 def page_bits(driver):
     """the page's numbers' bytes, by matrix id (tests/support/browser.py)"""
     return {k: v[1] for k, v in browser.page_bits(driver).items()}
 
 
+def kv_sizes(spec):
+    """the keys' rows s, and the keys' and values' columns (kv_heads heads: grouped-query)"""
+    t, H, dq, dv = spec['t'], spec['heads'], spec['dq'], spec['dv']
+    hk = spec.get('kv_heads') or H
+    return spec.get('s') or t, hk * dq // H, hk * dv // H
+
+
+def step_sizes(spec):
+    """the module's steps in order (qkv::flat::steps_layout), as numbers per step"""
+    t, H, dq, dv = spec['t'], spec['heads'], spec['dq'], spec['dv']
+    s, dkv, dvkv = kv_sizes(spec)
+    sizes = [t * dq, s * dkv, s * dvkv] + [t * s, t * s, t * s, t * dv // H] * H + [t * dv]
+    sizes += [t * spec['dout']] if spec['dout'] else []
+    sizes += [t * dq, s * dkv] if spec.get('rotary_dim') else []
+    return sizes
+
+
 def native_run(spec, bits, mask):
-    """`qkv_wasm_check run` on the page's inputs (bits), mask and (a case with gradients) d_output:
-    the forward's bytes and the gradients' (b'' without d_output)"""
+    """`qkv_wasm_check run_case` (attend()'s second form, the module's qkv_attend_case_*) on the
+    page's inputs (bits), mask, the terms it adds (the bias, ALiBi's slopes), RoPE's tables and (a
+    case with gradients) d_output: the forward's bytes and the gradients' (b'' without d_output)"""
     f = spec['dtype'] == 'float32'
     size, fmt = (4, '<f') if f else (8, '<d')
     inp, grads = spec['inputs'], 'grad_input' in spec
-    head = [size, spec['t'], spec['d'], spec['dq'], spec['dv'], spec['dout'], spec['heads'], 1 if spec['out_in'] else 0,
-            bool(inp['bq']), bool(inp['bk']), bool(inp['bv']), bool(inp['wo']), bool(inp['bo']), 1, grads, 0]
-    data = struct.pack('<16I', *[int(h) for h in head]) + struct.pack(fmt, spec['state_scale'])
-    for n in ['x', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo']:
-        if inp[n]:
+    ctx = bool(inp.get('context'))
+    head = [size, spec['t'], spec['d'], spec.get('s') or spec['t'], spec.get('dc') or 0, spec['dq'], spec['dv'],
+            spec['heads'], spec.get('kv_heads') or 0, spec['dout'], 1 if spec['out_in'] else 0,
+            spec.get('bias_heads') or 0, spec.get('rotary_dim') or 0, 1 if spec.get('interleaved') else 0,
+            (spec.get('mask_offset') or 0) & 0xffffffff, ctx, bool(inp['bq']), bool(inp['bk']), bool(inp['bv']),
+            bool(inp['wo']), bool(inp['bo']), bool(spec.get('slopes')), 1, grads] + [0] * 8
+    data = struct.pack('<32I', *[int(h) for h in head]) + struct.pack(fmt, spec['state_scale'])
+    for n in ['x', 'context', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo']:
+        if inp.get(n):
             data += bits[inp[n]]
+    for n in [spec.get('bias'), spec.get('slopes')] + (spec.get('rope') or []):
+        if n:
+            data += bits[n]
     data += bytes(mask)
     if grads:
         data += bits[spec['grad_input']]
-    r = subprocess.run([CHECK, 'run'], input=data, capture_output=True)
+    r = subprocess.run([CHECK, 'run_case'], input=data, capture_output=True)
     if r.returncode:
-        raise SystemExit('qkv_wasm_check run failed: %d' % r.returncode)
-    t, H, dq, dv = spec['t'], spec['heads'], spec['dq'], spec['dv']
-    n = 2 * t * dq + t * dv + H * (3 * t * t + t * dv // H) + t * dv + t * spec['dout']
+        raise SystemExit('qkv_wasm_check run_case failed: %d' % r.returncode)
+    n = sum(step_sizes(spec))
     return r.stdout[:n * size], r.stdout[n * size:]
 
 
 def native_module(spec, bits, mask):
-    """`qkv_wasm_check run` on the page's inputs (bits) and mask: every step's bytes, by output id"""
+    """`qkv_wasm_check run_case` on the page's inputs (bits) and mask: every step's bytes, by output id"""
     size = 4 if spec['dtype'] == 'float32' else 8
     raw = native_run(spec, bits, mask)[0]
-    t, H, dq, dv = spec['t'], spec['heads'], spec['dq'], spec['dv']
-    sizes = [t * dq, t * dq, t * dv] + [t * t, t * t, t * t, t * dv // H] * H + [t * dv] + ([t * spec['dout']] if spec['dout'] else [])
     out, at = {}, 0
-    for name, n in zip(spec['outputs'], sizes):
+    for name, n in zip(spec['outputs'], step_sizes(spec)):
         if name:
             out[name] = raw[at * size:(at + n) * size]
         at += n
@@ -141,8 +194,10 @@ def page_mask(driver):
     return st
 
 
-def as_case(spec, bits, st, fmt, size):
-    """the page's current inputs as a `qkv attend` case file"""
+def as_case(spec, bits, st, fmt, size, base):
+    """the page's current inputs as a `qkv attend` case file: the case the page was made from
+    (`base`: its context, kv_heads, bias, alibi, rope, alignment stay) with the page's x, context,
+    weights, biases, d_output and options"""
     def vals(b):
         out = []
         for k in range(0, len(b), size):
@@ -154,12 +209,17 @@ def as_case(spec, bits, st, fmt, size):
         v = vals(b)
         return [v[i * cols:(i + 1) * cols] for i in range(rows)]
     t, d, dq, dv = spec['t'], spec['d'], spec['dq'], spec['dv']
+    s, dkv, dvkv = kv_sizes(spec)
     inp = spec['inputs']
+    din = spec.get('dc') or d
     w = (lambda n, o, i: mat(bits[n], o, i)) if spec['out_in'] else (lambda n, o, i: mat(bits[n], i, o))
-    c = {'dtype': spec['dtype'], 'x': mat(bits['x'], t, d), 'wq': w('wq', dq, d), 'wk': w('wk', dq, d),
-         'wv': w('wv', dv, d), 'heads': spec['heads'], 'scale': st[0], 'causal': st[1], 'window': st[2],
-         'weight_layout': 'out_in' if spec['out_in'] else 'in_out',
-         'allowed': [[st[3][i * t + j] == 0 for j in range(t)] for i in range(t)]}
+    c = dict(base)
+    c.update({'dtype': base.get('dtype') if spec.get('round') else spec['dtype'], 'x': mat(bits['x'], t, d), 'wq': w('wq', dq, d), 'wk': w('wk', dkv, din),
+              'wv': w('wv', dvkv, din), 'heads': spec['heads'], 'scale': st[0], 'causal': st[1], 'window': st[2],
+              'weight_layout': 'out_in' if spec['out_in'] else 'in_out',
+              'allowed': [[st[3][i * s + j] == 0 for j in range(s)] for i in range(t)]})
+    if inp.get('context'):
+        c['context'] = mat(bits[inp['context']], s, din)
     for n in ['bq', 'bk', 'bv', 'bo']:
         if inp[n]:
             c[n] = vals(bits[inp[n]])
@@ -237,6 +297,16 @@ def main():
         ('float64', random_case(12, 4, 6, 2, 4, 6, 3, dtype='float64', causal=True)),
         # the gradients recompute too: 3 tokens, 2 heads, causal, wo, biases, d_output
         ('backward', os.path.join(ROOT, 'tests', 'cli', 'attend', 'backward_heads.json')),
+        # chapter two's cases (issue 30): grouped-query heads with a per-head bias and ALiBi, and
+        # their gradients (4 query heads on 2 key/value heads, causal, d_output); cross-attention
+        # with RoPE on one key/value head (3 queries over 5 keys, causal aligned lower_right,
+        # window); chapter_two.json (all of it: context, kv_heads, RoPE, ALiBi, bias, key_padding)
+        ('gqa_alibi_bias', gqa_case()),
+        ('cross_rope', cross_rope_case()),
+        ('chapter_two', os.path.join(ROOT, 'tests', 'cli', 'attend', 'chapter_two.json')),
+        # 16-bit inputs: a typed number is rounded to bfloat16 as stored (the module's
+        # qkv_round_bfloat16, the tool's own rounding), the arithmetic float32
+        ('bfloat16', dict(random_case(41, 3, 4, 2, 4, 4, 3, causal=True), dtype='bfloat16')),
     ]
     for name, case in cases:
         if isinstance(case, dict):
@@ -245,6 +315,8 @@ def main():
                 json.dump(case, f)
         else:
             path = case
+            with open(path) as f:
+                case = json.load(f)
         html = os.path.join(OUT, 'edit_%s.html' % name)
         r = subprocess.run([QKV, 'attend', path, '--html', html], capture_output=True, text=True)
         if not check(r.returncode == 0, '%s: qkv attend --html: %s' % (name, r.stderr)):
@@ -274,10 +346,11 @@ def main():
         st = page_mask(driver)
         spec['state_scale'] = st[0]
         t = spec['t']
+        s_len, off = spec.get('s') or t, spec.get('mask_offset') or 0
 
-        def mask_of(st):
-            return [1 if st[3][i * t + j] or (st[1] and j > i) or (st[2] and j < i - st[2] + 1) else 0
-                    for i in range(t) for j in range(t)]
+        def mask_of(st):  # query i sits at position i + off (causal aligned lower_right: s - t)
+            return [1 if st[3][i * s_len + j] or (st[1] and j > i + off) or (st[2] and j < i + off - st[2] + 1) else 0
+                    for i in range(t) for j in range(s_len)]
         native_orig = native_module(spec, orig, mask_of(st))
         if 'grad_outputs' in spec:
             native_grads_orig = native_gradients(spec, orig, mask_of(st), driver.execute_script(
@@ -296,8 +369,10 @@ def main():
             # native build keeps the other one than the .wasm on this page's inf edit
             bad = [n for n in now if not same_bits(now[n], bits.get(n), fmt, size)]
             check(not bad, '%s, %s: the page differs from the native build of the module in %s' % (name, what, bad))
-            doc = tool_json(as_case(spec, bits, st, fmt, size), tmp)
-            off = [n for n in now if not same_bits(tool_bits(spec, doc, n, fmt), bits.get(n), fmt, size)] if doc else list(now)
+            doc = tool_json(as_case(spec, bits, st, fmt, size, case), tmp)
+            # the projections before RoPE are not in --json: checked against the native module only
+            off = [n for n in now if 'before RoPE' not in n and
+                   not same_bits(tool_bits(spec, doc, n, fmt), bits.get(n), fmt, size)] if doc else list(now)
             check(not off, '%s, %s: the page differs from qkv attend --json --arithmetic core in %s' % (name, what, off))
             cells = sum(len(now[n]) // size for n in now)
             reached = sum(1 for n in now for k in range(0, len(now[n]), size)
@@ -355,6 +430,16 @@ def main():
             verify('wq(2, 1) = 0.75')
             driver.save_screenshot(os.path.join(OUT, 'edit_%s_gradients.png' % name))
         # 2. NaN in x(2, 2): its token's row is NaN, and every query that sees it
+        if spec.get('round'):  # 16-bit inputs: 0.1 is stored as bfloat16's nearest, 0.10009765625
+            driver.execute_script('window.qkvPage.editor().set("x", 0, 1, "0.1");')
+            bits = verify('x(1, 2) = 0.1 typed (rounded to %s)' % spec['round'])
+            want = {'bfloat16': 0.10009765625, 'float16': 0.0999755859375}[spec['round']]
+            check(struct.unpack(fmt, bits['x'][size:2 * size])[0] == want,
+                  '%s: a typed 0.1 is rounded to %s as stored: %r' % (name, spec['round'],
+                                                                      struct.unpack(fmt, bits['x'][size:2 * size])[0]))
+        if spec['inputs'].get('context'):  # cross-attention: the context is an input too
+            driver.execute_script('window.qkvPage.editor().set("context (input)", 1, 0, "-1.75");')
+            verify('context(2, 1) = -1.75')
         driver.execute_script('window.qkvPage.editor().set("x", 1, 1, "NaN");')
         verify('x(2, 2) = NaN')
         # 3. inf in the values' weights, -inf in x
@@ -371,11 +456,11 @@ def main():
         cell = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="%d"][data-j="0"]' % (wid, t - 1))
         browser.actions(driver).key_down(Keys.ALT).click(cell).key_up(Keys.ALT).perform()
         verify('key 1 masked for the last query (Alt+click)')
-        for j in range(t):
-            if not page_mask(driver)[3][(t - 1) * t + j]:
+        for j in range(s_len):
+            if not page_mask(driver)[3][(t - 1) * s_len + j]:
                 driver.execute_script('window.qkvPage.editor().toggleMask(%d, %d);' % (t - 1, j))
         bits = verify('the last query fully masked')
-        w = bits[wid][(t - 1) * t * size:t * t * size]
+        w = bits[wid][(t - 1) * s_len * size:t * s_len * size]
         check(all(struct.unpack(fmt, w[k:k + size])[0] == 0 for k in range(0, len(w), size)),
               '%s: a fully masked row has weights 0 (docs/numerics.md)' % name)
         driver.save_screenshot(os.path.join(OUT, 'edit_%s_masked.png' % name))
@@ -389,15 +474,6 @@ def main():
                   '(max %.2f), with the page redrawn median %.1f ms (max %.1f)%s' % (
                       name, len(times), ms[len(ms) // 2], ms[-1], tot[len(tot) // 2], tot[-1],
                       ' [tutorial 000\'s page]' if name == 'illustrated' else ''))
-
-    # a page the module does not compute says why
-    html = os.path.join(OUT, 'edit_rope.html')
-    subprocess.run([QKV, 'attend', os.path.join(ROOT, 'tests', 'cli', 'attend', 'chapter_two.json'), '--html', html],
-                   capture_output=True, check=True)
-    driver.get('file://' + html)
-    status = driver.find_element(By.ID, 'edit-status').text
-    check(status.startswith('This page is not editable'), 'chapter_two: the page says why it is not editable: ' + status)
-    print('chapter_two (RoPE, ALiBi, GQA): ' + status)
 
     # the module alone, in the page, on a 128-token, 12-head case (d_model 768)
     driver.get('file://' + os.path.join(OUT, 'edit_two_heads.html'))

@@ -14,7 +14,9 @@ and the arithmetic of the learner's pages (docs/pages.md, "Editing a page").
    intro says so) and every number of its steps is `--arithmetic core --json`'s, bit for bit (NaN
    as NaN: non_finite.json); `--json --html` together give the page's arithmetic. With
    `--arithmetic runtime` the page is the runtime's numbers (`--json`'s) and says why it is not
-   editable. A page the core does not compute (rope.json) keeps the runtime's numbers. When the
+   editable. Chapter two's cases (rope, alibi, bias, kv_heads, chapter_two: RoPE, ALiBi, a bias,
+   grouped-query heads, cross-attention) and a float16 case are editable pages in the core's
+   arithmetic too. When the
    tool was built without the WebAssembly module, no page is editable and every page is the
    runtime's (checked as such).
 3. The backward (a case with d_output: backward_hand, backward_hand64, backward_heads,
@@ -26,6 +28,10 @@ and the arithmetic of the learner's pages (docs/pages.md, "Editing a page").
    templates in tests/wasm/module_test.py (bit for bit). backward_heads.json's page is editable
    (with the module), its edit object names d_output and a view per gradient matrix, and its
    gradients are --arithmetic core --json's, bit for bit.
+4. The terms added to the scores (alibi, bias, chapter_two, kv_heads): --arithmetic core's scaled
+   scores are its raw scores times the scale, plus the bias, plus ALiBi's slope (j - p), masked,
+   one rounding per operation, derived here bit for bit; the cells the runtime path shares are
+   printed, not asserted (its scores are fma chains: they differ in the last bits).
 The refusals (exit 2 naming the field) are in tests/cli/attend/arithmetic.expect.
 """
 import json
@@ -169,13 +175,22 @@ for name in ['illustrated', 'causal', 'window', 'key_padding', 'non_finite', 'st
         print('  %-12s the runtime path and the core\'s arithmetic share the bits of %d of %d cells' % (
             name, sum(c[0] for c in cells), sum(c[1] for c in cells)))
 
-# a page the core does not compute keeps the runtime's numbers, and its arithmetic says so
-html = os.path.join(OUT, 'rope.html')
-run('attend', os.path.join(CASES, 'rope.json'), '--html', html)
-d = page_data(html)
-check(d['edit'].get('arithmetic') == 'runtime' and 'RoPE' in d['edit'].get('why', ''),
-      'rope: the page is the runtime\'s and says why it is not editable: %r' % d['edit'])
-compare('rope', d, json.loads(run('attend', os.path.join(CASES, 'rope.json'), '--json')), '--json (the runtime)')
+# chapter two's cases (RoPE, ALiBi, a bias, grouped-query heads, cross-attention): their pages are
+# editable too (with the module), in the core's arithmetic, every number --arithmetic core --json's
+# (and a float16 case: its page rounds a typed number to float16, the module's qkv_round_float16)
+for name in ['rope', 'alibi', 'bias', 'kv_heads', 'chapter_two', 'arithmetic_half']:
+    path = os.path.join(CASES, name + '.json')
+    html = os.path.join(OUT, name + '.html')
+    run('attend', path, '--html', html)
+    d = page_data(html)
+    arith = 'core' if module else 'runtime'
+    if module:
+        check(d['edit'].get('round') == ('float16' if name == 'arithmetic_half' else ''),
+              '%s: the page says what a typed number is rounded to: %r' % (name, d['edit'].get('round')))
+    check(d['edit'].get('arithmetic') == arith and ('module' in d['edit']) == module,
+          '%s: the page is %s, in the %s\'s arithmetic: %r' % (name, 'editable' if module else 'not editable', arith,
+                                                              d['edit'].get('why')))
+    compare(name, d, json.loads(run('attend', path, '--json', '--arithmetic', arith)), '--arithmetic %s --json' % arith)
 
 # --- 3. the backward in the core's arithmetic (docs/cli.md, "The backward")
 GRADS = ['d_output', 'd_wo', 'd_bo', 'd_concat', 'd_weights', 'D', 'd_scaled_scores', 'd_queries', 'd_keys',
@@ -261,6 +276,45 @@ for h in range(H):
 bad = [k for k, v in shown.items() if not same([number(e) for e in M[k]['data']], v, dtype)]
 check(not bad, 'backward_heads: every gradient of the page == --arithmetic %s --json\'s, bit for bit (differs: %s)'
       % (arith, bad))
+
+# --- 4. the terms added to the scores, in the core's arithmetic: --arithmetic core's scaled scores
+# from its own raw scores, derived here one operation at a time as runtime/attention.hpp's
+# mask_scores adds them (and core/flat_attention.hpp's scale_and_mask): scale * score rounded, then
+# + the bias (a -inf there masks), then + ALiBi's slope * (j - p) (slope rounded to the case's
+# type, as --json's alibi_slopes prints it; p = i, or i + S - T aligned lower_right), each rounded
+# once, then -inf where the mask says so. Bit for bit; a NaN as a NaN.
+for name in ['alibi', 'bias', 'chapter_two', 'kv_heads']:
+    path = os.path.join(CASES, name + '.json')
+    case = json.load(open(path))
+    js = json.loads(run('attend', path, '--json', '--arithmetic', 'core'))
+    dtype = js['queries']['dtype']
+    rd = rounded(dtype)
+    H, T, S = js['scores']['shape']
+    off = S - T if case.get('causal_alignment') == 'lower_right' else 0
+    scale, mask = number(js['scale']), js['mask']['data'] if isinstance(js['mask'], dict) else js['mask']
+    bias = [[number(v) for v in row] for row in case['bias']] if 'bias' in case else None
+    slopes = [number(v) for v in flat(js['alibi_slopes'])] if case.get('alibi') else None
+    want, got = [], []
+    for h in range(H):
+        for i in range(T):
+            for j in range(S):
+                v = rd(scale * number(js['scores']['data'][h][i][j]))
+                if bias is not None:
+                    b = bias[(h * T if len(bias) == H * T else 0) + i][j]
+                    v = -math.inf if b == -math.inf else rd(v + b)
+                if slopes is not None and v != -math.inf:
+                    v = rd(v + rd(slopes[h] * (j - (i + off))))
+                if mask[i][j]:
+                    v = -math.inf
+                want.append(v)
+                got.append(number(js['scaled_scores']['data'][h][i][j]))
+    check(same(got, want, dtype), '%s: --arithmetic core\'s scaled scores are scale * score + bias + ALiBi, '
+          'masked, one rounding each, bit for bit' % name)
+    rt = json.loads(run('attend', path, '--json'))
+    cells = [share(flat(rt[k]), flat(js[k]), dtype) for k in
+             ['queries', 'keys', 'values', 'scores', 'scaled_scores', 'weights', 'context', 'output']]
+    print('  %-12s --arithmetic core and the runtime path share the bits of %d of %d cells' % (
+        name, sum(c[0] for c in cells), sum(c[1] for c in cells)))
 
 print('%d failure(s)' % len(failures) if failures else 'ok: --arithmetic core and the pages\' arithmetic')
 sys.exit(1 if failures else 0)

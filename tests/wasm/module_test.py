@@ -15,6 +15,9 @@ the same source built natively, and the native build gives the bits of the core'
    compared byte for byte (NaN payloads included): float32 and float64, both weight layouts, biases or none, an output projection or
    none, causal, mask cells, a fully masked row, NaN and infinity in x and in the values'
    weights, a 128-token 12-head case. The time node takes is printed, not asserted.
+   attend()'s second form (qkv_attend_case_*, the chapter-two pages': grouped-query heads, a bias,
+   ALiBi, cross-attention, RoPE, a NaN, a fully masked row; the gradients where the core has them)
+   through node (run_module.mjs ... case) and `qkv_wasm_check run_case`: the same bytes.
 3. With QKV_TOOL: the same cases through `qkv attend --arithmetic core --json` (the tool on the
    same source, include/qkv/core/flat_attention.hpp and flat_attention_backward.hpp) give the
    module's bits in every step and every gradient --json prints (a NaN as a NaN: JSON has no
@@ -72,6 +75,44 @@ def binary(c):
         if c[k] is not None:
             out += b''.join(struct.pack(fmt, v) for v in c[k])
     return out + bytes(c['mask']) + b''.join(struct.pack(fmt, v) for v in c['d_output'])
+
+
+def case_binary(seed, dtype, t, d, heads, kv_heads, dk, dvh, dout, context=None, bias_heads=0, alibi=False,
+                rotary=0, interleaved=False, offset=0, causal=True, edit=None):
+    """a case of attend()'s second form in `qkv_wasm_check run_case`'s binary form (a context of
+    `context` = (s, dc), kv_heads, a bias, ALiBi slopes, RoPE tables: any numbers, the bytes are
+    what is compared), with a d_output when it has no context and no RoPE (the backward's cases)"""
+    rnd = random.Random(seed)
+    f32 = dtype == 'float32'
+    fmt = '<f' if f32 else '<d'
+
+    def r(n, lo=-1.5, hi=1.5):
+        return [rnd.uniform(lo, hi) for _ in range(n)]
+    s, dc = context if context else (t, d)
+    hk = kv_heads or heads
+    dq, dv, dkv, dvkv = heads * dk, heads * dvh, hk * dk, hk * dvh
+    c = {'x': r(t * d), 'context': r(s * dc) if context else None, 'wq': r(dq * d), 'bq': r(dq), 'wk': r(dkv * dc),
+         'bk': r(dkv), 'wv': r(dvkv * dc), 'bv': r(dvkv), 'wo': r(dout * dv) if dout else None,
+         'bo': r(dout) if dout else None, 'bias': r(bias_heads * t * s, -0.5, 0.5) if bias_heads else None,
+         'slopes': [2.0 ** (-8 * (h + 1) / heads) for h in range(heads)] if alibi else None,
+         'cos_q': r(t * rotary // 2, -1, 1) if rotary else None, 'sin_q': r(t * rotary // 2, -1, 1) if rotary else None,
+         'cos_k': r(s * rotary // 2, -1, 1) if rotary else None, 'sin_k': r(s * rotary // 2, -1, 1) if rotary else None}
+    if c['bias']:
+        c['bias'][1] = -math.inf  # a -inf of the bias masks its key
+    mask = [1 if causal and j > i + offset else 0 for i in range(t) for j in range(s)]
+    grads = not context and not rotary
+    d_output = r(t * (dout or dv)) if grads else []
+    if edit:
+        edit(c, mask)
+    head = [4 if f32 else 8, t, d, s if context else t, dc if context else 0, dq, dv, heads, kv_heads, dout, 1,
+            bias_heads, rotary, 1 if interleaved else 0, offset & 0xffffffff, bool(context), 1, 1, 1, bool(dout),
+            bool(dout), alibi, 1, grads] + [0] * 8
+    out = struct.pack('<32I', *[int(h) for h in head]) + struct.pack(fmt, 1 / math.sqrt(dk))
+    for k in ['x', 'context', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo', 'bias', 'slopes', 'cos_q', 'sin_q', 'cos_k',
+              'sin_k']:
+        if c[k] is not None:
+            out += b''.join(struct.pack(fmt, v) for v in c[k])
+    return out + bytes(mask) + b''.join(struct.pack(fmt, v) for v in d_output)
 
 
 def weights_matrix(flat, rows, cols, out_in):
@@ -230,6 +271,39 @@ def main():
                         failed += bool(bad)
                     else:
                         print('     against qkv attend --json (the runtime path), cells with the same bits (NaN = NaN): ' + cells)
+    # attend()'s second form (qkv_attend_case_*, the pages of chapter two's cases): the .wasm's
+    # bytes against the native build's (`qkv_wasm_check run_case`), the gradients too where the
+    # core has them (grouped-query heads; no context, no RoPE)
+
+    def nan_context(c, mask):
+        c['context'][3] = float('nan')
+
+    def full_row(c, mask):
+        s = len(mask) // 4
+        for j in range(s):
+            mask[2 * s + j] = 1
+    second = [
+        ('float32, 4 heads on 2 key/value heads, a bias per head, ALiBi, causal, gradients',
+         case_binary(11, 'float32', 5, 6, 4, 2, 2, 3, 4, bias_heads=4, alibi=True)),
+        ('float64, 2 heads on 1 key/value head, a shared bias, a fully masked row, gradients',
+         case_binary(12, 'float64', 4, 6, 2, 1, 3, 2, 0, bias_heads=1, edit=full_row)),
+        ('float32, cross-attention 3 over 5 keys, RoPE interleaved on 2 of 4, 2 heads on 1, lower_right',
+         case_binary(13, 'float32', 3, 4, 2, 1, 4, 3, 4, context=(5, 6), rotary=2, interleaved=True, offset=2)),
+        ('float64, cross-attention 4 over 2 keys, RoPE half_split, ALiBi, a NaN in the context',
+         case_binary(14, 'float64', 4, 3, 2, 0, 2, 2, 3, context=(2, 5), rotary=2, alibi=True, edit=nan_context)),
+    ]
+    for name, data in second:
+        native = subprocess.run([check, 'run_case'], input=data, capture_output=True)
+        wasm = subprocess.run([node, str(RUNNER), module, 'case'], input=data, capture_output=True)
+        if native.returncode or wasm.returncode:
+            print('FAIL %s: native exit %d, node exit %d: %s' % (name, native.returncode, wasm.returncode,
+                                                               wasm.stderr.decode()[-400:]))
+            failed += 1
+            continue
+        same = native.stdout == wasm.stdout and len(native.stdout) > 0
+        n = len(native.stdout) // (4 if data[0] == 4 else 8)
+        print('%s %s: %d numbers, wasm (node) %s native' % ('ok  ' if same else 'FAIL', name, n, '==' if same else '!='))
+        failed += not same
     print('%d case(s) differ' % failed if failed else 'every case: the .wasm and the native build give the same bytes')
     return 1 if failed else 0
 

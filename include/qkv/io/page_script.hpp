@@ -623,28 +623,48 @@ function startEditor(E, panel, status) {
   return WebAssembly.instantiate(bytes, {}).then(function (res) {
     var X = res.instance.exports; if (X._initialize) X._initialize();
     var f32 = E.dtype === 'float32', size = f32 ? 4 : 8, Arr = f32 ? Float32Array : Float64Array;
-    var t = E.t, H = E.heads, dvh = E.dv / H, names = ['x', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo'];
+    // t queries, s keys (a context's rows, else t), H query heads, HK key/value heads (kv_heads)
+    var t = E.t, s = E.s || E.t, H = E.heads, HK = E.kv_heads || H, dvh = E.dv / H, dkv = HK * E.dq / H, dvkv = HK * dvh;
+    var off = E.mask_offset || 0, names = ['x', 'context', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo'];
     var inputs = names.filter(function (n) { return E.inputs[n]; }).map(function (n) { return E.inputs[n]; });
     var original = {}, ptr = {}, total = 0;
-    var parts = [['queries', t * E.dq], ['keys', t * E.dq], ['values', t * E.dv]];
-    for (var h = 0; h < H; ++h) parts.push(['', t * t], ['', t * t], ['', t * t], ['', t * dvh]);
+    // the module's steps (qkv::flat::steps_layout): with RoPE, the projections before it come last
+    var parts = [['queries', t * E.dq], ['keys', s * dkv], ['values', s * dvkv]];
+    for (var h = 0; h < H; ++h) parts.push(['', t * s], ['', t * s], ['', t * s], ['', t * dvh]);
     parts.push(['', t * E.dv]); if (E.dout) parts.push(['', t * E.dout]);
+    if (E.rotary_dim) parts.push(['', t * E.dq], ['', s * dkv]);
     parts.forEach(function (p, k) { p[0] = E.outputs[k] || ''; });
     inputs.concat(parts.map(function (p) { return p[0]; })).forEach(function (id) { if (id && M[id]) original[id] = M[id].data.slice(); });
     inputs.forEach(function (id) { ptr[id] = X.qkv_alloc(M[id].data.length * size); });
-    var nOut = X.qkv_output_size(t, E.dq, E.dv, H, E.dout), outPtr = X.qkv_alloc(nOut * size), maskPtr = X.qkv_alloc(t * t);
+    // what the module adds and rotates with, copied in once: the bias rows, ALiBi's slopes, RoPE's cos and sin
+    var fixed = {};
+    [E.bias, E.slopes].concat(E.rope || []).forEach(function (id) {
+      if (!id) return; var n = M[id].data.length; fixed[id] = X.qkv_alloc(n * size); new Arr(X.memory.buffer, fixed[id], n).set(M[id].data);
+    });
+    var zPtr = X.qkv_alloc(13 * 4), pPtr = X.qkv_alloc(16 * 4);  // the sizes and the pointers of qkv_attend_case_*
+    new Uint32Array(X.memory.buffer, zPtr, 13).set([t, E.d, s, E.dc || 0, E.dq, E.dv, H, E.kv_heads || 0, E.dout, E.out_in ? 1 : 0,
+      E.bias_heads || 0, E.rotary_dim || 0, E.interleaved ? 1 : 0]);
+    var nOut = X.qkv_case_output_size(zPtr), outPtr = X.qkv_alloc(nOut * size), maskPtr = X.qkv_alloc(t * s);
     var baseline = {};  // the module's own numbers for the original inputs (the first run)
     var runBackward = E.grad_outputs ? backwardEditor() : null;  // a case with d_output: the gradients too
     var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: E.masked.split('').map(Number)};
-    function masked(i, j) { return opts.cells[i * t + j] === 1 || (opts.causal && j > i) || (opts.window > 0 && j < i - opts.window + 1); }
+    // the cells a -inf of the bias masks in every head: hatched on the heatmap with the others, as the page was written
+    var biasAll = null;
+    if (E.bias) {
+      var B = M[E.bias].data; biasAll = [];
+      for (var k = 0; k < t * s; ++k) { var all = true; for (var b = 0; b < E.bias_heads; ++b) all = all && B[b * t * s + k] === -Infinity; biasAll.push(all); }
+    }
+    // query i sits at position i + off (causal aligned lower_right with s != t: off = s - t)
+    function masked(i, j) { return opts.cells[i * s + j] === 1 || (opts.causal && j > i + off) || (opts.window > 0 && j < i + off - opts.window + 1); }
     function run() {
       var t0 = performance.now(), mem = X.memory.buffer;
       inputs.forEach(function (id) { new Arr(mem, ptr[id], M[id].data.length).set(M[id].data); });
-      var mk = new Uint8Array(mem, maskPtr, t * t);
-      for (var i = 0; i < t; ++i) for (var j = 0; j < t; ++j) mk[i * t + j] = masked(i, j) ? 1 : 0;
-      var p = function (n) { return E.inputs[n] ? ptr[E.inputs[n]] : 0; };
-      var rc = (f32 ? X.qkv_attend_f32 : X.qkv_attend_f64)(p('x'), t, E.d, p('wq'), p('bq'), p('wk'), p('bk'), p('wv'), p('bv'),
-        E.dq, E.dv, p('wo'), p('bo'), E.dout, H, E.out_in ? 1 : 0, opts.scale, maskPtr, outPtr);
+      var mk = new Uint8Array(mem, maskPtr, t * s);
+      for (var i = 0; i < t; ++i) for (var j = 0; j < s; ++j) mk[i * s + j] = masked(i, j) ? 1 : 0;
+      var p = function (n) { return E.inputs[n] ? ptr[E.inputs[n]] : 0; }, rope = E.rope || [];
+      new Uint32Array(mem, pPtr, 16).set(names.map(p).concat([E.bias ? fixed[E.bias] : 0, E.slopes ? fixed[E.slopes] : 0],
+        [0, 1, 2, 3].map(function (k) { return rope[k] ? fixed[rope[k]] : 0; })));
+      var rc = (f32 ? X.qkv_attend_case_f32 : X.qkv_attend_case_f64)(pPtr, zPtr, off, opts.scale, maskPtr, outPtr);
       var out = new Arr(X.memory.buffer, outPtr, nOut), at = 0;
       // a cell the edit does not reach (the module gives it the bits it gives for the original
       // inputs) keeps the number qkv computed for the page; a cell it reaches takes the module's
@@ -674,13 +694,12 @@ function startEditor(E, panel, status) {
     // source "#g" the gradients, "#f" the forward's steps, else an input matrix; the forward's rule:
     // a cell the edit does not reach (the module's bits for the original inputs) keeps the page's number
     function backwardEditor() {
-      var G = E.grad_outputs, dO = E.grad_input, nG = X.qkv_gradients_size(t, E.d, E.dq, E.dv, H, E.dout);
+      var G = E.grad_outputs, dO = E.grad_input, nG = X.qkv_case_gradients_size(zPtr);
       var gPtr = X.qkv_alloc(nG * size), base = {};
       inputs.push(dO); ptr[dO] = X.qkv_alloc(M[dO].data.length * size);  // run() copies it in with the other inputs
       [dO].concat(G.map(function (v) { return v[0]; })).forEach(function (id) { original[id] = M[id].data.slice(); });
       return function (p) {
-        (f32 ? X.qkv_attend_backward_f32 : X.qkv_attend_backward_f64)(p('x'), t, E.d, p('wq'), p('wk'), p('wv'), E.dq, E.dv,
-          p('wo'), E.dout, H, E.out_in ? 1 : 0, opts.scale, outPtr, ptr[dO], gPtr);
+        (f32 ? X.qkv_attend_case_backward_f32 : X.qkv_attend_case_backward_f64)(pPtr, zPtr, off, opts.scale, maskPtr, outPtr, ptr[dO], gPtr);
         var src = {'#g': new Arr(X.memory.buffer, gPtr, nG), '#f': new Arr(X.memory.buffer, outPtr, nOut)};
         G.forEach(function (v) {
           var m = M[v[0]], d = m.data, o = original[v[0]], b = base[v[0]], now = b ? null : d.slice();
@@ -706,8 +725,8 @@ function startEditor(E, panel, status) {
         td.classList.toggle(inputs.indexOf(id) >= 0 ? 'edited' : 'changed', ch);
       });
       heatmaps.forEach(function (hmap) {
-        var s = ''; for (var i = 0; i < t; ++i) for (var j = 0; j < t; ++j) s += masked(i, j) ? '1' : '0';
-        hmap.hm.mask = s; hmap.show(hmap.state.head);
+        var ms = ''; for (var i = 0; i < t; ++i) for (var j = 0; j < s; ++j) ms += masked(i, j) || (biasAll && biasAll[i * s + j]) ? '1' : '0';
+        hmap.hm.mask = ms; hmap.show(hmap.state.head);
       });
     }
     editor = {
@@ -723,6 +742,8 @@ function startEditor(E, panel, status) {
       set: function (id, i, j, text) {
         var v = typeof text === 'number' ? (f32 ? Math.fround(text) : text) : parseNumber(String(text), f32);
         if (v === undefined || inputs.indexOf(id) < 0) return false;
+        // a 16-bit case: rounded to its type as stored, by the tool's own rounding (core/half.hpp, in the module)
+        if (E.round && id !== E.grad_input) v = X['qkv_round_' + E.round](v);
         M[id].data[i * M[id].cols + j] = v; run(); return true;
       },
       options: function (o) {
@@ -731,7 +752,7 @@ function startEditor(E, panel, status) {
         if (o.window !== undefined) opts.window = Math.max(0, Math.floor(+o.window) || 0);
         syncPanel(); run(); return true;
       },
-      toggleMask: function (i, j) { opts.cells[i * t + j] = opts.cells[i * t + j] ? 0 : 1; run(); },
+      toggleMask: function (i, j) { opts.cells[i * s + j] = opts.cells[i * s + j] ? 0 : 1; run(); },
       reset: function () {
         Object.keys(original).forEach(function (id) { M[id].data = original[id].slice(); });
         opts.scale = f32 ? Math.fround(E.scale) : E.scale; opts.causal = E.causal; opts.window = E.window; opts.cells = E.masked.split('').map(Number);
@@ -759,7 +780,7 @@ function startEditor(E, panel, status) {
       var m = M[c.getAttribute('data-m')]; if (!m.how || (m.how.op !== 'scale' && m.how.op !== 'softmax')) return;
       editor.toggleMask(+c.getAttribute('data-i'), +c.getAttribute('data-j'));
     }, true);
-    status.textContent = 'Editable: double-click an input cell (x, the weights' + (E.grad_outputs ? ', d_output' : '') + '), or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
+    status.textContent = 'Editable: double-click an input cell (x' + (E.inputs.context ? ', the context' : '') + ', the weights' + (E.grad_outputs ? ', d_output' : '') + ')' + (E.round ? ' (a typed number is rounded to ' + E.round + ', as the case stores it; the arithmetic is float32)' : '') + ', or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
       Math.round(E.module_bytes / 1024) + ' KB, in this page). Alt+click a scaled score or a weight to mask its key. Cells that differ from the ' +
       (D.source ? 'example\u2019s proven values' : 'case\u2019s') + ' turn orange.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
