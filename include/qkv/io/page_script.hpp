@@ -948,6 +948,11 @@ function startStepsEditor(E, panel, status) {
     document.documentElement.setAttribute('data-qkv-editable', '1');
   });
 }
+)JS";
+
+/// the exact part of a `qkv explain` page's editor (an edit object with "exact": 01b, 15): after
+/// edit_steps_js, which calls startExactStepsEditor; only on the pages that need it (10 KB)
+inline constexpr const char* edit_exact_js = R"JS(
 // an exact page (E.exact "q64", io/page_recompute.hpp: 01b, 15): every number of its steps is a
 // qkv::exact::rational<long long> in the module's memory, 16 bytes (numerator, then denominator
 // > 0: two int64, read here as BigInt and never written by this script): a learner's text is
