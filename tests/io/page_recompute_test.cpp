@@ -114,3 +114,23 @@ TEST_CASE("an exact page's steps are recomputed over rationals, fraction for fra
   const auto spec = qkv::io::recompute_spec(plan, "AGFzbQ==", 4);
   CHECK(spec.find("\"exact\":\"q64\"") != std::string::npos);
 }
+
+TEST_CASE("a page with float and exact steps recomputes its float ones; the exact ones say why not") {
+  using q = qkv::exact::rational<long long>;
+  page p("float and exact");
+  p.with_truth();
+  p.matrix("x", 2, 2, {1, 2, 3, 4});
+  p.matrix("w", 2, 2, {5, 6, 7, 8});
+  p.matrix("y", 2, 2, {19, 22, 43, 50}).how(how::matmul("x", "w", 2));  // float32, exact in float32
+  p.matrix("ex", qkv::matrix<q, 2, 2>{{{q(1, 2), 2}, {3, 4}}});
+  p.matrix("ew", qkv::matrix<q, 2, 2>{{{5, 6}, {7, 8}}});
+  p.matrix("ey", qkv::matrix<q, 2, 2>{{{q(33, 2), 19}, {43, 50}}}).how(how::matmul("ex", "ew", 2));
+  const auto plan = qkv::io::plan_recompute(p);
+  CHECK(!plan.exact);
+  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.steps[0].id == "y");
+  CHECK(plan.inputs == std::vector<std::string>{"x", "w"});
+  REQUIRE(plan.stale.size() == 1);
+  CHECK(plan.stale[0].first == "ey");
+  CHECK(plan.stale[0].second.find("the page's editor recomputes one kind") != std::string::npos);
+}

@@ -25,6 +25,7 @@
 //               keeps the example's numbers and says so, with why
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -366,6 +367,23 @@ inline page_recompute_plan plan_recompute(const page& p) {
       }
     }
     plan.stale.emplace_back(m.id, why);
+  }
+  // a page's editor recomputes either its float steps or its exact ones (edit_steps_js,
+  // edit_exact_js): on a page with both (none of the examples today), the exact ones are not
+  // recomputed, and say so
+  const auto is_exact = [&](const page_step& t) { return by_id.at(t.id)->dtype == "exact"; };
+  if (plan.exact && !std::all_of(plan.steps.begin(), plan.steps.end(), is_exact)) {
+    std::vector<page_step> kept;
+    for (auto& t : plan.steps) {
+      if (is_exact(t))
+        plan.stale.emplace_back(t.id,
+                                "an exact step on a page whose float steps are recomputed: the page's editor "
+                                "recomputes one kind");
+      else
+        kept.push_back(std::move(t));
+    }
+    plan.steps = std::move(kept);
+    plan.exact = false;
   }
   // editable: the shown inputs some step reads
   for (const auto& id : inputs) {
