@@ -1,7 +1,8 @@
 // run_module.mjs: the page's WebAssembly module under node (no WASI runtime needed: the module
-// imports only fd_write, supplied below, and two C library stubs), on a case in tests/wasm/module_test.py's binary form on stdin; every step's bytes on
-// stdout (then every gradient's, when the case has a d_output), as `qkv_wasm_check run` writes
-// them natively.   node run_module.mjs qkv_wasm.wasm < case.bin
+// imports only fd_write, supplied below, and two C library stubs), on a case in
+// tests/wasm/module_test.py's binary form on stdin; every step's bytes on stdout (then every
+// gradient's, when the case has a d_output), as `qkv_wasm_check run` writes them natively.
+//   node run_module.mjs qkv_wasm.wasm < case.bin
 import { readFileSync, writeSync } from 'node:fs';
 
 // the module imports WASI's fd_write (and the C library's fd_close, fd_seek) for core/fail.hpp's
