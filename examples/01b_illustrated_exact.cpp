@@ -182,6 +182,9 @@ template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
   const auto q3 = Page::labels("q", 3), k3 = Page::labels("k", 3), v3 = Page::labels("v", 3);
+  // its matrices without a how are exact inputs: editable, every step recomputed over exact
+  // rationals by the page's module
+  p.with_truth();
   p.step(1);
   p.matrix("x", x).rows(Page::labels("input ", 3));
   p.matrix("w_key", w_key);

@@ -265,11 +265,23 @@ void page(Page& p) {
   using how = typename Page::how;
   const auto xs = Page::labels("x_", 4), ks = Page::labels("k_", 4);
   const std::string exact_name = "the exact rational", f32 = "float32", f64 = "double";
+  // its matrices without a how are inputs, or marked derived(): X, W_q and W_k are editable and
+  // the float32 steps recomputed by the page's module; the exact values (q128: the scores'
+  // denominators near 2^104 need more than the module's 64-bit rationals) and the double run
+  // (from float32 inputs cast to double, a conversion that is not a step of the module) keep
+  // the example's numbers after an edit, and say why
+  p.with_truth();
   p.step(1);
+  p.text("Editing this page: X, W_q and W_k can be edited, and the float32 steps are recomputed by "
+         "qkv's C++ in the page. The exact values stay the example's: they are rationals of 128-bit "
+         "integers (q128; the scores' denominators are near 2^104), and the page's module computes "
+         "exact rationals of 64-bit integers only; the double run starts from float32 inputs cast to "
+         "double, a conversion the module does not do as a step.");
   p.matrix("X", X).cols(xs);
-  p.matrix("EX", EX).cols(xs).caption("EX (X exactly)");
-  p.matrix("x_2ᵀ", qkv::transposed(qkv::column(X, 1))).rows({"x_2"}).hidden();
-  p.matrix("x_2ᵀ (exact)", qkv::transposed(qkv::column(EX, 1))).rows({"x_2"}).hidden();
+  p.matrix("EX", EX).cols(xs).caption("EX (X exactly)").derived();
+  p.matrix("Xᵀ", qkv::transposed(X)).rows(xs).hidden().how(how::transposed("X"));
+  p.matrix("x_2ᵀ", qkv::transposed(qkv::column(X, 1))).rows({"x_2"}).hidden().how(how::block("Xᵀ", 1));
+  p.matrix("x_2ᵀ (exact)", qkv::transposed(qkv::column(EX, 1))).rows({"x_2"}).hidden().derived();
   p.matrix("w_prime_2", w_prime_2).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ (exact)", "EX", 4));
   p.matrix("w_prime_2_f32", w_prime_2_f32).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ", "X", 4))
       .truth(ulps_against(w_prime_2_f32, w_prime_2), fractions(w_prime_2), exact_name + " w_prime_2");
@@ -280,18 +292,18 @@ void page(Page& p) {
   p.matrix("W_k", W_k);
   p.matrix("q_2", q_2).cols({"q_2"}).how(how::matmul("W_q", "EX", 4, 0, 0, 1));
   p.matrix("K", K).cols(ks).how(how::matmul("W_k", "EX", 4));
-  p.matrix("q_2ᵀ (exact)", qkv::transposed(q_2)).rows({"q_2"}).hidden();
+  p.matrix("q_2ᵀ (exact)", qkv::transposed(q_2)).rows({"q_2"}).hidden().how(how::transposed("q_2"));
   p.matrix("w_T_2", w_T_2).rows({"q_2"}).cols(ks).how(how::matmul("q_2ᵀ (exact)", "K", 4));
   p.matrix("q_2_f32", q_2_f32).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
       .truth(ulps_against(q_2_f32, q_2), fractions(q_2), exact_name + " q_2");
   p.matrix("K_f32", K_f32).cols(ks).how(how::matmul("W_k", "X", 4)).truth(ulps_against(K_f32, K), fractions(K), exact_name + " K");
-  p.matrix("q_2_f32ᵀ", qkv::transposed(q_2_f32)).rows({"q_2"}).hidden();
+  p.matrix("q_2_f32ᵀ", qkv::transposed(q_2_f32)).rows({"q_2"}).hidden().how(how::transposed("q_2_f32"));
   p.matrix("w_T_2_f32", w_T_2_f32).rows({"q_2"}).cols(ks).how(how::matmul("q_2_f32ᵀ", "K_f32", 4))
       .truth(ulps_against(w_T_2_f32, w_T_2), fractions(w_T_2), exact_name + " w_T_2");
   p.matrix("q_2_f64", q_2_f64).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
       .truth(ulps_against(q_2_f64, q_2), fractions(q_2), exact_name + " q_2");
   p.matrix("K_f64", K_f64).cols(ks).how(how::matmul("W_k", "X", 4)).truth(ulps_against(K_f64, K), fractions(K), exact_name + " K");
-  p.matrix("q_2_f64ᵀ", qkv::transposed(q_2_f64)).rows({"q_2"}).hidden();
+  p.matrix("q_2_f64ᵀ", qkv::transposed(q_2_f64)).rows({"q_2"}).hidden().how(how::transposed("q_2_f64"));
   p.matrix("w_T_2_f64", w_T_2_f64).rows({"q_2"}).cols(ks).how(how::matmul("q_2_f64ᵀ", "K_f64", 4))
       .truth(ulps_against(w_T_2_f64, w_T_2), fractions(w_T_2), exact_name + " w_T_2");
 }

@@ -679,14 +679,17 @@ inline void walkthrough() {
 // ---------------------------------------------------------------------------------------------
 // the learner's page (qkv explain how_attention_learns --html FILE): tutorial 000's exact
 // gradients, each cell explained by the product it is (the transposes shown as matrices of
-// their own); the softmax's backward and d_x are computed, not a single product. The proofs are
-// this file's static_asserts (scripts/page_notes.py).
+// their own, the softmax's backward as D = rowsum(dP ∘ P) and P ∘ (dP - D)); d_x is computed,
+// not a single product. The proofs are this file's static_asserts (scripts/page_notes.py).
 namespace qkv::examples::how_attention_learns {
 
 template <class Page>
 void page(Page& p) {
   using how = typename Page::how;
   const auto q3 = Page::labels("q", 3), k3 = Page::labels("k", 3), in3 = Page::labels("input ", 3);
+  // its matrices without a how are exact inputs (the tutorial-000 part, steps 1-6: editable,
+  // recomputed over exact rationals by the page's module), or marked derived()
+  p.with_truth();
   p.step(1);
   p.matrix("x", x).rows(in3);
   p.matrix("keys", keys).rows(k3);
@@ -700,8 +703,8 @@ void page(Page& p) {
   p.matrix("weights.T", qkv::transposed(softmax_rounded)).rows(k3).cols(q3).how(how::transposed("weights"));
   p.matrix("d_values", g.d_values).rows(Page::labels("v", 3)).how(how::matmul("weights.T", "d_context", 3));
   p.step(4);
-  p.matrix("D", D).rows(q3).derived();
-  p.matrix("d_scores", g.d_scores).rows(q3).cols(k3).derived();
+  p.matrix("D", D).rows(q3).how(how::row_dot("d_weights", "weights", 3));
+  p.matrix("d_scores", g.d_scores).rows(q3).cols(k3).how(how::softmax_backward("weights", "d_weights", "D"));
   p.step(5);
   p.matrix("d_querys", g.d_queries).rows(q3).how(how::matmul("d_scores", "keys", 3));
   p.matrix("d_scores.T", qkv::transposed(g.d_scores)).rows(k3).cols(q3).how(how::transposed("d_scores"));

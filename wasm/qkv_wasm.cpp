@@ -12,6 +12,14 @@
 #include <qkv/core/flat_attention.hpp>
 #include <qkv/core/flat_steps.hpp>
 #include <qkv/core/flat_attention_backward.hpp>
+#include <qkv/exact/rational.hpp>
+
+// the exact pages' numbers (01b, 15): rational<long long>, two 64-bit integers (numerator, then
+// denominator > 0, in lowest terms), which the page's script reads as a BigInt64Array and never
+// writes: every value it holds came from qkv_q64_parse or a step
+using q64 = qkv::exact::rational<long long>;
+static_assert(sizeof(q64) == 2 * sizeof(long long) && alignof(q64) == alignof(long long),
+              "the page's script reads a q64 as two int64 at offsets 0 and 8");
 
 // The C interface the page's script calls (and qkv_wasm_check.cpp): pointers into the module's
 // memory, from qkv_alloc. A null bias (0) is no bias; wo = 0: no output projection (dout ignored).
@@ -79,6 +87,31 @@ int qkv_attend_backward_f64(const double* x, std::size_t t, std::size_t d, const
                             const double* d_output, double* out) {
   return qkv::flat::attend_backward<double>(x, t, d, wq, wk, wv, dq, dv, wo, dout, heads, out_in != 0, scale,
                                             fwd, d_output, out);
+}
+
+// The exact pages (io/page_recompute.hpp's exact plan). An error (an overflow, a zero
+// denominator, malformed text) fails as rational.hpp says: core/fail.hpp writes "qkv: " and the
+// native tool's message to stderr (WASI's fd_write, which the page's script supplies and reads)
+// and traps; the script catches the trap, shows the message and puts the last good numbers back.
+
+// *out = rational::parse(text) (what a learner types: 3/2, 0.9, -1.5e-3; text NUL-terminated)
+int qkv_q64_parse(const char* text, q64* out) {
+  *out = q64::parse(text);
+  return 0;
+}
+
+// one exact step (flat_steps.hpp's exact_step()): sizes as qkv_step_f32's; 1 for a kind that has
+// no exact form
+int qkv_step_q64(int kind, const q64* a, const q64* b, const q64* c, const std::size_t* sizes, q64* out) {
+  const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
+                                sizes[4], sizes[5], sizes[6], sizes[7]};
+  return qkv::flat::exact_step<q64>(static_cast<qkv::flat::kind>(kind), a, b, c, z, out);
+}
+
+// the double nearest each of n values (rational::to<double>: correctly rounded), for the page's
+// heatmaps and sums
+void qkv_q64_to_f64(const q64* v, std::size_t n, double* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = v[k].to<double>();
 }
 }
 

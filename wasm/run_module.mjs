@@ -1,12 +1,31 @@
-// run_module.mjs: the page's WebAssembly module under node (no WASI needed: the module imports
-// nothing), on a case in tests/wasm/module_test.py's binary form on stdin; every step's bytes on
-// stdout (then every gradient's, when the case has a d_output), as `qkv_wasm_check run` writes
-// them natively.   node run_module.mjs qkv_wasm.wasm < case.bin
+// run_module.mjs: the page's WebAssembly module under node (no WASI runtime needed: the module
+// imports only fd_write, supplied below, and two C library stubs), on a case in
+// tests/wasm/module_test.py's binary form on stdin; every step's bytes on stdout (then every
+// gradient's, when the case has a d_output), as `qkv_wasm_check run` writes them natively.
+//   node run_module.mjs qkv_wasm.wasm < case.bin
 // With `case` after the module: qkv_attend_case_* (the second form: a context, kv_heads, a bias,
 // ALiBi, RoPE) on a case in `qkv_wasm_check run_case`'s binary form (wasm/qkv_wasm_check.cpp).
 import { readFileSync, writeSync } from 'node:fs';
 
-const { instance } = await WebAssembly.instantiate(readFileSync(process.argv[2]), {});
+// the module imports WASI's fd_write (and the C library's fd_close, fd_seek) for core/fail.hpp's
+// message before a trap: written to stderr here, the others answer ENOSYS (unused)
+const mod = await WebAssembly.compile(readFileSync(process.argv[2]));
+const wasi = {};
+for (const im of WebAssembly.Module.imports(mod)) wasi[im.name] = () => 52;
+let memory = null;
+wasi.fd_write = (fd, iovs, n, nwritten) => {
+  const v = new DataView(memory.buffer);
+  let total = 0;
+  for (let k = 0; k < n; ++k) {
+    const p = v.getUint32(iovs + 8 * k, true), len = v.getUint32(iovs + 8 * k + 4, true);
+    writeSync(2, new Uint8Array(memory.buffer, p, len));
+    total += len;
+  }
+  v.setUint32(nwritten, total, true);
+  return 0;
+};
+const instance = await WebAssembly.instantiate(mod, { wasi_snapshot_preview1: wasi });
+memory = instance.exports.memory;
 const e = instance.exports;
 if (e._initialize) e._initialize();
 const input = readFileSync(0);

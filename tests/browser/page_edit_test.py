@@ -480,7 +480,10 @@ def main():
     ms = driver.execute_async_script('''
 var done = arguments[arguments.length - 1], E = JSON.parse(document.getElementById('qkv-data').textContent).edit;
 var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
-WebAssembly.instantiate(bytes, {}).then(function (r) {
+// the module imports WASI's fd_write, fd_seek and fd_close (core/fail.hpp's message before a trap):
+// never called here, so stubs
+var wasi = {}; WebAssembly.Module.imports(new WebAssembly.Module(bytes)).forEach(function (im) { wasi[im.name] = function () { return 52; }; });
+WebAssembly.instantiate(bytes, {wasi_snapshot_preview1: wasi}).then(function (r) {
   var X = r.instance.exports; X._initialize();
   var t = 128, d = 768, H = 12, a = function (n) { var p = X.qkv_alloc(n * 4), v = new Float32Array(X.memory.buffer, p, n);
     for (var k = 0; k < n; ++k) v[k] = Math.sin(k * 0.37) * 0.05; return p; };

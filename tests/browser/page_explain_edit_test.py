@@ -16,7 +16,11 @@ is the compiler's choice of operand order) with the same C++ built natively
 (`page_steps_native`, core/flat_steps.hpp) on the page's own inputs; the matrices not recomputed
 must keep the example's numbers and turn grey, with why in their explanation; a changed cell's
 explanation says it was recomputed. Reset brings back every number's bits. The module's time and
-the page's redraw are printed for each edit, not asserted. Screenshots in OUT_DIR.
+the page's redraw are printed for each edit, not asserted. The exact pages (EXACT: 01b, 15) are
+edited with fractions, decimals and exponents (3/2, 0.9, -1.5e-3) and every step's fractions are
+compared with page_steps_native's (flat::exact_step natively); a zero denominator, malformed
+fractions and a value whose products overflow 64-bit integers must be refused with the message the
+native build gives, the page unchanged and still editable. Screenshots in OUT_DIR.
 Exit 77 (skipped) without chromium, or when the tool was built without the module.
 """
 import json
@@ -44,6 +48,10 @@ STALE = {
     'illustrated': {'whole_matrix_softmax'},  # softmax_all: the numpy cell's pitfall, not a page step
     'from_scratch': {'cross.weights'},  # the cross-attention: its second sequence's steps are not on the page
     'the_math': set(),
+    # 03b: its float32 run is recomputed; its exact values (q128: denominators near 2^104, beyond the
+    # module's 64-bit rationals) and its double run (float32 inputs cast to double) are not
+    'the_math_exact': {'EX', 'x_2ᵀ (exact)', 'w_prime_2', 'w_prime_2_f64', 'q_2', 'K', 'q_2ᵀ (exact)', 'w_T_2',
+                       'q_2_f64', 'K_f64', 'q_2_f64ᵀ', 'w_T_2_f64'},
     'statquest': set(),
     'masking': set(),
     'encoder_layer': set(),
@@ -74,9 +82,20 @@ STALE = {
     # output projection's W_o is not either
     'bert': {'output'},
 }
-# the pages that say why they are not editable: no inputs marked (15), exact
-# rationals (01b, 03b)
-NOT_EDITABLE = ['illustrated_exact', 'the_math_exact', 'how_attention_learns']
+# the exact pages (E.exact "q64": every step over qkv::exact::rational<long long> in the module)
+# and the matrices each does not recompute: 15's later parts, float numbers the example computes
+# outside the page's steps (the drawn dO, the true softmax, the modules, the training step), and
+# d_x (three products summed: not one step)
+EXACT = {
+    'illustrated_exact': set(),
+    'how_attention_learns': {'d_x', 'd_scores (drawn dO)', 'd_w_query (drawn dO)', 'd_querys (true softmax, float32)',
+                             'd_querys (true softmax, double)', 'd_scaled_scores (double)', 'W_q.weight.grad',
+                             'W_k.weight.grad', 'W_v.weight.grad', 'd_output (MSE)', 'W_q.weight.grad (MSE)',
+                             'W_q.weight after the step', 'W_k.weight after the step', 'W_v.weight after the step',
+                             'd_W_q (002, output.sum())', 'd_W_k (002, output.sum())', 'd_W_v (002, output.sum())'},
+}
+# the pages that say why they are not editable: none (the exact pages and BERT's are editable)
+NOT_EDITABLE = []
 
 page_bits = browser.page_bits  # {id: (dtype, bytes)}
 
@@ -154,11 +173,121 @@ def own_sentence(driver, name, edit, orig, verify):
           '%s: Reset brings back the example\'s sentence, numbers and labels' % name)
 
 
+def exact_texts(driver):
+    """every exact matrix of the open page's data: {id: [fraction text, row-major]}"""
+    return driver.execute_script(
+        'var M = window.qkvPage.data.matrices, out = {}; Object.keys(M).forEach(function (id) { var m = M[id];'
+        ' if (m.dtype !== "exact") return; var v = []; for (var i = 0; i < m.rows; ++i) for (var j = 0; j < m.cols; ++j)'
+        ' v.push(m.exact[i + "," + j]); out[id] = v; }); return out;')
+
+
+def native_exact(edit, texts, tmp, typed=None):
+    """page_steps_native on the page's fractions (with `typed` = (id, k, text) put in first, as a
+    learner types it): every step's fractions by id, or the error message it stops with"""
+    ops = {s[k] for s in edit['steps'] for k in ('a', 'b', 'c') if s[k]}
+    steps = {s['id'] for s in edit['steps']}
+    doc = {'steps': edit['steps'], 'matrices': {i: {'dtype': 'exact', 'exact': list(texts[i])} for i in ops - steps}}
+    if typed:
+        doc['matrices'][typed[0]]['exact'][typed[1]] = typed[2]
+    path = os.path.join(tmp, 'in_exact.json')
+    with open(path, 'w') as f:
+        json.dump(doc, f)
+    r = subprocess.run([NATIVE, path], capture_output=True, text=True)
+    if r.returncode:
+        prefix = 'page_steps_native: '
+        if not r.stderr.startswith(prefix):
+            raise SystemExit('page_steps_native failed: ' + r.stderr)
+        return r.stderr[len(prefix):].strip()
+    return json.loads(r.stdout)
+
+
+def exact_page(driver, name, edit, tmp):
+    """an exact page: typed fractions, decimals and exponents recomputed exactly, fraction for
+    fraction the native build; a zero denominator, malformed text and an overflow refused with the
+    native message, the page unchanged and still editable; Reset"""
+    stale = {s['id'] for s in edit['stale']}
+    check(stale == EXACT[name], '%s: not recomputed: %s, expected %s (%s)' % (
+        name, sorted(stale), sorted(EXACT[name]), [s['why'] for s in edit['stale']]))
+    check(edit.get('exact') == 'q64', '%s: the steps are exact (q64): %r' % (name, edit.get('exact')))
+    orig, orig_bits = exact_texts(driver), page_bits(driver)
+    steps, inputs = [s['id'] for s in edit['steps']], edit['inputs']
+    print('  %d exact steps recomputed from %d editable inputs (%s)' % (len(steps), len(inputs), ', '.join(inputs)))
+
+    def verify(what):
+        texts = exact_texts(driver)
+        now = native_exact(edit, texts, tmp)
+        if not check(isinstance(now, dict), '%s, %s: native steps fail: %s' % (name, what, now)):
+            return texts
+        bad = [s for s in steps if now[s] != texts[s]]
+        check(not bad, '%s, %s: the page differs from the native exact steps in %s' % (name, what, bad))
+        kept = [s for s in stale if s in texts and texts[s] != orig[s]]
+        check(not kept, '%s, %s: matrices not recomputed changed: %s' % (name, what, kept))
+        check(page_bits(driver) == orig_bits, '%s, %s: the float matrices keep their bits' % (name, what))
+        reached = sum(1 for s in steps for a, b in zip(now[s], orig[s]) if a != b)
+        last = driver.execute_script('return window.qkvPage.editor().last;')
+        print('  %-40s %s: %3d of %3d cells recomputed, every step fraction for fraction the native build; '
+              'module %.2f ms, with the page redrawn %.1f ms' % (what, 'ok' if not bad else 'DIFFERS', reached,
+                                                                  sum(len(now[s]) for s in steps),
+                                                                  last['compute_ms'], last['total_ms']))
+        return texts
+
+    verify('as written (the module run on load)')
+    a0, a1 = inputs[0], inputs[1]
+    # 1. the real UI: double-click, type a fraction, Enter
+    td = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="0"][data-j="0"]' % a0)
+    browser.actions(driver).double_click(td).perform()
+    inp = driver.find_element(By.CSS_SELECTOR, 'td[data-m="%s"][data-i="0"][data-j="0"] input' % a0)
+    check(inp.get_attribute('value') == orig[a0][0], '%s: the field opens with the cell\'s fraction (%r)' % (
+        name, inp.get_attribute('value')))
+    inp.send_keys(Keys.CONTROL, 'a')
+    inp.send_keys('3/2', Keys.ENTER)
+    texts = verify('%s(1, 1) = 3/2 typed in' % a0)
+    check(texts[a0][0] == '3/2' and td.text == '3/2', '%s: the cell shows 3/2 (%r)' % (name, td.text))
+    changed = driver.execute_script(
+        'var e = window.qkvPage.editor(); for (var s of e.steps) { var m = window.qkvPage.data.matrices[s];'
+        ' for (var i = 0; i < m.rows; ++i) for (var j = 0; j < m.cols; ++j) if (e.changed(s, i, j)) return [s, i, j]; } return null;')
+    if check(changed is not None, '%s: an edit changes some step' % name):
+        tip = driver.execute_script('return window.qkvPage.tips([arguments[0]])[0];', changed)
+        check(any('recomputed for yours, exactly' in l[1] for l in tip), '%s: a changed cell\'s explanation says so' % name)
+    for s in stale:
+        cls = driver.execute_script('var td = document.querySelector(\'td[data-m="\' + arguments[0] + \'"]\'); return td ? td.className : null;', s)
+        if cls is not None:
+            check('stale' in cls, '%s: %s is grey after an edit (%r)' % (name, s, cls))
+    driver.save_screenshot(os.path.join(OUT, 'explain_edit_%s.png' % name))
+    # 2. a decimal and an exponent, each its exact value (9/10, -3/2000)
+    for (mid, i, j, text, want) in ((a1, 0, 1, '0.9', '9/10'), (a0, 1, 0, '-1.5e-3', '-3/2000')):
+        r = driver.execute_script('return window.qkvPage.editor().set(arguments[0], arguments[1], arguments[2], arguments[3]);',
+                                  mid, i, j, text)
+        check(r == '', '%s: %s(%d, %d) = %s is taken (%r)' % (name, mid, i + 1, j + 1, text, r))
+        texts = verify('%s(%d, %d) = %s' % (mid, i + 1, j + 1, text))
+        mcols = driver.execute_script('return window.qkvPage.data.matrices[arguments[0]].cols;', mid)
+        check(texts[mid][i * mcols + j] == want, '%s: %s is %s exactly (%r)' % (name, text, want, texts[mid][i * mcols + j]))
+    # 3. refused, with the native tool's message, the page unchanged and still editable: a zero
+    # denominator, malformed fractions, a value whose products overflow 64-bit integers
+    cols = driver.execute_script('return window.qkvPage.data.matrices[arguments[0]].cols;', a0)
+    for text in ('1/0', '1/2/3', '2/', 'abc', '9223372036854775807'):
+        before = exact_texts(driver)
+        want = native_exact(edit, before, tmp, (a0, cols + 1, text))
+        r = driver.execute_script('return window.qkvPage.editor().set(arguments[0], 1, 1, arguments[1]);', a0, text)
+        check(isinstance(want, str) and r == want, '%s: %s refused with the native message %r (the page: %r)' % (name, text, want, r))
+        check(exact_texts(driver) == before, '%s: after %s refused, every number is as it was' % (name, text))
+        err = driver.execute_script('var td = document.querySelector(\'td[data-m="\' + arguments[0] + \'"][data-i="1"][data-j="1"]\');'
+                                    ' return [td.className, td.title, document.getElementById("edit-status").textContent];', a0)
+        check('edit-error' in err[0] and err[1] == want and want in err[2],
+              '%s: %s: the cell and the status line show the message (%r)' % (name, text, err))
+        print('  %-40s refused: %s' % ('%s(2, 2) = %s' % (a0, text), r))
+    check(driver.execute_script('return window.qkvPage.editor().set(arguments[0], 1, 1, "7/3");', a0) == '',
+          '%s: the page is still editable after the errors' % name)
+    verify('%s(2, 2) = 7/3 after the errors' % a0)
+    driver.execute_script('window.qkvPage.editor().reset();')
+    check(exact_texts(driver) == orig and page_bits(driver) == orig_bits, '%s: Reset brings back every fraction' % name)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix='qkv_explain_edit_')
     driver = browser.start(logs=True)
     try:
-        for name in sorted(STALE) + NOT_EDITABLE:
+        for name in sorted(STALE) + sorted(EXACT) + NOT_EDITABLE:
             html = os.path.join(OUT, 'explain_%s.html' % name)
             r = subprocess.run([QKV, 'explain', name, '--html', html], capture_output=True, text=True)
             if not check(r.returncode == 0, '%s: qkv explain --html: %s' % (name, r.stderr)):
@@ -172,7 +301,7 @@ def main():
                 time.sleep(0.05)
             editable = driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')
             status = driver.find_element(By.ID, 'edit-status').text
-            if name not in STALE:
+            if name not in STALE and name not in EXACT:
                 check(editable == '0' and status.startswith('This page is not editable: '),
                       '%s: the page says why it is not editable (%r)' % (name, status))
                 print('  not editable, as expected: ' + status)
@@ -185,10 +314,15 @@ def main():
                 continue
             check(size <= 1 << 20, '%s: the page is at most 1 MB (issue 30)' % name)
             edit = driver.execute_script('return window.qkvPage.data.edit;')
+            if name in EXACT:
+                exact_page(driver, name, edit, tmp)
+                errors, requests, _ = browser.page_logs(driver, html)
+                check(not errors and not requests, '%s: no console message or network request: %s %s' % (name, errors, requests))
+                continue
             stale = {s['id'] for s in edit['stale']}
             check(stale == STALE[name], '%s: not recomputed: %s, expected %s (%s)' % (
                 name, sorted(stale), sorted(STALE[name]), [s['why'] for s in edit['stale']]))
-            orig = page_bits(driver)
+            orig, orig_exact = page_bits(driver), exact_texts(driver)
             steps = [s['id'] for s in edit['steps']]
             inputs = edit['inputs']
             print('  %d steps recomputed from %d editable inputs (%s)' % (len(steps), len(inputs), ', '.join(inputs)))
@@ -198,7 +332,8 @@ def main():
                 now = native(edit, bits, tmp)
                 bad = [s for s in steps if words(bits[s][0], now[s]) != words(bits[s][0], bits[s][1])]
                 check(not bad, '%s, %s: the page differs from the native steps in %s' % (name, what, bad))
-                kept = [s for s in stale if bits[s] != orig[s]]
+                ex = exact_texts(driver)  # a stale exact matrix (03b's) keeps its fractions too
+                kept = [s for s in stale if (s in bits and bits[s] != orig[s]) or (s in ex and ex[s] != orig_exact[s])]
                 check(not kept, '%s, %s: matrices not recomputed changed: %s' % (name, what, kept))
                 reached = sum(1 for s in steps for a, b in zip(words(bits[s][0], now[s]), words(bits[s][0], orig[s][1]))
                               if a != b)
@@ -257,7 +392,8 @@ def main():
             driver.execute_script('window.qkvPage.editor().set(arguments[0], 1, 1, "-inf");', a0)
             verify('%s(2, 2) = -inf' % a0)
             driver.execute_script('window.qkvPage.editor().reset();')
-            check(page_bits(driver) == orig, '%s: Reset brings back every number\'s bits' % name)
+            check(page_bits(driver) == orig and exact_texts(driver) == orig_exact,
+                  '%s: Reset brings back every number\'s bits' % name)
             if svg0 is not None:
                 check(driver.execute_script('return window.qkvPage.svgText(0);') == svg0,
                       '%s: Reset brings back the heatmap' % name)

@@ -6,8 +6,13 @@
 //
 // IN.json: {"steps": [the page's edit.steps], "matrices": {id: {"dtype": "float32"|"float64",
 // "bits": ["3f800000", ...]}}} (every operand's numbers as the page holds them, their bits in
-// hex). Writes {id: ["bits", ...]} of every step to stdout, in the page's order, each computed
-// from the operands' given bits and the steps before it. Bad input: the message, exit 2.
+// hex), or for an exact page's matrix {"dtype": "exact", "exact": ["3/2", "0.9", ...]} (the
+// fractions the page shows, or what a learner typed: rational::parse, as the module parses it).
+// Writes {id: ["bits", ...]} of every step to stdout, in the page's order, each computed from the
+// operands' given bits and the steps before it; for an exact step {id: ["n/d", ...]}, its
+// fractions (flat::exact_step over io::page_exact, rational<long long>). Bad input, and an error
+// of the exact arithmetic (an overflow, a zero denominator, malformed text): "page_steps_native: "
+// and the message (rational.hpp's own, what the page must show), exit 2.
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -61,7 +66,13 @@ int main(int argc, char** argv) {
     const auto doc = nlohmann::json::parse(in);
     std::map<std::string, std::vector<float>> f32;
     std::map<std::string, std::vector<double>> f64;
+    std::map<std::string, std::vector<qkv::io::page_exact>> ex;
     for (const auto& [id, m] : doc.at("matrices").items()) {
+      if (m.at("dtype") == "exact") {
+        for (const auto& t : m.at("exact"))
+          ex[id].push_back(qkv::io::page_exact::parse(t.get<std::string>().c_str()));
+        continue;
+      }
       if (m.at("dtype") == "float32")
         f32[id] = from_bits<float, std::uint32_t>(m.at("bits"));
       else
@@ -80,7 +91,16 @@ int main(int argc, char** argv) {
       s.sizes = {z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7]};
       // a test driver: it trusts the sizes, which plan_recompute checked against the page's
       // shapes when the tool wrote the page (the operands are the page's own matrices)
-      if (f32.count(s.a)) {
+      if (ex.count(s.a)) {
+        for (const auto* id : {&s.a, &s.b, &s.c})
+          if (!id->empty() && !ex.count(*id))
+            throw std::runtime_error("step " + s.id + ": no exact matrix " + *id);
+        auto got = qkv::io::page_recompute_detail::run_exact(s, ex);  // an overflow throws
+        if (!got) throw std::runtime_error("step " + s.id + ": no exact form");
+        ex[s.id] = std::move(*got);
+        out[s.id] = nlohmann::json::array();
+        for (const auto& v : ex[s.id]) out[s.id].push_back(qkv::io::page_detail::exact_text(v));
+      } else if (f32.count(s.a)) {
         for (const auto* id : {&s.a, &s.b, &s.c})
           if (!id->empty() && !f32.count(*id))
             throw std::runtime_error("step " + s.id + ": no float32 matrix " + *id);

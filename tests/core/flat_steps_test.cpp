@@ -1,8 +1,9 @@
 // flat_steps_test.cpp: core/flat_steps.hpp, the steps a `qkv explain` page recomputes (in its
 // WebAssembly module and natively), against the core's fixed-size functions they stand for, bit
 // for bit, and their edges: a fully masked row, a NaN in a masked key's value, a NaN score, the
-// naive softmax's overflow, an unknown step. (The examples' pages check every step against the
-// examples' own numbers each time a page is written: io/page_recompute.hpp.)
+// naive softmax's overflow, an unknown step; exact_step over rationals, value for value, and its
+// overflow. (The examples' pages check every step against the examples' own numbers each time a
+// page is written: io/page_recompute.hpp.)
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,6 +17,7 @@
 #include <qkv/core/rope.hpp>
 #include <qkv/core/softmax.hpp>
 #include <qkv/core/softmax_backward.hpp>
+#include <qkv/exact/rational.hpp>
 
 namespace {
 
@@ -158,4 +160,63 @@ TEST_CASE("flat steps keep the core's policy at the edges") {
   CHECK(qkv::flat::step<double>(static_cast<qkv::flat::kind>(99), big, nullptr, nullptr, nullptr, {1, 1}, 0.0,
                                 out) == 1);
   CHECK(out[0] == 7.0);
+}
+
+// the exact steps (exact_step: the exact pages 01b and 15): the core's own functions over
+// rationals, value for value, and the kinds that have no exact form refused. Tutorial 000's
+// x (3, 4) and w_key (4, 3) with a fraction in each: keys = x w_key, scores = keys keysᵀ.
+TEST_CASE("exact steps over rationals give the core functions' exact values") {
+  using q = qkv::exact::rational<long long>;
+  const matrix<q, 3, 4> xq{{{1, 0, q(3, 2), 0}, {0, 2, 0, 2}, {1, 1, 1, q(-1, 10)}}};
+  const matrix<q, 4, 3> wq{{{0, 0, 1}, {1, q(1, 3), 0}, {0, 1, 0}, {1, 1, 0}}};
+  qkv::flat::step_sizes z{3, 3, 4, 3, 4, 0, 0, 0};
+  std::vector<q> k(9), y(9), d(3), t(12);
+  REQUIRE(qkv::flat::exact_step<q>(qkv::flat::kind::matmul, xq.v, wq.v, nullptr, z, k.data()) == 0);
+  const auto keys = qkv::matrix_product(xq, wq);
+  // [1, 0, 3/2, 0] w_key = [0, 3/2, 1]; [0, 2, 0, 2] w_key = [4, 8/3, 0]; [1, 1, 1, -1/10] -> [1 - 1/10, 1/3 + 1 - 1/10, 1] = [9/10, 37/30, 1]
+  CHECK(keys == matrix<q, 3, 3>{{{0, q(3, 2), 1}, {4, q(8, 3), 0}, {q(9, 10), q(37, 30), 1}}});
+  CHECK(std::vector<q>(keys.v, keys.v + 9) == k);
+  qkv::flat::step_sizes s{3, 3, 3, 3, 3, 0, 0, 0};
+  qkv::flat::exact_step<q>(qkv::flat::kind::dot, k.data(), k.data(), nullptr, s, y.data());
+  const auto scores = qkv::matrix_product_transposed(keys, keys);
+  CHECK(std::vector<q>(scores.v, scores.v + 9) == y);
+  CHECK(y[0] == q(13, 4));  // 0 + 9/4 + 1
+  // the softmax backward of weights P over dP = scores: D = rowsum(dP ∘ P), then P (dP - D)
+  const matrix<q, 3, 3> p{{{0, q(1, 2), q(1, 2)}, {0, 1, 0}, {0, q(9, 10), q(1, 10)}}};
+  qkv::flat::step_sizes r{3, 1, 3, 3, 3, 0, 0, 0};
+  qkv::flat::exact_step<q>(qkv::flat::kind::row_dot, y.data(), p.v, nullptr, r, d.data());
+  const auto D = qkv::row_dots(scores, p);
+  CHECK(std::vector<q>(D.v, D.v + 3) == d);
+  std::vector<q> g(9);
+  qkv::flat::exact_step<q>(qkv::flat::kind::softmax_backward, p.v, y.data(), d.data(), s, g.data());
+  const auto ds = qkv::softmax_backward(p, scores, D);
+  CHECK(std::vector<q>(ds.v, ds.v + 9) == g);
+  qkv::flat::step_sizes tz{4, 3};
+  qkv::flat::exact_step<q>(qkv::flat::kind::transpose, xq.v, nullptr, nullptr, tz, t.data());
+  const auto xt = qkv::transposed(xq);
+  CHECK(std::vector<q>(xt.v, xt.v + 12) == t);
+  qkv::flat::exact_step<q>(qkv::flat::kind::add, k.data(), y.data(), nullptr, s, g.data());
+  const auto sum = keys + scores;
+  CHECK(std::vector<q>(sum.v, sum.v + 9) == g);
+  // no exact form: nothing written, 1
+  std::vector<q> untouched(9, q(7));
+  for (auto kind : {qkv::flat::kind::softmax, qkv::flat::kind::scale, qkv::flat::kind::attended,
+                    qkv::flat::kind::layer_norm, qkv::flat::kind::rope, qkv::flat::kind::relu})
+    CHECK(qkv::flat::exact_step<q>(kind, k.data(), k.data(), k.data(), s, untouched.data()) == 1);
+  CHECK(untouched == std::vector<q>(9, q(7)));
+}
+
+TEST_CASE("an exact step whose products overflow 64-bit integers fails with rational's message") {
+  using q = qkv::exact::rational<long long>;
+  // 3037000500^2 > 2^63 - 1 = 9223372036854775807 (3037000500^2 = 9223372037000250000)
+  const std::vector<q> a{q(3037000500LL)}, b{q(3037000500LL)};
+  std::vector<q> out(1);
+  qkv::flat::step_sizes z{1, 1, 1, 1, 1, 0, 0, 0};
+  CHECK_THROWS_WITH_AS(
+      qkv::flat::exact_step<q>(qkv::flat::kind::dot, a.data(), b.data(), nullptr, z, out.data()),
+      "qkv::exact::rational: a product overflows the integer type", std::overflow_error);
+  // 3037000499^2 = 9223372030926249001 fits
+  const std::vector<q> c{q(3037000499LL)};
+  qkv::flat::exact_step<q>(qkv::flat::kind::dot, c.data(), c.data(), nullptr, z, out.data());
+  CHECK(out[0] == q(9223372030926249001LL));
 }

@@ -205,6 +205,41 @@ TEST_CASE("decimal literals are the exact decimal value") {
   CHECK_THROWS_AS((void)r64::decimal("123456789012345678901234567890"), std::overflow_error);
 }
 
+TEST_CASE("parse reads what a learner types: a decimal, or a quotient of two") {
+  // the exact pages' editor (wasm/qkv_wasm.cpp's qkv_q64_parse): its values and its messages
+  static_assert(r64::parse("3/2") == r64(3, 2) && r64::parse("0.9") == r64(9, 10));
+  static_assert(r64::parse("-1.5e-3") == r64(-3, 2000) && r64::parse("1/0.3") == r64(10, 3));
+  static_assert(r64::parse("6/-4") == r64(-3, 2) && r64::parse("2.5e1/10") == r64(5, 2));
+  std::mt19937_64 gen(5);
+  for (int i = 0; i < 2000; ++i) {  // n.nnn/d.ddd: the quotient of the two decimals, exactly
+    const std::uint64_t a = gen() % 100000000, b = 1 + gen() % 100000000;
+    const int pa = static_cast<int>(gen() % 5), pb = static_cast<int>(gen() % 5);
+    auto text = [](std::uint64_t n, int point) {
+      std::string s = std::to_string(n);
+      while (static_cast<int>(s.size()) <= point) s = "0" + s;
+      return point ? s.insert(s.size() - static_cast<std::size_t>(point), ".") : s;
+    };
+    const std::string t = text(a, pa) + "/" + text(b, pb);
+    mp::cpp_int ta(1), tb(1);
+    for (int k = 0; k < pa; ++k) ta *= 10;
+    for (int k = 0; k < pb; ++k) tb *= 10;
+    CHECK(to_cpp_rational(q128::parse(t.c_str())) ==
+          mp::cpp_rational(mp::cpp_int(a), ta) / mp::cpp_rational(mp::cpp_int(b), tb));
+  }
+  CHECK_THROWS_WITH_AS((void)r64::parse("1/0"), "qkv::exact::rational: zero denominator", std::domain_error);
+  CHECK_THROWS_WITH_AS((void)r64::parse("1/0.00"), "qkv::exact::rational: zero denominator",
+                       std::domain_error);
+  for (const char* bad : {"1/2/3", "/2", "2/"})
+    CHECK_THROWS_WITH_AS((void)r64::parse(bad),
+                         "qkv::exact::rational::parse: expected a decimal or decimal/decimal, each "
+                         "[+-]digits[.digits][e[+-]digits]",
+                         std::invalid_argument);
+  for (const char* bad : {"abc", "1.5x", "1e5x", "1/x", "", "3 / 2"})
+    CHECK_THROWS_AS((void)r64::parse(bad), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)r64::parse("99999999999999999999/3"),
+                       "qkv::exact::rational: a product overflows the integer type", std::overflow_error);
+}
+
 TEST_CASE("a cpp_rational that fits converts to q128 and back") {
   const mp::cpp_rational third(1, 3);
   CHECK(qkv::exact::from_cpp_rational<mp::int128_t>(third) == q128(1, 3));

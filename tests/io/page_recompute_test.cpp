@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <qkv/core/matrix.hpp>
+#include <qkv/exact/rational.hpp>
 #include <qkv/io/page_recompute.hpp>
 
 namespace {
@@ -72,6 +74,65 @@ TEST_CASE("a step whose sizes do not fit its operands is not recomputed") {
   REQUIRE(plan.stale.size() == 1);
   CHECK(plan.stale[0].second == "its sizes do not fit its operands");
   CHECK(!plan.why.empty());
+}
+
+TEST_CASE("an exact page's steps are recomputed over rationals, fraction for fraction") {
+  using q = qkv::exact::rational<long long>;
+  page p("an exact page");
+  p.with_truth();
+  // x w = [[1/2 x 5 + 2 x 7, 1/2 x 6 + 2 x 8], [3 x 5 + 4 x 7, 3 x 6 + 4 x 8]] = [[33/2, 19], [43, 50]]
+  p.matrix("x", qkv::matrix<q, 2, 2>{{{q(1, 2), 2}, {3, 4}}});
+  p.matrix("w", qkv::matrix<q, 2, 2>{{{5, 6}, {7, 8}}});
+  p.matrix("y", qkv::matrix<q, 2, 2>{{{q(33, 2), 19}, {43, 50}}}).how(how::matmul("x", "w", 2));
+  p.matrix("y_wrong", qkv::matrix<q, 2, 2>{{{q(33, 2), 19}, {43, 51}}}).how(how::matmul("x", "w", 2));
+  p.matrix("soft", qkv::matrix<q, 2, 2>{{{0, 1}, {0, 1}}}).how(how::softmax("y"));  // no exact form
+  // 3037000500^2 = 9223372037000250000 > 2^63 - 1: the step overflows long long on the page's numbers
+  p.matrix("big", qkv::matrix<q, 1, 1>{{{3037000500LL}}});
+  p.matrix("big_squared", 1, 1, {9223372037000250000.0}).how(how::dot("big", "big", 1));
+  p.entries().back().dtype = "exact", p.entries().back().exact = {"9223372037000250000"};
+  p.matrix("huge", 1, 1, {1e20});  // an input whose fraction does not fit 64-bit integers
+  p.entries().back().dtype = "exact", p.entries().back().exact = {"100000000000000000000"};
+  const auto plan = qkv::io::plan_recompute(p);
+  CHECK(plan.why.empty());
+  CHECK(plan.exact);
+  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.steps[0].id == "y");
+  CHECK(plan.inputs == std::vector<std::string>{"x", "w"});
+  REQUIRE(plan.stale.size() == 4);
+  CHECK(plan.stale[0].first == "y_wrong");
+  CHECK(plan.stale[0].second.find("gives 50 at (2, 2) where the example has 51") != std::string::npos);
+  CHECK(plan.stale[1].first == "soft");
+  CHECK(plan.stale[1].second.find("its operation is not exact arithmetic") == 0);
+  CHECK(plan.stale[2].first == "big_squared");
+  CHECK(
+      plan.stale[2].second ==
+      "the module's exact step fails on the example's own numbers: qkv::exact::rational: a product overflows "
+      "the integer type");
+  CHECK(plan.stale[3].first == "huge");
+  CHECK(plan.stale[3].second.find("do not fit the module's exact numbers, rationals of 64-bit integers") !=
+        std::string::npos);
+  const auto spec = qkv::io::recompute_spec(plan, "AGFzbQ==", 4);
+  CHECK(spec.find("\"exact\":\"q64\"") != std::string::npos);
+}
+
+TEST_CASE("a page with float and exact steps recomputes its float ones; the exact ones say why not") {
+  using q = qkv::exact::rational<long long>;
+  page p("float and exact");
+  p.with_truth();
+  p.matrix("x", 2, 2, {1, 2, 3, 4});
+  p.matrix("w", 2, 2, {5, 6, 7, 8});
+  p.matrix("y", 2, 2, {19, 22, 43, 50}).how(how::matmul("x", "w", 2));  // float32, exact in float32
+  p.matrix("ex", qkv::matrix<q, 2, 2>{{{q(1, 2), 2}, {3, 4}}});
+  p.matrix("ew", qkv::matrix<q, 2, 2>{{{5, 6}, {7, 8}}});
+  p.matrix("ey", qkv::matrix<q, 2, 2>{{{q(33, 2), 19}, {43, 50}}}).how(how::matmul("ex", "ew", 2));
+  const auto plan = qkv::io::plan_recompute(p);
+  CHECK(!plan.exact);
+  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.steps[0].id == "y");
+  CHECK(plan.inputs == std::vector<std::string>{"x", "w"});
+  REQUIRE(plan.stale.size() == 1);
+  CHECK(plan.stale[0].first == "ey");
+  CHECK(plan.stale[0].second.find("the page's editor recomputes one kind") != std::string::npos);
 }
 
 namespace {

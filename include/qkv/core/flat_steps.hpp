@@ -24,7 +24,9 @@
 //                ac the rotary width, br 1 for interleaved pairs)
 //   row_dot      C(i, 0) = sum_m A(i, ac + m) B(i, bc + m) (row_dots: D = rowsum(dO ∘ O))
 //   softmax_backward  C = P (dP - D), exactly 0 where P is 0 (softmax_backward(P, dP, D))
-// step() runs one of them by its number (steps::kind), for the module's one C entry point.
+// step() runs one of them by its number (steps::kind), for the module's one C entry point;
+// exact_step() the ones that are sums and products only, over exact numbers (a type without
+// infinity, NaN, exp or sqrt: qkv::exact::rational, the exact pages 01b and 15).
 #pragma once
 
 #include <cstddef>
@@ -292,6 +294,28 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
     case kind::rope: rope(a, z.rows, z.cols, b, c, z.bs, z.n, z.ac, z.br != 0, out); return 0;
   }
   return 1;
+}
+
+/// @brief one step of kind k over exact numbers T (qkv::exact::rational: every sum and product
+/// exact, an overflow an error of T's own): the kinds that are sums, products and copies only,
+/// dot, matmul (their bias in c), add, transpose, hconcat, block, row_dot and softmax_backward
+/// (D in c), computed by the same functions as step(). A product or sum in any order is the same
+/// rational, so nothing here depends on the order of the terms. Returns 0, or 1 for a kind that
+/// has no exact form (attended, scale, divide, softmax, naive_softmax, relu, layer_norm, rope:
+/// infinities, exp, sqrt or a float factor), nothing written.
+template <class T>
+constexpr int exact_step(kind k, const T* a, const T* b, const T* c, const step_sizes& z, T* out) {
+  switch (k) {
+    case kind::dot: dot(a, z.as, b, z.bs, z.rows, z.cols, z.n, z.ac, z.bc, c, out); return 0;
+    case kind::matmul: matmul(a, z.as, b, z.bs, z.rows, z.cols, z.n, z.ac, z.br, z.bc, c, out); return 0;
+    case kind::add: add(a, b, z.rows * z.cols, out); return 0;
+    case kind::transpose: transpose(a, z.cols, z.rows, out); return 0;
+    case kind::row_dot: row_dot(a, z.as, b, z.bs, z.rows, z.n, z.ac, z.bc, out); return 0;
+    case kind::softmax_backward: softmax_backward(a, b, c, z.rows, z.cols, out); return 0;
+    case kind::hconcat: hconcat(a, z.as, b, z.bs, z.rows, out); return 0;
+    case kind::block: block(a, z.as, z.rows, z.cols, z.br, z.bc, out); return 0;
+    default: return 1;
+  }
 }
 
 }  // namespace qkv::flat

@@ -12,11 +12,13 @@
 //          rational_multiplication_overflows_the_integer_type()'
 //   clang: note: non-constexpr function 'rational_multiplication_overflows_the_integer_type'
 //          cannot be used in a constant expression
-// At run time the same function throws std::overflow_error. Division by zero works the same
-// way (std::domain_error).
+// At run time the same function fails with std::overflow_error (core/fail.hpp: thrown natively;
+// without exceptions, the WebAssembly build of the pages' module, the same message on stderr and
+// a trap). Division by zero works the same way (std::domain_error).
 //
-// This header includes only the standard library: it does not include Boost, so a program
-// that uses rational<long long> pays nothing for Boost (exact/fixed_width.hpp includes it).
+// This header includes only the standard library (and core/fail.hpp, which does too): it does
+// not include Boost, so a program that uses rational<long long> pays nothing for Boost
+// (exact/fixed_width.hpp includes it).
 #pragma once
 
 // C++20 or nothing: without -std=c++20 a learner would get pages of errors (1,879 lines from
@@ -32,8 +34,11 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
+
+#include "../core/fail.hpp"
 
 namespace qkv::exact {
 
@@ -59,27 +64,35 @@ namespace detail {
 
 // Deliberately not constexpr: reaching one of these in a constant expression is the
 // compile-time error, and the compiler's message is the function's name. At run time they
-// throw. [[noreturn]] keeps the callers' control flow honest.
+// fail (core/fail.hpp: throw natively, trap with the message on stderr without exceptions).
+// [[noreturn]] keeps the callers' control flow honest.
 [[noreturn]] inline void rational_addition_overflows_the_integer_type() {
-  throw std::overflow_error("qkv::exact::rational: a sum or difference overflows the integer type");
+  ::qkv::detail::fail<std::overflow_error>(
+      "qkv::exact::rational: a sum or difference overflows the integer type");
 }
 [[noreturn]] inline void rational_multiplication_overflows_the_integer_type() {
-  throw std::overflow_error("qkv::exact::rational: a product overflows the integer type");
+  ::qkv::detail::fail<std::overflow_error>("qkv::exact::rational: a product overflows the integer type");
 }
 [[noreturn]] inline void rational_value_does_not_fit_the_integer_type() {
-  throw std::overflow_error("qkv::exact::rational: the value does not fit the integer type");
+  ::qkv::detail::fail<std::overflow_error>("qkv::exact::rational: the value does not fit the integer type");
 }
 [[noreturn]] inline void rational_division_by_zero() {
-  throw std::domain_error("qkv::exact::rational: division by zero");
+  ::qkv::detail::fail<std::domain_error>("qkv::exact::rational: division by zero");
 }
 [[noreturn]] inline void rational_zero_denominator() {
-  throw std::domain_error("qkv::exact::rational: zero denominator");
+  ::qkv::detail::fail<std::domain_error>("qkv::exact::rational: zero denominator");
 }
 [[noreturn]] inline void rational_malformed_decimal_literal() {
-  throw std::invalid_argument("qkv::exact::rational::decimal: expected [+-]digits[.digits][e[+-]digits]");
+  ::qkv::detail::fail<std::invalid_argument>(
+      "qkv::exact::rational::decimal: expected [+-]digits[.digits][e[+-]digits]");
+}
+[[noreturn]] inline void rational_malformed_fraction() {
+  ::qkv::detail::fail<std::invalid_argument>(
+      "qkv::exact::rational::parse: expected a decimal or decimal/decimal, each "
+      "[+-]digits[.digits][e[+-]digits]");
 }
 [[noreturn]] inline void rational_from_a_nan_or_infinity() {
-  throw std::domain_error("qkv::exact::rational: NaN and infinity have no exact value");
+  ::qkv::detail::fail<std::domain_error>("qkv::exact::rational: NaN and infinity have no exact value");
 }
 
 // the largest value; every rational keeps num and den within [-max, max], so -x never
@@ -228,39 +241,25 @@ class rational {
   /// -3/2000. Grammar: [+-]digits[.digits][(e|E)[+-]digits]. Malformed text and values that do
   /// not fit Int are errors (at compile time: not a constant expression).
   [[nodiscard]] static constexpr rational decimal(const char* text) {
-    const char* p = text;
-    bool negative = false;
-    if (*p == '+' || *p == '-') negative = (*p++ == '-');
-    Int num(0), den(1);
-    int digits = 0;
-    const Int ten(10);
-    for (; *p >= '0' && *p <= '9'; ++p, ++digits)
-      num = detail::checked_add(detail::checked_mul(num, ten), Int(*p - '0'));
-    if (*p == '.') {
-      for (++p; *p >= '0' && *p <= '9'; ++p, ++digits) {
-        num = detail::checked_add(detail::checked_mul(num, ten), Int(*p - '0'));
-        den = detail::checked_mul(den, ten);
-      }
-    }
-    if (digits == 0) detail::rational_malformed_decimal_literal();
-    if (*p == 'e' || *p == 'E') {
-      ++p;
-      bool negative_exponent = false;
-      if (*p == '+' || *p == '-') negative_exponent = (*p++ == '-');
-      if (!(*p >= '0' && *p <= '9')) detail::rational_malformed_decimal_literal();
-      int e = 0;
-      for (; *p >= '0' && *p <= '9'; ++p) {
-        e = e * 10 + (*p - '0');
-        if (e > 100000) detail::rational_value_does_not_fit_the_integer_type();
-      }
-      // 10^e as a rational multiplies either side; normalise() then removes common factors.
-      // Reduce first so that "1.50e2" does not overflow where 150 fits.
-      rational r(negative ? Int(-num) : num, den);
-      const rational scale = power_of_ten(e);
-      return negative_exponent ? r / scale : r * scale;
-    }
-    if (*p != '\0') detail::rational_malformed_decimal_literal();
-    return rational(negative ? Int(-num) : num, den);
+    return decimal_between(text, text + std::char_traits<char>::length(text));
+  }
+
+  /// @brief what a learner types for an exact number (the pages' editor, wasm/qkv_wasm.cpp): a
+  /// decimal literal as decimal() reads it, or two of them with a '/' between, their exact
+  /// quotient: parse("3/2") is 3/2, parse("0.9") 9/10, parse("-1.5e-3") -3/2000, parse("1/0.3")
+  /// 10/3. No spaces. A zero denominator, malformed text and values that do not fit Int are
+  /// errors (decimal()'s messages; "1/2/3", "/2" and "2/" are malformed fractions).
+  [[nodiscard]] static constexpr rational parse(const char* text) {
+    const char* end = text + std::char_traits<char>::length(text);
+    const char* slash = text;
+    while (slash != end && *slash != '/') ++slash;
+    if (slash == end) return decimal_between(text, end);
+    if (slash == text || slash + 1 == end) detail::rational_malformed_fraction();
+    for (const char* p = slash + 1; p != end; ++p)
+      if (*p == '/') detail::rational_malformed_fraction();
+    const rational n = decimal_between(text, slash), d = decimal_between(slash + 1, end);
+    if (d.num_ == Int(0)) detail::rational_zero_denominator();
+    return n / d;
   }
 
   /// @brief the exact value of a binary floating-point number: every finite float or double is
@@ -449,6 +448,43 @@ class rational {
       num_ /= g;
       den_ /= g;
     }
+  }
+
+  /// decimal()'s grammar over [p, end)
+  [[nodiscard]] static constexpr rational decimal_between(const char* p, const char* end) {
+    bool negative = false;
+    if (p != end && (*p == '+' || *p == '-')) negative = (*p++ == '-');
+    Int num(0), den(1);
+    int digits = 0;
+    const Int ten(10);
+    for (; p != end && *p >= '0' && *p <= '9'; ++p, ++digits)
+      num = detail::checked_add(detail::checked_mul(num, ten), Int(*p - '0'));
+    if (p != end && *p == '.') {
+      for (++p; p != end && *p >= '0' && *p <= '9'; ++p, ++digits) {
+        num = detail::checked_add(detail::checked_mul(num, ten), Int(*p - '0'));
+        den = detail::checked_mul(den, ten);
+      }
+    }
+    if (digits == 0) detail::rational_malformed_decimal_literal();
+    if (p != end && (*p == 'e' || *p == 'E')) {
+      ++p;
+      bool negative_exponent = false;
+      if (p != end && (*p == '+' || *p == '-')) negative_exponent = (*p++ == '-');
+      if (!(p != end && *p >= '0' && *p <= '9')) detail::rational_malformed_decimal_literal();
+      int e = 0;
+      for (; p != end && *p >= '0' && *p <= '9'; ++p) {
+        e = e * 10 + (*p - '0');
+        if (e > 100000) detail::rational_value_does_not_fit_the_integer_type();
+      }
+      if (p != end) detail::rational_malformed_decimal_literal();
+      // 10^e as a rational multiplies either side; normalise() then removes common factors.
+      // Reduce first so that "1.50e2" does not overflow where 150 fits.
+      rational r(negative ? Int(-num) : num, den);
+      const rational scale = power_of_ten(e);
+      return negative_exponent ? r / scale : r * scale;
+    }
+    if (p != end) detail::rational_malformed_decimal_literal();
+    return rational(negative ? Int(-num) : num, den);
   }
 
   [[nodiscard]] static constexpr rational power_of_ten(int e) {

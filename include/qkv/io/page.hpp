@@ -734,6 +734,8 @@ class page {
       add_script(page_script::edit_js);
       const bool steps = edit_.find("\"kind\":\"steps\"") != std::string::npos;
       add_script(steps ? page_script::edit_steps_js : page_script::edit_attend_js);
+      if (steps && edit_.find("\"exact\":") != std::string::npos)  // an exact page's part of it
+        add_script(page_script::edit_exact_js);
     }
     if (at != std::string_view::npos) add_script(js.substr(at));
     s += "//]]>\n</script>\n</body>\n</html>\n";

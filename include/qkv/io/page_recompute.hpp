@@ -8,23 +8,28 @@
 //   p.edit(qkv::io::recompute_spec(plan, module, bytes));   // the page's "edit" object
 //
 // Each matrix of the page is one of:
-//   an input    no page_how, not derived(), float32 or float64: its numbers are the example's
-//               inputs; editable when shown and read by some step
+//   an input    no page_how, not derived(), float32, float64 or exact (rationals whose fractions
+//               fit 64-bit integers: page_exact): its numbers are the example's inputs; editable
+//               when shown and read by some step
 //   a step      a page_how that core/flat_steps.hpp computes (dot, matmul, the weights times the
 //               values with attended_context's policy, scale or division with the example's mask,
 //               softmax, add, relu, LayerNorm, transpose, hconcat, block, RoPE, row_dot, softmax_backward), from inputs
 //               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
 //               those functions, bit for bit from the page's own inputs: so before any edit the
-//               module gives every cell the example's proven number
-//   stale       the rest (a derived() matrix, exact rationals, RoPE, a step whose operand is
-//               stale, or one the functions do not reproduce bit for bit: the example computes it
-//               another way): after an edit it keeps the example's numbers and says so, with why
+//               module gives every cell the example's proven number. Over exact rationals
+//               (flat::exact_step: dot, matmul, add, transpose, hconcat, block, row_dot,
+//               softmax_backward, in page_exact) the same, fraction for fraction
+//   stale       the rest (a derived() matrix, a step whose operand is stale, one the functions do
+//               not reproduce bit for bit: the example computes it another way, an exact step
+//               with no exact form or whose fractions overflow 64-bit integers): after an edit it
+//               keeps the example's numbers and says so, with why
 // On a summarised page (example 04's BERT layer) only the matrices it embeds whole take part
 // (page::embedded_whole(), and its scratch() ones, which the module computes): an input it does
 // not hold whole (a 768 x 768 weight) is neither editable nor recomputed; a matrix computed from
 // one is an input when every operand the page holds is an input (plan.cut, with why), else stale.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -35,6 +40,7 @@
 #include <vector>
 
 #include <qkv/core/flat_steps.hpp>
+#include <qkv/exact/rational.hpp>
 
 #include "page.hpp"
 
@@ -50,6 +56,9 @@ struct page_step {
   std::string masked;  // scale / divide: "0" / "1" per cell (1: masked in the example), or ""
 };
 
+/// the exact pages' numbers in the module (wasm/qkv_wasm.cpp's q64): rational<long long>
+using page_exact = qkv::exact::rational<long long>;
+
 /// what a page recomputes (the top of this file)
 struct page_recompute_plan {
   std::vector<std::string> inputs;                         // editable inputs, in page order
@@ -59,6 +68,7 @@ struct page_recompute_plan {
   // a summarised page: the matrices with a page_how that are inputs here, with why (summarised()
   // below: an operand is not on the page and every one that is is an input)
   std::vector<std::pair<std::string, std::string>> cut;
+  bool exact = false;  // some step is over exact rationals (page_exact: qkv_step_q64 in the module)
 };
 
 namespace page_recompute_detail {
@@ -261,6 +271,48 @@ inline const entry* missing_operand(const entry& m, const std::map<std::string, 
   return nullptr;
 }
 
+/// the exact values of m from the page's texts ("n/d", rational::parse's grammar), or nothing
+/// and why (a value that does not fit 64-bit integers, a cell without its text)
+inline std::optional<std::vector<page_exact>> exact_values(const entry& m, std::string& why) {
+  if (m.exact.size() != m.rows * m.cols) {
+    why = "its cells' fractions are not all on this page";
+    return std::nullopt;
+  }
+  std::vector<page_exact> v;
+  try {
+    for (const auto& t : m.exact) v.push_back(page_exact::parse(t.c_str()));
+  } catch (const std::exception& e) {
+    why = std::string("its fractions do not fit the module's exact numbers, rationals of 64-bit integers (") +
+          e.what() + ")";
+    return std::nullopt;
+  }
+  return v;
+}
+
+/// exact step `s` natively (flat::exact_step), its operands' values in `data`; nothing when it
+/// has no exact form. An overflow of 64-bit integers throws rational.hpp's std::overflow_error
+/// (the message the page's module shows for the same step)
+inline std::optional<std::vector<page_exact>> run_exact(
+    const page_step& s, const std::map<std::string, std::vector<page_exact>>& data) {
+  auto ptr = [&](const std::string& id) -> const page_exact* {
+    return id.empty() ? nullptr : data.at(id).data();
+  };
+  std::vector<page_exact> out(s.sizes.rows * s.sizes.cols);
+  if (flat::exact_step<page_exact>(s.kind, ptr(s.a), ptr(s.b), ptr(s.c), s.sizes, out.data()) != 0)
+    return std::nullopt;
+  return out;
+}
+
+/// the first cell where `got` and the page's fractions differ, as a sentence, or "" when none does
+inline std::string first_exact_difference(const entry& m, const std::vector<page_exact>& got) {
+  for (std::size_t k = 0; k < got.size(); ++k)
+    if (page_detail::exact_text(got[k]) != m.exact[k])
+      return "the module's exact step gives " + page_detail::exact_text(got[k]) + " at (" +
+             std::to_string(k / m.cols + 1) + ", " + std::to_string(k % m.cols + 1) +
+             ") where the example has " + m.exact[k] + " (the example computes this step another way)";
+  return {};
+}
+
 }  // namespace page_recompute_detail
 
 /// @brief which matrices of `p` are inputs, steps and stale (the top of this file); each step is
@@ -273,12 +325,6 @@ inline page_recompute_plan plan_recompute(const page& p) {
   // computed from one it does not hold is an input when every operand it does hold is one, else stale
   const bool summarised = p.summarised();
   const summary sm = summary_of(p);
-  bool any_float = false;
-  for (const auto& m : p.entries()) any_float = any_float || m.dtype == "float32" || m.dtype == "float64";
-  if (!any_float) {
-    plan.why = "its numbers are exact rationals, and the module computes in float32 and float64";
-    return plan;
-  }
   if (!p.wants_truth()) {  // only with_truth() promises that a matrix without a page_how is an input
     plan.why =
         "its example does not say which of its matrices are inputs and how each other one is computed "
@@ -292,6 +338,7 @@ inline page_recompute_plan plan_recompute(const page& p) {
   std::map<std::string, status> st;
   std::map<std::string, std::vector<float>> f32;
   std::map<std::string, std::vector<double>> f64;
+  std::map<std::string, std::vector<page_exact>> ex;  // the exact matrices' values (page_exact)
   std::vector<std::string> inputs;
   for (const auto& m : p.entries()) {
     const bool is_float = m.dtype == "float32" || m.dtype == "float64";
@@ -335,6 +382,18 @@ inline page_recompute_plan plan_recompute(const page& p) {
                                 "only its shown rows and columns are on this page, which is summarised");
       continue;
     }
+    std::string why;
+    if (m.how.op.empty() && !m.derived && m.dtype == "exact") {  // an exact input, when it fits
+      if (auto v = exact_values(m, why)) {
+        st[m.id] = status::input;
+        ex[m.id] = std::move(*v);
+        inputs.push_back(m.id);
+      } else {
+        st[m.id] = status::stale;
+        plan.stale.emplace_back(m.id, why);
+      }
+      continue;
+    }
     if (m.how.op.empty() && !m.derived && is_float) {
       st[m.id] = status::input;
       if (m.dtype == "float32")
@@ -344,10 +403,10 @@ inline page_recompute_plan plan_recompute(const page& p) {
       inputs.push_back(m.id);
       continue;
     }
-    std::string why;
     st[m.id] = status::stale;
-    if (!is_float) {
-      why = "exact rationals: the module computes in float32 and float64";
+    if (!is_float && m.dtype != "exact") {
+      why =
+          "its numbers are " + m.dtype + ", and the module computes in float32, float64 and exact rationals";
     } else if (m.how.op.empty()) {
       why = "the example computes it another way than a step this page describes";
     } else if (auto s = step_of(m, by_id, why)) {
@@ -364,7 +423,20 @@ inline page_recompute_plan plan_recompute(const page& p) {
         }
       }
       if (why.empty()) {
-        if (m.dtype == "float32") {
+        if (m.dtype == "exact") {
+          std::optional<std::vector<page_exact>> got;
+          try {
+            got = run_exact(*s, ex);
+            why = got ? first_exact_difference(m, *got)
+                      : "its operation is not exact arithmetic (the module computes exact rationals by sums "
+                        "and "
+                        "products only)";
+          } catch (const std::exception& e) {
+            why = std::string("the module's exact step fails on the example's own numbers: ") + e.what();
+          }
+          if (why.empty()) ex[m.id] = std::move(*got);
+          if (why.empty()) plan.exact = true;
+        } else if (m.dtype == "float32") {
           auto got = run<float>(*s, f32);
           why = first_difference(m, got);
           if (why.empty()) f32[m.id] = std::move(got);
@@ -381,6 +453,23 @@ inline page_recompute_plan plan_recompute(const page& p) {
       }
     }
     plan.stale.emplace_back(m.id, why);
+  }
+  // a page's editor recomputes either its float steps or its exact ones (edit_steps_js,
+  // edit_exact_js): on a page with both (none of the examples today), the exact ones are not
+  // recomputed, and say so
+  const auto is_exact = [&](const page_step& t) { return by_id.at(t.id)->dtype == "exact"; };
+  if (plan.exact && !std::all_of(plan.steps.begin(), plan.steps.end(), is_exact)) {
+    std::vector<page_step> kept;
+    for (auto& t : plan.steps) {
+      if (is_exact(t))
+        plan.stale.emplace_back(t.id,
+                                "an exact step on a page whose float steps are recomputed: the page's editor "
+                                "recomputes one kind");
+      else
+        kept.push_back(std::move(t));
+    }
+    plan.steps = std::move(kept);
+    plan.exact = false;
   }
   // editable: the shown inputs some step reads
   for (const auto& id : inputs) {
@@ -407,7 +496,9 @@ inline std::string recompute_spec(const page_recompute_plan& plan, std::string_v
   }
   s += "\"\",\"arithmetic\":\"core\",\"kind\":\"steps\",\"module\":\"";
   s += module_base64;
-  s += "\",\"module_bytes\":" + std::to_string(module_bytes) + ",\"inputs\":[";
+  s += "\",\"module_bytes\":" + std::to_string(module_bytes);
+  if (plan.exact) s += ",\"exact\":\"q64\"";  // exact steps: qkv_step_q64, rational<long long>
+  s += ",\"inputs\":[";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (k) s += ",";
     pd::json_string(s, plan.inputs[k]);

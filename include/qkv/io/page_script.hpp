@@ -584,11 +584,35 @@ function parseNumber(text, f32) {
     /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/.test(t) ? Number(t) : undefined;
   return v === undefined ? undefined : f32 ? Math.fround(v) : v;
 }
-function cellText(m, v) { return m.dtype === 'float32' ? text32(v) : short(v); }
+function cellText(m, v, key) { return m.exact && key !== undefined && m.exact[key] !== undefined ? m.exact[key] : m.dtype === 'float32' ? text32(v) : short(v); }
+// the module (E.module, base64) instantiated with what it imports: WASI's fd_write, through which
+// core/fail.hpp writes an error's message before it traps (an exact page's overflow, a zero
+// denominator: wasm/qkv_wasm.cpp); it is kept here for failure() to return, and every other WASI
+// function the C library links (fd_close, fd_seek) answers ENOSYS, unused. Resolves to
+// {instance, failure}: failure() is what the module wrote since the last call, "" when nothing.
+function instantiateModule(base64) {
+  var bytes = Uint8Array.from(atob(base64), function (c) { return c.charCodeAt(0); }), written = '', mem = null;
+  return WebAssembly.compile(bytes).then(function (mod) {
+    var wasi = {};
+    WebAssembly.Module.imports(mod).forEach(function (im) { if (im.module === 'wasi_snapshot_preview1') wasi[im.name] = function () { return 52; }; });
+    wasi.fd_write = function (fd, iovs, n, nwritten) {
+      var v = new DataView(mem.buffer), total = 0;
+      for (var k = 0; k < n; ++k) {
+        var p = v.getUint32(iovs + 8 * k, true), len = v.getUint32(iovs + 8 * k + 4, true);
+        written += new TextDecoder().decode(new Uint8Array(mem.buffer, p, len)); total += len;
+      }
+      v.setUint32(nwritten, total, true); return 0;
+    };
+    return WebAssembly.instantiate(mod, {wasi_snapshot_preview1: wasi}).then(function (instance) {
+      mem = instance.exports.memory;
+      return {instance: instance, failure: function () { var w = written; written = ''; return w; }};
+    });
+  });
+}
 // the editors' look (both kinds): the panel, input cells, edited (yellow), changed (orange), stale (grey)
 function editorStyle() {
   var style = document.createElement('style');
-  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input#edit-sentence{width:24em}.edit-panel input[type=number]{width:4.5em;font:inherit}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td.stale{color:#888;background:repeating-linear-gradient(135deg,#fff,#fff 4px,#f1f1f1 4px,#f1f1f1 8px)}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}.x-changed{color:#a33b00}';
+  style.textContent = '.edit-panel{background:#f3f8ee;border:1px solid #b5d69c;border-radius:4px;padding:.5em .8em;margin:.8em 0;font-size:.92em}.edit-panel .row{display:flex;gap:.5em 1.2em;flex-wrap:wrap;align-items:center;margin:.3em 0}.edit-panel input[type=text]{width:8em;font:inherit}.edit-panel input#edit-sentence{width:24em}.edit-panel input[type=number]{width:4.5em;font:inherit}.edit-status{color:var(--muted)}table.m td.editable{text-decoration:underline dotted #6a8f4e}table.m td.edited{background:#fff1b8}table.m td.changed{background:#ffe3cc;box-shadow:inset 3px 0 0 #d94801}table.m td.stale{color:#888;background:repeating-linear-gradient(135deg,#fff,#fff 4px,#f1f1f1 4px,#f1f1f1 8px)}table.m td input.cell-input{width:7em;font:inherit;text-align:right}table.m td input.bad{outline:2px solid #c00}table.m td.edit-error{outline:2px solid #c00}.x-changed{color:#a33b00}';
   document.head.appendChild(style);
 }
 // typing into an input's cell (both kinds): the cells of `inputs` are marked editable; double-click,
@@ -597,11 +621,16 @@ function cellEditing(inputs, isF32, refresh) {
   inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
   function openInput(td) {
     var id = td.getAttribute('data-m'), i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), m = M[id];
-    var inp = el('input', {type: 'text', 'class': 'cell-input', value: cellText(m, get(m, i, j)), 'aria-label': cellName(m, i, j)});
+    var inp = el('input', {type: 'text', 'class': 'cell-input', value: cellText(m, get(m, i, j), i + ',' + j), 'aria-label': cellName(m, i, j)});
     td.textContent = ''; td.appendChild(inp); inp.focus(); inp.select();
     var done = false;
     function commit(keep) {
       if (done) return;
+      if (keep && m.dtype === 'exact') {  // an exact number: the module's C++ parses it (editor.set: '' or why not)
+        var why = editor.set(id, i, j, inp.value);
+        if (why) { inp.classList.add('bad'); inp.title = why; return; }
+        done = true; td.removeChild(inp); refresh(); td.focus(); return;
+      }
       if (keep && parseNumber(inp.value, isF32(id)) === undefined) { inp.classList.add('bad'); inp.title = 'not a number (NaN, inf and -inf are numbers here)'; return; }
       done = true; td.removeChild(inp);
       if (keep) editor.set(id, i, j, inp.value); else refresh();
@@ -619,8 +648,7 @@ function cellEditing(inputs, isF32, refresh) {
 inline constexpr const char* edit_attend_js = R"JS(
 function startEditor(E, panel, status) {
   editorStyle();
-  var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
-  return WebAssembly.instantiate(bytes, {}).then(function (res) {
+  return instantiateModule(E.module).then(function (res) {
     var X = res.instance.exports; if (X._initialize) X._initialize();
     var f32 = E.dtype === 'float32', size = f32 ? 4 : 8, Arr = f32 ? Float32Array : Float64Array;
     // t queries, s keys (a context's rows, else t), H query heads, HK key/value heads (kv_heads)
@@ -795,9 +823,9 @@ inline constexpr const char* edit_steps_js = R"JS(
 // numbers; E.stale lists the matrices it does not recompute, with why
 function startStepsEditor(E, panel, status) {
   editorStyle();
-  var bytes = Uint8Array.from(atob(E.module), function (c) { return c.charCodeAt(0); });
-  return WebAssembly.instantiate(bytes, {}).then(function (res) {
+  return instantiateModule(E.module).then(function (res) {
     var X = res.instance.exports; if (X._initialize) X._initialize();
+    if (E.exact) return startExactStepsEditor(E, panel, status, X, res.failure);
     var f32of = function (id) { return M[id].dtype === 'float32'; };
     var ptr = {}, original = {}, baseline = {}, staleWhy = {}, isStep = {};
     E.stale.forEach(function (st) { staleWhy[st.id] = st.why; });
@@ -971,6 +999,179 @@ function startStepsEditor(E, panel, status) {
       (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
   });
+}
+)JS";
+
+/// the exact part of a `qkv explain` page's editor (an edit object with "exact": 01b, 15): after
+/// edit_steps_js, which calls startExactStepsEditor; only on the pages that need it (10 KB)
+inline constexpr const char* edit_exact_js = R"JS(
+// an exact page (E.exact "q64", io/page_recompute.hpp: 01b, 15): every number of its steps is a
+// qkv::exact::rational<long long> in the module's memory, 16 bytes (numerator, then denominator
+// > 0: two int64, read here as BigInt and never written by this script): a learner's text is
+// parsed by the module's C++ (qkv_q64_parse: rational::parse, the native tool's grammar and
+// messages), each step is one call of qkv_step_q64 (flat::exact_step), and each cell shows its
+// fraction. An error (a zero denominator, malformed text, a sum or product that overflows 64-bit
+// integers) traps in the module after writing the native message (core/fail.hpp, through
+// fd_write: instantiateModule); the trap is caught here, the module's stack pointer put back, the
+// cell's last good value restored and the steps run again, so the page keeps its numbers and
+// stays usable, and the message is shown on the cell and in the status line.
+function startExactStepsEditor(E, panel, status, X, failure) {
+  var QS = 16, ptr = {}, isStep = {}, staleWhy = {}, originalText = {}, originalData = {}, maxCells = 1;
+  E.stale.forEach(function (st) { staleWhy[st.id] = st.why; });
+  var need = function (id) {
+    if (!id || ptr[id] !== undefined) return;
+    ptr[id] = X.qkv_alloc(M[id].rows * M[id].cols * QS); maxCells = Math.max(maxCells, M[id].rows * M[id].cols);
+  };
+  var calls = E.steps.map(function (st) {
+    isStep[st.id] = true;
+    [st.a, st.b, st.c, st.id].forEach(need);
+    var sz = X.qkv_alloc(8 * 4);
+    new Uint32Array(X.memory.buffer, sz, 8).set(st.sizes);  // size_t is 32 bits in wasm32
+    return {st: st, sizes: sz};
+  });
+  var textAt = X.qkv_alloc(256), doubles = X.qkv_alloc(8 * maxCells);
+  // f() in the module; '' or the message of the error it trapped on
+  function guarded(f) {
+    var sp = X.__stack_pointer.value; failure();
+    try { f(); return ''; } catch (err) {
+      X.__stack_pointer.value = sp;  // the trapped calls' frames: never popped otherwise
+      var w = failure().replace(/^qkv: /, '').trim();
+      return w || 'the module stopped (' + err + ')';
+    }
+  }
+  function parseInto(text, at) {
+    var b = new TextEncoder().encode(text);
+    if (b.length > 255) return 'qkv::exact::rational: the value does not fit the integer type';
+    var t = new Uint8Array(X.memory.buffer, textAt, b.length + 1); t.set(b); t[b.length] = 0;
+    return guarded(function () { X.qkv_q64_parse(textAt, at); });
+  }
+  function load(id, texts) {  // a matrix's fractions into its buffer
+    var m = M[id];
+    for (var k = 0; k < m.rows * m.cols; ++k) {
+      var why = parseInto(texts[Math.floor(k / m.cols) + ',' + k % m.cols], ptr[id] + k * QS);
+      if (why) throw new Error(id + ': ' + why);
+    }
+  }
+  function readBack(id, dirty) {  // the buffer into the page's data: fraction texts and nearest doubles
+    var m = M[id], n = m.rows * m.cols;
+    X.qkv_q64_to_f64(ptr[id], n, doubles);
+    var q = new BigInt64Array(X.memory.buffer, ptr[id], 2 * n), d = new Float64Array(X.memory.buffer, doubles, n);
+    for (var k = 0; k < n; ++k) {
+      var key = Math.floor(k / m.cols) + ',' + k % m.cols, t = q[2 * k + 1] === 1n ? String(q[2 * k]) : q[2 * k] + '/' + q[2 * k + 1];
+      if (m.exact[key] !== t) { m.exact[key] = t; m.data[k] = d[k]; dirty[id] = true; }
+    }
+  }
+  function runSteps() {  // every step in the page's order; '' or {step, why}
+    for (var c = 0; c < calls.length; ++c) {
+      var st = calls[c].st, p = function (id) { return id ? ptr[id] : 0; }, rc = 0;
+      var why = guarded(function () { rc = X.qkv_step_q64(st.kind, p(st.a), p(st.b), p(st.c), calls[c].sizes, p(st.id)); });
+      if (!why && rc) why = 'the module has no exact form of this step';
+      if (why) return {step: st.id, why: why};
+    }
+    return '';
+  }
+  Object.keys(ptr).forEach(function (id) { if (!isStep[id]) load(id, M[id].exact); });
+  Object.keys(ptr).concat(Object.keys(staleWhy)).forEach(function (id) {
+    if (M[id] && !originalText[id]) { originalText[id] = Object.assign({}, M[id].exact || {}); originalData[id] = M[id].data.slice(); }
+  });
+  var anyEdit = false, cellsOf = null;
+  function refresh(dirty) {
+    if (!cellsOf) {
+      cellsOf = {};
+      [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) { var id = td.getAttribute('data-m'); (cellsOf[id] = cellsOf[id] || []).push(td); });
+    }
+    Object.keys(cellsOf).forEach(function (id) {
+      var m = M[id]; if (!originalText[id] || (dirty && !dirty[id])) return;
+      var inp = E.inputs.indexOf(id) >= 0, stale = anyEdit && staleWhy[id] !== undefined;
+      cellsOf[id].forEach(function (td) {
+        if (td.firstChild && td.firstChild.nodeName === 'INPUT') return;
+        var i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), text = cellText(m, get(m, i, j), i + ',' + j);
+        if (td.textContent !== text) td.textContent = text;
+        td.classList.toggle(inp ? 'edited' : 'changed', editor.changed(id, i, j));
+        td.classList.toggle('stale', stale);
+      });
+    });
+    heatmaps.forEach(function (hmap) { if (!dirty || hmap.hm.ids.some(function (id) { return dirty[id]; })) hmap.show(hmap.state.head); });
+  }
+  function report(t0, t1) {
+    var t2 = performance.now(), changed = document.querySelectorAll('td.changed').length;
+    editor.last = {compute_ms: t1 - t0, total_ms: t2 - t0, rc: 0};
+    status.textContent = 'Recomputed ' + calls.length + ' steps exactly in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ (rationals of 64-bit integers, WebAssembly, ' + Math.round(E.module_bytes / 1024) +
+      ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed + ' shown cells differ from the example\u2019s proven values (orange)' +
+      (anyEdit && E.stale.length ? '; ' + E.stale.length + ' ' + (E.stale.length === 1 ? 'matrix is' : 'matrices are') + ' not recomputed (grey: they keep the example\u2019s numbers; hover one for why)' : '') + '.';
+  }
+  editor = {
+    note: function (box, x) {
+      if (anyEdit && staleWhy[x.id] !== undefined) {
+        box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Not recomputed for your inputs: ' + staleWhy[x.id] + '. This is the example\u2019s number for its own inputs; Reset brings the page back to them.'));
+        return;
+      }
+      if (editor.error && editor.error.id === x.id && editor.error.i === x.i && editor.error.j === x.j)
+        box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Your ' + editor.error.text + ' was not taken: ' + editor.error.why + '.'));
+      if (!editor.changed(x.id, x.i, x.j)) return;
+      box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Proven for the example\u2019s inputs: ' + editor.original(x.id, x.i, x.j) +
+        '; recomputed for yours, exactly, by qkv\u2019s C++ (WebAssembly, in this page). The lines below are about the example\u2019s inputs; Reset brings them back.'));
+    },
+    changed: function (id, i, j) { var o = originalText[id]; if (!o || staleWhy[id] !== undefined) return false; return o[i + ',' + j] !== M[id].exact[i + ',' + j]; },
+    original: function (id, i, j) { return originalText[id][i + ',' + j]; },
+    // the learner's text for input id's cell (i, j): '' when taken, else why not (the module's message)
+    set: function (id, i, j, text) {
+      if (E.inputs.indexOf(id) < 0) return id + ' is not an input of this page';
+      text = String(text).trim().replace(/\u2212/g, '-');
+      var t0 = performance.now(), k = i * M[id].cols + j, at = ptr[id] + k * QS;
+      var before = new Uint8Array(X.memory.buffer, at, QS).slice();
+      var fail = function (why, step) {
+        editor.error = {id: id, i: i, j: j, text: text, why: why, step: step || ''};
+        var td = document.querySelector('td[data-m="' + id.replace(/"/g, '\\"') + '"][data-i="' + i + '"][data-j="' + j + '"]');
+        if (td) { td.classList.add('edit-error'); td.title = why; }
+        status.textContent = 'Not taken: ' + id + '(' + (i + 1) + ', ' + (j + 1) + ') = ' + text + ': ' + why + (step ? ' (in the step ' + step + ')' : '') +
+          '. The page keeps its numbers; type another value, or Reset.';
+        return why;
+      };
+      var why = parseInto(text, at);
+      if (why) return fail(why);
+      var r = runSteps();
+      if (r) {  // the last good value back, and its steps again (they ran before: they fit)
+        new Uint8Array(X.memory.buffer, at, QS).set(before);
+        runSteps();
+        return fail(r.why, r.step);
+      }
+      editor.error = null;
+      [].forEach.call(document.querySelectorAll('td.edit-error'), function (td) { td.classList.remove('edit-error'); td.removeAttribute('title'); });
+      var dirty = {};
+      readBack(id, dirty);
+      calls.forEach(function (c) { readBack(c.st.id, dirty); });
+      var t1 = performance.now(), wasEdit = anyEdit;
+      anyEdit = E.inputs.some(function (id2) { return Object.keys(originalText[id2]).some(function (key) { return originalText[id2][key] !== M[id2].exact[key]; }); });
+      if (wasEdit !== anyEdit) Object.keys(staleWhy).forEach(function (id2) { dirty[id2] = true; });
+      refresh(dirty);
+      if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }
+      report(t0, t1);
+      return '';
+    },
+    reset: function () {
+      Object.keys(originalText).forEach(function (id) { M[id].exact = Object.assign({}, originalText[id]); M[id].data = originalData[id].slice(); });
+      Object.keys(ptr).forEach(function (id) { if (!isStep[id]) load(id, M[id].exact); });
+      runSteps();
+      editor.error = null;
+      [].forEach.call(document.querySelectorAll('td.edit-error'), function (td) { td.classList.remove('edit-error'); td.removeAttribute('title'); });
+      anyEdit = false; refresh(); heatmaps.forEach(function (hmap) { hmap.show(hmap.state.head); });
+      status.textContent = 'Reset: every number is the example\u2019s proven value again.';
+    },
+    inputs: E.inputs, steps: E.steps.map(function (st) { return st.id; }), stale: staleWhy, last: null, error: null
+  };
+  var t0 = performance.now(), first = runSteps();  // the baseline: the module on the example's own inputs
+  if (first) throw new Error(first.step + ': ' + first.why);
+  var dirty0 = {}; calls.forEach(function (c) { readBack(c.st.id, dirty0); });
+  report(t0, performance.now());
+  var resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset'), row = el('div', {'class': 'row'});
+  resetB.addEventListener('click', function () { editor.reset(); });
+  row.appendChild(resetB); panel.insertBefore(row, status);
+  cellEditing(E.inputs, function () { return false; }, refresh);
+  status.textContent = 'Editable, exactly: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number: a fraction (3/2), a decimal (0.9) or one with an exponent (-1.5e-3), each an exact rational; the ' + calls.length +
+    ' steps are recomputed exactly by qkv\u2019s C++ (rationals of 64-bit integers; compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page), and a sum or product that does not fit 64-bit integers is refused with the native tool\u2019s message. Cells that differ from the example\u2019s proven values turn orange' +
+    (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
+  document.documentElement.setAttribute('data-qkv-editable', '1');
 }
 )JS";
 
