@@ -7,7 +7,7 @@ Renders the learner's pages in headless chromium (Debian's chromium, chromium-dr
 python3-selenium) at 0.6 device pixels per CSS pixel, one viewport each: an example's page, a
 cell's explanation, a multi-head attend page with its heatmap, the masks, a summarised
 BERT-size page, example 04's BERT page (WordPiece tokens, a head chosen; and edited), a weight's
-error against the 50-digit truth. Run it after changing the pages' look; the browser test
+error against the 50-digit truth, a `qkv attend` page and an example's page edited. Run it after changing the pages' look; the browser test
 (tests/browser/page_test.py) writes full-page screenshots to the build folder on every run.
 """
 import json
@@ -146,5 +146,21 @@ def bert_edit():
 p = os.path.join(tmp, 'bert_edit.html')
 qkv('explain', 'bert', '--html', p)
 shot(p, 'page_bert_edit.png', bert_edit)
+# a `qkv attend` page edited (docs/pages.md, "Editing a page"): tutorial 000's case, x(q1, 1) = 2.5,
+# and a score's explanation from the new numbers
+
+
+def edit_attend():
+    for _ in range(100):
+        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")') == '1':
+            break
+        time.sleep(0.05)
+    driver.execute_script('window.qkvPage.editor().set("x", 0, 0, 2.5);')
+    hover('td[data-m="scores"][data-i="0"][data-j="1"]')()
+
+
+p = os.path.join(tmp, 'attend_edit.html')
+qkv('attend', os.path.join(ROOT, 'tests', 'cli', 'attend', 'illustrated.json'), '--html', p)
+shot(p, 'page_edit.png', edit_attend)
 driver.quit()
 shutil.rmtree(tmp, ignore_errors=True)
