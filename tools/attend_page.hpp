@@ -405,8 +405,7 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   if (!why.empty()) return s + "}";
   const std::size_t H = r.weights.size(), s_len = r.keys.rows(), HK = opt.kv_heads ? opt.kv_heads : H;
   const bool f32 = sizeof(T) == 4;
-  s += ",\"module\":\"";
-  for (std::size_t k = 0; k < qkv::io::page_wasm::chunk_count; ++k) s += qkv::io::page_wasm::chunks[k];
+  s += ",\"module\":\"" + qkv::io::page_wasm::text();
   s += "\",\"module_bytes\":" + std::to_string(qkv::io::page_wasm::bytes);
   s += ",\"dtype\":\"" + std::string(f32 ? "float32" : "float64") + "\"";
   s += std::string(",\"out_in\":") + (w.q.layout == rt::weight_layout::out_in ? "true" : "false");

@@ -41,10 +41,8 @@ inline std::string explain_page(const worked_example& e) {
 #endif
     // editable (docs/pages.md, "Editing a page"): the steps the module recomputes, each checked
     // here to give the example's own numbers bit for bit
-    std::string module;
-    for (std::size_t k = 0; k < qkv::io::page_wasm::chunk_count; ++k) module += qkv::io::page_wasm::chunks[k];
-    page.edit(qkv::io::recompute_spec(qkv::io::plan_recompute(page), module, qkv::io::page_wasm::bytes,
-                                      qkv::io::page_wasm::why_not));
+    page.edit(qkv::io::recompute_spec(qkv::io::plan_recompute(page), qkv::io::page_wasm::text(),
+                                      qkv::io::page_wasm::bytes, qkv::io::page_wasm::why_not));
     return page.str();
   }
   std::string with;
