@@ -106,43 +106,6 @@ constexpr std::size_t output_size(std::size_t t, std::size_t dq, std::size_t dv,
   return steps_layout{t, dq, dv, heads, dout}.size();
 }
 
-/// @brief self-attention of x (t, d) with `heads` heads, every step written to out (the layout at
-/// the top of this file; output_size numbers). wq, wk (dq, d) and wv (dv, d) out_in, or their
-/// transposes in_out; wo (dout, dv) or (dv, dout), or null: no output projection (dout ignored);
-/// a null bias is none. masked (t x t bytes, row-major, or null): nonzero where query i may not
-/// see key j. Returns 0, or 1 when the sizes do not split into heads (nothing written).
-template <class T>
-constexpr int attend(const T* x, std::size_t t, std::size_t d, const T* wq, const T* bq, const T* wk,
-                     const T* bk, const T* wv, const T* bv, std::size_t dq, std::size_t dv, const T* wo,
-                     const T* bo, std::size_t dout, std::size_t heads, bool out_in, T scale,
-                     const unsigned char* masked, T* out) {
-  if (heads == 0 || dq % heads != 0 || dv % heads != 0 || t == 0 || d == 0) return 1;
-  const steps_layout at{t, dq, dv, heads, wo ? dout : 0};
-  const std::size_t dk = at.dk(), dvh = at.dvh();
-  T* q = out + at.queries();
-  T* k = out + at.keys();
-  T* v = out + at.values();
-  project(x, t, d, d, wq, bq, dq, out_in, q);
-  project(x, t, d, d, wk, bk, dq, out_in, k);
-  project(x, t, d, d, wv, bv, dv, out_in, v);
-  T* concat = out + at.concat();
-  for (std::size_t h = 0; h < heads; ++h) {
-    T* sc = out + at.scores(h);
-    T* ss = out + at.scaled(h);
-    T* w = out + at.weights(h);
-    T* ctx = out + at.context(h);
-    dot(q, dq, k, dq, t, t, dk, h * dk, h * dk, static_cast<const T*>(nullptr),
-        sc);  // matrix_product_transposed(q_h, k_h)
-    flat::scale(sc, t, t, scale, false, masked, static_cast<const T*>(nullptr), ss);  // scaled(), masked()
-    softmax(ss, t, t, w);                                                             // softmax_rows
-    attended(w, t, ss, t, v, dv, h * dvh, t, t, dvh, ctx, dvh);  // attended_context, at run-time sizes
-    for (std::size_t i = 0; i < t; ++i)
-      for (std::size_t c = 0; c < dvh; ++c) concat[i * dv + h * dvh + c] = ctx[i * dvh + c];
-  }
-  if (wo) project(concat, t, dv, dv, wo, bo, dout, out_in, out + at.output());
-  return 0;
-}
-
 /// @brief the second form's case (docs/reference.md): everything attend() takes, plus a context,
 /// grouped-query heads, terms added to the scaled scores and RoPE. A null pointer is "none".
 template <class T>
@@ -210,8 +173,8 @@ constexpr void scale_and_mask(const attend_args<T>& a, std::size_t h, const T* s
 
 /// @brief attention in attend_args' generality, every step written to out (the layout at the top
 /// of this file, a.layout(); a.layout().size() numbers). Returns 0, or 1 when the sizes do not
-/// fit (attend_args::valid; nothing written). Without a context, kv_heads, bias, ALiBi or RoPE
-/// it is the first form, bit for bit.
+/// fit (attend_args::valid; nothing written). The first form (below) is this one without a
+/// context, kv_heads, bias, ALiBi or RoPE.
 template <class T>
 constexpr int attend(const attend_args<T>& a, T* out) {
   if (!a.valid()) return 1;
@@ -252,6 +215,23 @@ constexpr int attend(const attend_args<T>& a, T* out) {
   }
   if (a.wo) project(concat, t, dv, dv, a.wo, a.bo, a.dout, a.out_in, out + at.output());
   return 0;
+}
+
+/// @brief self-attention of x (t, d) with `heads` heads, every step written to out (the layout at
+/// the top of this file; output_size numbers). wq, wk (dq, d) and wv (dv, d) out_in, or their
+/// transposes in_out; wo (dout, dv) or (dv, dout), or null: no output projection (dout ignored);
+/// a null bias is none. masked (t x t bytes, row-major, or null): nonzero where query i may not
+/// see key j. Returns 0, or 1 when the sizes do not split into heads (nothing written).
+template <class T>
+constexpr int attend(const T* x, std::size_t t, std::size_t d, const T* wq, const T* bq, const T* wk,
+                     const T* bk, const T* wv, const T* bv, std::size_t dq, std::size_t dv, const T* wo,
+                     const T* bo, std::size_t dout, std::size_t heads, bool out_in, T scale,
+                     const unsigned char* masked, T* out) {
+  attend_args<T> a;  // the second form without a context, kv_heads, bias, ALiBi or RoPE
+  a.x = x, a.t = t, a.d = d;
+  a.wq = wq, a.bq = bq, a.wk = wk, a.bk = bk, a.wv = wv, a.bv = bv, a.wo = wo, a.bo = bo;
+  a.dq = dq, a.dv = dv, a.dout = dout, a.heads = heads, a.out_in = out_in, a.scale = scale, a.masked = masked;
+  return attend(a, out);
 }
 
 }  // namespace qkv::flat

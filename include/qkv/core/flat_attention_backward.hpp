@@ -126,110 +126,6 @@ constexpr T project_backward_input(const T* dy, std::size_t i, std::size_t k, co
   return s;
 }
 
-/// @brief every gradient of attend(x, ..., scale, masked, fwd) for the upstream gradient
-/// d_output (t, dout; without wo (t, dv), the gradient of the concatenation), written to out (the
-/// layout at the top of this file; gradients_size numbers). The sizes, weights, layout and scale
-/// are attend()'s; fwd is attend()'s output buffer for them (steps_layout), whose -inf scaled
-/// scores are the masked keys. The biases' values do not enter the backward. Returns 0, or 1 when
-/// the sizes do not split into heads (nothing written).
-template <class T>
-constexpr int attend_backward(const T* x, std::size_t t, std::size_t d, const T* wq, const T* wk, const T* wv,
-                              std::size_t dq, std::size_t dv, const T* wo, std::size_t dout,
-                              std::size_t heads, bool out_in, T scale, const T* fwd, const T* d_output,
-                              T* out) {
-  if (heads == 0 || dq % heads != 0 || dv % heads != 0 || t == 0 || d == 0) return 1;
-  const std::size_t dout_ = wo ? dout : 0;
-  const steps_layout st{t, dq, dv, heads, dout_};
-  const gradients_layout at{t, d, dq, dv, heads, dout_};
-  const std::size_t dk = at.dk(), dvh = at.dvh();
-  const T ninf = -std::numeric_limits<T>::infinity();
-  const T* q = fwd + st.queries();
-  const T* k = fwd + st.keys();
-  const T* v = fwd + st.values();
-  const T* concat = fwd + st.concat();
-  T* dc = out + at.d_concat();
-  if (wo) {  // output_projection_backward: d_concat = d_output Wo (out_in) or d_output Woᵀ (in_out)
-    for (std::size_t i = 0; i < t; ++i)
-      for (std::size_t c = 0; c < dv; ++c)
-        dc[i * dv + c] = project_backward_input(d_output, i, c, wo, dv, dout, out_in);
-    project_backward_weights(concat, t, dv, dv, d_output, dout, out_in, out + at.d_wo(), out + at.d_bo());
-  } else {
-    for (std::size_t n = 0; n < t * dv; ++n) dc[n] = d_output[n];
-  }
-  T* dq_ = out + at.d_queries();
-  T* dk_ = out + at.d_keys();
-  T* dv_ = out + at.d_values();
-  for (std::size_t h = 0; h < heads; ++h) {
-    const T* ss = fwd + st.scaled(h);
-    const T* p = fwd + st.weights(h);
-    T* dp = out + at.d_weights(h);
-    T* dd = out + at.row_dots(h);
-    T* ds = out + at.d_scaled_scores(h);
-    T* dsc = out + at.d_scores(h);
-    auto dO = [&](std::size_t i, std::size_t c) { return dc[i * dv + h * dvh + c]; };
-    for (std::size_t i = 0; i < t; ++i)  // context_backward: dP = dO Vᵀ (matrix_product_transposed)
-      for (std::size_t j = 0; j < t; ++j) {
-        T s = dO(i, 0) * v[j * dv + h * dvh];
-        for (std::size_t c = 1; c < dvh; ++c) s += dO(i, c) * v[j * dv + h * dvh + c];
-        dp[i * t + j] = s;
-      }
-    for (std::size_t j = 0; j < t; ++j)  // d_values = Pᵀ dO, masked keys skipped, i ascending
-      for (std::size_t c = 0; c < dvh; ++c) {
-        T s = T(0);
-        bool first = true;
-        for (std::size_t i = 0; i < t; ++i) {
-          if (ss[i * t + j] == ninf) continue;
-          const T term = p[i * t + j] * dO(i, c);
-          s = first ? term : T(s + term);
-          first = false;
-        }
-        dv_[j * dv + h * dvh + c] = s;
-      }
-    for (std::size_t i = 0; i < t; ++i) {  // softmax_backward: D over the weights that are not 0
-      T s = T(0);
-      bool first = true;
-      for (std::size_t j = 0; j < t; ++j) {
-        if (p[i * t + j] == T(0)) continue;
-        const T term = dp[i * t + j] * p[i * t + j];
-        s = first ? term : T(s + term);
-        first = false;
-      }
-      dd[i] = s;
-      for (std::size_t j = 0; j < t; ++j) {
-        const T pij = p[i * t + j];
-        T g = pij == T(0) ? T(0) : T(pij * T(dp[i * t + j] - s));
-        if (ss[i * t + j] == ninf) g = T(0);  // mask_backward
-        ds[i * t + j] = g;
-        dsc[i * t + j] = T(scale * g);  // scale_backward, multiply_by
-      }
-    }
-    for (std::size_t i = 0; i < t; ++i)  // scores_backward: d_queries = d_scores K (matrix_product)
-      for (std::size_t c = 0; c < dk; ++c) {
-        T s = dsc[i * t] * k[h * dk + c];
-        for (std::size_t j = 1; j < t; ++j) s += dsc[i * t + j] * k[j * dq + h * dk + c];
-        dq_[i * dq + h * dk + c] = s;
-      }
-    for (std::size_t j = 0; j < t; ++j)  // d_keys = d_scoresᵀ Q (matrix_product(transposed(.), Q))
-      for (std::size_t c = 0; c < dk; ++c) {
-        T s = dsc[j] * q[h * dk + c];
-        for (std::size_t i = 1; i < t; ++i) s += dsc[i * t + j] * q[i * dq + h * dk + c];
-        dk_[j * dq + h * dk + c] = s;
-      }
-  }
-  project_backward_weights(x, t, d, d, dq_, dq, out_in, out + at.d_wq(), out + at.d_bq());
-  project_backward_weights(x, t, d, d, dk_, dq, out_in, out + at.d_wk(), out + at.d_bk());
-  project_backward_weights(x, t, d, d, dv_, dv, out_in, out + at.d_wv(), out + at.d_bv());
-  T* dx = out + at.d_x();
-  for (std::size_t i = 0; i < t; ++i)
-    for (std::size_t c = 0; c < d; ++c) {  // pq.d_x + pk.d_x + pv.d_x: (query + key) + value
-      const T a = project_backward_input(dq_, i, c, wq, d, dq, out_in);
-      const T b = project_backward_input(dk_, i, c, wk, d, dq, out_in);
-      const T e = project_backward_input(dv_, i, c, wv, d, dv, out_in);
-      dx[i * d + c] = T(T(a + b) + e);
-    }
-  return 0;
-}
-
 /// @brief every gradient of attend(a, fwd) (the second form) for the upstream gradient d_output
 /// (t, dout; without wo (t, dv)), written to out (gradients_layout{t, d, dq, dv, heads, dout,
 /// kv_heads}; its size() numbers). fwd is attend(a)'s output. Returns 0, or 1 when the sizes do
@@ -331,6 +227,23 @@ constexpr int attend_backward(const attend_args<T>& a, const T* fwd, const T* d_
       dx[i * d + c] = T(T(x1 + x2) + x3);
     }
   return 0;
+}
+
+/// @brief every gradient of attend(x, ..., scale, masked, fwd) for the upstream gradient
+/// d_output (t, dout; without wo (t, dv), the gradient of the concatenation), written to out (the
+/// layout at the top of this file; gradients_size numbers). The sizes, weights, layout and scale
+/// are attend()'s; fwd is attend()'s output buffer for them (steps_layout), whose -inf scaled
+/// scores are the masked keys. The biases' values do not enter the backward. Returns 0, or 1 when
+/// the sizes do not split into heads (nothing written).
+template <class T>
+constexpr int attend_backward(const T* x, std::size_t t, std::size_t d, const T* wq, const T* wk, const T* wv,
+                              std::size_t dq, std::size_t dv, const T* wo, std::size_t dout,
+                              std::size_t heads, bool out_in, T scale, const T* fwd, const T* d_output,
+                              T* out) {
+  attend_args<T> a;  // the second form's backward without kv_heads (the same loops, group 1)
+  a.x = x, a.t = t, a.d = d, a.wq = wq, a.wk = wk, a.wv = wv, a.wo = wo;
+  a.dq = dq, a.dv = dv, a.dout = dout, a.heads = heads, a.out_in = out_in, a.scale = scale;
+  return attend_backward(a, fwd, d_output, out);
 }
 
 }  // namespace qkv::flat
