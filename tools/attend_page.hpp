@@ -584,8 +584,9 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
       projection("values", r.values, src, w.v, "wv", "bv", krow);
       if (HK != H)
         p.text("Grouped-query attention: " + std::to_string(H) + " query heads share " + std::to_string(HK) +
-               " key/value heads (kv_heads); query head h reads key/value head h / " + std::to_string(group) +
-               ", columns " + std::to_string(dk) + " \u00d7 (h / " + std::to_string(group) +
+               (HK == 1 ? " key/value head" : " key/value heads") +
+               " (kv_heads); query head h reads key/value head h / " + std::to_string(group) + ", columns " +
+               std::to_string(dk) + " \u00d7 (h / " + std::to_string(group) +
                ") onwards of keys and values.");
     } else if (n == 3) {
       const std::size_t g = h / group;  // the key/value head of query head h

@@ -578,9 +578,9 @@ void read_fields(const qkv::io::json_document& doc, parsed_case& pc, const rt::d
   if (w.k.out_features() != dq / pc.heads * hk)
     throw err("wk", "expected " + std::to_string(dq / pc.heads * hk) + " outputs, " +
                         (hk == pc.heads ? "as many as wq (" + w.q.weight.shape() + ")"
-                                        : kv_note + " key/value heads of d_q / heads = " +
-                                              std::to_string(dq / pc.heads) + " columns (wq is " +
-                                              w.q.weight.shape() + ")") +
+                                        : kv_note + (hk == 1 ? " key/value head" : " key/value heads") +
+                                              " of d_q / heads = " + std::to_string(dq / pc.heads) +
+                                              " columns (wq is " + w.q.weight.shape() + ")") +
                         ", got " + w.k.weight.shape());
   const std::size_t dcat = dv / hk * pc.heads;  // the concatenated heads
   if (j.contains("wo")) {
@@ -681,12 +681,18 @@ void read_projected_case(const qkv::io::json_document& doc, parsed_case& pc, rt:
   k = qkv::io::read_matrix_field<T>(doc, "k", "S x kv_heads*d_k, one key per row");
   if (k.rows() == 0 || k.cols() != hk * dk)
     throw err("k", "expected S x " + std::to_string(hk * dk) + " (at least one key; " + std::to_string(hk) +
-                       (hk == pc.heads ? " heads" : " key/value heads (kv_heads)") + " of q's d_k = " +
-                       std::to_string(dk) + " columns, q is " + q.shape() + "), got " + k.shape());
+                       (hk == pc.heads ? " heads"
+                        : hk == 1      ? " key/value head (kv_heads)"
+                                       : " key/value heads (kv_heads)") +
+                       " of q's d_k = " + std::to_string(dk) + " columns, q is " + q.shape() + "), got " +
+                       k.shape());
   v = qkv::io::read_matrix_field<T>(doc, "v", "S x kv_heads*d_v, one value per row");
   if (v.rows() != k.rows() || v.cols() == 0 || v.cols() % hk != 0)
     throw err("v", "expected " + std::to_string(k.rows()) + " rows (a value per key of k " + k.shape() +
-                       ") of " + std::to_string(hk) + (hk == pc.heads ? " heads" : " key/value heads") +
+                       ") of " + std::to_string(hk) +
+                       (hk == pc.heads ? " heads"
+                        : hk == 1      ? " key/value head"
+                                       : " key/value heads") +
                        " x d_v columns, got " + v.shape());
   const bool keys_labelled_apart = k.rows() != q.rows() || doc.json().contains("context_tokens");
   read_options(doc, pc, q.rows(), k.rows(), q.cols(), "k", keys_labelled_apart, opt, false);
@@ -1032,8 +1038,8 @@ std::string trace(const parsed_case& pc, const rt::dynamic_matrix<T>& x, const r
     << x.rows() << " queries over " << c.rows() << " keys, " << H << (H == 1 ? " head" : " heads")
     << " (d_q = " << dq << ", d_v = " << dv
     << (H > 1 ? ", per head " + std::to_string(dq / H) + " and " + std::to_string(dv / HK) : "")
-    << (HK != H ? "; " + std::to_string(HK) +
-                      " key/value heads (kv_heads: grouped-query attention, query head h uses key/value head "
+    << (HK != H ? "; " + std::to_string(HK) + (HK == 1 ? " key/value head" : " key/value heads") +
+                      " (kv_heads: grouped-query attention, query head h uses key/value head "
                       "h / " +
                       std::to_string(H / HK) + ")"
                 : "")

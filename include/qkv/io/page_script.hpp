@@ -992,7 +992,11 @@ function startStepsEditor(E, panel, status) {
     }
     row.appendChild(resetB); panel.insertBefore(row, status); panel.insertBefore(sentenceNote, status);
     // the inputs that a full page would compute (page_recompute.hpp's cut: an operand is not on this summarised page)
-    if (E.cut && E.cut.length) panel.appendChild(el('div', {'class': 'edit-status', id: 'edit-cut'}, E.cut.map(function (c) { return c.id + ' is an input here: ' + c.why; }).join('; ') + '.'));
+    if (E.cut && E.cut.length) {  // one item per input that a full page would compute (a summarised page's)
+      var cutList = el('ul', {'class': 'edit-status', id: 'edit-cut'});
+      E.cut.forEach(function (c) { cutList.appendChild(el('li', null, c.id + ' is an input here: ' + c.why + '.')); });
+      panel.appendChild(cutList);
+    }
     cellEditing(E.inputs, f32of, refresh);
     status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
       ' steps that qkv\u2019s C++ core computes (compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page) are recomputed. Cells that differ from the example\u2019s proven values turn orange' +
