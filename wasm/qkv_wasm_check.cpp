@@ -46,6 +46,35 @@ bool same_bits(const T* a, const T* b, std::size_t n, const char* what, int& bad
 }
 
 /// the module against the core on x (4, 6), Wq/Wk (4, 6), Wv (6, 6), Wo (5, 6) out_in, biases, 2 heads
+/// every gradient of attend_backward's buffer g (layout at) against the core's: the output
+/// projection's (go), the attention's (ga; D has no field in the core: dS holds it in every cell),
+/// the three projections' (pq, pk, pv) and d_x; the keys' and values' widths are at's dkv(),
+/// dvkv() (kv_heads key/value heads, or heads)
+template <class T>
+void same_gradients(const T* g, const qkv::flat::gradients_layout& at, const auto& go, const auto& ga,
+                    const auto& pq, const auto& pk, const auto& pv, const auto& d_x, int& bad) {
+  const std::size_t N = at.t, D = at.d, DQ = at.dq, DV = at.dv, DKV = at.dkv(), DVKV = at.dvkv(),
+                    DO = at.dout;
+  same_bits(g + at.d_concat(), go.d_x.v, N * DV, "d_concat", bad);
+  same_bits(g + at.d_wo(), go.d_w.v, DO * DV, "d_wo", bad);
+  same_bits(g + at.d_bo(), go.d_b.v, DO, "d_bo", bad);
+  for (std::size_t h = 0; h < at.heads; ++h) {
+    same_bits(g + at.d_weights(h), ga.d_weights[h].v, N * N, "d_weights", bad);
+    same_bits(g + at.d_scaled_scores(h), ga.d_scaled_scores[h].v, N * N, "d_scaled_scores", bad);
+    same_bits(g + at.d_scores(h), ga.d_scores[h].v, N * N, "d_scores", bad);
+  }
+  same_bits(g + at.d_queries(), ga.d_queries.v, N * DQ, "d_queries", bad);
+  same_bits(g + at.d_keys(), ga.d_keys.v, N * DKV, "d_keys", bad);
+  same_bits(g + at.d_values(), ga.d_values.v, N * DVKV, "d_values", bad);
+  same_bits(g + at.d_wq(), pq.d_w.v, DQ * D, "d_wq", bad);
+  same_bits(g + at.d_bq(), pq.d_b.v, DQ, "d_bq", bad);
+  same_bits(g + at.d_wk(), pk.d_w.v, DKV * D, "d_wk", bad);
+  same_bits(g + at.d_bk(), pk.d_b.v, DKV, "d_bk", bad);
+  same_bits(g + at.d_wv(), pv.d_w.v, DVKV * D, "d_wv", bad);
+  same_bits(g + at.d_bv(), pv.d_b.v, DVKV, "d_bv", bad);
+  same_bits(g + at.d_x(), d_x.v, N * D, "d_x", bad);
+}
+
 template <class T>
 int check_core(int variant) {
   constexpr std::size_t N = 4, D = 6, DQ = 4, DV = 6, DO = 5, H = 2;
@@ -125,25 +154,7 @@ int check_core(int variant) {
                                     d_output.v, g.data()) != 0)
     return 1;
   int bad_backward = 0;
-  same_bits(g.data() + at.d_concat(), go.d_x.v, N * DV, "d_concat", bad_backward);
-  same_bits(g.data() + at.d_wo(), go.d_w.v, DO * DV, "d_wo", bad_backward);
-  same_bits(g.data() + at.d_bo(), go.d_b.v, DO, "d_bo", bad_backward);
-  for (std::size_t h = 0; h < H; ++h) {  // D has no field in the core: dS holds it in every cell
-    same_bits(g.data() + at.d_weights(h), ga.d_weights[h].v, N * N, "d_weights", bad_backward);
-    same_bits(g.data() + at.d_scaled_scores(h), ga.d_scaled_scores[h].v, N * N, "d_scaled_scores",
-              bad_backward);
-    same_bits(g.data() + at.d_scores(h), ga.d_scores[h].v, N * N, "d_scores", bad_backward);
-  }
-  same_bits(g.data() + at.d_queries(), ga.d_queries.v, N * DQ, "d_queries", bad_backward);
-  same_bits(g.data() + at.d_keys(), ga.d_keys.v, N * DQ, "d_keys", bad_backward);
-  same_bits(g.data() + at.d_values(), ga.d_values.v, N * DV, "d_values", bad_backward);
-  same_bits(g.data() + at.d_wq(), pq.d_w.v, DQ * D, "d_wq", bad_backward);
-  same_bits(g.data() + at.d_bq(), pq.d_b.v, DQ, "d_bq", bad_backward);
-  same_bits(g.data() + at.d_wk(), pk.d_w.v, DQ * D, "d_wk", bad_backward);
-  same_bits(g.data() + at.d_bk(), pk.d_b.v, DQ, "d_bk", bad_backward);
-  same_bits(g.data() + at.d_wv(), pv.d_w.v, DV * D, "d_wv", bad_backward);
-  same_bits(g.data() + at.d_bv(), pv.d_b.v, DV, "d_bv", bad_backward);
-  same_bits(g.data() + at.d_x(), d_x.v, N * D, "d_x", bad_backward);
+  same_gradients(g.data(), at, go, ga, pq, pk, pv, d_x, bad_backward);
   std::printf(
       "%s variant %d (%s): forward %s, backward %s\n", sizeof(T) == 4 ? "float32" : "float64", variant,
       variant == 0   ? "finite"
@@ -466,25 +477,7 @@ int check_grouped(bool interleaved, std::size_t rotary) {
   std::vector<T> g(at.size());
   if (qkv::flat::attend_backward<T>(b, f.data(), d_output.v, g.data()) != 0) return 1;
   int bad_backward = 0;
-  same_bits(g.data() + at.d_concat(), go.d_x.v, N * DV, "d_concat", bad_backward);
-  same_bits(g.data() + at.d_wo(), go.d_w.v, DO * DV, "d_wo", bad_backward);
-  same_bits(g.data() + at.d_bo(), go.d_b.v, DO, "d_bo", bad_backward);
-  for (std::size_t h = 0; h < H; ++h) {
-    same_bits(g.data() + at.d_weights(h), ga.d_weights[h].v, N * N, "d_weights", bad_backward);
-    same_bits(g.data() + at.d_scaled_scores(h), ga.d_scaled_scores[h].v, N * N, "d_scaled_scores",
-              bad_backward);
-    same_bits(g.data() + at.d_scores(h), ga.d_scores[h].v, N * N, "d_scores", bad_backward);
-  }
-  same_bits(g.data() + at.d_queries(), ga.d_queries.v, N * DQ, "d_queries", bad_backward);
-  same_bits(g.data() + at.d_keys(), ga.d_keys.v, N * DKV, "d_keys", bad_backward);
-  same_bits(g.data() + at.d_values(), ga.d_values.v, N * DVKV, "d_values", bad_backward);
-  same_bits(g.data() + at.d_wq(), pq.d_w.v, DQ * D, "d_wq", bad_backward);
-  same_bits(g.data() + at.d_bq(), pq.d_b.v, DQ, "d_bq", bad_backward);
-  same_bits(g.data() + at.d_wk(), pk.d_w.v, DKV * D, "d_wk", bad_backward);
-  same_bits(g.data() + at.d_bk(), pk.d_b.v, DKV, "d_bk", bad_backward);
-  same_bits(g.data() + at.d_wv(), pv.d_w.v, DVKV * D, "d_wv", bad_backward);
-  same_bits(g.data() + at.d_bv(), pv.d_b.v, DVKV, "d_bv", bad_backward);
-  same_bits(g.data() + at.d_x(), d_x.v, N * D, "d_x", bad_backward);
+  same_gradients(g.data(), at, go, ga, pq, pk, pv, d_x, bad_backward);
   std::printf(
       "%s cross-attention, 4 heads on 2 key/value heads, causal, %s: forward %s; grouped-query "
       "self-attention backward %s\n",
