@@ -617,6 +617,45 @@ function editorStyle() {
 }
 // typing into an input's cell (both kinds): the cells of `inputs` are marked editable; double-click,
 // or Enter on a focused one, opens a field; Enter commits (editor.set), Escape cancels (refresh)
+// the cells an editor redraws (edit_steps_js, edit_exact_js): paint(dirty) redraws the cells of
+// the matrices in `dirty` (every matrix when dirty is null: Reset, a new sentence's labels) and the
+// heatmaps that show one of them. Each cell remembers the value and the classes it shows, so a
+// cell whose value did not change is not formatted again and the DOM is written only where
+// something changed (from_scratch: ~3,000 cells). o: has(id) (the editor keeps matrix id),
+// stale(id) (grey now), changed(id, i, j), value(m, i, j) (what the cell shows, compared with
+// Object.is), text(m, i, j, value); paint.changedCells() counts the orange cells.
+function cellPainter(inputs, o) {
+  var cellsOf = null, unset = {}, changedCells = 0;
+  function paint(dirty) {
+    if (!cellsOf) {
+      cellsOf = {};
+      [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) {
+        var id = td.getAttribute('data-m');
+        (cellsOf[id] = cellsOf[id] || []).push({td: td, i: +td.getAttribute('data-i'), j: +td.getAttribute('data-j'), v: unset, state: -1});  // -1: classes not written yet
+      });
+    }
+    Object.keys(cellsOf).forEach(function (id) {
+      var m = M[id]; if (!o.has(id) || (dirty && !dirty[id])) return;
+      var inp = inputs.indexOf(id) >= 0, stale = o.stale(id), scale = !!m.how && m.how.op === 'scale';
+      cellsOf[id].forEach(function (c) {
+        var td = c.td;
+        if (td.firstChild && td.firstChild.nodeName === 'INPUT') { c.v = unset; return; }  // drawn again when the input closes
+        var v = o.value(m, c.i, c.j);
+        if (!Object.is(v, c.v)) { var text = o.text(m, c.i, c.j, v); if (td.textContent !== text) td.textContent = text; c.v = v; }
+        var state = (scale && v === -Infinity ? 1 : 0) | (o.changed(id, c.i, c.j) ? 2 : 0) | (stale ? 4 : 0);
+        if (state === c.state) return;
+        td.classList.toggle('masked', (state & 1) !== 0);
+        td.classList.toggle(inp ? 'edited' : 'changed', (state & 2) !== 0);
+        td.classList.toggle('stale', (state & 4) !== 0);
+        if (!inp) changedCells += ((state & 2) >> 1) - (c.state > 0 ? (c.state & 2) >> 1 : 0);
+        c.state = state;
+      });
+    });
+    heatmaps.forEach(function (hmap) { if (!dirty || hmap.hm.ids.some(function (id) { return dirty[id]; })) hmap.show(hmap.state.head); });
+  }
+  paint.changedCells = function () { return changedCells; };
+  return paint;
+}
 function cellEditing(inputs, isF32, refresh) {
   inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
   function openInput(td) {
@@ -845,7 +884,7 @@ function startStepsEditor(E, panel, status) {
     Object.keys(ptr).forEach(function (id) { original[id] = M[id].data.slice(); });
     Object.keys(staleWhy).forEach(function (id) { if (M[id]) original[id] = M[id].data.slice(); });
     var operands = Object.keys(ptr).filter(function (id) { return !isStep[id]; });
-    var anyEdit = false, lastInputs = {}, cellsOf = null;
+    var anyEdit = false, lastInputs = {};
     function run() {
       var t0 = performance.now(), dirty = {};  // the matrices whose numbers this run changes: only their cells are redrawn
       operands.forEach(function (id) {
@@ -877,43 +916,18 @@ function startStepsEditor(E, panel, status) {
       if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }
       var t2 = performance.now();
       editor.last = {compute_ms: t1 - t0, total_ms: t2 - t0, rc: rc};
-      var changed = changedCells;
+      var changed = refresh.changedCells();
       status.textContent = 'Recomputed ' + calls.length + ' steps in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ core (WebAssembly, ' + Math.round(E.module_bytes / 1024) +
         ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed + ' shown cells differ from the example\u2019s proven values (orange)' +
         (anyEdit && E.stale.length ? '; ' + E.stale.length + ' ' + (E.stale.length === 1 ? 'matrix is' : 'matrices are') + ' not recomputed (grey: they keep the example\u2019s numbers; hover one for why)' : '') + '.';
     }
-    // redraw the cells of the `dirty` matrices (all of them when dirty is null: Reset, a new
-    // sentence's labels), and the heatmaps that show one of them. Each cell remembers the number
-    // and the classes it shows, so a cell whose number did not change is not formatted again and
-    // the DOM is written only where something changed (from_scratch: ~3,000 cells)
-    var unset = {}, changedCells = 0;
-    function refresh(dirty) {
-      if (!cellsOf) {
-        cellsOf = {};
-        [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) {
-          var id = td.getAttribute('data-m');
-          (cellsOf[id] = cellsOf[id] || []).push({td: td, i: +td.getAttribute('data-i'), j: +td.getAttribute('data-j'), v: unset, state: -1});  // -1: classes not written yet
-        });
-      }
-      Object.keys(cellsOf).forEach(function (id) {
-        var m = M[id]; if (!original[id] || (dirty && !dirty[id])) return;
-        var inp = E.inputs.indexOf(id) >= 0, stale = anyEdit && staleWhy[id] !== undefined, scale = !!m.how && m.how.op === 'scale';
-        cellsOf[id].forEach(function (c) {
-          var td = c.td;
-          if (td.firstChild && td.firstChild.nodeName === 'INPUT') { c.v = unset; return; }  // drawn again when the input closes
-          var v = get(m, c.i, c.j);
-          if (!Object.is(v, c.v)) { var text = cellText(m, v); if (td.textContent !== text) td.textContent = text; c.v = v; }
-          var state = (scale && v === -Infinity ? 1 : 0) | (editor.changed(id, c.i, c.j) ? 2 : 0) | (stale ? 4 : 0);
-          if (state === c.state) return;
-          td.classList.toggle('masked', (state & 1) !== 0);
-          td.classList.toggle(inp ? 'edited' : 'changed', (state & 2) !== 0);
-          td.classList.toggle('stale', (state & 4) !== 0);
-          if (!inp) changedCells += ((state & 2) >> 1) - (c.state > 0 ? (c.state & 2) >> 1 : 0);
-          c.state = state;
-        });
-      });
-      heatmaps.forEach(function (hmap) { if (!dirty || hmap.hm.ids.some(function (id) { return dirty[id]; })) hmap.show(hmap.state.head); });
-    }
+    var refresh = cellPainter(E.inputs, {
+      has: function (id) { return !!original[id]; },
+      stale: function (id) { return anyEdit && staleWhy[id] !== undefined; },
+      changed: function (id, i, j) { return editor.changed(id, i, j); },
+      value: get,
+      text: function (m, i, j, v) { return cellText(m, v); }
+    });
     editor = {
       note: function (box, x) {
         if (anyEdit && staleWhy[x.id] !== undefined) {
@@ -1078,27 +1092,16 @@ function startExactStepsEditor(E, panel, status, X, failure) {
   Object.keys(ptr).concat(Object.keys(staleWhy)).forEach(function (id) {
     if (M[id] && !originalText[id]) { originalText[id] = Object.assign({}, M[id].exact || {}); originalData[id] = M[id].data.slice(); }
   });
-  var anyEdit = false, cellsOf = null;
-  function refresh(dirty) {
-    if (!cellsOf) {
-      cellsOf = {};
-      [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) { var id = td.getAttribute('data-m'); (cellsOf[id] = cellsOf[id] || []).push(td); });
-    }
-    Object.keys(cellsOf).forEach(function (id) {
-      var m = M[id]; if (!originalText[id] || (dirty && !dirty[id])) return;
-      var inp = E.inputs.indexOf(id) >= 0, stale = anyEdit && staleWhy[id] !== undefined;
-      cellsOf[id].forEach(function (td) {
-        if (td.firstChild && td.firstChild.nodeName === 'INPUT') return;
-        var i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), text = cellText(m, get(m, i, j), i + ',' + j);
-        if (td.textContent !== text) td.textContent = text;
-        td.classList.toggle(inp ? 'edited' : 'changed', editor.changed(id, i, j));
-        td.classList.toggle('stale', stale);
-      });
-    });
-    heatmaps.forEach(function (hmap) { if (!dirty || hmap.hm.ids.some(function (id) { return dirty[id]; })) hmap.show(hmap.state.head); });
-  }
+  var anyEdit = false;
+  var refresh = cellPainter(E.inputs, {
+    has: function (id) { return !!originalText[id]; },
+    stale: function (id) { return anyEdit && staleWhy[id] !== undefined; },
+    changed: function (id, i, j) { return editor.changed(id, i, j); },
+    value: function (m, i, j) { return m.exact ? m.exact[i + ',' + j] : get(m, i, j); },  // a fraction's text
+    text: function (m, i, j) { return cellText(m, get(m, i, j), i + ',' + j); }
+  });
   function report(t0, t1) {
-    var t2 = performance.now(), changed = document.querySelectorAll('td.changed').length;
+    var t2 = performance.now(), changed = refresh.changedCells();
     editor.last = {compute_ms: t1 - t0, total_ms: t2 - t0, rc: 0};
     status.textContent = 'Recomputed ' + calls.length + ' steps exactly in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ (rationals of 64-bit integers, WebAssembly, ' + Math.round(E.module_bytes / 1024) +
       ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed + ' shown cells differ from the example\u2019s proven values (orange)' +
