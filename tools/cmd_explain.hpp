@@ -2,6 +2,7 @@
 // and its learner's page (io/page.hpp).
 #pragma once
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -12,7 +13,8 @@
 #endif
 
 #include "cli.hpp"
-#include "page_wasm.hpp"  // the pages' WebAssembly module (wasm/meson.build)
+#include "page_truth_wasm.hpp"  // the pages' truth module (wasm/meson.build)
+#include "page_wasm.hpp"        // the pages' WebAssembly module (wasm/meson.build)
 
 // the examples' walkthroughs and pages, each example compiled in its own object
 // (examples/program/example.cpp; the list: examples/examples.json)
@@ -41,8 +43,15 @@ inline std::string explain_page(const worked_example& e) {
 #endif
     // editable (docs/pages.md, "Editing a page"): the steps the module recomputes, each checked
     // here to give the example's own numbers bit for bit
+    // and, on a page with the 50-digit truth, the truth module that recomputes it for a learner's
+    // inputs (docs/pages.md, "The error against the truth")
+    const auto& ms = page.entries();
+    const bool truth =
+        std::any_of(ms.begin(), ms.end(), [](const auto& m) { return m.truth_name == "50 digits"; });
     page.edit(qkv::io::recompute_spec(qkv::io::plan_recompute(page), qkv::io::page_wasm::text(),
-                                      qkv::io::page_wasm::bytes, qkv::io::page_wasm::why_not));
+                                      qkv::io::page_wasm::bytes, qkv::io::page_wasm::why_not,
+                                      truth ? qkv::io::page_truth_wasm::text() : std::string(),
+                                      qkv::io::page_truth_wasm::bytes));
     return page.str();
   }
   std::string with;

@@ -484,9 +484,11 @@ inline page_recompute_plan plan_recompute(const page& p) {
 
 /// @brief the page's "edit" object for `plan` (io/page.hpp's edit()): the module (base64) and its
 /// size, the inputs, the steps and the stale matrices with why; or {"why": ...} when nothing is
-/// editable (`why_not`: the module was not built, and why)
+/// editable (`why_not`: the module was not built, and why). `truth_base64`: the truth module
+/// (wasm/qkv_truth.cpp), for a page whose 50-digit truth the editor recomputes, or empty
 inline std::string recompute_spec(const page_recompute_plan& plan, std::string_view module_base64,
-                                  std::size_t module_bytes, std::string_view why_not = {}) {
+                                  std::size_t module_bytes, std::string_view why_not = {},
+                                  std::string_view truth_base64 = {}, std::size_t truth_bytes = 0) {
   namespace pd = page_detail;
   std::string s = "{\"why\":";
   if (!why_not.empty() || !plan.why.empty()) {
@@ -497,7 +499,12 @@ inline std::string recompute_spec(const page_recompute_plan& plan, std::string_v
   s += "\"\",\"arithmetic\":\"core\",\"kind\":\"steps\",\"module\":\"";
   s += module_base64;
   s += "\",\"module_bytes\":" + std::to_string(module_bytes);
-  if (plan.exact) s += ",\"exact\":\"q64\"";  // exact steps: qkv_step_q64, rational<long long>
+  if (plan.exact) s += ",\"exact\":\"q64\"";   // exact steps: qkv_step_q64, rational<long long>
+  if (!truth_base64.empty() && !plan.exact) {  // the float steps' 50-digit truth (edit_steps_js's stepTruths)
+    s += ",\"truth_module\":\"";
+    s += truth_base64;
+    s += "\",\"truth_module_bytes\":" + std::to_string(truth_bytes);
+  }
   s += ",\"inputs\":[";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (k) s += ",";

@@ -287,8 +287,14 @@ function explanationNode(x) {
   var key = x.i + ',' + x.j;
   if (editor) editor.note(box, x);
   if (m.exact && m.exact[key] !== undefined) box.appendChild(el('div', {'class': 'x-sum'}, 'exactly ' + m.exact[key]));
-  // (a cell an edit changed has no truth here: the page's truth is for the example's inputs)
-  if (m.truth && m.truth.ulps[key] !== undefined && !(editor && editor.changed(x.id, x.i, x.j))) {
+  // after an edit the truth is the editor's, recomputed for the learner's inputs (null: none for
+  // them); undefined: the page's own (no edit, or no truth module: then a cell an edit changed has
+  // none, the page's truth being for the example's inputs)
+  var tr = editor && editor.truth && m.truth ? editor.truth(x.id, x.i, x.j) : undefined;
+  if (tr) {
+    box.appendChild(el('div', {'class': 'x-note x-truth', 'data-ulps': String(tr.ulps)}, 'Error against the truth (' + m.truth.name + ' = ' + tr.text + '): ' +
+      short(tr.ulps) + ' ulp of ' + m.dtype + '.'));
+  } else if (tr === undefined && m.truth && m.truth.ulps[key] !== undefined && !(editor && editor.changed(x.id, x.i, x.j))) {
     var tt = m.truth.ulps[key + 't'];
     box.appendChild(el('div', {'class': 'x-note x-truth', 'data-ulps': String(m.truth.ulps[key])}, 'Error against the truth (' + m.truth.name + (tt !== undefined ? ' = ' + tt : '') + '): ' +
       short(m.truth.ulps[key]) + ' ulp of ' + m.dtype + '.'));
@@ -885,7 +891,9 @@ function startStepsEditor(E, panel, status) {
     Object.keys(staleWhy).forEach(function (id) { if (M[id]) original[id] = M[id].data.slice(); });
     var operands = Object.keys(ptr).filter(function (id) { return !isStep[id]; });
     var anyEdit = false, lastInputs = {};
+    var truth = stepTruths(E, isStep, staleWhy);  // the 50-digit truth for the learner's inputs, on hover
     function run() {
+      truth.invalidate();
       var t0 = performance.now(), dirty = {};  // the matrices whose numbers this run changes: only their cells are redrawn
       operands.forEach(function (id) {
         var d = M[id].data, last = lastInputs[id];
@@ -936,7 +944,8 @@ function startStepsEditor(E, panel, status) {
         }
         if (!editor.changed(x.id, x.i, x.j)) return;
         box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Proven for the example\u2019s inputs: ' + vt(M[x.id], editor.original(x.id, x.i, x.j)) +
-          '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). The lines below are about the example\u2019s inputs; Reset brings them back.'));
+          '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). ' + (truth.ready() && M[x.id].truth ? 'Its error against the 50-digit truth is for your inputs (qkv\u2019s reference, ' +
+          'recomputed in this page); the proof lines are about the example\u2019s inputs' : 'The lines below are about the example\u2019s inputs') + '; Reset brings them back.'));
       },
       changed: function (id, i, j) { var o = original[id]; if (!o || staleWhy[id] !== undefined) return false; return !Object.is(o[i * M[id].cols + j], M[id].data[i * M[id].cols + j]); },
       original: function (id, i, j) { return original[id][i * M[id].cols + j]; },
@@ -949,7 +958,10 @@ function startStepsEditor(E, panel, status) {
         Object.keys(original).forEach(function (id) { M[id].data = original[id].slice(); });
         anyEdit = false; refresh(); status.textContent = 'Reset: every number is the example\u2019s proven value again.';
       },
-      inputs: E.inputs, steps: E.steps.map(function (st) { return st.id; }), stale: staleWhy, last: null
+      inputs: E.inputs, steps: E.steps.map(function (st) { return st.id; }), stale: staleWhy, last: null,
+      // the truth of a cell for the learner's inputs ({ulps, text}, or null: none), or undefined
+      // before any edit (the page's own) and on a grey matrix (the example's, as its number)
+      truth: function (id, i, j) { return anyEdit && staleWhy[id] === undefined && truth.ready() ? truth.cell(id, i, j) : undefined; }
     };
     // a learner's own sentence (D.sentence, page::sentence_input): the dictionary rule gives each
     // word a row of the embedding table; the words become the labels the example's words were
@@ -1017,6 +1029,53 @@ function startStepsEditor(E, panel, status) {
       (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
   });
+}
+// The 50-digit truth for the learner's inputs (E.truth_module, wasm/qkv_truth.cpp: the same C++
+// as the page's own truth, reference/step_truth.hpp), computed when a cell's explanation asks for
+// it: a matrix's truth from its operands' (an input's: its number exactly), step by step as the
+// page computes it, kept until the next edit. ready() is false until the module is compiled (it
+// loads beside the editor, not before it) and on a page without one.
+function stepTruths(E, isStep, staleWhy) {
+  var X = null, memo = {}, bufs = {}, steps = {}, sizes = {};
+  E.steps.forEach(function (st) { steps[st.id] = st; });
+  if (E.truth_module) instantiateModule(E.truth_module).then(function (res) { X = res.instance.exports; if (X._initialize) X._initialize(); });
+  function buf(id, bytes) { return bufs[id] !== undefined ? bufs[id] : (bufs[id] = X.qkv_alloc(bytes)); }
+  function doubles(id) {  // the matrix's numbers as doubles in the module (exact: a float is a double)
+    var d = M[id].data, p = buf('d:' + id, 8 * d.length);
+    new Float64Array(X.memory.buffer, p, d.length).set(d);
+    return p;
+  }
+  function of(id) {  // the pointer to matrix id's truths, or 0: none (its chain reaches a grey matrix)
+    if (!id) return 0;
+    if (memo[id] !== undefined) return memo[id];
+    memo[id] = 0;  // (a cycle would give none)
+    var m = M[id], n = m.rows * m.cols, st = steps[id], out = 0;
+    if (staleWhy[id] !== undefined || !m.data) return 0;
+    if (!st) {  // an input: its number, exactly
+      if (isStep[id]) return 0;
+      out = buf('t:' + id, n * X.qkv_truth_size());
+      X.qkv_truth_of(doubles(id), n, out);
+      return (memo[id] = out);
+    }
+    var a = of(st.a), b = of(st.b), c = of(st.c);
+    if ((st.a && !a) || (st.b && !b) || (st.c && !c)) return 0;
+    if (!sizes[id]) { sizes[id] = X.qkv_alloc(8 * 4); new Uint32Array(X.memory.buffer, sizes[id], 8).set(st.sizes); }
+    out = buf('t:' + id, n * X.qkv_truth_size());
+    if (X.qkv_truth_step(st.kind, a, b, c, sizes[id], st.scalar, doubles(id), out)) return 0;
+    return (memo[id] = out);
+  }
+  return {
+    ready: function () { return !!X; },
+    invalidate: function () { memo = {}; },
+    cell: function (id, i, j) {
+      var p = of(id); if (!p) return null;
+      var k = i * M[id].cols + j, v = buf('v', 8), u = buf('u', 8), txt = buf('s', 64), TS = X.qkv_truth_size();
+      new Float64Array(X.memory.buffer, v, 1)[0] = M[id].data[k];
+      X.qkv_truth_ulps(p + k * TS, v, 1, M[id].dtype === 'float32' ? 24 : 53, u);
+      var len = X.qkv_truth_text(p + k * TS, txt);
+      return {ulps: new Float64Array(X.memory.buffer, u, 1)[0], text: new TextDecoder().decode(new Uint8Array(X.memory.buffer, txt, len))};
+    }
+  };
 }
 )JS";
 

@@ -6,8 +6,10 @@
 //   qkv::io::add_truth(p);      // every computed float32/float64 cell: truth and error in ulps
 //
 // The truth of a matrix follows the page's own account of how it was computed (page_how): from
-// the exact values of the inputs (a float is an exact dyadic rational), each step is redone in
-// Boost.Multiprecision's cpp_bin_float_50 (50 significant digits): sums of products, the scale
+// the exact values of the inputs (a float is an exact dyadic rational), each step (the page_how
+// as the module's step, io/page_recompute.hpp's step_of) is redone in Boost.Multiprecision's
+// cpp_bin_float_50 (50 significant digits) by reference/step_truth.hpp, the function the pages'
+// truth module (wasm/qkv_truth.cpp) redoes it with for a learner's inputs: sums of products, the scale
 // as the page states it, softmax with a 50-digit exp, a residual sum, relu, LayerNorm with a
 // 50-digit square root, a transpose. What separates that from the exact value is below 1e-45
 // relative, far below an ulp of double (1.1e-16). A matrix without a page_how that is marked
@@ -24,204 +26,64 @@
 #include <string>
 #include <vector>
 
-#include <boost/multiprecision/cpp_bin_float.hpp>
+#include <qkv/reference/step_truth.hpp>
 
 #include "page.hpp"
+#include "page_recompute.hpp"
 
 namespace qkv::io {
 
 namespace page_truth_detail {
 
-using real = boost::multiprecision::cpp_bin_float_50;
+using real = reference::truth_real;
 using values = std::vector<real>;
 
 struct solver {
   std::vector<page::matrix_entry>& ms;
-  std::map<std::string, std::size_t> index;
+  std::map<std::string, const page::matrix_entry*> by_id;
   std::map<std::string, std::optional<values>> memo;
 
   explicit solver(std::vector<page::matrix_entry>& m) : ms(m) {
-    for (std::size_t k = 0; k < ms.size(); ++k) index[ms[k].id] = k;
-  }
-
-  const page::matrix_entry* entry(const std::string& id) const {
-    const auto it = index.find(id);
-    return it == index.end() ? nullptr : &ms[it->second];
+    for (const auto& e : ms) by_id[e.id] = &e;
   }
 
   /// the truth of matrix `id`, row-major, or nothing when its chain reaches a derived matrix
   const std::optional<values>& truth(const std::string& id) {
     if (const auto it = memo.find(id); it != memo.end()) return it->second;
     memo[id] = std::nullopt;  // a cycle in the page's how (a mistake) gives no truth
-    const auto* m = entry(id);
+    const auto it = by_id.find(id);
     std::optional<values> out;
-    if (m != nullptr) out = compute(*m);
+    if (it != by_id.end()) out = compute(*it->second);
     return memo[id] = std::move(out);
   }
 
+  /// an input's truth is its value exactly; a computed matrix's is its page_how as the module's
+  /// step (io/page_recompute.hpp's step_of: the same operands and sizes, checked against their
+  /// shapes), redone in 50 digits by reference/step_truth.hpp
   std::optional<values> compute(const page::matrix_entry& m) {
-    const auto& h = m.how;
-    const std::size_t R = m.rows, C = m.cols;
-    if (h.op.empty()) {
+    if (m.how.op.empty()) {
       if (m.derived || m.dtype == "exact") return std::nullopt;  // exact: the doubles are rounded
-      values v(R * C);
-      for (std::size_t k = 0; k < R * C; ++k) v[k] = real(m.values[k]);  // a float or double, exactly
-      return v;
+      return values(m.values.begin(), m.values.end());           // a float or double, exactly
     }
-    const auto* A = entry(h.a);
-    if (A == nullptr) return std::nullopt;
-    const auto ta = truth(h.a);
-    if (!ta) return std::nullopt;
-    auto at = [&](const page::matrix_entry& e, const values& t, std::size_t i,
-                  std::size_t j) -> std::optional<real> {
-      if (i >= e.rows || j >= e.cols) return std::nullopt;
-      return t[i * e.cols + j];
-    };
-    std::optional<values> tb, tbias;
-    const page::matrix_entry *B = nullptr, *Bias = nullptr;
-    if (!h.b.empty()) {
-      B = entry(h.b);
-      if (B == nullptr || !(tb = truth(h.b))) return std::nullopt;
+    std::string why;
+    const auto st = page_recompute_detail::step_of(m, by_id, why);
+    if (!st) return std::nullopt;
+    const values* operand[3] = {nullptr, nullptr, nullptr};
+    const std::string* ids[3] = {&st->a, &st->b, &st->c};
+    for (int q = 0; q < 3; ++q) {
+      if (ids[q]->empty()) continue;
+      const auto& t = truth(*ids[q]);
+      if (!t) return std::nullopt;
+      operand[q] = &*t;
     }
-    if (!h.bias.empty()) {
-      Bias = entry(h.bias);
-      if (Bias == nullptr || !(tbias = truth(h.bias))) return std::nullopt;
-    }
-    values v(R * C);
-    if (h.op == "dot" || h.op == "matmul" || h.op == "rowdot") {
-      if (B == nullptr) return std::nullopt;
-      for (std::size_t i = 0; i < R; ++i)
-        for (std::size_t j = 0; j < C; ++j) {
-          real s = 0;
-          for (std::size_t k = 0; k < h.n; ++k) {
-            const auto a = at(*A, *ta, i, h.ac + k);
-            const auto b = h.op == "dot"      ? at(*B, *tb, j, h.bc + k)
-                           : h.op == "rowdot" ? at(*B, *tb, i, h.bc + k)
-                                              : at(*B, *tb, h.br + k, h.bc + j);
-            if (!a || !b) return std::nullopt;
-            s += *a * *b;
-          }
-          if (Bias != nullptr) {
-            const auto b = at(*Bias, *tbias, 0, j);
-            if (!b) return std::nullopt;
-            s += *b;
-          }
-          v[i * C + j] = s;
-        }
-      return v;
-    }
-    if (h.op == "scale") {  // the scale as the page states it; -inf (masked) stays -inf
-      for (std::size_t k = 0; k < R * C; ++k) {
-        const auto a = at(*A, *ta, k / C, k % C);
-        if (!a) return std::nullopt;
-        v[k] = std::isinf(m.values[k]) && m.values[k] < 0 ? -std::numeric_limits<real>::infinity()
-               : h.divisor != 0                           ? real(*a / real(h.divisor))
-                                                          : real(h.scale) * *a;
-        if (B != nullptr && !boost::multiprecision::isinf(v[k])) {  // the added terms (a bias, ALiBi)
-          const auto b = at(*B, *tb, k / C, k % C);
-          if (!b) return std::nullopt;
-          v[k] += *b;
-        }
-      }
-      return v;
-    }
-    if (h.op == "softmax" || h.op == "softmax_naive") {  // the same value exactly
-      for (std::size_t i = 0; i < R; ++i) {
-        real top = -std::numeric_limits<real>::infinity(), sum = 0;
-        for (std::size_t j = 0; j < C; ++j) {
-          const auto a = at(*A, *ta, i, j);
-          if (!a) return std::nullopt;
-          if (*a > top) top = *a;
-        }
-        for (std::size_t j = 0; j < C; ++j) {
-          const real a = (*ta)[i * A->cols + j];
-          v[i * C + j] =
-              boost::multiprecision::isinf(a) ? real(0) : real(boost::multiprecision::exp(a - top));
-          sum += v[i * C + j];
-        }
-        for (std::size_t j = 0; j < C; ++j)
-          v[i * C + j] = sum > 0 ? real(v[i * C + j] / sum) : real(0);  // every key masked: 0
-      }
-      return v;
-    }
-    if (h.op == "softmax_backward") {  // P (dP - D), D the column `bias`; 0 where P is 0 (masked)
-      if (B == nullptr || Bias == nullptr) return std::nullopt;
-      for (std::size_t i = 0; i < R; ++i)
-        for (std::size_t j = 0; j < C; ++j) {
-          const auto p = at(*A, *ta, i, j), dp = at(*B, *tb, i, j), d = at(*Bias, *tbias, i, 0);
-          if (!p || !dp || !d) return std::nullopt;
-          v[i * C + j] = *p == 0 ? real(0) : real(*p * (*dp - *d));
-        }
-      return v;
-    }
-    if (h.op == "block") {  // A(row + i, col + j)
-      for (std::size_t i = 0; i < R; ++i)
-        for (std::size_t j = 0; j < C; ++j) {
-          const auto a = at(*A, *ta, h.br + i, h.bc + j);
-          if (!a) return std::nullopt;
-          v[i * C + j] = *a;
-        }
-      return v;
-    }
-    if (h.op == "hconcat") {  // A's columns, then B's
-      if (B == nullptr) return std::nullopt;
-      for (std::size_t i = 0; i < R; ++i)
-        for (std::size_t j = 0; j < C; ++j) {
-          const auto a = j < A->cols ? at(*A, *ta, i, j) : at(*B, *tb, i, j - A->cols);
-          if (!a) return std::nullopt;
-          v[i * C + j] = *a;
-        }
-      return v;
-    }
-    if (h.op == "add" || h.op == "relu" || h.op == "transpose") {
-      for (std::size_t i = 0; i < R; ++i)
-        for (std::size_t j = 0; j < C; ++j) {
-          const auto a = h.op == "transpose" ? at(*A, *ta, j, i) : at(*A, *ta, i, j);
-          if (!a) return std::nullopt;
-          if (h.op == "add") {
-            const auto b = B ? at(*B, *tb, i, j) : std::nullopt;
-            if (!b) return std::nullopt;
-            v[i * C + j] = *a + *b;
-          } else {
-            v[i * C + j] = h.op == "relu" && *a < 0 ? real(0) : *a;
-          }
-        }
-      return v;
-    }
-    if (h.op == "layernorm") {  // (a - mean) / sqrt(var + eps) w + b, the biased variance
-      for (std::size_t i = 0; i < R; ++i) {
-        real mean = 0, var = 0;
-        for (std::size_t j = 0; j < A->cols; ++j) mean += (*ta)[i * A->cols + j];
-        mean /= A->cols;
-        for (std::size_t j = 0; j < A->cols; ++j)
-          var += ((*ta)[i * A->cols + j] - mean) * ((*ta)[i * A->cols + j] - mean);
-        var /= A->cols;
-        const real inv = 1 / boost::multiprecision::sqrt(var + real(h.scale));
-        for (std::size_t j = 0; j < C; ++j) {
-          const auto a = at(*A, *ta, i, j);
-          const auto w = B ? at(*B, *tb, 0, j) : std::optional<real>(1);
-          const auto b = Bias ? at(*Bias, *tbias, 0, j) : std::optional<real>(0);
-          if (!a || !w || !b) return std::nullopt;
-          v[i * C + j] = (*a - mean) * inv * *w + *b;
-        }
-      }
-      return v;
-    }
-    return std::nullopt;
+    auto ptr = [](const values* v) { return v == nullptr ? nullptr : v->data(); };
+    values v(m.rows * m.cols);
+    if (reference::step_truth(st->kind, ptr(operand[0]), ptr(operand[1]), ptr(operand[2]), st->sizes,
+                              st->scalar, m.values.data(), v.data()) != 0)
+      return std::nullopt;
+    return v;
   }
 };
-
-/// (value - truth) / ulp(truth) in the type of `digits` significand bits (24 or 53)
-inline double ulps(double value, const real& t, int digits, int min_exponent) {
-  if (boost::multiprecision::isinf(t) || std::isinf(value))
-    return value == t.convert_to<double>() ? 0.0 : NAN;
-  const real err = real(value) - t;
-  if (t == 0) return value == 0 ? 0.0 : NAN;
-  int e = 0;
-  boost::multiprecision::frexp(t, &e);             // |t| = f 2^e, f in [0.5, 1): ulp = 2^(e - digits)
-  if (e - 1 < min_exponent) e = min_exponent + 1;  // subnormal: the ulp stops shrinking
-  return real(boost::multiprecision::ldexp(err, digits - e)).convert_to<double>();
-}
 
 }  // namespace page_truth_detail
 
@@ -242,8 +104,8 @@ inline void add_truth(page& p) {
     std::vector<double> u;
     std::vector<std::string> txt;
     for (std::size_t k = 0; k < m.values.size(); ++k) {
-      u.push_back(ulps(m.values[k], (*t)[k], f32 ? 24 : 53, f32 ? -126 : -1022));
-      if (texts) txt.push_back((*t)[k].str(20));
+      u.push_back(reference::truth_ulps(m.values[k], (*t)[k], f32 ? 24 : 53, f32 ? -126 : -1022));
+      if (texts) txt.push_back(reference::truth_digits((*t)[k]));
     }
     m.truth_ulps = std::move(u);
     m.truth_text = std::move(txt);

@@ -1,0 +1,211 @@
+// step_truth.hpp: the 50-digit truth of one step of a learner's page (core/flat_steps.hpp's
+// step()), its error in ulps, and the truth as 20 digits of text.
+//
+//   real a[...], b[...], out[...];     // the operands' truths (an input's: its float, exactly)
+//   qkv::reference::step_truth(qkv::flat::kind::dot, a, b, nullptr, sizes, 0.0, computed, out);
+//   double u = qkv::reference::truth_ulps(computed[k], out[k], 24, -126);   // float32
+//   std::string t = qkv::reference::truth_digits(out[k]);                   // "0.99004983374916805337"
+//
+// One step, as flat::step computes it but in Boost.Multiprecision's cpp_bin_float_50 (50
+// significant digits): the sums of products with no rounding but the 50-digit one, the scale as the
+// page states it (the scalar as a double, not rounded to float), softmax with a 50-digit exp,
+// LayerNorm with a 50-digit square root. What separates that from the exact value is below 1e-45
+// relative, far below an ulp of double (1.1e-16). The same function serves io/page_truth.hpp (the
+// truth a page is written with) and the pages' truth module (wasm/qkv_truth.cpp, which recomputes
+// it for a learner's inputs in the browser), so the two cannot disagree in their arithmetic.
+//
+// Nothing here allocates or throws but Boost's own arithmetic; sizes are the caller's (the page's
+// steps were checked against their operands' shapes when the page was written:
+// io/page_recompute.hpp's step_of).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+
+#include <boost/multiprecision/cpp_bin_float.hpp>
+
+#include <qkv/core/flat_steps.hpp>
+
+namespace qkv::reference {
+
+/// 50 significant decimal digits (reference/multiprecision.hpp's real, without its rationals)
+using truth_real = boost::multiprecision::cpp_bin_float_50;
+
+/// @brief the truth of step `k` into out (rows x cols, row-major), from the truths of its operands
+/// a, b, c (laid out as flat::step reads them: z's as, bs, n, ac, br, bc), `scalar` the factor,
+/// divisor or eps as the page states it, `computed` the step's own numbers (a scaled score that
+/// is -inf, masked, has the truth -inf). Returns 0, or 1 for a kind without a truth (RoPE: the
+/// truth does not redo the rotation), nothing written.
+inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, const truth_real* c,
+                      const flat::step_sizes& z, double scalar, const double* computed, truth_real* out) {
+  namespace mp = boost::multiprecision;
+  using real = truth_real;
+  const std::size_t R = z.rows, C = z.cols;
+  switch (k) {
+    case flat::kind::dot:       // out(i, j) = sum_k a(i, ac + k) b(j, bc + k) + c(j)
+    case flat::kind::matmul:    // out(i, j) = sum_k a(i, ac + k) b(br + k, bc + j) + c(j)
+    case flat::kind::attended:  // the weights times the values (c: the scores, for the mask only)
+    case flat::kind::row_dot:   // out(i, 0) = sum_k a(i, ac + k) b(i, bc + k)
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) {
+          real s = 0;
+          for (std::size_t t = 0; t < z.n; ++t) {
+            const std::size_t ak = i * z.as + z.ac + t;
+            const std::size_t bk = k == flat::kind::dot       ? j * z.bs + z.bc + t
+                                   : k == flat::kind::row_dot ? i * z.bs + z.bc + t
+                                                              : (z.br + t) * z.bs + z.bc + j;
+            s += a[ak] * b[bk];
+          }
+          if (c != nullptr && (k == flat::kind::dot || k == flat::kind::matmul)) s += c[j];
+          out[i * C + j] = s;
+        }
+      return 0;
+    case flat::kind::scale:   // scalar a (+ c), -inf where the step masked
+    case flat::kind::divide:  // a / scalar (+ c)
+      for (std::size_t q = 0; q < R * C; ++q) {
+        if (std::isinf(computed[q]) && computed[q] < 0) {
+          out[q] = -std::numeric_limits<real>::infinity();
+          continue;
+        }
+        out[q] = k == flat::kind::divide ? real(a[q] / real(scalar)) : real(real(scalar) * a[q]);
+        if (c != nullptr && !mp::isinf(out[q])) out[q] += c[q];  // the added terms (a bias, ALiBi)
+      }
+      return 0;
+    case flat::kind::softmax:
+    case flat::kind::naive_softmax:  // the same value exactly: e^(a - max) / sum; masked (-inf): 0
+      for (std::size_t i = 0; i < R; ++i) {
+        real top = -std::numeric_limits<real>::infinity(), sum = 0;
+        for (std::size_t j = 0; j < C; ++j)
+          if (a[i * C + j] > top) top = a[i * C + j];
+        for (std::size_t j = 0; j < C; ++j) {
+          const real& x = a[i * C + j];
+          out[i * C + j] = mp::isinf(x) ? real(0) : real(mp::exp(x - top));
+          sum += out[i * C + j];
+        }
+        // every key masked: 0; a NaN in the row (the sum is NaN): NaN, as the float softmax gives
+        for (std::size_t j = 0; j < C; ++j)
+          out[i * C + j] = sum > 0 ? real(out[i * C + j] / sum) : mp::isnan(sum) ? sum : real(0);
+      }
+      return 0;
+    case flat::kind::softmax_backward:  // a = P, b = dP, c = D (a column): P (dP - D), 0 where P is 0
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) {
+          const real& p = a[i * C + j];
+          out[i * C + j] = p == 0 ? real(0) : real(p * (b[i * C + j] - c[i]));
+        }
+      return 0;
+    case flat::kind::block:  // a(br + i, bc + j)
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) out[i * C + j] = a[(z.br + i) * z.as + z.bc + j];
+      return 0;
+    case flat::kind::hconcat:  // a's columns, then b's
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) out[i * C + j] = j < z.as ? a[i * z.as + j] : b[i * z.bs + j - z.as];
+      return 0;
+    case flat::kind::add:
+      for (std::size_t q = 0; q < R * C; ++q) out[q] = a[q] + b[q];
+      return 0;
+    case flat::kind::relu:
+      for (std::size_t q = 0; q < R * C; ++q) out[q] = a[q] < 0 ? real(0) : a[q];
+      return 0;
+    case flat::kind::transpose:  // a is (cols, rows)
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) out[i * C + j] = a[j * R + i];
+      return 0;
+    case flat::kind::layer_norm:  // (a - mean) / sqrt(var + eps) b + c, the biased variance
+      for (std::size_t i = 0; i < R; ++i) {
+        real mean = 0, var = 0;
+        for (std::size_t j = 0; j < C; ++j) mean += a[i * C + j];
+        mean /= C;
+        for (std::size_t j = 0; j < C; ++j) var += (a[i * C + j] - mean) * (a[i * C + j] - mean);
+        var /= C;
+        const real inv = 1 / mp::sqrt(var + real(scalar));
+        for (std::size_t j = 0; j < C; ++j)
+          out[i * C + j] = (a[i * C + j] - mean) * inv * (b ? b[j] : real(1)) + (c ? c[j] : real(0));
+      }
+      return 0;
+    default: return 1;  // RoPE (and a kind this file does not know)
+  }
+}
+
+/// (value - truth) / ulp(truth) in the type of `digits` significand bits (24: float32, 53:
+/// float64) and smallest normal exponent `min_exponent` (-126, -1022): 0 for an infinity the
+/// value equals, NaN for an error without a size (a NaN value, an infinite one or truth, a nonzero
+/// value against 0)
+inline double truth_ulps(double value, const truth_real& t, int digits, int min_exponent) {
+  namespace mp = boost::multiprecision;
+  if (mp::isinf(t) || std::isinf(value)) return value == t.convert_to<double>() ? 0.0 : NAN;
+  if (std::isnan(value) || mp::isnan(t)) return NAN;
+  if (t == 0) return value == 0 ? 0.0 : NAN;
+  const truth_real err = truth_real(value) - t;
+  int e = 0;
+  mp::frexp(t, &e);                                // |t| = f 2^e, f in [0.5, 1): ulp = 2^(e - digits)
+  if (e - 1 < min_exponent) e = min_exponent + 1;  // subnormal: the ulp stops shrinking
+  return truth_real(mp::ldexp(err, digits - e)).convert_to<double>();
+}
+
+/// @brief t to `digits` significant decimal digits (1..38), rounded to nearest (a tie to even),
+/// as C's %.{digits}g writes a double and Boost's str(digits) writes t: "0.99004983374916805337", "1.25", "-3e-07",
+/// "1.2345678901234567891e+20"; "inf", "-inf", "nan". Written here (not Boost's str()) so that the
+/// pages' truth module has no iostreams in it.
+inline std::string truth_digits(const truth_real& t, int digits = 20) {
+  namespace mp = boost::multiprecision;
+  if (mp::isnan(t)) return "nan";
+  if (mp::isinf(t)) return t < 0 ? "-inf" : "inf";
+  if (t == 0) return "0";
+  if (digits < 1) digits = 1;
+  if (digits > 38) digits = 38;
+  std::string sign = t < 0 ? "-" : "";
+  const truth_real x = mp::abs(t);
+  int e2 = 0;
+  mp::frexp(x, &e2);  // x in [2^(e2 - 1), 2^e2)
+  int e10 = static_cast<int>(std::floor((e2 - 1) * 0.30102999566398119521));
+  // the digits: n = round(x 10^(digits - 1 - e10)), between 10^(digits - 1) and 10^digits
+  const auto pow10 = [](int p) {
+    truth_real r = 1, ten = 10;
+    for (int q = 0; q < (p < 0 ? -p : p); ++q) r *= ten;
+    return p < 0 ? truth_real(1 / r) : r;
+  };
+  const truth_real lo = pow10(digits - 1), hi = pow10(digits);
+  truth_real n;
+  for (int tries = 0; tries < 3; ++tries) {
+    const truth_real y = x * pow10(digits - 1 - e10);
+    n = mp::floor(y + truth_real(0.5));
+    if (n - y == truth_real(0.5) && mp::fmod(n, truth_real(2)) != 0) n -= 1;  // a tie: to even, as %g
+    if (n >= hi)
+      ++e10;
+    else if (n < lo)
+      --e10;
+    else
+      break;
+  }
+  if (n >= hi) n = lo, ++e10;  // 9.99...95 rounded up to 10.00...0
+  std::string ds;  // the digits, most significant first
+  for (int q = 0; q < digits; ++q) {
+    const truth_real d = n - mp::floor(n / 10) * 10;
+    ds.insert(ds.begin(), static_cast<char>('0' + d.convert_to<int>()));
+    n = mp::floor(n / 10);
+  }
+  if (e10 < -4 || e10 >= digits) {  // scientific, as %g: d.ddd e±XX, trailing zeros dropped
+    std::string m = ds.substr(0, 1);
+    std::string frac = ds.substr(1);
+    while (!frac.empty() && frac.back() == '0') frac.pop_back();
+    if (!frac.empty()) m += "." + frac;
+    const int ae = e10 < 0 ? -e10 : e10;
+    std::string es = std::to_string(ae);
+    if (es.size() < 2) es = "0" + es;
+    return sign + m + (e10 < 0 ? "e-" : "e+") + es;
+  }
+  std::string s;
+  if (e10 < 0)
+    s = "0." + std::string(static_cast<std::size_t>(-e10 - 1), '0') + ds;
+  else
+    s = ds.substr(0, static_cast<std::size_t>(e10) + 1) + "." + ds.substr(static_cast<std::size_t>(e10) + 1);
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return sign + s;
+}
+
+}  // namespace qkv::reference
