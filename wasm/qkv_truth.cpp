@@ -54,7 +54,8 @@ void qkv_truth_of(const double* v, std::size_t n, real* out) {
 // for a kind without a truth
 int qkv_truth_step(int kind, const real* a, const real* b, const real* c, const std::size_t* sizes,
                    double scalar, const double* computed, real* out) {
-  const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6], sizes[7]};
+  const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
+                                sizes[4], sizes[5], sizes[6], sizes[7]};
   const std::size_t n = z.rows * z.cols;
   for (std::size_t k = 0; k < n; ++k) new (out + k) real();
   return qkv::reference::step_truth(static_cast<qkv::flat::kind>(kind), a, b, c, z, scalar, computed, out);

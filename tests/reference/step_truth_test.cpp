@@ -78,7 +78,7 @@ TEST_CASE("A softmax's truth is e^(s - max) / sum in 50 digits; a masked row is 
   CHECK(out[3] == 1);
   const truth_real want = 1 / (1 + mp::exp(truth_real(1)));
   CHECK(mp::abs(out[4] - want) <= want * truth_real("1e-48"));  // the same exp; the division rounds once
-  CHECK(out[6] == 0);  // every key masked: 0 (docs/numerics.md)
+  CHECK(out[6] == 0);                                           // every key masked: 0 (docs/numerics.md)
   CHECK(out[7] == 0);
   CHECK(mp::isnan(out[8]));  // a NaN score: the row is NaN
   CHECK(mp::isnan(out[9]));
@@ -115,20 +115,22 @@ TEST_CASE("The copies' truths are their operands' numbers; RoPE has none") {
   CHECK(out[7] == 8);
   // softmax's backward: P (dP - D): 0.5 (3 - 1) = 1, and 0 where P is 0 whatever dP is
   const auto p = reals({0.5, 0}), dp = reals({3, NAN}), d = reals({1});
-  REQUIRE(step_truth(kind::softmax_backward, p.data(), dp.data(), d.data(), {1, 2, 2, 0, 0, 0, 0, 0}, 0, computed,
-                     out.data()) == 0);
+  REQUIRE(step_truth(kind::softmax_backward, p.data(), dp.data(), d.data(), {1, 2, 2, 0, 0, 0, 0, 0}, 0,
+                     computed, out.data()) == 0);
   CHECK(out[0] == 1);
   CHECK(out[1] == 0);
-  CHECK(step_truth(kind::rope, a.data(), b.data(), b.data(), {1, 2, 2, 1, 2, 2, 0, 0}, 0, computed, out.data()) ==
-        1);
+  CHECK(step_truth(kind::rope, a.data(), b.data(), b.data(), {1, 2, 2, 1, 2, 2, 0, 0}, 0, computed,
+                   out.data()) == 1);
 }
 
 TEST_CASE("A value's error against its truth is in ulps of its type, subnormals included") {
   // 1 + 2^-23 (float32's next after 1) against 1: 1 ulp; against 1 + 2^-24: half an ulp
   CHECK(qkv::reference::truth_ulps(1 + std::ldexp(1.0, -23), truth_real(1), 24, -126) == 1);
-  CHECK(qkv::reference::truth_ulps(1 + std::ldexp(1.0, -23), 1 + mp::ldexp(truth_real(1), -24), 24, -126) == 0.5);
+  CHECK(qkv::reference::truth_ulps(1 + std::ldexp(1.0, -23), 1 + mp::ldexp(truth_real(1), -24), 24, -126) ==
+        0.5);
   // just below 1 the ulp halves: 1 - 2^-24 against 1 - 2^-23 is +1 ulp (2^-24)
-  CHECK(qkv::reference::truth_ulps(1 - std::ldexp(1.0, -24), 1 - mp::ldexp(truth_real(1), -23), 24, -126) == 1);
+  CHECK(qkv::reference::truth_ulps(1 - std::ldexp(1.0, -24), 1 - mp::ldexp(truth_real(1), -23), 24, -126) ==
+        1);
   // float32's subnormals: the ulp stays 2^-149; 2^-149 against 0.5 2^-149: half an ulp
   CHECK(qkv::reference::truth_ulps(std::ldexp(1.0, -149), mp::ldexp(truth_real(1), -150), 24, -126) == 0.5);
   // double: 1 + 2^-52 against 1

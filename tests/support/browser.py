@@ -163,3 +163,43 @@ return out;'''
 def page_bits(driver):
     """every float32/float64 matrix of the open page's data: {id: (dtype, bytes)}"""
     return {k: (v[0], bytes.fromhex(v[1])) for k, v in driver.execute_script(_BITS_JS).items()}
+
+
+def steps_native(native, edit, bits, tmp):
+    """tests/browser/page_steps_native (the path `native`) on an open `qkv explain` page's steps
+    (edit: the page's edit object, its steps' scalars and masks as they are now; bits:
+    page_bits()): every step's bytes as the same C++ gives them natively, by id"""
+    ops = {s[k] for s in edit['steps'] for k in ('a', 'b', 'c') if s[k]}
+    steps = {s['id'] for s in edit['steps']}
+    doc = {'steps': edit['steps'], 'matrices': {}}
+    for id_ in ops - steps:
+        dt, b = bits[id_]
+        size = 4 if dt == 'float32' else 8
+        doc['matrices'][id_] = {'dtype': dt, 'bits': ['%x' % int.from_bytes(b[k:k + size], 'little')
+                                                      for k in range(0, len(b), size)]}
+    path = os.path.join(tmp, 'in.json')
+    with open(path, 'w') as f:
+        json.dump(doc, f)
+    r = subprocess.run([native, path], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit('page_steps_native failed: ' + r.stderr)
+    out = {}
+    for id_, hexes in json.loads(r.stdout).items():
+        size = 4 if bits[id_][0] == 'float32' else 8
+        out[id_] = b''.join(int(h, 16).to_bytes(size, 'little') for h in hexes)
+    return out
+
+
+def same_numbers(dtype, a, b):
+    """two matrices' bytes hold the same numbers, bit for bit, a NaN as any NaN (which NaN a sum
+    of two keeps is the compiler's choice of operand order)"""
+    size = 4 if dtype == 'float32' else 8
+    exp_mask, frac_bits = (0x7f800000, 23) if size == 4 else (0x7ff0000000000000, 52)
+
+    def words(x):
+        out = []
+        for k in range(0, len(x), size):
+            u = int.from_bytes(x[k:k + size], 'little')
+            out.append('nan' if (u & exp_mask) == exp_mask and u & ((1 << frac_bits) - 1) else u)
+        return out
+    return words(a) == words(b)

@@ -160,7 +160,8 @@ function explain(id, i, j) {
   if (h.op === 'scale') {
     var a0 = get(A, i, j);
     if (v === -Infinity && a0 !== -Infinity) {
-      x.formula = 'masked: ' + (h.mask || 'this key may not be seen') + ', so the scaled score is \u2212\u221e and its weight 0';
+      x.formula = 'masked: ' + (editor && editor.maskedByYou && editor.maskedByYou(id, i, j) ? 'you masked it (Alt+click, or M, again to unmask)' : h.mask || 'this key may not be seen') +
+        ', so the scaled score is \u2212\u221e and its weight 0';
       x.masked = true; return x;
     }
     var B0 = h.b ? M[h.b] : undefined, b0 = B0 ? get(B0, i, j) : undefined;
@@ -918,7 +919,7 @@ function startStepsEditor(E, panel, status) {
       });
       var t1 = performance.now();
       var wasEdit = anyEdit;
-      anyEdit = E.inputs.some(function (id) { return M[id].data.some(function (v, k) { return !Object.is(v, original[id][k]); }); });
+      anyEdit = optionsChanged() || E.inputs.some(function (id) { return M[id].data.some(function (v, k) { return !Object.is(v, original[id][k]); }); });
       if (wasEdit !== anyEdit) Object.keys(staleWhy).forEach(function (id) { dirty[id] = true; });  // grey, or not any more
       refresh(dirty);
       if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }
@@ -1023,8 +1024,90 @@ function startStepsEditor(E, panel, status) {
       E.cut.forEach(function (c) { cutList.appendChild(el('li', null, c.id + ' is an input here: ' + c.why + '.')); });
       panel.appendChild(cutList);
     }
+    // The options (issue 30: "scale by 1 instead of 1/sqrt(d_k)", "mask a token"): each scale or
+    // division's factor, one field per distinct factor (a page's heads share theirs), and a scaled
+    // score's mask (Alt+click it, or its weight; M on a focused one): the step's own `scalar` and
+    // `masked`, which the module reads on the next run (and E.steps shows, as a native run reads them)
+    var scaleGroups = [], maskOf = {};
+    calls.forEach(function (c) {
+      var st = c.st; if (st.kind !== 4 && st.kind !== 5) return;  // flat::kind::scale, divide
+      var g = scaleGroups.filter(function (q) { return q.kind === st.kind && q.example === st.scalar; })[0];
+      if (!g) scaleGroups.push(g = {kind: st.kind, example: st.scalar, value: st.scalar, calls: [], note: M[st.id].how.note});
+      g.calls.push(c);
+      var n = st.sizes[0] * st.sizes[1];
+      if (!c.mask) { c.mask = X.qkv_alloc(n); new Uint8Array(X.memory.buffer, c.mask, n).fill(0); }
+      c.exampleMask = st.masked;
+      maskOf[st.id] = c;
+    });
+    calls.forEach(function (c) {  // a weight's cell masks its scaled score's
+      if ((c.st.kind === 6 || c.st.kind === 14) && maskOf[c.st.a]) maskOf[c.st.id] = maskOf[c.st.a];
+    });
+    function optionsChanged() {  // (false for the first run, before the options exist)
+      if (!scaleGroups) return false;
+      return scaleGroups.some(function (g) { return !Object.is(g.value, g.example); }) ||
+        Object.keys(maskOf).some(function (id) { return maskOf[id].st.masked !== maskOf[id].exampleMask; });
+    }
+    function setScale(g, v) {
+      g.value = v;
+      g.calls.forEach(function (c) {
+        c.st.scalar = v; var h = M[c.st.id].how;
+        if (c.st.kind === 5) h.divisor = v; else h.scale = v;
+        h.note = Object.is(v, g.example) ? g.note : undefined;  // the hover names the example's scale, or shows yours
+      });
+    }
+    function setMask(c, text) {
+      c.st.masked = text.indexOf('1') < 0 ? '' : text;
+      var n = c.st.sizes[0] * c.st.sizes[1], bytes = new Uint8Array(X.memory.buffer, c.mask, n);
+      for (var k = 0; k < n; ++k) bytes[k] = text.charAt(k) === '1' ? 1 : 0;
+    }
+    var scaleInputs = scaleGroups.map(function (g, k) {
+      var ids = g.calls.map(function (c) { return c.st.id; });
+      var inp = el('input', {type: 'text', id: 'edit-scale-' + k, 'aria-label': (g.kind === 5 ? 'divisor of ' : 'scale of ') + ids.join(', ')});
+      inp.value = full(g.value);
+      inp.addEventListener('change', function () { inp.classList.toggle('bad', !editor.setScale(k, inp.value)); });
+      var l = el('label', {title: ids.join(', ')}, (g.kind === 5 ? 'divide ' : 'scale ') + (ids.length > 2 ? ids.slice(0, 2).join(', ') + ' and ' + (ids.length - 2) + ' more' : ids.join(', ')) + (g.kind === 5 ? ' by ' : ' by \u00d7 '));
+      l.appendChild(inp); row.insertBefore(l, resetB);
+      return inp;
+    });
+    editor.scales = function () { return scaleGroups.map(function (g) { return {kind: g.kind === 5 ? 'divide' : 'scale', ids: g.calls.map(function (c) { return c.st.id; }), value: g.value, example: g.example}; }); };
+    editor.setScale = function (k, text) {  // true when set (a number, NaN and infinities included)
+      var v = typeof text === 'number' ? text : parseNumber(String(text), false), g = scaleGroups[k];
+      if (v === undefined || !g) return false;
+      setScale(g, v); scaleInputs[k].value = full(v); run(); return true;
+    };
+    // a heatmap of one weights matrix hatches the keys its scaled scores mask (-inf) now
+    var hatched = heatmaps.filter(function (hmap) { var b = hmap.hm.block; return hmap.hm.ids.length === 1 && (!b || b[0] * b[1] === 1) && maskOf[hmap.hm.ids[0]]; });
+    var exampleHatch = hatched.map(function (hmap) { return hmap.hm.mask; });
+    function rehatch() {
+      hatched.forEach(function (hmap) {
+        var sm = M[maskOf[hmap.hm.ids[0]].st.id];
+        hmap.hm.mask = sm.data.map(function (v) { return v === -Infinity ? '1' : '0'; }).join(''); hmap.show(hmap.state.head);
+      });
+    }
+    editor.toggleMask = function (id, i, j) {  // true when (id, i, j) is a maskable score or weight
+      var c = maskOf[id]; if (!c) return false;
+      var n = c.st.sizes[0] * c.st.sizes[1], C = c.st.sizes[1], t = (c.st.masked || new Array(n + 1).join('0')).split('');
+      t[i * C + j] = t[i * C + j] === '1' ? '0' : '1'; setMask(c, t.join('')); run(); rehatch(); return true;
+    };
+    editor.maskedByYou = function (id, i, j) { var c = maskOf[id]; if (!c) return false; var C = c.st.sizes[1]; return (c.st.masked || '').charAt(i * C + j) === '1' && (c.exampleMask || '').charAt(i * C + j) !== '1'; };
+    var resetInputs = editor.reset;
+    editor.reset = function () {
+      scaleGroups.forEach(function (g, k) { setScale(g, g.example); scaleInputs[k].value = full(g.example); });
+      Object.keys(maskOf).forEach(function (id) { if (maskOf[id].st.id === id) setMask(maskOf[id], maskOf[id].exampleMask); });
+      hatched.forEach(function (hmap, k) { hmap.hm.mask = exampleHatch[k]; });
+      resetInputs();
+    };
+    document.addEventListener('click', function (ev) {
+      if (!ev.altKey) return; var td = ev.target.closest ? ev.target.closest('td[data-m]') : null; if (!td) return;
+      if (editor.toggleMask(td.getAttribute('data-m'), +td.getAttribute('data-i'), +td.getAttribute('data-j'))) ev.preventDefault();
+    }, true);
+    document.addEventListener('keydown', function (ev) {
+      var td = document.activeElement; if ((ev.key !== 'm' && ev.key !== 'M') || !td || !td.getAttribute || !td.getAttribute('data-m')) return;
+      if (editor.toggleMask(td.getAttribute('data-m'), +td.getAttribute('data-i'), +td.getAttribute('data-j'))) ev.preventDefault();
+    });
     cellEditing(E.inputs, f32of, refresh);
-    status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
+    status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number' +
+      (scaleGroups.length ? ', change a scale above, or Alt+click a scaled score or its weight to mask it (M on a focused one; again to unmask)' : '') + '; the ' + calls.length +
       ' steps that qkv\u2019s C++ core computes (compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page) are recomputed. Cells that differ from the example\u2019s proven values turn orange' +
       (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
     document.documentElement.setAttribute('data-qkv-editable', '1');

@@ -102,7 +102,8 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
       return 0;
     case flat::kind::hconcat:  // a's columns, then b's
       for (std::size_t i = 0; i < R; ++i)
-        for (std::size_t j = 0; j < C; ++j) out[i * C + j] = j < z.as ? a[i * z.as + j] : b[i * z.bs + j - z.as];
+        for (std::size_t j = 0; j < C; ++j)
+          out[i * C + j] = j < z.as ? a[i * z.as + j] : b[i * z.bs + j - z.as];
       return 0;
     case flat::kind::add:
       for (std::size_t q = 0; q < R * C; ++q) out[q] = a[q] + b[q];
@@ -182,7 +183,7 @@ inline std::string truth_digits(const truth_real& t, int digits = 20) {
       break;
   }
   if (n >= hi) n = lo, ++e10;  // 9.99...95 rounded up to 10.00...0
-  std::string ds;  // the digits, most significant first
+  std::string ds;              // the digits, most significant first
   for (int q = 0; q < digits; ++q) {
     const truth_real d = n - mp::floor(n / 10) * 10;
     ds.insert(ds.begin(), static_cast<char>('0' + d.convert_to<int>()));
