@@ -144,6 +144,19 @@ struct solver {
       }
       return v;
     }
+    if (h.op == "softmax_all") {  // one softmax over every cell: the same value exactly
+      if (A->rows != R || A->cols != C) return std::nullopt;
+      real top = -std::numeric_limits<real>::infinity(), sum = 0;
+      for (std::size_t k = 0; k < R * C; ++k)
+        if ((*ta)[k] > top) top = (*ta)[k];
+      for (std::size_t k = 0; k < R * C; ++k) {
+        v[k] = boost::multiprecision::isinf((*ta)[k]) ? real(0)
+                                                      : real(boost::multiprecision::exp((*ta)[k] - top));
+        sum += v[k];
+      }
+      for (std::size_t k = 0; k < R * C; ++k) v[k] = sum > 0 ? real(v[k] / sum) : real(0);
+      return v;
+    }
     if (h.op == "softmax_backward") {  // P (dP - D), D the column `bias`; 0 where P is 0 (masked)
       if (B == nullptr || Bias == nullptr) return std::nullopt;
       for (std::size_t i = 0; i < R; ++i)
