@@ -640,7 +640,7 @@ void page(Page& p) {
   p.step(3);
   p.matrix("sentence 1 rows 0..2", qkv::block<3, d_v>(s1.context, 0, 0))
       .rows({"eat", "dessert", "first"})
-      .derived()
+      .how(how::block("s1.context", 0))
       .proven(alone1.context, "alone1.context: 'eat dessert first' alone", 0.0, "bit for bit");
   p.step(4);
   p.matrix("sentence 2 weights", batch.sequence[2].weights)
@@ -652,7 +652,7 @@ void page(Page& p) {
   p.matrix("eat's weights", qkv::row(s1.weights, 0))
       .rows({"eat"})
       .cols(short_rows)
-      .derived()
+      .how(how::block("s1.weights", 0))
       .proven(matrix<float, 1, 6>{{{0.263007f, 0.736993f, 1.45e-10f, 0, 0, 0}}}, "by hand: [0.263007, 0.736993, 1.45e-10, 0, 0, 0]", 2.5e-5);
   p.step(6);
   p.matrix("bf16 sentence 1 context", bf16.r.sequence[1].context)
