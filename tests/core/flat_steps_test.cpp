@@ -13,6 +13,7 @@
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/flat_steps.hpp>
+#include <qkv/core/half.hpp>
 #include <qkv/core/layers.hpp>
 #include <qkv/core/online_softmax.hpp>
 #include <qkv/core/rope.hpp>
@@ -221,6 +222,35 @@ TEST_CASE("the online softmax's steps give the core's running state, p, o / l an
   const double with_nan[2] = {0.5, std::numeric_limits<double>::quiet_NaN()};
   qkv::flat::step<double>(qkv::flat::kind::online_state, with_nan, vals, nullptr, nullptr, z0, 0.0, st0);
   CHECK((std::isnan(st0[1]) && std::isnan(st0[3]) && std::isnan(st0[4])));
+}
+
+// kinds 22 and 23: a float rounded to bfloat16 or float16 and read back (example 14's 16-bit run)
+TEST_CASE("round_bfloat16 and round_float16 give as_float(rounded_to(x)), floats only") {
+  // by hand: 1 + 2^-8 lies half-way between bfloat16's 1 and 1 + 2^-7: ties to even, 1; 1 + 3 x
+  // 2^-8 half-way between 1 + 2^-7 and 1 + 2^-6 (the even one): 1 + 2^-6 = 1.015625; float16:
+  // 65519 rounds to its largest finite 65504, 65520 (half-way to 2^16) to inf; NaN stays NaN
+  const float in[6] = {1.00390625f, 1.01171875f, 65519.f,
+                       65520.f,     -0.3f,       std::numeric_limits<float>::quiet_NaN()};
+  float b16[6], f16[6];
+  qkv::flat::step_sizes z{2, 3};
+  REQUIRE(qkv::flat::step<float>(qkv::flat::kind::round_bfloat16, in, nullptr, nullptr, nullptr, z, 0.f,
+                                 b16) == 0);
+  REQUIRE(qkv::flat::step<float>(qkv::flat::kind::round_float16, in, nullptr, nullptr, nullptr, z, 0.f,
+                                 f16) == 0);
+  CHECK(b16[0] == 1.f);
+  CHECK(b16[1] == 1.015625f);
+  CHECK(f16[2] == 65504.f);
+  CHECK(f16[3] == std::numeric_limits<float>::infinity());
+  CHECK((std::isnan(b16[5]) && std::isnan(f16[5])));
+  // the core's own: rounded_to then as_float, bit for bit
+  const matrix<float, 2, 3> m{{{in[0], in[1], in[2]}, {in[3], in[4], in[5]}}};
+  CHECK(same_bits(qkv::as_float(qkv::rounded_to<qkv::bfloat16>(m)), std::vector<float>(b16, b16 + 6)));
+  CHECK(same_bits(qkv::as_float(qkv::rounded_to<qkv::float16>(m)), std::vector<float>(f16, f16 + 6)));
+  // a double is not rounded (a float32 step): nothing written, 1
+  double d[1] = {0.5}, out[1] = {7.0};
+  CHECK(qkv::flat::step<double>(qkv::flat::kind::round_bfloat16, d, nullptr, nullptr, nullptr, {1, 1}, 0.0,
+                                out) == 1);
+  CHECK(out[0] == 7.0);
 }
 
 TEST_CASE("flat steps keep the core's policy at the edges") {

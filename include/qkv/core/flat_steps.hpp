@@ -31,6 +31,8 @@
 //                at a time: the running state [block max, m, rescale, l, o] after a block
 //                (online_softmax_step), a block's p = e^(s - m), o / l (online_softmax_output),
 //                and every query's output in blocks of B (online_attention)
+//   round16      a float rounded to bfloat16 or float16 and back, exactly (core/half.hpp: as
+//                rounded_to then as_float; the 16-bit storage of a batch's q, k and v)
 // step() runs one of them by its number (steps::kind), for the module's one C entry point;
 // exact_step() the ones that are sums and products only, over exact numbers (a type without
 // infinity, NaN, exp or sqrt: qkv::exact::rational, the exact pages 01b and 15).
@@ -38,7 +40,9 @@
 
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 
+#include "half.hpp"
 #include "math.hpp"
 #include "softmax.hpp"
 
@@ -344,6 +348,14 @@ constexpr void online_attention(const T* scores, std::size_t rows, std::size_t n
   }
 }
 
+/// @brief each of n floats rounded to the 16-bit type S (bfloat16 or float16: to nearest, ties
+/// to even, a NaN quiet, an infinity kept) and converted back to float, exactly: the float value
+/// of rounded_to<S>, as as_float reads it
+template <class S>
+constexpr void round16(const float* a, std::size_t n, float* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<float>(S(a[k]));
+}
+
 /// the steps by number, for one entry point (wasm/qkv_wasm.cpp's qkv_step_f32 / _f64)
 enum class kind : int {
   dot = 1,
@@ -368,6 +380,8 @@ enum class kind : int {
   online_p = 19,
   online_output = 20,
   online_attention = 21,
+  round_bfloat16 = 22,
+  round_float16 = 23,
 };
 
 /// @brief the sizes and offsets of one step (the page_how's): C is (rows, cols); A has `as`
@@ -385,7 +399,8 @@ struct step_sizes {
 /// (rows, cols) = e^(A(i, ac + j) - m) with m = B(i, 1) (a state: [block max, m, rescale, l]);
 /// online_output C (rows, cols) = A / l with l = B(i, 3); online_attention C (rows, cols) every
 /// row of A (as scores) over B in blocks of n keys. Returns 0, or 1 for an unknown kind or an
-/// online_attention block of 0 keys (nothing written).
+/// online_attention block of 0 keys, or a 16-bit rounding of a type other than float (nothing
+/// written: round_bfloat16 and round_float16 C = A rounded to bfloat16 or float16, back in float).
 template <class T>
 constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
                    const step_sizes& z, T scalar, T* out) {
@@ -426,6 +441,17 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
       if (z.n == 0) return 1;
       online_attention(a, z.rows, z.as, b, z.cols, z.n, out);
       return 0;
+    case kind::round_bfloat16:
+    case kind::round_float16:
+      if constexpr (std::is_same_v<T, float>) {
+        if (k == kind::round_bfloat16)
+          round16<qkv::bfloat16>(a, z.rows * z.cols, out);
+        else
+          round16<qkv::float16>(a, z.rows * z.cols, out);
+        return 0;
+      } else {
+        return 1;
+      }
   }
   return 1;
 }
@@ -436,7 +462,8 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
 /// (D in c), computed by the same functions as step(). A product or sum in any order is the same
 /// rational, so nothing here depends on the order of the terms. Returns 0, or 1 for a kind that
 /// has no exact form (attended, scale, divide, softmax, naive_softmax, relu, layer_norm, rope,
-/// softmax_all, the online softmax's: infinities, exp, sqrt or a float factor), nothing written.
+/// softmax_all, the online softmax's, the 16-bit roundings: infinities, exp, sqrt, a float factor or
+/// a float's rounding), nothing written.
 template <class T>
 constexpr int exact_step(kind k, const T* a, const T* b, const T* c, const step_sizes& z, T* out) {
   switch (k) {

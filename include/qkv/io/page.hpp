@@ -63,7 +63,7 @@ struct page_how {
       op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
            // "layernorm", "transpose", "hconcat", "rope",
            // "softmax_naive", "block", "softmax_all", "online_state", "online_p", "online_output",
-           // "online_attention"
+           // "online_attention", "round16"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -221,6 +221,13 @@ struct page_how {
   static page_how online_output(std::string o, std::string state) {
     page_how h;
     h.op = "online_output", h.a = std::move(o), h.b = std::move(state);
+    return h;
+  }
+  /// C(i, j) = A(i, j) rounded to `type` ("bfloat16" or "float16": to nearest, ties to even) and
+  /// read back as a float, exactly (core/half.hpp: a batch's q, k, v kept in 16 bits)
+  static page_how rounded16(std::string a, std::string type) {
+    page_how h;
+    h.op = "round16", h.a = std::move(a), h.note = std::move(type);
     return h;
   }
   /// every row of the scores A over the values B by the online softmax in blocks of `block` keys

@@ -14,7 +14,8 @@
 //   a step      a page_how that core/flat_steps.hpp computes (dot, matmul, the weights times the
 //               values with attended_context's policy, scale or division with the example's mask,
 //               softmax (of each row, or of the whole matrix), add, relu, LayerNorm, transpose, hconcat, block, RoPE,
-//               row_dot, softmax_backward, flash attention's online softmax block by block), from inputs
+//               row_dot, softmax_backward, flash attention's online softmax block by block, a float32
+//               rounded to bfloat16 or float16), from inputs
 //               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
 //               those functions, bit for bit from the page's own inputs: so before any edit the
 //               module gives every cell the example's proven number. Over exact rationals
@@ -231,6 +232,14 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
       return fail("its sizes do not fit its operands");
     s.kind = h.op == "online_p" ? flat::kind::online_p : flat::kind::online_output, s.b = h.b,
     s.sizes.bs = B->cols;
+    return s;
+  }
+  if (h.op == "round16") {  // float32 only: a float rounded to 16 bits and read back
+    if (A->rows != R || A->cols != C) return fail("its sizes do not fit its operands");
+    if (m.dtype != "float32") return fail("a rounding to 16 bits is a float32 step");
+    if (h.note != "bfloat16" && h.note != "float16")
+      return fail("it rounds to a type the module does not know");
+    s.kind = h.note == "bfloat16" ? flat::kind::round_bfloat16 : flat::kind::round_float16;
     return s;
   }
   if (h.op == "online_attention") {

@@ -214,6 +214,12 @@ function explain(id, i, j) {
     x.sum = ex2[i * A.cols + j] / tot2;
     return x;
   }
+  if (h.op === 'round16') {  // core/half.hpp: to nearest, ties to even, read back as a float
+    var a9 = get(A, i, j), bits9 = h.note === 'bfloat16' ? 8 : 11;
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, a9) + ' rounded to ' + h.note + ' (' + bits9 + ' significant bits, to nearest, ties to even), read back as a float: ' + vt(m, v);
+    x.lines.push('A relative change of at most 2^\u2212' + bits9 + ' (' + (h.note === 'bfloat16' ? 'float\u2019s range' : 'largest finite 65504; subnormals below 2^\u221214') + '); the arithmetic after it is float32.');
+    return x;
+  }
   if (h.op === 'online_state' || h.op === 'online_p' || h.op === 'online_output' || h.op === 'online_attention') return explainOnline(x, m, h, A, B, i, j);
   if (h.op === 'softmax_backward') {
     var p7 = get(A, i, j), dp7 = get(B, i, j), D7 = M[h.bias], d7 = get(D7, i, 0);
