@@ -252,6 +252,19 @@ def expected_sum(P, mid, i, j):
         n = len(live)
         spread = max(abs(r - mx) for r in live)
         return w, 2 * (2 * spread + n + 5) * U * w, {}
+    if op == 'online_p':  # e^(s - m), m the state's column 1 (flash attention's p)
+        sv, mv = P.get(A, i, h['ac'] + j), P.get(B, i, 1)
+        if not finite(sv, mv):
+            return None
+        x = Decimal(sv.numerator) / Decimal(sv.denominator) - Decimal(mv.numerator) / Decimal(mv.denominator)
+        w = Fraction(x.exp())
+        # in double: s - m (one rounding: u |s - m| relative after exp), exp (2u): (|s - m| + 3) u, doubled
+        return w, 2 * (abs(sv - mv) + 3) * U * w, {}
+    if op == 'online_output':  # o / l, l the state's column 3: one division, one rounding
+        o, l_ = P.get(A, i, j), P.get(B, i, 3)
+        if not finite(o, l_) or l_ == 0:
+            return None
+        return o / l_, U * abs(o / l_), {}
     if op == 'layernorm':
         row = [P.get(A, i, c) for c in range(P.M[A][0]['cols'])]
         if not finite(*row):
