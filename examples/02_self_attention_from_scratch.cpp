@@ -384,7 +384,9 @@ static_assert(embedded_sentence_2 == qkv::block<8, 16>(multihead.W_query[0], 0, 
 
 constexpr auto cross = qkv::cross_attention(qkv::transposed(embedded_sentence), qkv::transposed(embedded_sentence_2),
                                             weights.W_query, weights.W_key, weights.W_value, qkv::columns);
-// cross.keys (8, 24), cross.values (8, 28), cross.scores (6, 8): 6 queries over 8 keys
+// cross.keys (8, 24), cross.values (8, 28), cross.scores (6, 8): 6 queries over 8 keys; its
+// queries are the self-attention's, bit for bit (the same sentence and W_query)
+static_assert(cross.queries == attn.queries);
 namespace bound {
 constexpr auto cross_keys = projection(embedded_sentence_2, weights.W_key);
 constexpr auto cross_values = projection(embedded_sentence_2, weights.W_value);
@@ -511,7 +513,16 @@ void page(Page& p) {
   }
   p.heatmap("the weights of the three heads", {"head_0.weights", "head_1.weights", "head_2.weights"});
   p.step(7);
-  p.matrix("cross.weights", cross.weights).rows(words).cols(Page::labels("k", 8)).derived();  // not a page step
+  // the second sequence (an input a learner edits), its keys and values, and the scores of the
+  // sentence's queries (attn.queries: the same projection, proven above) over its 8 tokens
+  const auto toks = Page::labels("k", 8);
+  p.matrix("embedded_sentence_2", embedded_sentence_2).rows(toks).caption("embedded_sentence_2: the second sequence, torch.rand(8, 16)");
+  p.matrix("cross.keys", cross.keys).rows(toks).how(how::dot("embedded_sentence_2", "weights.W_key", d)).hidden();
+  p.matrix("cross.scores", cross.scores).rows(words).cols(toks).how(how::dot("attn.queries", "cross.keys", d_k)).hidden();
+  p.matrix("cross.scaled_scores", cross.scaled_scores).rows(words).cols(toks)
+      .how(how::divided("cross.scores", double(qkv::sqrt(24.0f)), "1/sqrt(d_k): PyTorch divides by float32(sqrt(24)) = 4.8989797"))
+      .hidden();
+  p.matrix("cross.weights", cross.weights).rows(words).cols(toks).how(how::softmax("cross.scaled_scores"));
   p.heatmap("cross-attention: the 6 words over the 8 tokens of the second sequence", {"cross.weights"});
 }
 

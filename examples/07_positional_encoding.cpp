@@ -270,8 +270,12 @@ void page(Page& p) {
   p.step(2);
   p.matrix("figure", figure).rows(from_zero("pos ", figure_positions)).cols(from_zero("dim ", figure_d));
   p.step(3);
+  // the heatmap's rows: the figure's columns 4 to 7 (a block), transposed
+  p.matrix("figure, dimensions 4 to 7", qkv::block<figure_positions, 4>(figure, 0, 4))
+      .rows(from_zero("pos ", figure_positions)).cols({"dim 4", "dim 5", "dim 6", "dim 7"}).how(how::block("figure", 0, 4)).hidden();
   p.matrix("dimensions 4 to 7", qkv::transposed(qkv::block<figure_positions, 4>(figure, 0, 4)))
-      .rows({"dim 4", "dim 5", "dim 6", "dim 7"}).cols(from_zero("", figure_positions)).hidden().derived();
+      .rows({"dim 4", "dim 5", "dim 6", "dim 7"}).cols(from_zero("", figure_positions)).hidden()
+      .how(how::transposed("figure, dimensions 4 to 7"));
   p.heatmap("the figure's dimensions 4 to 7 (rows) over positions 0 to 99 (columns), from -1 to 1",
             {"dimensions 4 to 7"});
   p.step(4);

@@ -332,21 +332,34 @@ void page(Page& p) {
   p.matrix("q_2", row_of(attn.queries, query)).rows(is).how(how::block("attn.queries", query));
   p.matrix("omega_2", row_of(attn.scores, query)).rows(is).cols(words).how(how::dot("q_2", "attn.keys", d_k));
   p.matrix("s", s).rows(is).cols(words).how(how::divided("omega_2", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797"));
+  // each block: its scores, the running state after it (a working row [block max, m, rescale,
+  // l, o], data only; the state and o shown are its columns), p = e^(s - m), o / l: the page's
+  // steps compute them as online_softmax_step does (core/flat_steps.hpp's online_state)
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t j0 = block_first_key[b];
     const std::string id = "block" + std::to_string(b);
     const std::vector<std::string> keys{std::string(tokens[j0]), std::string(tokens[j0 + 1])};
     p.step(int(3 + b));
-    p.matrix(id + ".s", matrix<float, 1, 2>{{{s(0, j0), s(0, j0 + 1)}}}).rows(is).cols(keys).caption(id + ".s: the block's scores").derived();
+    p.matrix(id + ".s", matrix<float, 1, 2>{{{s(0, j0), s(0, j0 + 1)}}}).rows(is).cols(keys).caption(id + ".s: the block's scores")
+        .how(how::block("s", 0, j0));
+    matrix<float, 1, 4 + d_v> run{};
+    run(0, 0) = trace.after[b].block_max, run(0, 1) = block_m[b], run(0, 2) = block_rescale[b], run(0, 3) = block_l[b];
+    for (std::size_t c = 0; c < d_v; ++c) run(0, 4 + c) = block_o[b](0, c);
+    p.matrix(id + ".run", run)
+        .rows(is)
+        .caption(id + ": the running state [block max, m, rescale, l, o] after the block")
+        .how(how::online_state(id + ".s", "attn.values", b == 0 ? std::string() : "block" + std::to_string(b - 1) + ".run", 2, 0, j0))
+        .hidden();
     p.matrix(id + ".state", matrix<float, 1, 4>{{{trace.after[b].block_max, block_m[b], block_rescale[b], block_l[b]}}})
         .rows(is)
         .cols({"block max", "m = max(m_old, block max)", "rescale e^(m_old - m)", "l = l_old rescale + sum p"})
         .caption(id + ".state: the running state after the block")
-        .derived();
-    p.matrix(id + ".p", matrix<float, 1, 2>{{{key_p[j0], key_p[j0 + 1]}}}).rows(is).cols(keys).caption(id + ".p = e^(s - m)").derived();
-    p.matrix(id + ".o", block_o[b]).rows(is).caption(id + ".o = o_old rescale + p_1 v_1 + p_2 v_2").derived();
+        .how(how::block(id + ".run", 0, 0));
+    p.matrix(id + ".p", matrix<float, 1, 2>{{{key_p[j0], key_p[j0 + 1]}}}).rows(is).cols(keys).caption(id + ".p = e^(s - m)")
+        .how(how::online_p(id + ".s", id + ".state"));
+    p.matrix(id + ".o", block_o[b]).rows(is).caption(id + ".o = o_old rescale + p_1 v_1 + p_2 v_2").how(how::block(id + ".run", 0, 4));
     auto partial = p.matrix(id + ".output", block_partial[b]);
-    partial.rows(is).caption(id + ".output = o / l: the output if the keys ended here").derived();
+    partial.rows(is).caption(id + ".output = o / l: the output if the keys ended here").how(how::online_output(id + ".o", id + ".state"));
     if (b + 1 == blocks)
       partial.proven(row_of(attn.context, query), "attn.context, row 'is' (the materialised softmax(q kᵀ) v)",
                      qkv::max_abs_difference(row_of(online_bound, query) + row_of(materialised_bound, query),
@@ -360,11 +373,13 @@ void page(Page& p) {
   p.matrix("attn.weights", attn.weights).rows(words).cols(words).how(how::softmax("attn.scaled_scores"));
   p.heatmap("the materialised weights (flash never writes them)", {"attn.weights"});
   p.matrix("attn.context", attn.context).rows(words).how(how::matmul("attn.weights", "attn.values", S));
-  p.matrix("flash_context", flash_context).rows(words).caption("flash_context: flash attention, blocks of 2").derived()
+  p.matrix("flash_context", flash_context).rows(words).caption("flash_context: flash attention, blocks of 2")
+      .how(how::online_attention("attn.scaled_scores", "attn.values", B))
       .proven(attn.context, "attn.context", qkv::max_abs_difference(online_bound + materialised_bound, matrix<double, S, d_v>{}),
               "online + materialised bound, at most");
   p.matrix("bound", online_bound + materialised_bound).rows(words).caption("the derived bound per element: online + materialised")
-      .derived();
+      .derived_because("it is the bound the example proves for its own inputs (a check, not a step: the error "
+               "analysis of step 6 over these scores' range and values' magnitudes)");
 }
 
 }  // namespace qkv::examples::flash

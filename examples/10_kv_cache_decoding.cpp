@@ -99,6 +99,7 @@ struct decoded {
   matrix<T, S, d_v> context;
   std::array<std::size_t, S> length;
   matrix<T, S, d_k> queries;
+  matrix<T, S, S> scaled_scores;  // row t: step t's scaled scores over the 6 slots (empty: -inf)
 };
 template <class T>
 constexpr decoded<T> decode(const matrix<T, S, d>& x, const single_head_weights<T>& w) {
@@ -112,6 +113,7 @@ constexpr decoded<T> decode(const matrix<T, S, d>& x, const single_head_weights<
     cache.append(qkv::project(x_t, w.W_key), qkv::project(x_t, w.W_value));  // (1, 24), (1, 28)
     const auto a = qkv::attend_cache(q_t, cache, causal);  // causal_alignment::lower_right
     for (std::size_t j = 0; j < S; ++j) out.weights(t, j) = a.weights(0, j);
+    for (std::size_t j = 0; j < S; ++j) out.scaled_scores(t, j) = a.scaled_scores(0, j);
     for (std::size_t c = 0; c < d_v; ++c) out.context(t, c) = a.context(0, c);
     for (std::size_t c = 0; c < d_k; ++c) out.queries(t, c) = q_t(0, c);
     out.length[t] = cache.length;
@@ -129,6 +131,7 @@ static_assert(decoding.length == std::array<std::size_t, 6>{1, 2, 3, 4, 5, 6});
 // same maximum and add e^-inf = 0 for them (s + 0 = s exactly) and divide by the same sum; the
 // context skips the masked keys in both. Same operations, same operands, same bits.
 static_assert(decoding.queries == causal.queries);
+static_assert(decoding.scaled_scores == causal.scaled_scores);  // an empty slot: -inf, as a future key
 static_assert(decoding.weights == causal.weights);
 static_assert(decoding.context == causal.context);
 
@@ -299,31 +302,69 @@ void page(Page& p) {
   p.matrix("causal.weights", causal.weights).rows(words).cols(words).how(how::softmax("causal.scaled_scores"));
   p.matrix("causal.context", causal.context).rows(words).how(how::matmul("causal.weights", "causal.values", S));
   p.step(2);
-  p.matrix("decoding.queries", decoding.queries).rows(steps).caption("decoding.queries: q_t = x_t W_queryᵀ, one token at a time").derived();
-  p.matrix("decoding.weights", decoding.weights).rows(steps).cols(slots).caption("decoding.weights: step t's weights over the cache's 6 slots (empty slots: -inf, weight 0)").derived();
+  // the loop's arithmetic as the page's steps (step 3 proves it: the same sums in the same
+  // order): step t's query is row t of the queries, its scores over the t + 1 cached keys the
+  // same dot products, divided by the same float(sqrt(24)), the empty slots -inf
+  p.matrix("decoding.queries", decoding.queries)
+      .rows(steps)
+      .caption("decoding.queries: q_t = x_t W_queryᵀ, one token at a time")
+      .how(how::block("causal.queries", 0));
+  p.matrix("decoding.scores", causal.scores)
+      .rows(steps)
+      .cols(slots)
+      .caption("decoding.scores: q_t · k_j for the six keys")
+      .how(how::dot("decoding.queries", "causal.keys", d_k))
+      .hidden();
+  p.matrix("decoding.scaled_scores", decoding.scaled_scores)
+      .rows(steps)
+      .cols(slots)
+      .caption("decoding.scaled_scores: step t's scores over the cache's 6 slots")
+      .how(how::divided("decoding.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                        "an empty slot of the cache: key j arrives at step j"))
+      .hidden();
+  p.matrix("decoding.weights", decoding.weights)
+      .rows(steps)
+      .cols(slots)
+      .caption("decoding.weights: step t's weights over the cache's 6 slots (empty slots: -inf, weight 0)")
+      .how(how::softmax("decoding.scaled_scores"));
   p.heatmap("the weights of each decoding step over the cache", {"decoding.weights"});
   p.step(3);
   p.matrix("decoding.context", decoding.context)
       .rows(steps)
       .caption("decoding.context: each step's output")
-      .derived()
+      .how(how::matmul("decoding.weights", "causal.values", S))
       .proven(causal.context, "causal.context", 0.0, "bit for bit");
   p.step(4);
   p.matrix("step_1_weights", qkv::row(decoding.weights, 1))
       .rows({steps[1]})
-      .derived()
+      .how(how::block("decoding.weights", 1))
       .cols(slots)
       .proven(matrix<float, 1, 6>{{{0.964942f, 0.035058f, 0, 0, 0, 0}}}, "by hand: [0.964942, 0.035058, 0, 0, 0, 0]", 5e-6);
   p.step(5);
+  // the two new queries against the full cache, masked in each alignment (data only)
+  p.matrix("chunk.queries", chunk.lower_right.queries).rows({words[4], words[5]}).how(how::block("causal.queries", 4)).hidden();
+  for (const char* align : {"lower_right", "upper_left"}) {
+    const std::string id = std::string("chunk.") + align;
+    const auto& a = id == "chunk.lower_right" ? chunk.lower_right : chunk.upper_left;
+    p.matrix(id + ".scores", a.scores).rows({words[4], words[5]}).cols(words).how(how::dot("chunk.queries", "causal.keys", d_k)).hidden();
+    p.matrix(id + ".scaled_scores", a.scaled_scores)
+        .rows({words[4], words[5]})
+        .cols(words)
+        .how(how::divided(id + ".scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                          std::string("causal_") + align + ": a key after its query, the diagonal at the " +
+                              (id == "chunk.lower_right" ? "bottom right" : "top left")))
+        .hidden();
+    p.matrix(id + ".weights", a.weights).rows({words[4], words[5]}).cols(words).how(how::softmax(id + ".scaled_scores")).hidden();
+  }
   p.matrix("chunk.lower_right.context", chunk.lower_right.context)
       .rows({words[4], words[5]})
       .caption("two tokens at once, causal_lower_right")
-      .derived()
+      .how(how::matmul("chunk.lower_right.weights", "causal.values", S))
       .proven(qkv::block<2, 28>(causal.context, 4, 0), "causal.context rows 4 and 5", 0.0, "bit for bit");
   p.matrix("chunk.upper_left.context", chunk.upper_left.context)
       .rows({words[4], words[5]})
       .caption("two tokens at once, causal_upper_left: 'dessert' sees 'Life' alone (wrong)")
-      .derived();
+      .how(how::matmul("chunk.upper_left.weights", "causal.values", S));
   p.step(6);
   p.matrix("decoding64.context", decoding64.context)
       .rows(steps)

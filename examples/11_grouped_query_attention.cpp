@@ -111,6 +111,9 @@ constexpr auto mqa = qkv::grouped_query_attend_projected<H, 1>(in.q, k0, v0, cau
 constexpr auto mha_of_mqa = qkv::multihead_attend_projected<H>(in.q, qkv::repeat_kv<1, H>(k0), qkv::repeat_kv<1, H>(v0),
                                                                causal_options<float>());
 static_assert(mqa.weights == mha_of_mqa.weights && mqa.concat == mha_of_mqa.concat);
+// its query heads 0 and 1 meet key/value head 0 as in GQA: the same outputs, bit for bit (the
+// page's mqa.concat starts from GQA's head0.context and head1.context)
+static_assert(mqa.context[0] == gqa.context[0] && mqa.context[1] == gqa.context[1]);
 // with H_kv = H it is plain multi-head attention
 static_assert(qkv::grouped_query_attend_projected<H, H>(in.q, k_repeated, v_repeated, causal_options<float>()).concat == mha.concat);
 
@@ -199,9 +202,33 @@ void page(Page& p) {
   }
   p.heatmap("the weights of the four query heads (heads 0, 1 share keys; so do 2, 3)", weight_ids, head_names);
   p.step(3);
-  p.matrix("gqa.concat", gqa.concat).rows(toks).caption("gqa.concat: the heads' outputs side by side").derived()
+  // MQA's heads 2 and 3 on key/value head 0 (its heads 0 and 1 are GQA's: the same keys): data
+  // only, the steps the page's module recomputes mqa.concat with
+  for (std::size_t h = 2; h < H; ++h) {
+    const std::string id = "mqa.head" + std::to_string(h);
+    p.matrix(id + ".scores", mqa.scores[h]).rows(toks).cols(toks).how(how::dot("in.q", "in.k", d_k, h * d_k, 0)).hidden();
+    p.matrix(id + ".scaled_scores", mqa.scaled_scores[h])
+        .rows(toks)
+        .cols(toks)
+        .how(how::divided(id + ".scores", double(qkv::sqrt(V(2))), "1 / sqrt(2), as a division by sqrt(2)",
+                          "causal: a key after its query"))
+        .hidden();
+    p.matrix(id + ".weights", mqa.weights[h]).rows(toks).cols(toks).how(how::softmax(id + ".scaled_scores")).hidden();
+    p.matrix(id + ".context", mqa.context[h]).rows(toks).how(how::matmul(id + ".weights", "in.v", T, 0, 0, 0)).hidden();
+  }
+  // the heads side by side, two at a time: concat[0..1] and concat[0..2] are working matrices of
+  // the page's module (scratch: not embedded), the concatenation the last step
+  const auto side_by_side = [&](const std::string& name, const auto& concat, const std::string& head_2,
+                                const std::string& head_3) {
+    p.matrix(name + "[0..1]", qkv::block<T, 2 * d_v>(concat, 0, 0)).how(how::hconcat("head0.context", "head1.context")).scratch();
+    p.matrix(name + "[0..2]", qkv::block<T, 3 * d_v>(concat, 0, 0)).how(how::hconcat(name + "[0..1]", head_2)).scratch();
+    return p.matrix(name, concat).rows(toks).how(how::hconcat(name + "[0..2]", head_3));
+  };
+  side_by_side("gqa.concat", gqa.concat, "head2.context", "head3.context")
+      .caption("gqa.concat: the heads' outputs side by side")
       .proven(mha.concat, "multi-head attention with repeat_kv(k), repeat_kv(v)", 0.0, "bit for bit");
-  p.matrix("mqa.concat", mqa.concat).rows(toks).caption("mqa.concat: all four heads on key/value head 0").derived()
+  side_by_side("mqa.concat", mqa.concat, "mqa.head2.context", "mqa.head3.context")
+      .caption("mqa.concat: all four heads on key/value head 0")
       .proven(mha_of_mqa.concat, "multi-head attention with k and v head 0 repeated 4 times", 0.0, "bit for bit");
   p.step(4);
   p.matrix("gqa64.concat", gqa64.concat).rows(toks).caption("qkv's GQA in double").derived()

@@ -276,7 +276,8 @@ void page(Page& p) {
       .rows(positions)
       .cols(columns)
       .caption("half_split computed as interleaved on permuted columns")
-      .derived()
+      .derived_because("it permutes q's columns, rotates the interleaved pairs, and permutes back: the page's steps "
+                       "have no permutation of columns (q_half above is the same numbers, recomputed)")
       .proven(q_half, "q_half", 0.0, "bit for bit");
   p.step(4);
   const auto before = squared_norms(q64), after = squared_norms(q_inter);
@@ -285,13 +286,30 @@ void page(Page& p) {
     lengths(m, 0) = before(m, 0);
     lengths(m, 1) = after(m, 0);
   }
-  p.matrix("lengths", lengths).rows(positions).cols({"|q|^2", "|R q|^2 (interleaved)"}).caption("squared lengths before and after: equal within (11 + 2d) u |q|^2").derived();
+  p.matrix("lengths", lengths).rows(positions).cols({"|q|^2", "|R q|^2 (interleaved)"}).caption("squared lengths before and after: equal within (11 + 2d) u |q|^2")
+      .derived_because("it is step 4's check, the sums of squares of q's and R q's rows, not a step of the attention");
   p.step(5);
+  // one q (q's row 0) and one k (k's row 0) at every position: 1 x q(0, j) is q(0, j) exactly
+  // (a product by one), so the rows are relative_scores()' qs and ks; each rotated at its
+  // position, then every dot product
+  matrix<double, N, 1> ones{};
+  for (std::size_t m = 0; m < N; ++m) ones(m, 0) = 1;
+  matrix<double, N, d> qs{}, ks{};
+  for (std::size_t m = 0; m < N; ++m)
+    for (std::size_t c = 0; c < d; ++c) qs(m, c) = q64(0, c), ks(m, c) = k64(0, c);
+  p.matrix("k", qkv::row(k64, 0)).cols(columns).caption("k: in.k's row 0 in double, the key put at every position");
+  p.matrix("ones", ones).rows(positions).hidden();
+  p.matrix("rel_inter.qs", qs).rows(positions).cols(columns).how(how::matmul("ones", "q", 1)).hidden();
+  p.matrix("rel_inter.ks", ks).rows(positions).cols(columns).how(how::matmul("ones", "k", 1)).hidden();
+  p.matrix("rel_inter.R_q", qkv::rope(qs, rope_layout::interleaved)).rows(positions).cols(columns)
+      .caption("R_m q: q's row 0 rotated at position m").how(how::rope("rel_inter.qs", "cos", "sin", d, d, "interleaved")).hidden();
+  p.matrix("rel_inter.R_k", qkv::rope(ks, rope_layout::interleaved)).rows(positions).cols(columns)
+      .caption("R_n k: k rotated at position n").how(how::rope("rel_inter.ks", "cos", "sin", d, d, "interleaved")).hidden();
   p.matrix("rel_inter.scores", rel_inter.scores)
       .rows(positions)
       .cols(positions)
       .caption("(R_m q)·(R_n k), one q and one k at every position: constant along each diagonal")
-      .derived();
+      .how(how::dot("rel_inter.R_q", "rel_inter.R_k", d));
   p.step(6);
   p.matrix("q_inter_vs_torch", q_inter)
       .rows(positions)

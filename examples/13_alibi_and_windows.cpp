@@ -203,7 +203,11 @@ void page(Page& p) {
       .how(how::scaled("scores", 1, "1 (unscaled)", "causal: a key after its query", "bias"));
   p.matrix("with_alibi.weights", with_alibi.weights).rows(in).cols(in).how(how::softmax("with_alibi.biased_scores"));
   p.matrix("with_alibi.outputs", with_alibi.outputs).rows(in).how(how::matmul("with_alibi.weights", "values", 3));
-  p.matrix("plain.weights", plain.weights).rows(in).cols(in).caption("the weights without ALiBi").derived();
+  p.matrix("plain.biased_scores", plain.biased_scores).rows(in).cols(in).caption("scores, -inf after the query (no bias)")
+      .how(how::scaled("scores", 1, "1 (unscaled)", "causal: a key after its query"))
+      .hidden();
+  p.matrix("plain.weights", plain.weights).rows(in).cols(in).caption("the weights without ALiBi")
+      .how(how::softmax("plain.biased_scores"));
   p.heatmap("weights with ALiBi (slope 1/2) and without", {"with_alibi.weights", "plain.weights"}, {"ALiBi", "no bias"});
   p.step(3);
   p.matrix("windowed.biased_scores", windowed.biased_scores).rows(in).cols(in).caption("scores in a sliding window of 2 (-inf outside)")

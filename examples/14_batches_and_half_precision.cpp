@@ -606,8 +606,8 @@ void page(Page& p) {
   const std::vector<std::string> short_rows{"eat", "dessert", "first", "pad", "pad", "pad"};
   const std::vector<std::string> pads{"pad", "pad", "pad", "pad", "pad", "pad"};
   const auto rows_of = [&](std::size_t b) { return b == 0 ? words : b == 1 ? short_rows : pads; };
-  // its matrices without a how are exact inputs, or marked derived(): sentence 1's queries, keys
-  // and values are the inputs its steps start from (the page does not show W_query)
+  // its matrices without a how are exact inputs, or marked derived(): the sentences' embeddings
+  // and the weights are the inputs every sentence's steps start from
   p.with_truth();
   p.step(1);
   p.matrix("x[0]", x[0]).rows(words).caption("x[0]: tutorial 001's sentence, 6 tokens");
@@ -615,12 +615,34 @@ void page(Page& p) {
   p.matrix("key_padding_mask", qkv::matrix_cast<float>(qkv::key_padding_mask<B, N>(lengths)))
       .rows({"sentence 0", "sentence 1", "sentence 2"})
       .caption("key_padding_mask (1 = padding): lengths 6, 3, 0")
-      .derived();
+      .derived_because("the sentences' lengths (6, 3, 0) decide it, not a number on this page: it is what the "
+                       "scaled scores' masks follow");
   p.step(2);
+  p.matrix("W_query", weights.W_query).caption("W_query (24, 16): torch.rand after manual_seed(123)");
+  p.matrix("W_key", weights.W_key).caption("W_key (24, 16)");
+  p.matrix("W_value", weights.W_value).caption("W_value (28, 16)");
+  // sentences 0 and 2 (all padding: zero rows, every key masked), data only: the heatmap's
+  // weights of sentence 0 and 2, and step 4's, from their own steps
+  p.matrix("x[2]", x[2]).rows(pads).caption("x[2]: the empty sentence, 6 zero rows").hidden();
+  for (std::size_t b : {std::size_t(0), std::size_t(2)}) {
+    const std::string id = "s" + std::to_string(b), xb = "x[" + std::to_string(b) + "]";
+    const auto& r = batch.sequence[b];
+    p.matrix(id + ".queries", r.queries).rows(rows_of(b)).how(how::dot(xb, "W_query", d)).hidden();
+    p.matrix(id + ".keys", r.keys).rows(rows_of(b)).how(how::dot(xb, "W_key", d)).hidden();
+    p.matrix(id + ".values", r.values).rows(rows_of(b)).how(how::dot(xb, "W_value", d)).hidden();
+    p.matrix(id + ".scores", r.scores).rows(rows_of(b)).cols(rows_of(b)).how(how::dot(id + ".queries", id + ".keys", d_k)).hidden();
+    p.matrix(id + ".scaled_scores", r.scaled_scores)
+        .rows(rows_of(b))
+        .cols(rows_of(b))
+        .how(how::divided(id + ".scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                          "a padding key"))
+        .hidden();
+  }
   const auto& s1 = batch.sequence[1];
-  p.matrix("s1.queries", s1.queries).rows(short_rows).caption("sentence 1's queries = x[1] W_queryᵀ (padding rows: 0)");
-  p.matrix("s1.keys", s1.keys).rows(short_rows).caption("sentence 1's keys = x[1] W_keyᵀ");
-  p.matrix("s1.values", s1.values).rows(short_rows).caption("sentence 1's values = x[1] W_valueᵀ");
+  p.matrix("s1.queries", s1.queries).rows(short_rows).caption("sentence 1's queries = x[1] W_queryᵀ (padding rows: 0)")
+      .how(how::dot("x[1]", "W_query", d));
+  p.matrix("s1.keys", s1.keys).rows(short_rows).caption("sentence 1's keys = x[1] W_keyᵀ").how(how::dot("x[1]", "W_key", d));
+  p.matrix("s1.values", s1.values).rows(short_rows).caption("sentence 1's values = x[1] W_valueᵀ").how(how::dot("x[1]", "W_value", d));
   p.matrix("s1.scores", s1.scores).rows(short_rows).cols(short_rows).how(how::dot("s1.queries", "s1.keys", d_k));
   p.matrix("s1.scaled_scores", s1.scaled_scores)
       .rows(short_rows)
@@ -632,7 +654,12 @@ void page(Page& p) {
   std::vector<std::string> ids, names;
   for (std::size_t b = 0; b < B; ++b) {
     const std::string id = "weights of sentence " + std::to_string(b);
-    if (b != 1) p.matrix(id, batch.sequence[b].weights).rows(rows_of(b)).cols(rows_of(b)).derived().hidden();
+    if (b != 1)
+      p.matrix(id, batch.sequence[b].weights)
+          .rows(rows_of(b))
+          .cols(rows_of(b))
+          .how(how::softmax("s" + std::to_string(b) + ".scaled_scores"))
+          .hidden();
     ids.push_back(b == 1 ? "s1.weights" : id);
     names.push_back("sentence " + std::to_string(b) + " (length " + std::to_string(lengths[b]) + ")");
   }
@@ -640,25 +667,40 @@ void page(Page& p) {
   p.step(3);
   p.matrix("sentence 1 rows 0..2", qkv::block<3, d_v>(s1.context, 0, 0))
       .rows({"eat", "dessert", "first"})
-      .derived()
+      .how(how::block("s1.context", 0))
       .proven(alone1.context, "alone1.context: 'eat dessert first' alone", 0.0, "bit for bit");
   p.step(4);
   p.matrix("sentence 2 weights", batch.sequence[2].weights)
       .rows(pads)
       .cols(pads)
-      .derived()
+      .how(how::block("weights of sentence 2", 0))
       .proven(matrix<float, N, N>{}, "zeros: no key to attend to", 0.0, "exactly");
   p.step(5);
   p.matrix("eat's weights", qkv::row(s1.weights, 0))
       .rows({"eat"})
       .cols(short_rows)
-      .derived()
+      .how(how::block("s1.weights", 0))
       .proven(matrix<float, 1, 6>{{{0.263007f, 0.736993f, 1.45e-10f, 0, 0, 0}}}, "by hand: [0.263007, 0.736993, 1.45e-10, 0, 0, 0]", 2.5e-5);
   p.step(6);
-  p.matrix("bf16 sentence 1 context", bf16.r.sequence[1].context)
+  // sentence 1's q, k, v rounded to bfloat16 and read back as floats (as_float: exactly), then
+  // step 2's float32 steps on them (data only)
+  const auto& r16 = bf16.r.sequence[1];
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(r16.queries)>, matrix<float, N, d_k>>);
+  p.matrix("bf16.q", r16.queries).rows(short_rows).how(how::rounded16("s1.queries", "bfloat16")).hidden();
+  p.matrix("bf16.k", r16.keys).rows(short_rows).how(how::rounded16("s1.keys", "bfloat16")).hidden();
+  p.matrix("bf16.v", r16.values).rows(short_rows).how(how::rounded16("s1.values", "bfloat16")).hidden();
+  p.matrix("bf16.scores", r16.scores).rows(short_rows).cols(short_rows).how(how::dot("bf16.q", "bf16.k", d_k)).hidden();
+  p.matrix("bf16.scaled_scores", r16.scaled_scores)
+      .rows(short_rows)
+      .cols(short_rows)
+      .how(how::divided("bf16.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
+                        "a padding key"))
+      .hidden();
+  p.matrix("bf16.weights", r16.weights).rows(short_rows).cols(short_rows).how(how::softmax("bf16.scaled_scores")).hidden();
+  p.matrix("bf16 sentence 1 context", r16.context)
       .rows(short_rows)
       .caption("sentence 1's context from bfloat16 q, k, v, float32 accumulation")
-      .derived()
+      .how(how::matmul("bf16.weights", "bf16.v", N))
       .proven(s1.context, "the float32 context (step 2)", qkv::max_abs_difference(bound_bf16[1] + bound_32[1], matrix<double, N, d_v>{}),
               "the derived bound, at most");
   p.step(7);

@@ -229,8 +229,11 @@ def expected_sum(P, mid, i, j):
         p1, p2 = a * cs, b * sn
         # two products and one addition, each one rounding: <= 3u (|p1| + |p2|)
         return (p1 - p2 if first else p1 + p2), 3 * U * (abs(p1) + abs(p2)), {}
-    if op in ('softmax', 'softmax_naive'):
+    if op in ('softmax', 'softmax_naive', 'softmax_all'):
         row = [P.get(A, i, q) for q in range(m['cols'])]
+        if op == 'softmax_all':  # one softmax over every cell, row-major: cell (i, j) is number i cols + j
+            row = [P.get(A, r, q) for r in range(m['rows']) for q in range(m['cols'])]
+            j = i * m['cols'] + j
         if any(r is None for r in row):
             return None
         live = [r for r in row if isinstance(r, Fraction)]
@@ -238,7 +241,7 @@ def expected_sum(P, mid, i, j):
             return Fraction(0), Fraction(0), {}
         if not isinstance(row[j], Fraction):
             return None  # masked: explained in words
-        mx = max(live) if op == 'softmax' else Fraction(0)  # the naive formula: e^s itself
+        mx = Fraction(0) if op == 'softmax_naive' else max(live)  # the naive formula: e^s itself
         ex = [Decimal(r.numerator) / Decimal(r.denominator) - (Decimal(mx.numerator) / Decimal(mx.denominator)) for r in live]
         e = [x.exp() for x in ex]
         mine = (Decimal(row[j].numerator) / Decimal(row[j].denominator) - Decimal(mx.numerator) / Decimal(mx.denominator)).exp()
@@ -249,6 +252,19 @@ def expected_sum(P, mid, i, j):
         n = len(live)
         spread = max(abs(r - mx) for r in live)
         return w, 2 * (2 * spread + n + 5) * U * w, {}
+    if op == 'online_p':  # e^(s - m), m the state's column 1 (flash attention's p)
+        sv, mv = P.get(A, i, h['ac'] + j), P.get(B, i, 1)
+        if not finite(sv, mv):
+            return None
+        x = Decimal(sv.numerator) / Decimal(sv.denominator) - Decimal(mv.numerator) / Decimal(mv.denominator)
+        w = Fraction(x.exp())
+        # in double: s - m (one rounding: u |s - m| relative after exp), exp (2u): (|s - m| + 3) u, doubled
+        return w, 2 * (abs(sv - mv) + 3) * U * w, {}
+    if op == 'online_output':  # o / l, l the state's column 3: one division, one rounding
+        o, l_ = P.get(A, i, j), P.get(B, i, 3)
+        if not finite(o, l_) or l_ == 0:
+            return None
+        return o / l_, U * abs(o / l_), {}
     if op == 'layernorm':
         row = [P.get(A, i, c) for c in range(P.M[A][0]['cols'])]
         if not finite(*row):

@@ -45,8 +45,10 @@ check = browser.check
 # the editable pages and the matrices each does not recompute (why: io/page_recompute.hpp says it
 # in the page; here, what the example computes outside the steps a page describes)
 STALE = {
-    'illustrated': {'whole_matrix_softmax'},  # softmax_all: the numpy cell's pitfall, not a page step
-    'from_scratch': {'cross.weights'},  # the cross-attention: its second sequence's steps are not on the page
+    # the numpy cell's softmax_all is a step, over the scores as double: a float32 -> float64 cast
+    # the steps do not make yet (derived())
+    'illustrated': {'attn_scores (float64)', 'whole_matrix_softmax'},
+    'from_scratch': set(),
     'the_math': set(),
     # 03b: its float32 run is recomputed; its exact values (q128: denominators near 2^104, beyond the
     # module's 64-bit rationals) and its double run (float32 inputs cast to double) are not
@@ -55,22 +57,18 @@ STALE = {
     'statquest': set(),
     'masking': set(),
     'encoder_layer': set(),
-    # chapter two: the decoding loop, a chunk, the concatenations and the float64 runs are other
-    # computations than the page's steps
-    'kv_cache': {'decoding.queries', 'decoding.weights', 'decoding.context', 'step_1_weights',
-                 'chunk.lower_right.context', 'chunk.upper_left.context', 'decoding64.context'},
-    'grouped_query': {'gqa.concat', 'mqa.concat', 'gqa64.concat'},
-    # the other sentences, the 16-bit and float64 runs, the multi-head and cross-attention batches
-    'batches': {'key_padding_mask', 'weights of sentence 0', 'weights of sentence 2', 'sentence 1 rows 0..2',
-                'sentence 2 weights', "eat's weights", 'bf16 sentence 1 context', 'batch64 sentence 1 context',
+    # chapter two: the float64 runs (from float32 inputs cast to double: a cast the steps do not make)
+    'kv_cache': {'decoding64.context'},
+    'grouped_query': {'gqa64.concat'},
+    # the padding mask (the lengths decide it), the float64 run, the multi-head and cross-attention batches
+    'batches': {'key_padding_mask', 'batch64 sentence 1 context',
                 'mh sequence 1 weights, head 0', 'mh sequence 1 output', 'mh sequence 0 output',
                 'cross memory 1 weights, head 0', 'cross output 2'},
-    'alibi': {'plain.weights'},
-    'rope': {'q_half_via_interleaved', 'lengths', 'rel_inter.scores'},  # another route, a norm, k's rotation
-    'positional_encoding': {'dimensions 4 to 7', 'PE(2047, 0..3) in float32'},  # the figure's block, a rounding
-    # flash's blocks (the online softmax) and its output are the example's other computation
-    'flash': {'block%d.%s' % (b, k) for b in range(3) for k in ('s', 'state', 'p', 'o', 'output')} |
-             {'flash_context', 'bound'},
+    'alibi': set(),
+    'rope': {'q_half_via_interleaved', 'lengths'},  # another route (a permutation of columns), a check
+    'positional_encoding': {'PE(2047, 0..3) in float32'},  # a rounding of float64 to float32
+    # flash's blocks and output are the online softmax's steps; its bound is a check, not a step
+    'flash': {'bound'},
     # chapter three and four: the materialised backward is recomputed; flash's blocks, PyTorch's
     # numbers, the loss, the column sums and the optimizers' steps are not
     'flash_backward': {'flash.row_max', 'flash.row_sum', 'flash.context', 'flash_grads.d_row', 'flash_grads.d_values',

@@ -13,7 +13,9 @@
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/flat_steps.hpp>
+#include <qkv/core/half.hpp>
 #include <qkv/core/layers.hpp>
+#include <qkv/core/online_softmax.hpp>
 #include <qkv/core/rope.hpp>
 #include <qkv/core/softmax.hpp>
 #include <qkv/core/softmax_backward.hpp>
@@ -127,6 +129,128 @@ TEST_CASE("each flat step gives the bits of the core function it stands for") {
   qkv::flat::step<float>(qkv::flat::kind::softmax_backward, weights.v, s.v, d.data(), nullptr, e, 0.f,
                          y.data());
   CHECK(same_bits(qkv::softmax_backward(weights, s, D), y));
+}
+
+// kind 17, softmax_all: tutorial 000's numpy cell, np.exp(s) / np.sum(np.exp(s)) over all nine
+// scores (example 01's whole_matrix_softmax), the core's softmax_all bit for bit
+TEST_CASE("softmax_all normalises over the whole matrix as the core's softmax_all") {
+  constexpr matrix<double, 3, 3> scores{{{2, 4, 4}, {4, 16, 12}, {4, 12, 10}}};
+  std::vector<double> y(9);
+  qkv::flat::step_sizes z{3, 3};
+  REQUIRE(qkv::flat::step<double>(qkv::flat::kind::softmax_all, scores.v, nullptr, nullptr, nullptr, z, 0.0,
+                                  y.data()) == 0);
+  CHECK(same_bits(qkv::softmax_all(scores), y));
+  // by hand: e^(s - 16) over the sum of the nine, 1 + 2 e^-4 + e^-6 + 4 e^-12 + e^-14 = 1.0391354
+  // (the maximum 16 gives e^0 = 1), so cell (1, 1) = 1 / 1.0391354 = 0.96233846 (numpy:
+  // 0.962338462448094), and row 0 sums to (e^-14 + 2 e^-12) / 1.0391354 = 1.2626e-5, not 1.
+  // Tolerance: each side within 11u relative (exp 2u, the 8 sums u each, the division u): 22u
+  // = 2.5e-15 of 0.96; the row's three weights and two sums within 14u = 1.6e-15 relative each:
+  // 3.2e-15 x 1.26e-5 = 4e-20
+  CHECK(std::fabs(y[4] - 0.962338462448094) <= 2.5e-15);
+  CHECK(std::fabs(y[0] + y[1] + y[2] - 1.2625835807136469e-05) <= 4e-20);
+  // four equal scores: e^0 / 4 = 0.25 exactly; a -inf score gets exactly 0 (e^-inf), in float
+  const float flat4[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+  float q[4];
+  qkv::flat::softmax_all(flat4, 2, 2, q);
+  CHECK((q[0] == 0.25f && q[1] == 0.25f && q[2] == 0.25f && q[3] == 0.25f));
+  const float masked[4] = {1.f, -std::numeric_limits<float>::infinity(), 1.f, 1.f};
+  qkv::flat::softmax_all(masked, 2, 2, q);
+  CHECK(q[1] == 0.f);
+  CHECK(q[0] == 1.f / 3.f);
+  // a NaN anywhere makes every number NaN (the whole matrix is one softmax)
+  const float with_nan[4] = {1.f, std::numeric_limits<float>::quiet_NaN(), 1.f, 1.f};
+  qkv::flat::softmax_all(with_nan, 2, 2, q);
+  CHECK((std::isnan(q[0]) && std::isnan(q[3])));
+}
+
+// kinds 18-21, flash attention's online softmax (example 09's blocks): the core's
+// online_softmax_step, online_softmax_output and online_attention, bit for bit
+TEST_CASE("the online softmax's steps give the core's running state, p, o / l and flash output") {
+  // by hand, one query, values (4, 1) = [1, 3, 5, 7], blocks of 2: block 0's scores [0, 0]: m = 0,
+  // p = [e^0, e^0] = [1, 1], l = 2, o = 1 + 3 = 4 (rescale 0: nothing kept); block 1's [-inf, 0]: m
+  // stays 0, rescale e^0 = 1, p = [0, 1], l = 3, o = 4 + 7 = 11; o / l = 11/3 (rounded once)
+  const double inf = std::numeric_limits<double>::infinity();
+  const double sc[4] = {0, 0, -inf, 0}, vals[4] = {1, 3, 5, 7};
+  double st0[5], st1[5], p1[2], out[1];
+  qkv::flat::step_sizes z0{1, 5, 4, 1, 2, 0, 0, 0};  // C (1, 4 + 1), 2 keys from column 0, values from row 0
+  REQUIRE(qkv::flat::step<double>(qkv::flat::kind::online_state, sc, vals, nullptr, nullptr, z0, 0.0, st0) ==
+          0);
+  CHECK((st0[0] == 0 && st0[1] == 0 && st0[2] == 0 && st0[3] == 2 && st0[4] == 4));
+  qkv::flat::step_sizes z1{1, 5, 4, 1, 2, 2, 2, 0};  // keys 2, 3: from column 2 and value row 2
+  qkv::flat::step<double>(qkv::flat::kind::online_state, sc, vals, st0, nullptr, z1, 0.0, st1);
+  CHECK((st1[0] == 0 && st1[1] == 0 && st1[2] == 1 && st1[3] == 3 && st1[4] == 11));
+  qkv::flat::step_sizes zp{1, 2, 4, 5, 0, 2, 0, 0};  // p of keys 2, 3 against state 1's m
+  qkv::flat::step<double>(qkv::flat::kind::online_p, sc, st1, nullptr, nullptr, zp, 0.0, p1);
+  CHECK((p1[0] == 0 && p1[1] == 1));
+  qkv::flat::step_sizes zo{1, 1, 1, 5};  // o / l: o (1, 1), l column 3 of the state
+  qkv::flat::step<double>(qkv::flat::kind::online_output, st1 + 4, st1, nullptr, nullptr, zo, 0.0, out);
+  CHECK(out[0] == 11.0 / 3.0);
+  // the core's own, on scores with a new maximum in a later block, a masked key, and an odd last
+  // block: every state after each block (blocks of 2 over 5 keys), and every query's output
+  constexpr matrix<float, 2, 5> scores{
+      {{0.3f, -1.2f, 2.5f, -std::numeric_limits<float>::infinity(), 0.7f}, {1.1f, 0.4f, -0.6f, 2.2f, -3.f}}};
+  constexpr matrix<float, 5, 3> v{
+      {{0.5f, -1.f, 2.f}, {1.5f, 0.25f, -0.75f}, {-2.f, 3.f, 1.f}, {0.1f, 0.2f, 0.3f}, {4.f, -0.5f, 0.9f}}};
+  const auto trace = qkv::online_softmax_blocks<2>(qkv::row(scores, 0), v);
+  std::vector<float> prev, now(7);
+  for (std::size_t b = 0; b < 3; ++b) {
+    const std::size_t j0 = 2 * b, n = b == 2 ? 1 : 2;
+    qkv::flat::step_sizes zs{1, 7, 5, 3, n, j0, j0, 0};
+    qkv::flat::step<float>(qkv::flat::kind::online_state, scores.v, v.v, b ? prev.data() : nullptr, nullptr,
+                           zs, 0.f, now.data());
+    const auto& t = trace.after[b];
+    const std::vector<float> want{t.block_max, t.m, t.rescale, t.l, t.o.v[0], t.o.v[1], t.o.v[2]};
+    CHECK(same_bits(matrix<float, 1, 7>{{{want[0], want[1], want[2], want[3], want[4], want[5], want[6]}}},
+                    now));
+    prev = now;
+  }
+  std::vector<float> o(3);
+  qkv::flat::step_sizes zo3{1, 3, 3, 7};
+  qkv::flat::step<float>(qkv::flat::kind::online_output, prev.data() + 4, prev.data(), nullptr, nullptr, zo3,
+                         0.f, o.data());
+  CHECK(same_bits(trace.output, o));
+  std::vector<float> flash(6);
+  qkv::flat::step_sizes za{2, 3, 5, 3, 2};  // every query, blocks of 2
+  REQUIRE(qkv::flat::step<float>(qkv::flat::kind::online_attention, scores.v, v.v, nullptr, nullptr, za, 0.f,
+                                 flash.data()) == 0);
+  CHECK(same_bits(qkv::online_attention<2>(scores, v), flash));
+  // a block of 0 keys is refused, nothing written
+  za.n = 0;
+  CHECK(qkv::flat::step<float>(qkv::flat::kind::online_attention, scores.v, v.v, nullptr, nullptr, za, 0.f,
+                               flash.data()) == 1);
+  // a NaN score: every number of the state NaN from that block on
+  const double with_nan[2] = {0.5, std::numeric_limits<double>::quiet_NaN()};
+  qkv::flat::step<double>(qkv::flat::kind::online_state, with_nan, vals, nullptr, nullptr, z0, 0.0, st0);
+  CHECK((std::isnan(st0[1]) && std::isnan(st0[3]) && std::isnan(st0[4])));
+}
+
+// kinds 22 and 23: a float rounded to bfloat16 or float16 and read back (example 14's 16-bit run)
+TEST_CASE("round_bfloat16 and round_float16 give as_float(rounded_to(x)), floats only") {
+  // by hand: 1 + 2^-8 lies half-way between bfloat16's 1 and 1 + 2^-7: ties to even, 1; 1 + 3 x
+  // 2^-8 half-way between 1 + 2^-7 and 1 + 2^-6 (the even one): 1 + 2^-6 = 1.015625; float16:
+  // 65519 rounds to its largest finite 65504, 65520 (half-way to 2^16) to inf; NaN stays NaN
+  const float in[6] = {1.00390625f, 1.01171875f, 65519.f,
+                       65520.f,     -0.3f,       std::numeric_limits<float>::quiet_NaN()};
+  float b16[6], f16[6];
+  qkv::flat::step_sizes z{2, 3};
+  REQUIRE(qkv::flat::step<float>(qkv::flat::kind::round_bfloat16, in, nullptr, nullptr, nullptr, z, 0.f,
+                                 b16) == 0);
+  REQUIRE(qkv::flat::step<float>(qkv::flat::kind::round_float16, in, nullptr, nullptr, nullptr, z, 0.f,
+                                 f16) == 0);
+  CHECK(b16[0] == 1.f);
+  CHECK(b16[1] == 1.015625f);
+  CHECK(f16[2] == 65504.f);
+  CHECK(f16[3] == std::numeric_limits<float>::infinity());
+  CHECK((std::isnan(b16[5]) && std::isnan(f16[5])));
+  // the core's own: rounded_to then as_float, bit for bit
+  const matrix<float, 2, 3> m{{{in[0], in[1], in[2]}, {in[3], in[4], in[5]}}};
+  CHECK(same_bits(qkv::as_float(qkv::rounded_to<qkv::bfloat16>(m)), std::vector<float>(b16, b16 + 6)));
+  CHECK(same_bits(qkv::as_float(qkv::rounded_to<qkv::float16>(m)), std::vector<float>(f16, f16 + 6)));
+  // a double is not rounded (a float32 step): nothing written, 1
+  double d[1] = {0.5}, out[1] = {7.0};
+  CHECK(qkv::flat::step<double>(qkv::flat::kind::round_bfloat16, d, nullptr, nullptr, nullptr, {1, 1}, 0.0,
+                                out) == 1);
+  CHECK(out[0] == 7.0);
 }
 
 TEST_CASE("flat steps keep the core's policy at the edges") {

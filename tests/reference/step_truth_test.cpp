@@ -84,6 +84,18 @@ TEST_CASE("A softmax's truth is e^(s - max) / sum in 50 digits; a masked row is 
   CHECK(mp::isnan(out[9]));
 }
 
+TEST_CASE("The whole matrix's softmax (01's numpy pitfall) has one denominator for every cell") {
+  // a = [[0, 0], [-inf, 0]]: e^0 = 1 three times, -inf gives 0: each 1/3, the masked one 0
+  const auto a = reals({0, 0, -std::numeric_limits<double>::infinity(), 0});
+  std::vector<truth_real> out(4);
+  const double computed[4] = {};
+  REQUIRE(step_truth(kind::softmax_all, a.data(), nullptr, nullptr, {2, 2, 2, 0, 0, 0, 0, 0}, 0, computed,
+                     out.data()) == 0);
+  CHECK(out[0] == truth_real(1) / 3);
+  CHECK(out[2] == 0);
+  CHECK(out[3] == truth_real(1) / 3);
+}
+
 TEST_CASE("LayerNorm's truth: (a - mean) / sqrt(var + eps) w + b, the biased variance") {
   // a = [1, 3]: mean 2, var ((1 - 2)^2 + (3 - 2)^2) / 2 = 1; eps 0 -> [-1, 1]; w = [2, 0.5], b = [0, 1]
   // -> [-2, 1.5]

@@ -24,6 +24,15 @@
 //                ac the rotary width, br 1 for interleaved pairs)
 //   row_dot      C(i, 0) = sum_m A(i, ac + m) B(i, bc + m) (row_dots: D = rowsum(dO ∘ O))
 //   softmax_backward  C = P (dP - D), exactly 0 where P is 0 (softmax_backward(P, dP, D))
+//   softmax_all  detail::stable_softmax of all rows * cols numbers at once (softmax_all: the
+//                tutorial's numpy cell, np.exp(s) / np.sum(np.exp(s)), with the maximum subtracted)
+//   online_state, online_p, online_output, online_attention
+//                flash attention's online softmax (core/online_softmax.hpp), one block of keys
+//                at a time: the running state [block max, m, rescale, l, o] after a block
+//                (online_softmax_step), a block's p = e^(s - m), o / l (online_softmax_output),
+//                and every query's output in blocks of B (online_attention)
+//   round16      a float rounded to bfloat16 or float16 and back, exactly (core/half.hpp: as
+//                rounded_to then as_float; the 16-bit storage of a batch's q, k and v)
 // step() runs one of them by its number (steps::kind), for the module's one C entry point;
 // exact_step() the ones that are sums and products only, over exact numbers (a type without
 // infinity, NaN, exp or sqrt: qkv::exact::rational, the exact pages 01b and 15).
@@ -31,7 +40,9 @@
 
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 
+#include "half.hpp"
 #include "math.hpp"
 #include "softmax.hpp"
 
@@ -240,6 +251,111 @@ constexpr void softmax_backward(const T* p, const T* dp, const T* d, std::size_t
     }
 }
 
+/// @brief the softmax over all rows * cols numbers of A at once, row-major (softmax_all: the whole
+/// matrix sums to 1, a row does not). A (rows, cols) -> C (rows, cols)
+template <class T>
+constexpr void softmax_all(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  qkv::detail::stable_softmax(a, out, rows * cols, 1);
+}
+
+/// @brief flash attention's online softmax, one block of n keys (online_softmax_step's arithmetic,
+/// operation for operation), in place: st = [block max, m, rescale, l] and o (dv numbers) the
+/// running state, before the first block [-inf, -inf, 0, 0] and o = 0; s the block's n scores, v
+/// the values (row stride vs) from the block's first key. A NaN state stays NaN; a NaN score
+/// makes every number of the state NaN; a masked key (-inf) adds nothing
+template <class T>
+constexpr void online_step(T* st, T* o, const T* s, std::size_t n, const T* v, std::size_t vs,
+                           std::size_t dv) {
+  const T inf = std::numeric_limits<T>::infinity();
+  const T m_old = st[1];
+  if (m_old != m_old) return;
+  T block_max = -inf;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (s[j] != s[j]) {  // online_nan_state
+      for (std::size_t k = 0; k < 4; ++k) st[k] = s[j];
+      for (std::size_t c = 0; c < dv; ++c) o[c] = s[j];
+      return;
+    }
+    if (block_max < s[j]) block_max = s[j];
+  }
+  st[0] = block_max;
+  const T m_new = m_old < block_max ? block_max : m_old;
+  if (m_new == -inf) {  // every key so far masked: nothing to add
+    st[2] = T(1);
+    return;
+  }
+  T row_sum = T(0);
+  for (std::size_t j = 0; j < n; ++j) row_sum += s[j] == -inf ? T(0) : qkv::exp(T(s[j] - m_new));
+  // e^(m_old - m_new): 0 when nothing was kept yet (m_old = -inf), 1 when the maximum stayed
+  const T alpha = m_old == -inf ? T(0) : qkv::exp(T(m_old - m_new));
+  st[3] = alpha == T(1) ? T(st[3] + row_sum) : T(st[3] * alpha + row_sum);
+  for (std::size_t c = 0; c < dv; ++c) {
+    T acc = alpha == T(1) ? o[c] : T(o[c] * alpha);
+    for (std::size_t j = 0; j < n; ++j)
+      acc = acc + (s[j] == -inf ? T(0) : qkv::exp(T(s[j] - m_new))) * v[j * vs + c];
+    o[c] = acc;
+  }
+  st[1] = m_new;
+  st[2] = alpha;
+}
+
+/// the state before the first block: [block max, m, rescale, l] = [-inf, -inf, 0, 0], o = 0
+template <class T>
+constexpr void online_start(T* st, T* o, std::size_t dv) {
+  st[0] = st[1] = -std::numeric_limits<T>::infinity();
+  st[2] = st[3] = T(0);
+  for (std::size_t c = 0; c < dv; ++c) o[c] = T(0);
+}
+
+/// @brief the state after a block as one row (1, 4 + dv) = [block max, m, rescale, l, o]: prev
+/// the row before it (null: the first block), s its n scores, v the values (row stride vs) from
+/// its first key
+template <class T>
+constexpr void online_state(const T* prev, const T* s, std::size_t n, const T* v, std::size_t vs,
+                            std::size_t dv, T* out) {
+  if (prev == nullptr)
+    online_start(out, out + 4, dv);
+  else
+    for (std::size_t k = 0; k < 4 + dv; ++k) out[k] = prev[k];
+  online_step(out, out + 4, s, n, v, vs, dv);
+}
+
+/// p_j = e^(s_j - m) of n scores against the running maximum m (0 for a masked key, -inf)
+template <class T>
+constexpr void online_p(const T* s, std::size_t n, T m, T* out) {
+  for (std::size_t j = 0; j < n; ++j)
+    out[j] = s[j] == -std::numeric_limits<T>::infinity() ? T(0) : qkv::exp(T(s[j] - m));
+}
+
+/// o / l, dv numbers (online_softmax_output): o itself when l is NaN, 0 when l is 0 (no key yet)
+template <class T>
+constexpr void online_output(const T* o, T l, std::size_t dv, T* out) {
+  for (std::size_t c = 0; c < dv; ++c) out[c] = l != l ? o[c] : l == T(0) ? T(0) : T(o[c] / l);
+}
+
+/// @brief every query's flash output (online_attention): the scores (rows, n) over the values
+/// (n, dv) in blocks of b >= 1 keys, the last block the rest; C (rows, dv)
+template <class T>
+constexpr void online_attention(const T* scores, std::size_t rows, std::size_t n, const T* v, std::size_t dv,
+                                std::size_t b, T* out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    T st[4]{};
+    T* o = out + i * dv;  // the running o, then o / l in place
+    online_start(st, o, dv);
+    for (std::size_t j0 = 0; j0 < n; j0 += b)
+      online_step(st, o, scores + i * n + j0, n - j0 < b ? n - j0 : b, v + j0 * dv, dv, dv);
+    online_output(o, st[3], dv, o);
+  }
+}
+
+/// @brief each of n floats rounded to the 16-bit type S (bfloat16 or float16: to nearest, ties
+/// to even, a NaN quiet, an infinity kept) and converted back to float, exactly: the float value
+/// of rounded_to<S>, as as_float reads it
+template <class S>
+constexpr void round16(const float* a, std::size_t n, float* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<float>(S(a[k]));
+}
+
 /// the steps by number, for one entry point (wasm/qkv_wasm.cpp's qkv_step_f32 / _f64)
 enum class kind : int {
   dot = 1,
@@ -258,6 +374,14 @@ enum class kind : int {
   naive_softmax = 14,
   block = 15,
   rope = 16,
+  // 17-39: steps that recompute what an example computes outside attention's own steps
+  softmax_all = 17,
+  online_state = 18,
+  online_p = 19,
+  online_output = 20,
+  online_attention = 21,
+  round_bfloat16 = 22,
+  round_float16 = 23,
 };
 
 /// @brief the sizes and offsets of one step (the page_how's): C is (rows, cols); A has `as`
@@ -268,8 +392,15 @@ struct step_sizes {
 
 /// @brief one step of kind k into out: a, b and c are its operands (c: the bias of dot and
 /// matmul, the scaled scores of attended, the added terms of scale and divide, LayerNorm's bias,
-/// D of softmax_backward; b: LayerNorm's weight), `scalar` the factor, divisor or eps, masked the
-/// scale's mask (or null). Returns 0, or 1 for an unknown kind (nothing written).
+/// D of softmax_backward, the state before the block of online_state; b: LayerNorm's weight),
+/// `scalar` the factor, divisor or eps, masked the scale's mask (or null). The online softmax's
+/// kinds: online_state C (rows, 4 + dv) from the n scores of A from column ac, the values B (dv
+/// = bs columns) from row br and the state before (c, or null: the first block); online_p C
+/// (rows, cols) = e^(A(i, ac + j) - m) with m = B(i, 1) (a state: [block max, m, rescale, l]);
+/// online_output C (rows, cols) = A / l with l = B(i, 3); online_attention C (rows, cols) every
+/// row of A (as scores) over B in blocks of n keys. Returns 0, or 1 for an unknown kind or an
+/// online_attention block of 0 keys, or a 16-bit rounding of a type other than float (nothing
+/// written: round_bfloat16 and round_float16 C = A rounded to bfloat16 or float16, back in float).
 template <class T>
 constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
                    const step_sizes& z, T scalar, T* out) {
@@ -292,6 +423,35 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
     case kind::naive_softmax: naive_softmax(a, z.rows, z.cols, out); return 0;
     case kind::block: block(a, z.as, z.rows, z.cols, z.br, z.bc, out); return 0;
     case kind::rope: rope(a, z.rows, z.cols, b, c, z.bs, z.n, z.ac, z.br != 0, out); return 0;
+    case kind::softmax_all: softmax_all(a, z.rows, z.cols, out); return 0;
+    case kind::online_state:
+      for (std::size_t i = 0; i < z.rows; ++i)
+        online_state(c ? c + i * z.cols : nullptr, a + i * z.as + z.ac, z.n, b + z.br * z.bs, z.bs, z.bs,
+                     out + i * z.cols);
+      return 0;
+    case kind::online_p:
+      for (std::size_t i = 0; i < z.rows; ++i)
+        online_p(a + i * z.as + z.ac, z.cols, b[i * z.bs + 1], out + i * z.cols);
+      return 0;
+    case kind::online_output:
+      for (std::size_t i = 0; i < z.rows; ++i)
+        online_output(a + i * z.as, b[i * z.bs + 3], z.cols, out + i * z.cols);
+      return 0;
+    case kind::online_attention:
+      if (z.n == 0) return 1;
+      online_attention(a, z.rows, z.as, b, z.cols, z.n, out);
+      return 0;
+    case kind::round_bfloat16:
+    case kind::round_float16:
+      if constexpr (std::is_same_v<T, float>) {
+        if (k == kind::round_bfloat16)
+          round16<qkv::bfloat16>(a, z.rows * z.cols, out);
+        else
+          round16<qkv::float16>(a, z.rows * z.cols, out);
+        return 0;
+      } else {
+        return 1;
+      }
   }
   return 1;
 }
@@ -301,8 +461,9 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
 /// dot, matmul (their bias in c), add, transpose, hconcat, block, row_dot and softmax_backward
 /// (D in c), computed by the same functions as step(). A product or sum in any order is the same
 /// rational, so nothing here depends on the order of the terms. Returns 0, or 1 for a kind that
-/// has no exact form (attended, scale, divide, softmax, naive_softmax, relu, layer_norm, rope:
-/// infinities, exp, sqrt or a float factor), nothing written.
+/// has no exact form (attended, scale, divide, softmax, naive_softmax, relu, layer_norm, rope,
+/// softmax_all, the online softmax's, the 16-bit roundings: infinities, exp, sqrt, a float factor or
+/// a float's rounding), nothing written.
 template <class T>
 constexpr int exact_step(kind k, const T* a, const T* b, const T* c, const step_sizes& z, T* out) {
   switch (k) {

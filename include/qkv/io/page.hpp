@@ -62,7 +62,8 @@ struct page_how {
   std::string
       op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
            // "layernorm", "transpose", "hconcat", "rope",
-           // "softmax_naive", "block"
+           // "softmax_naive", "block", "softmax_all", "online_state", "online_p", "online_output",
+           // "online_attention", "round16"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -188,6 +189,52 @@ struct page_how {
   static page_how naive_softmax(std::string a) {
     page_how h;
     h.op = "softmax_naive", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, j) = e^(A(i, j) - max) / sum over every cell of e^(A - max): one softmax over the whole
+  /// matrix (softmax_all: tutorial 000's numpy cell; the matrix sums to 1, a row does not)
+  static page_how softmax_all(std::string a) {
+    page_how h;
+    h.op = "softmax_all", h.a = std::move(a);
+    return h;
+  }
+  /// flash attention's online softmax after a block of n keys (core/online_softmax.hpp): row i is
+  /// the running state [block max, m, rescale, l, o (B's columns)] from the state before it
+  /// (`before`, its own shape; empty: the first block, m = -inf, l = 0, o = 0), the scores
+  /// A(i, first_score .. + n) and the values B(first_key .. + n): m = max(m_old, block max), rescale
+  /// = e^(m_old - m), l = l_old rescale + sum e^(s - m), o = o_old rescale + sum e^(s - m) v
+  static page_how online_state(std::string scores, std::string values, std::string before, std::size_t n,
+                               std::size_t first_score, std::size_t first_key) {
+    page_how h;
+    h.op = "online_state", h.a = std::move(scores), h.b = std::move(values), h.bias = std::move(before),
+    h.n = n;
+    h.ac = first_score, h.br = first_key;
+    return h;
+  }
+  /// C(i, j) = e^(A(i, first + j) - m), m = S(i, 1) of the state S (column 1: the running maximum)
+  static page_how online_p(std::string scores, std::string state, std::size_t first = 0) {
+    page_how h;
+    h.op = "online_p", h.a = std::move(scores), h.b = std::move(state), h.ac = first;
+    return h;
+  }
+  /// C(i, j) = A(i, j) / l, l = S(i, 3) of the state S (column 3: the running sum): o / l
+  static page_how online_output(std::string o, std::string state) {
+    page_how h;
+    h.op = "online_output", h.a = std::move(o), h.b = std::move(state);
+    return h;
+  }
+  /// C(i, j) = A(i, j) rounded to `type` ("bfloat16" or "float16": to nearest, ties to even) and
+  /// read back as a float, exactly (core/half.hpp: a batch's q, k, v kept in 16 bits)
+  static page_how rounded16(std::string a, std::string type) {
+    page_how h;
+    h.op = "round16", h.a = std::move(a), h.note = std::move(type);
+    return h;
+  }
+  /// every row of the scores A over the values B by the online softmax in blocks of `block` keys
+  /// (online_attention: flash attention's output, the weights never materialised)
+  static page_how online_attention(std::string scores, std::string values, std::size_t block) {
+    page_how h;
+    h.op = "online_attention", h.a = std::move(scores), h.b = std::move(values), h.n = block;
     return h;
   }
 };
@@ -343,9 +390,10 @@ class page {
     std::vector<double> truth_ulps;       // the error against the truth, in ulps of dtype, per cell, or empty
     std::vector<std::string> truth_text;  // the truth itself, per cell (a fraction, 50 digits), or empty
     std::string truth_name;               // what the truth is ("the exact rational w_T_2")
-    bool derived = false;  // computed, but not by a page_how: not an exact input (page_truth.hpp)
-    bool hidden = false;   // data only (an operand not shown as a table)
-    bool scratch = false;  // the module's working matrix: hidden, its numbers not embedded (scratch())
+    bool derived = false;     // computed, but not by a page_how: not an exact input (page_truth.hpp)
+    std::string derived_why;  // derived(): why the page's steps do not compute it (or empty)
+    bool hidden = false;      // data only (an operand not shown as a table)
+    bool scratch = false;     // the module's working matrix: hidden, its numbers not embedded (scratch())
   };
 
   /// a handle to the last matrix added, to set its labels, how it was computed, its proof
@@ -390,6 +438,13 @@ class page {
     /// so no truth is computed from it (page_truth.hpp)
     matrix_ref& derived(bool d = true) {
       m_->derived = d;
+      return *this;
+    }
+    /// derived(), and why the page's steps do not compute it (what an editable page says when
+    /// the matrix keeps the example's numbers after an edit: "a bound, not a computation")
+    matrix_ref& derived_because(std::string why) {
+      m_->derived = true;
+      m_->derived_why = std::move(why);
       return *this;
     }
     /// what the example proves the values are (a matrix of the same shape, its name in the

@@ -13,7 +13,9 @@
 //               when shown and read by some step
 //   a step      a page_how that core/flat_steps.hpp computes (dot, matmul, the weights times the
 //               values with attended_context's policy, scale or division with the example's mask,
-//               softmax, add, relu, LayerNorm, transpose, hconcat, block, RoPE, row_dot, softmax_backward), from inputs
+//               softmax (of each row, or of the whole matrix), add, relu, LayerNorm, transpose, hconcat, block, RoPE,
+//               row_dot, softmax_backward, flash attention's online softmax block by block, a float32
+//               rounded to bfloat16 or float16), from inputs
 //               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
 //               those functions, bit for bit from the page's own inputs: so before any edit the
 //               module gives every cell the example's proven number. Over exact rationals
@@ -156,11 +158,12 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     if (!any) s.masked.clear();
     return s;
   }
-  if (h.op == "softmax" || h.op == "softmax_naive" || h.op == "relu") {
+  if (h.op == "softmax" || h.op == "softmax_naive" || h.op == "softmax_all" || h.op == "relu") {
     if (A->rows != R || A->cols != C) return fail("its sizes do not fit its operands");
-    s.kind = h.op == "softmax" ? flat::kind::softmax
-             : h.op == "relu"  ? flat::kind::relu
-                               : flat::kind::naive_softmax;
+    s.kind = h.op == "softmax"       ? flat::kind::softmax
+             : h.op == "relu"        ? flat::kind::relu
+             : h.op == "softmax_all" ? flat::kind::softmax_all
+                                     : flat::kind::naive_softmax;
     return s;
   }
   if (h.op == "add") {
@@ -214,6 +217,35 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
       return fail("its sizes do not fit its operands");
     s.kind = flat::kind::rope, s.b = h.b, s.c = h.bias, s.sizes.bs = B->cols, s.sizes.n = h.n, s.sizes.ac = r,
     s.sizes.br = h.note == "interleaved" ? 1 : 0;
+    return s;
+  }
+  if (h.op == "online_state") {  // b: the values, bias: the state before (or none), n keys
+    if (B == nullptr || C < 4 || B->cols != C - 4 || A->rows != R || h.n == 0 || h.ac + h.n > A->cols ||
+        h.br + h.n > B->rows || (Bias != nullptr && (Bias->rows != R || Bias->cols != C)))
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::online_state, s.b = h.b, s.c = h.bias, s.sizes.bs = B->cols;
+    return s;
+  }
+  if (h.op == "online_p" || h.op == "online_output") {  // b: a state, m in column 1, l in column 3
+    if (B == nullptr || A->rows != R || B->rows != R || B->cols < 4 ||
+        (h.op == "online_p" ? h.ac + C > A->cols : A->cols != C))
+      return fail("its sizes do not fit its operands");
+    s.kind = h.op == "online_p" ? flat::kind::online_p : flat::kind::online_output, s.b = h.b,
+    s.sizes.bs = B->cols;
+    return s;
+  }
+  if (h.op == "round16") {  // float32 only: a float rounded to 16 bits and read back
+    if (A->rows != R || A->cols != C) return fail("its sizes do not fit its operands");
+    if (m.dtype != "float32") return fail("a rounding to 16 bits is a float32 step");
+    if (h.note != "bfloat16" && h.note != "float16")
+      return fail("it rounds to a type the module does not know");
+    s.kind = h.note == "bfloat16" ? flat::kind::round_bfloat16 : flat::kind::round_float16;
+    return s;
+  }
+  if (h.op == "online_attention") {
+    if (B == nullptr || h.n == 0 || A->rows != R || B->rows != A->cols || B->cols != C)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::kind::online_attention, s.b = h.b, s.sizes.bs = B->cols;
     return s;
   }
   return fail("its operation is not one of the module's steps");
@@ -408,7 +440,8 @@ inline page_recompute_plan plan_recompute(const page& p) {
       why =
           "its numbers are " + m.dtype + ", and the module computes in float32, float64 and exact rationals";
     } else if (m.how.op.empty()) {
-      why = "the example computes it another way than a step this page describes";
+      why = m.derived_why.empty() ? "the example computes it another way than a step this page describes"
+                                  : m.derived_why;
     } else if (auto s = step_of(m, by_id, why)) {
       for (const auto* id : {&s->a, &s->b, &s->c}) {
         if (id->empty()) continue;

@@ -204,6 +204,24 @@ function explain(id, i, j) {
     x.sum = ex[j] / tot;
     return x;
   }
+  if (h.op === 'softmax_all') {  // one softmax over every cell of A (tutorial 000's numpy cell)
+    var all = [], mx2 = -Infinity;
+    for (var i2 = 0; i2 < A.rows; ++i2) for (var j2 = 0; j2 < A.cols; ++j2) { var s2 = get(A, i2, j2); if (s2 === undefined) { x.lines.push('The matrix is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; } all.push(s2); if (s2 > mx2) mx2 = s2; }
+    x.formula = 'e^(s \u2212 max) / \u03a3 e^(s\u2096 \u2212 max) over all ' + all.length + ' scores of ' + A.caption + ' at once (softmax_all: the whole matrix sums to 1, a row does not)';
+    if (mx2 === -Infinity) { x.lines.push('Every score is masked: qkv gives 0.'); x.sum = 0; return x; }
+    var ex2 = all.map(function (s3) { return Math.exp(s3 - mx2); }), tot2 = 0;
+    ex2.forEach(function (e3) { tot2 += e3; });
+    x.softmax = {row: all, max: mx2, exps: ex2, total: tot2, s: all[i * A.cols + j], k: i * A.cols + j, naive: false}; x.A = A;
+    x.sum = ex2[i * A.cols + j] / tot2;
+    return x;
+  }
+  if (h.op === 'round16') {  // core/half.hpp: to nearest, ties to even, read back as a float
+    var a9 = get(A, i, j), bits9 = h.note === 'bfloat16' ? 8 : 11;
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, a9) + ' rounded to ' + h.note + ' (' + bits9 + ' significant bits, to nearest, ties to even), read back as a float: ' + vt(m, v);
+    x.lines.push('A relative change of at most 2^\u2212' + bits9 + ' (' + (h.note === 'bfloat16' ? 'float\u2019s range' : 'largest finite 65504; subnormals below 2^\u221214') + '); the arithmetic after it is float32.');
+    return x;
+  }
+  if (h.op === 'online_state' || h.op === 'online_p' || h.op === 'online_output' || h.op === 'online_attention') return explainOnline(x, m, h, A, B, i, j);
   if (h.op === 'softmax_backward') {
     var p7 = get(A, i, j), dp7 = get(B, i, j), D7 = M[h.bias], d7 = get(D7, i, 0);
     if (p7 === undefined || dp7 === undefined || d7 === undefined) { x.lines.push('The row is not on this page (it is summarised); qkv computed ' + vt(m, v) + '.'); return x; }
@@ -257,6 +275,47 @@ function explain(id, i, j) {
   return x;
 }
 
+// flash attention's online softmax (core/flat_steps.hpp's online_state, online_p, online_output,
+// online_attention): each cell's formula with its operands, its value recomputed in double
+function explainOnline(x, m, h, A, B, i, j) {
+  var nm = function (M0, r, c) { return M0.caption + '(' + rl(M0, r) + ', ' + cl(M0, c) + ')'; };
+  if (h.op === 'online_p') {
+    var s5 = get(A, i, h.ac + j), m5 = get(B, i, 1);
+    x.formula = 'e^(' + nm(A, i, h.ac + j) + ' \u2212 m) = e^(' + vt(A, s5) + ' \u2212 ' + vt(B, m5) + '), m the running maximum ' + nm(B, i, 1);
+    x.sum = s5 === -Infinity ? 0 : Math.exp(s5 - m5); return x;
+  }
+  if (h.op === 'online_output') {
+    var o5 = get(A, i, j), l5 = get(B, i, 3);
+    x.formula = nm(A, i, j) + ' / l = ' + vt(A, o5) + ' / ' + vt(B, l5) + ', l the running sum ' + nm(B, i, 3) + ': the output if the keys ended here';
+    x.sum = l5 === 0 ? 0 : o5 / l5; return x;
+  }
+  if (h.op === 'online_attention') {
+    var row5 = [], mx5 = -Infinity;
+    for (var k5 = 0; k5 < A.cols; ++k5) { var s6 = get(A, i, k5); if (s6 === undefined) return x; row5.push(s6); if (s6 > mx5) mx5 = s6; }
+    x.formula = 'flash attention: the online softmax of row ' + rl(A, i) + ' of ' + A.caption + ' over column ' + cl(B, j) + ' of ' + B.caption + ', ' + h.n + ' keys at a time (m, l and o kept, the weights never written)';
+    var t5 = 0, o6 = 0;
+    row5.forEach(function (s7, k7) { var e7 = s7 === -Infinity ? 0 : Math.exp(s7 - mx5); t5 += e7; o6 += e7 * get(B, k7, j); });
+    x.lines.push('The same value as the materialised \u03a3 softmax(s)\u2096 v\u2096 in exact arithmetic; float32 rounds each block\u2019s steps (step 6 bounds the difference).');
+    x.sum = mx5 === -Infinity ? 0 : o6 / t5; return x;
+  }
+  // online_state: row i is [block max, m, rescale, l, o] after the block of h.n scores
+  var P = h.bias ? M[h.bias] : null, sc = [];
+  for (var k8 = 0; k8 < h.n; ++k8) sc.push(get(A, i, h.ac + k8));
+  var mOld = P ? get(P, i, 1) : -Infinity, lOld = P ? get(P, i, 3) : 0, bm = Math.max.apply(null, sc), mNew = Math.max(mOld, bm);
+  var alpha = mOld === -Infinity ? 0 : Math.exp(mOld - mNew), ps = sc.map(function (s8) { return s8 === -Infinity ? 0 : Math.exp(s8 - mNew); });
+  var before = P ? ' (before it: ' + P.caption + ')' : ' (the first block: nothing kept yet, m = \u2212\u221e, l = 0, o = 0)';
+  var scores = '[' + sc.map(function (s8) { return vt(A, s8); }).join(', ') + ']';
+  if (j === 0) { x.formula = 'the block\u2019s maximum: max ' + scores; x.sum = bm; return x; }
+  if (j === 1) { x.formula = 'm = max(m_old, block max) = max(' + full(mOld) + ', ' + vt(A, bm) + ')' + before; x.sum = mNew; return x; }
+  if (j === 2) { x.formula = 'rescale = e^(m_old \u2212 m) = e^(' + full(mOld) + ' \u2212 ' + vt(A, mNew) + ')' + before + ': how much l and o shrink to the new maximum'; x.sum = alpha; return x; }
+  var sp = 0; ps.forEach(function (p8) { sp += p8; });
+  if (j === 3) { x.formula = 'l = l_old \u00d7 rescale + \u03a3 e^(s \u2212 m) = ' + full(lOld) + ' \u00d7 ' + full(alpha) + ' + \u03a3 e^(' + scores + ' \u2212 ' + vt(A, mNew) + ')' + before; x.sum = lOld * alpha + sp; return x; }
+  var c8 = j - 4, oOld = P ? get(P, i, j) : 0, acc = oOld * alpha;
+  ps.forEach(function (p8, k9) { acc += p8 * get(B, h.br + k9, c8); });
+  x.formula = 'o = o_old \u00d7 rescale + \u03a3 e^(s\u2096 \u2212 m) \u00d7 ' + B.caption + '(k, ' + cl(B, c8) + ') over the block\u2019s keys ' + rl(B, h.br) + '.. = ' + full(oOld) + ' \u00d7 ' + full(alpha) + ' + \u2026' + before;
+  x.sum = acc; return x;
+}
+
 function explanationNode(x) {
   var m = M[x.id], box = document.createDocumentFragment();
   box.appendChild(el('div', {'class': 'x-title'}, x.title));
@@ -279,7 +338,7 @@ function explanationNode(x) {
     var ns = sm.row.map(function (s1) { return s1 === -Infinity ? 'masked' : ex1(s1); });
     var shownK = Math.min(ns.length, 24);
     f.textContent = '= ' + ex1(sm.s) + ' / (' + ns.slice(0, shownK).join(' + ') + (shownK < ns.length ? ' + \u2026' : '') + ')' +
-      ' = ' + short(sm.exps[x.j]) + ' / ' + short(sm.total);
+      ' = ' + short(sm.exps[sm.k !== undefined ? sm.k : x.j]) + ' / ' + short(sm.total);
     box.appendChild(f);
   }
   if (x.sum !== undefined) box.appendChild(el('div', {'class': 'x-sum', 'data-sum': String(x.sum)}, '= ' + full(x.sum) + (m.dtype === 'exact' ? '' : ' (computed in double, in this page, from the operands\u2019 exact values)')));

@@ -89,6 +89,19 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
           out[i * C + j] = sum > 0 ? real(out[i * C + j] / sum) : mp::isnan(sum) ? sum : real(0);
       }
       return 0;
+    case flat::kind::
+        softmax_all: {  // one softmax over every cell (01's numpy pitfall): the same value exactly
+      real top = -std::numeric_limits<real>::infinity(), sum = 0;
+      for (std::size_t q = 0; q < R * C; ++q)
+        if (a[q] > top) top = a[q];
+      for (std::size_t q = 0; q < R * C; ++q) {
+        out[q] = mp::isinf(a[q]) ? real(0) : real(mp::exp(a[q] - top));
+        sum += out[q];
+      }
+      for (std::size_t q = 0; q < R * C; ++q)
+        out[q] = sum > 0 ? real(out[q] / sum) : mp::isnan(sum) ? sum : real(0);
+      return 0;
+    }
     case flat::kind::softmax_backward:  // a = P, b = dP, c = D (a column): P (dP - D), 0 where P is 0
       for (std::size_t i = 0; i < R; ++i)
         for (std::size_t j = 0; j < C; ++j) {
