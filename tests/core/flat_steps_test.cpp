@@ -220,3 +220,43 @@ TEST_CASE("an exact step whose products overflow 64-bit integers fails with rati
   qkv::flat::exact_step<q>(qkv::flat::kind::dot, c.data(), c.data(), nullptr, z, out.data());
   CHECK(out[0] == q(9223372030926249001LL));
 }
+
+// kind 40, cast (a page whose steps mix types: 03b's double run and its exact values): the
+// conversion matrix_cast does, value for value. 0.1f is 13421773 / 2^27 (13421773 = 0xCCCCCD, the
+// 24-bit mantissa rounded up, times 2^-27), so as a double it is 0.100000001490116119384765625
+// exactly and as a rational 13421773/134217728; 0.1 (double) is 3602879701896397 / 2^55.
+TEST_CASE("a cast step converts as matrix_cast: float32 to double exactly, a float to its rational") {
+  using q = qkv::exact::rational<long long>;
+  const matrix<float, 2, 2> f{{{0.1f, -1.5f}, {0.f, 3.f}}};
+  std::vector<double> d(4);
+  qkv::flat::cast(f.v, 4, d.data());
+  const auto md = qkv::matrix_cast<double>(f);
+  CHECK(std::vector<double>(md.v, md.v + 4) == d);
+  CHECK(d[0] == 0.100000001490116119384765625);
+  std::vector<q> r(4);
+  qkv::flat::cast(f.v, 4, r.data());
+  CHECK(r == std::vector<q>{q(13421773, 134217728), q(-3, 2), q(0), q(3)});
+  const matrix<double, 1, 1> tenth{{{0.1}}};
+  qkv::flat::cast(tenth.v, 1, r.data());
+  CHECK(r[0] == q(3602879701896397LL, 36028797018963968LL));
+  // edges: NaN and infinity have no exact value; 2^-70 needs a denominator past 2^63
+  const float nan = std::numeric_limits<float>::quiet_NaN(), tiny = 0x1p-70f;
+  CHECK_THROWS_WITH_AS(qkv::flat::cast(&nan, 1, r.data()),
+                       "qkv::exact::rational: NaN and infinity have no exact value", std::domain_error);
+  CHECK_THROWS_WITH_AS(qkv::flat::cast(&tiny, 1, r.data()),
+                       "qkv::exact::rational: the value does not fit the integer type", std::overflow_error);
+  // float32 -> double keeps NaN and infinity
+  const float edges[2] = {nan, -std::numeric_limits<float>::infinity()};
+  qkv::flat::cast(edges, 2, d.data());
+  CHECK(std::isnan(d[0]));
+  CHECK(d[1] == -std::numeric_limits<double>::infinity());
+  // constexpr, as the core's steps are
+  constexpr double c = [] {
+    const float one_third = 1.f / 3.f;
+    double out = 0;
+    qkv::flat::cast(&one_third, 1, &out);
+    return out;
+  }();
+  static_assert(c == 0.3333333432674407958984375);  // 11184811 / 2^25
+  CHECK(qkv::flat::cast_kind == static_cast<qkv::flat::kind>(40));
+}

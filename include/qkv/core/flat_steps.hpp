@@ -318,4 +318,19 @@ constexpr int exact_step(kind k, const T* a, const T* b, const T* c, const step_
   }
 }
 
+// ---- steps from one type to another (kinds 40-59): a page whose steps mix float32, float64
+// and exact rationals (io/page_recompute.hpp; the module's qkv_cast, wasm/qkv_wasm.cpp) ----
+
+/// kind 40, cast: C (rows, cols) = A (rows, cols) in C's type, each value by static_cast, as
+/// matrix_cast converts: float32 -> float64 (exact), a float -> an exact rational of its exact
+/// value (rational's explicit constructor: rational::exactly). Not a kind of step() or
+/// exact_step(): its operand has another type than its result (the module's qkv_cast)
+inline constexpr kind cast_kind = static_cast<kind>(40);
+
+/// C = A converted to To, n numbers: `To(a[k])` (matrix_cast's conversion, value for value)
+template <class From, class To>
+constexpr void cast(const From* a, std::size_t n, To* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<To>(a[k]);
+}
+
 }  // namespace qkv::flat

@@ -190,6 +190,13 @@ struct page_how {
     h.op = "softmax_naive", h.a = std::move(a);
     return h;
   }
+  /// C(i, j) = A(i, j) in C's type, as matrix_cast converts (core/flat_steps.hpp's cast, kind
+  /// 40): a float32 matrix as double (exactly), a float's exact value as a rational (exactly())
+  static page_how cast(std::string a) {
+    page_how h;
+    h.op = "cast", h.a = std::move(a);
+    return h;
+  }
 };
 
 /// a static_assert of an example's source (found by scripts/page_notes.py)
