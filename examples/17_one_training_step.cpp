@@ -725,7 +725,8 @@ void page(Page& p) {
   p.step(7);
   p.matrix("d_logits.T", qkv::transposed(g.d_logits)).rows(vocabulary).cols(words).how(how::transposed("d_logits"));
   p.matrix("d_W_head", g.d_W_head).rows(vocabulary).how(how::matmul("d_logits.T", "h", 3));
-  p.matrix("d_b_head", g.d_b_head).cols(vocabulary).caption("the column sums of d_logits").derived();
+  p.matrix("d_b_head", g.d_b_head).cols(vocabulary).caption("the column sums of d_logits")
+      .how(how::column_sums("d_logits"));
   p.matrix("d_h", g.d_h).rows(words).how(how::matmul("d_logits", "W_head", 4));
   p.step(8);
   p.matrix("d_weights", a.d_weights).rows(words).cols(words).how(how::dot("d_h", "values", 4));
@@ -749,12 +750,27 @@ void page(Page& p) {
   p.matrix("d_values.T", qkv::transposed(a.d_values)).cols(words).how(how::transposed("d_values"));
   p.matrix("d_W_v", g.d.W_v).how(how::matmul("d_values.T", "x", 3));
   p.step(9);
-  p.matrix("d_x", g.d_x).rows(words).caption("d_h + d_queries W_q + d_keys W_k + d_values W_v").derived();
+  // d_x = d_h + ((d_queries W_q + d_keys W_k) + d_values W_v): project_backward's d_x per
+  // projection, summed as self_attention_backward sums them, then the residual's d_h
+  p.matrix("d_queries W_q", qkv::matrix_product(a.d_queries, init_in<float>.W_q)).rows(words).hidden()
+      .how(how::matmul("d_queries", "W_q", 4));
+  p.matrix("d_keys W_k", qkv::matrix_product(a.d_keys, init_in<float>.W_k)).rows(words).hidden()
+      .how(how::matmul("d_keys", "W_k", 4));
+  p.matrix("d_values W_v", qkv::matrix_product(a.d_values, init_in<float>.W_v)).rows(words).hidden()
+      .how(how::matmul("d_values", "W_v", 4));
+  p.matrix("d_queries W_q + d_keys W_k", qkv::matrix_product(a.d_queries, init_in<float>.W_q) +
+                                             qkv::matrix_product(a.d_keys, init_in<float>.W_k))
+      .rows(words).hidden().how(how::add("d_queries W_q", "d_keys W_k"));
+  p.matrix("d_x (attention)", g.attention.d_x).rows(words).hidden()
+      .how(how::add("d_queries W_q + d_keys W_k", "d_values W_v"));
+  p.matrix("d_x", g.d_x).rows(words).caption("d_h + d_queries W_q + d_keys W_k + d_values W_v")
+      .how(how::add("d_h", "d_x (attention)"));
   p.matrix("d_tok", g.d.tok).rows(vocabulary).caption("row a = d_x rows 1 and 3 added; c and d: 0").derived();
-  p.matrix("d_pos", g.d.pos).caption("d_x itself").derived();
+  p.matrix("d_pos", g.d.pos).caption("d_x itself").how(how::block("d_x", 0));
   p.step(10);
-  p.matrix("W_q after SGD", stepped<float>.W_q).caption("W_q - 0.1 d_W_q, one rounding").derived();
-  p.matrix("b_head after SGD", stepped<float>.b_head).cols(vocabulary).derived();
+  p.matrix("W_q after SGD", stepped<float>.W_q).caption("W_q - 0.1 d_W_q, one rounding")
+      .how(how::sgd("W_q", "d_W_q", 0.1f));
+  p.matrix("b_head after SGD", stepped<float>.b_head).cols(vocabulary).how(how::sgd("b_head", "d_b_head", 0.1f));
   p.matrix("probabilities after SGD", forward(stepped<float>).loss.probabilities).rows(words).cols(vocabulary).derived();
   p.step(11);
   p.matrix("W_q after AdamW", adamw_stepped<float>.W_q).caption("W_q 0.9999 - 0.01 g / (|g| + 1e-8)").derived();

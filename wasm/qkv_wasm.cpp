@@ -49,21 +49,23 @@ int qkv_attend_f64(const double* x, std::size_t t, std::size_t d, const double* 
                                    scale, masked, out);
 }
 
-// one step of a `qkv explain` page (flat_steps.hpp's step()): sizes holds rows, cols, as, bs, n,
+// one step of a `qkv explain` page (flat_steps.hpp's extended_step(): step() and the kinds
+// 40-59 in one type, column_sums and sgd): sizes holds rows, cols, as, bs, n,
 // ac, br, bc (step_sizes); scalar the factor, divisor or eps, in the page's type
 int qkv_step_f32(int kind, const float* a, const float* b, const float* c, const unsigned char* masked,
                  const std::size_t* sizes, double scalar, float* out) {
   const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
                                 sizes[4], sizes[5], sizes[6], sizes[7]};
-  return qkv::flat::step<float>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z,
-                                static_cast<float>(scalar), out);
+  return qkv::flat::extended_step<float>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z,
+                                         static_cast<float>(scalar), out);
 }
 
 int qkv_step_f64(int kind, const double* a, const double* b, const double* c, const unsigned char* masked,
                  const std::size_t* sizes, double scalar, double* out) {
   const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
                                 sizes[4], sizes[5], sizes[6], sizes[7]};
-  return qkv::flat::step<double>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z, scalar, out);
+  return qkv::flat::extended_step<double>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z, scalar,
+                                          out);
 }
 
 std::size_t qkv_gradients_size(std::size_t t, std::size_t d, std::size_t dq, std::size_t dv,

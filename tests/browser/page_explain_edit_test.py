@@ -71,23 +71,24 @@ STALE = {
     'flash': {'block%d.%s' % (b, k) for b in range(3) for k in ('s', 'state', 'p', 'o', 'output')} |
              {'flash_context', 'bound'},
     # chapter three and four: the materialised backward is recomputed; flash's blocks, PyTorch's
-    # numbers, the loss, the column sums and the optimizers' steps are not
+    # numbers, the loss, the embedding's backward and AdamW are not
     'flash_backward': {'flash.row_max', 'flash.row_sum', 'flash.context', 'flash_grads.d_row', 'flash_grads.d_values',
                        'flash_grads.d_queries', 'flash_grads.d_keys', 'PyTorch float64 d_queries', 'flash_w_query', 'L',
                        'lse_grads.d_queries'},
-    'one_training_step': {'losses', 'd_b_head', 'd_x', 'd_tok', 'd_pos', 'W_q after SGD', 'b_head after SGD',
-                          'probabilities after SGD', 'W_q after AdamW'},
+    # 17: its d_b_head (column sums), d_x, d_pos and SGD steps are recomputed; the loss, the
+    # embedding's backward, the forward after the step and AdamW are not
+    'one_training_step': {'losses', 'd_tok', 'probabilities after SGD', 'W_q after AdamW'},
     # summarised: query, key and value are its inputs (W_q, W_k, W_v are not on the page); the
     # output projection's W_o is not either
     'bert': {'output'},
 }
 # the exact pages (E.exact "q64": every step over qkv::exact::rational<long long> in the module)
 # and the matrices each does not recompute: 15's later parts, float numbers the example computes
-# outside the page's steps (the drawn dO, the true softmax, the modules, the training step), and
-# d_x (three products summed: not one step)
+# outside the page's steps (the true softmax, the modules, the training step), and d_x (from
+# w_query, w_key, w_value, which are not on the page); the drawn dO's steps are recomputed
 EXACT = {
     'illustrated_exact': set(),
-    'how_attention_learns': {'d_x', 'd_scores (drawn dO)', 'd_w_query (drawn dO)', 'd_querys (true softmax, float32)',
+    'how_attention_learns': {'d_x', 'd_querys (true softmax, float32)',
                              'd_querys (true softmax, double)', 'd_scaled_scores (double)', 'W_q.weight.grad',
                              'W_k.weight.grad', 'W_v.weight.grad', 'd_output (MSE)', 'W_q.weight.grad (MSE)',
                              'W_q.weight after the step', 'W_k.weight after the step', 'W_v.weight after the step',

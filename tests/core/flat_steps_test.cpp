@@ -15,6 +15,7 @@
 #include <qkv/core/flat_steps.hpp>
 #include <qkv/core/layers.hpp>
 #include <qkv/core/rope.hpp>
+#include <qkv/core/sgd.hpp>
 #include <qkv/core/softmax.hpp>
 #include <qkv/core/softmax_backward.hpp>
 #include <qkv/exact/rational.hpp>
@@ -259,4 +260,46 @@ TEST_CASE("a cast step converts as matrix_cast: float32 to double exactly, a flo
   }();
   static_assert(c == 0.3333333432674407958984375);  // 11184811 / 2^25
   CHECK(qkv::flat::cast_kind == static_cast<qkv::flat::kind>(40));
+}
+
+// kinds 41 and 42 (example 17's page: a bias's gradient and the SGD step). column_sums, by hand:
+// [[1, 2], [3, 4], [5, 6]] gives [1 + 3 + 5, 2 + 4 + 6] = [9, 12]; in float32 the order shows:
+// 1e8 + 1 + (-1e8) is (1e8 + 1) - 1e8 = 0 (1e8 + 1 rounds to 1e8: float32's spacing there is 8),
+// as column_sums sums row 0 first. sgd: fma(-lr, g, w), one rounding of w - lr g (core/sgd.hpp's
+// sgd_step, the reference for the bits below; torch.optim.SGD's fused kernel).
+TEST_CASE("column sums and the SGD step give the bits of column_sums and sgd_step") {
+  const matrix<float, 3, 2> a{{{1.f, 2.f}, {3.f, 4.f}, {5.f, 6.f}}};
+  std::vector<float> out(2);
+  qkv::flat::step_sizes z{1, 2, 2, 0, 3, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::column_sums_kind, a.v, nullptr, nullptr, nullptr, z, 0.f,
+                                          out.data()) == 0);
+  CHECK(out == std::vector<float>{9.f, 12.f});
+  CHECK(same_bits(qkv::column_sums(a), out));
+  const matrix<float, 3, 1> order{{{1e8f}, {1.f}, {-1e8f}}};
+  qkv::flat::column_sums(order.v, 3, 1, out.data());
+  CHECK(out[0] == 0.f);
+  CHECK(same_bits(qkv::column_sums(order), std::vector<float>{out[0]}));
+  // SGD: torch.optim.SGD(lr=0.1) on x's numbers with w as the gradient (float32 and double)
+  std::vector<float> s(12);
+  qkv::flat::step_sizes g{3, 4, 4, 4, 0, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::sgd_kind, x.v, w.v, nullptr, nullptr, g, 0.1f,
+                                          s.data()) == 0);
+  CHECK(same_bits(qkv::sgd_step(x, w, 0.1f), s));
+  const auto xd = qkv::matrix_cast<double>(x), wd = qkv::matrix_cast<double>(w);
+  std::vector<double> sd(12);
+  qkv::flat::extended_step<double>(qkv::flat::sgd_kind, xd.v, wd.v, nullptr, nullptr, g, 0.1, sd.data());
+  CHECK(same_bits(qkv::sgd_step(xd, wd, 0.1), sd));
+  // 1 - 1 (1 + 2^-23) = -2^-23, exactly (one rounding of an exact value)
+  const float one = 1.f, g1 = 1.f + 0x1p-23f;
+  float r = 0;
+  qkv::flat::sgd(&one, &g1, 1, 1.f, &r);
+  CHECK(r == -0x1p-23f);
+  // a NaN gradient gives a NaN weight; the kinds 40-59 other than these: 1, nothing written
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  qkv::flat::sgd(&one, &nan, 1, 0.1f, &r);
+  CHECK(std::isnan(r));
+  r = 7.f;
+  CHECK(qkv::flat::extended_step<float>(static_cast<qkv::flat::kind>(59), &one, &one, nullptr, nullptr, z,
+                                        0.f, &r) == 1);
+  CHECK(r == 7.f);
 }

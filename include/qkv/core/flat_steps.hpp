@@ -333,4 +333,43 @@ constexpr void cast(const From* a, std::size_t n, To* out) {
   for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<To>(a[k]);
 }
 
+/// kind 41, column_sums: C (1, cols) = the sum of each column of A (rows, cols): row 0, then
+/// + row 1, ... (matrix.hpp's column_sums: a bias's gradient, d_b = column sums of dY)
+inline constexpr kind column_sums_kind = static_cast<kind>(41);
+
+/// C(0, j) = A(0, j) + A(1, j) + ... + A(rows - 1, j), left to right
+template <class T>
+constexpr void column_sums(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t j = 0; j < cols; ++j) out[j] = a[j];
+  for (std::size_t i = 1; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) out[j] += a[i * cols + j];
+}
+
+/// kind 42, sgd: C = W - lr G, one rounding per element (sgd.hpp's sgd_step, torch.optim.SGD's
+/// step: qkv::fma(-lr, g, w)); W, G, C (rows, cols), lr in their type
+inline constexpr kind sgd_kind = static_cast<kind>(42);
+
+/// C(k) = fma(-lr, G(k), W(k)), n numbers
+template <class T>
+constexpr void sgd(const T* w, const T* g, std::size_t n, T lr, T* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = qkv::fma(T(-lr), g[k], w[k]);
+}
+
+/// @brief step(), and the kinds numbered 40-59 that are steps in one type (column_sums: a, the
+/// sizes' rows and cols of C and n rows of A; sgd: W in a, G in b, lr in scalar): the module's
+/// qkv_step_f32 / _f64 and page_recompute call this. Returns 0, or 1 for an unknown kind
+template <class T>
+constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
+                            const step_sizes& z, T scalar, T* out) {
+  if (k == column_sums_kind) {
+    column_sums(a, z.n, z.cols, out);
+    return 0;
+  }
+  if (k == sgd_kind) {
+    sgd(a, b, z.rows * z.cols, scalar, out);
+    return 0;
+  }
+  return step(k, a, b, c, masked, z, scalar, out);
+}
+
 }  // namespace qkv::flat

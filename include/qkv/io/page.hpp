@@ -197,6 +197,20 @@ struct page_how {
     h.op = "cast", h.a = std::move(a);
     return h;
   }
+  /// C(0, j) = A(0, j) + A(1, j) + ...: the sum of each column (matrix.hpp's column_sums, a
+  /// bias's gradient; core/flat_steps.hpp's column_sums, kind 41)
+  static page_how column_sums(std::string a) {
+    page_how h;
+    h.op = "colsum", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, j) = W(i, j) - lr G(i, j), one rounding (torch.optim.SGD's step: sgd.hpp's sgd_step;
+  /// core/flat_steps.hpp's sgd, kind 42); `lr` in the parameters' type
+  static page_how sgd(std::string w, std::string g, double lr) {
+    page_how h;
+    h.op = "sgd", h.a = std::move(w), h.b = std::move(g), h.scale = lr;
+    return h;
+  }
 };
 
 /// a static_assert of an example's source (found by scripts/page_notes.py)

@@ -92,8 +92,8 @@ std::vector<T> run(const page_step& s, const std::map<std::string, std::vector<T
   std::vector<T> out(s.sizes.rows * s.sizes.cols);
   std::vector<unsigned char> mask;
   for (char c : s.masked) mask.push_back(c == '1' ? 1 : 0);
-  flat::step<T>(s.kind, ptr(s.a), ptr(s.b), ptr(s.c), mask.empty() ? nullptr : mask.data(), s.sizes,
-                T(s.scalar), out.data());
+  flat::extended_step<T>(s.kind, ptr(s.a), ptr(s.b), ptr(s.c), mask.empty() ? nullptr : mask.data(), s.sizes,
+                         T(s.scalar), out.data());
   return out;
 }
 
@@ -217,6 +217,17 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
       return fail("its sizes do not fit its operands");
     s.kind = flat::kind::rope, s.b = h.b, s.c = h.bias, s.sizes.bs = B->cols, s.sizes.n = h.n, s.sizes.ac = r,
     s.sizes.br = h.note == "interleaved" ? 1 : 0;
+    return s;
+  }
+  if (h.op == "colsum") {  // C (1, cols) = the column sums of A (rows, cols): n = A's rows
+    if (R != 1 || A->cols != C) return fail("its sizes do not fit its operands");
+    s.kind = flat::column_sums_kind, s.sizes.n = A->rows;
+    return s;
+  }
+  if (h.op == "sgd") {  // C = W - lr G: W in a, G in b, lr in scale
+    if (B == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::sgd_kind, s.b = h.b, s.scalar = h.scale;
     return s;
   }
   if (h.op == "cast") {  // another type (flat::cast): which pairs plan_recompute checks

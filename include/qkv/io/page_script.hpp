@@ -237,6 +237,16 @@ function explain(id, i, j) {
   if (h.op === 'transpose') {
     x.formula = A.caption + '(' + rl(A, j) + ', ' + cl(A, i) + '), transposed'; x.sum = get(A, j, i); return x;
   }
+  if (h.op === 'colsum') {  // the sum of each column (flat::column_sums)
+    var col = []; for (var r7 = 0; r7 < A.rows; ++r7) col.push(get(A, r7, j));
+    x.formula = 'the sum of column ' + cl(A, j) + ' of ' + A.caption + ', row 1 first: ' + col.map(function (a7) { return vt(A, a7); }).join(' + ');
+    x.sum = col.reduce(function (t7, a7) { return t7 + a7; }, 0); return x;
+  }
+  if (h.op === 'sgd') {  // one SGD step (flat::sgd): W - lr g, one rounding
+    var w8 = get(A, i, j), g8 = get(B, i, j);
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, w8) + ' \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + vt(B, g8) + ' (one rounding: a fused multiply-add, as PyTorch\u2019s SGD)';
+    x.sum = w8 - h.scale * g8; return x;
+  }
   if (h.op === 'cast') {  // another type (flat::cast): float32 -> double exactly, a float -> its exact rational
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, get(A, i, j)) + ' (' + A.dtype + ') as ' + (m.dtype === 'exact' ? 'an exact rational: the float\u2019s exact value' : m.dtype + ', exactly');
     x.sum = get(A, i, j); return x;
