@@ -75,9 +75,10 @@ STALE = {
     'flash_backward': {'flash.row_max', 'flash.row_sum', 'flash.context', 'flash_grads.d_row', 'flash_grads.d_values',
                        'flash_grads.d_queries', 'flash_grads.d_keys', 'PyTorch float64 d_queries', 'flash_w_query', 'L',
                        'lse_grads.d_queries'},
-    # 17: its d_b_head (column sums), d_x, d_pos and SGD steps are recomputed; the loss, the
-    # embedding's backward, the forward after the step and AdamW are not
-    'one_training_step': {'losses', 'd_tok', 'probabilities after SGD', 'W_q after AdamW'},
+    # 17: tok[ids] (the embedding), its losses (cross entropy), d_b_head (column sums), d_x, d_tok
+    # (the embedding's backward), d_pos, the SGD steps and the forward after them are
+    # recomputed; AdamW's step is not
+    'one_training_step': {'W_q after AdamW'},
     # summarised: query, key and value are its inputs (W_q, W_k, W_v are not on the page); the
     # output projection's W_o is not either
     'bert': {'output'},

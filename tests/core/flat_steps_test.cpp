@@ -12,9 +12,12 @@
 #include <doctest/doctest.h>
 
 #include <qkv/core/attention.hpp>
+#include <qkv/core/cross_entropy.hpp>
+#include <qkv/core/embedding_backward.hpp>
 #include <qkv/core/flat_steps.hpp>
 #include <qkv/core/layers.hpp>
 #include <qkv/core/rope.hpp>
+#include <qkv/core/sequence.hpp>
 #include <qkv/core/sgd.hpp>
 #include <qkv/core/softmax.hpp>
 #include <qkv/core/softmax_backward.hpp>
@@ -302,4 +305,75 @@ TEST_CASE("column sums and the SGD step give the bits of column_sums and sgd_ste
   CHECK(qkv::flat::extended_step<float>(static_cast<qkv::flat::kind>(59), &one, &one, nullptr, nullptr, z,
                                         0.f, &r) == 1);
   CHECK(r == 7.f);
+}
+
+// kind 43 (example 17's losses): cross_entropy's losses, bit for bit. By hand: logits [0, 0, 0, 0]
+// with any target is log(4) - (0 - 0) = log 4 = 1.3862944 (float32: 1.38629436); with x's rows as
+// logits the core's cross_entropy is the reference. A target outside the vocabulary, or not an
+// integer, is cross_entropy's out_of_range.
+TEST_CASE("cross-entropy losses give the bits of cross_entropy's losses") {
+  const matrix<int, 1, 3> targets{{{3, 0, 1}}};
+  const float tf[3] = {3.f, 0.f, 1.f};
+  std::vector<float> out(3);
+  qkv::flat::step_sizes z{3, 1, 4, 3, 4, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::cross_entropy_kind, x.v, tf, nullptr, nullptr, z, 0.f,
+                                          out.data()) == 0);
+  CHECK(same_bits(qkv::cross_entropy(x, targets).losses, out));
+  const auto xd = qkv::matrix_cast<double>(x);
+  const double td[3] = {3, 0, 1};
+  std::vector<double> od(3);
+  qkv::flat::cross_entropy_losses(xd.v, td, 3, 4, od.data());
+  CHECK(same_bits(qkv::cross_entropy(xd, targets).losses, od));
+  const float zeros[4] = {0.f, 0.f, 0.f, 0.f}, t2 = 2.f;
+  float l = 0;
+  qkv::flat::cross_entropy_losses(zeros, &t2, 1, 4, &l);
+  CHECK(l == doctest::Approx(1.3862944).epsilon(1e-7));
+  CHECK(l == qkv::log(4.f));
+  const float bad[2] = {4.f, 0.5f};
+  for (float t : bad)
+    CHECK_THROWS_WITH_AS(qkv::flat::cross_entropy_losses(zeros, &t, 1, 4, &l),
+                         "cross_entropy: a target id is outside the vocabulary (the logits' columns)",
+                         std::out_of_range);
+}
+
+// kind 44 (example 17's d_tok): embed_backward's gradient, bit for bit. By hand: ids [0, 1, 0] and
+// d_out rows [1, 2], [3, 4], [5, -0] give row 0 = [0 + 1 + 5, 0 + 2 + -0] = [6, 2], row 1 = [3, 4],
+// rows 2 and 3 = 0 (the table's rows no position holds); an id outside the table fails as
+// embed_backward's does.
+TEST_CASE("the embedding's backward gives the bits of embed_backward") {
+  const matrix<float, 3, 2> d{{{1.f, 2.f}, {3.f, 4.f}, {5.f, -0.f}}};
+  const matrix<int, 1, 3> ids{{{0, 1, 0}}};
+  const float idf[3] = {0.f, 1.f, 0.f};
+  std::vector<float> out(8, 7.f);
+  qkv::flat::step_sizes z{4, 2, 2, 3, 3, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::embedding_backward_kind, d.v, idf, nullptr, nullptr, z,
+                                          0.f, out.data()) == 0);
+  CHECK(out == std::vector<float>{6.f, 2.f, 3.f, 4.f, 0.f, 0.f, 0.f, 0.f});
+  CHECK(same_bits(qkv::embed_backward<4>(d, ids), out));
+  // x's rows as d_out into a table of 5 rows, ids [4, 4, 2]
+  const matrix<int, 1, 3> ids2{{{4, 4, 2}}};
+  const float id2[3] = {4.f, 4.f, 2.f};
+  std::vector<float> t(20);
+  qkv::flat::embedding_backward(x.v, id2, 3, 5, 4, t.data());
+  CHECK(same_bits(qkv::embed_backward<5>(x, ids2), t));
+  const float bad = 5.f;
+  CHECK_THROWS_WITH_AS(qkv::flat::embedding_backward(x.v, &bad, 1, 5, 4, t.data()),
+                       "embed_backward: a token id is outside the embedding table's rows", std::out_of_range);
+}
+
+// kind 45 (example 17's tok[ids]): embed's rows, value for value. By hand: ids [2, 0, 2] of x
+// (3, 4) are x's rows 3, 1, 3; an id outside the table is embed's out_of_range.
+TEST_CASE("the embedding's rows are embed's") {
+  const matrix<int, 1, 3> ids{{{2, 0, 2}}};
+  const float idf[3] = {2.f, 0.f, 2.f};
+  std::vector<float> out(12);
+  qkv::flat::step_sizes z{3, 4, 4, 3, 3, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::embedding_kind, x.v, idf, nullptr, nullptr, z, 0.f,
+                                          out.data()) == 0);
+  CHECK(same_bits(qkv::embed(x, ids), out));
+  CHECK(out[0] == -0.3f);
+  CHECK(out[4] == 0.1f);
+  const float bad = 3.f;
+  CHECK_THROWS_WITH_AS(qkv::flat::embedding(x.v, &bad, 1, 3, 4, out.data()),
+                       "embed: a token id is outside the embedding table's rows", std::out_of_range);
 }

@@ -211,6 +211,28 @@ struct page_how {
     h.op = "sgd", h.a = std::move(w), h.b = std::move(g), h.scale = lr;
     return h;
   }
+  /// C(i, 0) = -log softmax(A)(i, t_i): each position's cross-entropy loss (cross_entropy's
+  /// losses; core/flat_steps.hpp's cross_entropy_losses, kind 43), A the logits, `targets` a
+  /// (1, rows) matrix of the target ids
+  static page_how cross_entropy_losses(std::string logits, std::string targets) {
+    page_how h;
+    h.op = "cross_entropy", h.a = std::move(logits), h.b = std::move(targets);
+    return h;
+  }
+  /// C = the gradient of an embedding table: 0, then row ids(k) += row k of `d_out` (embed_backward;
+  /// core/flat_steps.hpp's embedding_backward, kind 44), `ids` a (1, len) matrix of token ids
+  static page_how embedding_backward(std::string d_out, std::string ids) {
+    page_how h;
+    h.op = "embedding_backward", h.a = std::move(d_out), h.b = std::move(ids);
+    return h;
+  }
+  /// C(k, j) = table(ids(k), j): an embedding's rows for the tokens (embed, nn.Embedding;
+  /// core/flat_steps.hpp's embedding, kind 45), `ids` a (1, len) matrix of token ids
+  static page_how embedding(std::string table, std::string ids) {
+    page_how h;
+    h.op = "embedding", h.a = std::move(table), h.b = std::move(ids);
+    return h;
+  }
 };
 
 /// a static_assert of an example's source (found by scripts/page_notes.py)

@@ -224,6 +224,24 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     s.kind = flat::column_sums_kind, s.sizes.n = A->rows;
     return s;
   }
+  if (h.op == "cross_entropy") {  // C (rows, 1): the logits in a (rows, V), the targets in b (1, rows)
+    if (B == nullptr || C != 1 || A->rows != R || A->cols == 0 || B->rows != 1 || B->cols != R)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::cross_entropy_kind, s.b = h.b, s.sizes.n = A->cols;
+    return s;
+  }
+  if (h.op == "embedding_backward") {  // C (V, D): d_out in a (len, D), the ids in b (1, len)
+    if (B == nullptr || A->cols != C || B->rows != 1 || B->cols != A->rows)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::embedding_backward_kind, s.b = h.b, s.sizes.n = A->rows;
+    return s;
+  }
+  if (h.op == "embedding") {  // C (len, D): the table in a (V, D), the ids in b (1, len)
+    if (B == nullptr || A->cols != C || B->rows != 1 || B->cols != R)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::embedding_kind, s.b = h.b, s.sizes.n = A->rows;
+    return s;
+  }
   if (h.op == "sgd") {  // C = W - lr G: W in a, G in b, lr in scale
     if (B == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C)
       return fail("its sizes do not fit its operands");

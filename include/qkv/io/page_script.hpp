@@ -242,6 +242,24 @@ function explain(id, i, j) {
     x.formula = 'the sum of column ' + cl(A, j) + ' of ' + A.caption + ', row 1 first: ' + col.map(function (a7) { return vt(A, a7); }).join(' + ');
     x.sum = col.reduce(function (t7, a7) { return t7 + a7; }, 0); return x;
   }
+  if (h.op === 'cross_entropy') {  // -log softmax(logits)(i, target) (flat::cross_entropy_losses)
+    var t9 = get(B, 0, i), row9 = [], mx9 = -Infinity, s9 = 0;
+    for (var c9 = 0; c9 < A.cols; ++c9) { row9.push(get(A, i, c9)); mx9 = Math.max(mx9, row9[c9]); }
+    row9.forEach(function (a9) { s9 += Math.exp(a9 - mx9); });
+    x.formula = '\u2212log softmax(' + A.caption + ')(' + rl(A, i) + ', ' + cl(A, t9) + ') = log \u03a3 e^(a \u2212 ' + vt(A, mx9) + ') \u2212 (' + vt(A, row9[t9]) + ' \u2212 ' + vt(A, mx9) + '), over the row [' + row9.map(function (a9) { return vt(A, a9); }).join(', ') + '], target ' + cl(A, t9);
+    x.sum = Math.log(s9) - (row9[t9] - mx9); return x;
+  }
+  if (h.op === 'embedding_backward') {  // the rows of d_out whose id is this row (flat::embedding_backward)
+    var terms10 = [];
+    for (var k10 = 0; k10 < B.cols; ++k10) if (get(B, 0, k10) === i) terms10.push(get(A, k10, j));
+    x.formula = terms10.length ? 'the sum of column ' + cl(A, j) + ' of ' + A.caption + ' over the positions whose token is ' + rl(m, i) + ': ' + terms10.map(function (a10) { return vt(A, a10); }).join(' + ') : 'no position holds token ' + rl(m, i) + ': 0';
+    x.sum = terms10.reduce(function (t10, a10) { return t10 + a10; }, 0); return x;
+  }
+  if (h.op === 'embedding') {  // a row of the table (flat::embedding)
+    var id11 = get(B, 0, i);
+    x.formula = A.caption + '(' + rl(A, id11) + ', ' + cl(A, j) + '): row ' + rl(A, id11) + ' of ' + A.caption + ', the token at position ' + rl(m, i);
+    x.sum = get(A, id11, j); return x;
+  }
   if (h.op === 'sgd') {  // one SGD step (flat::sgd): W - lr g, one rounding
     var w8 = get(A, i, j), g8 = get(B, i, j);
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, w8) + ' \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + vt(B, g8) + ' (one rounding: a fused multiply-add, as PyTorch\u2019s SGD)';
