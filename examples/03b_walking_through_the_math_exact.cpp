@@ -266,32 +266,41 @@ void page(Page& p) {
   const auto xs = Page::labels("x_", 4), ks = Page::labels("k_", 4);
   const std::string exact_name = "the exact rational", f32 = "float32", f64 = "double";
   // its matrices without a how are inputs, or marked derived(): X, W_q and W_k are editable and
-  // the float32 steps recomputed by the page's module; the exact values (q128: the scores'
-  // denominators near 2^104 need more than the module's 64-bit rationals) and the double run
-  // (from float32 inputs cast to double, a conversion that is not a step of the module) keep
+  // every step is recomputed by the page's module, each in its own type: the float32 run, the
+  // double run (the inputs cast to double, as the example casts them: how::cast) and the exact
+  // values (the inputs' exact rationals, how::cast, then sums and products); the exact scores
+  // w_T_2 (denominators near 2^104) do not fit the module's rationals of 64-bit integers, keep
   // the example's numbers after an edit, and say why
   p.with_truth();
   p.step(1);
-  p.text("Editing this page: X, W_q and W_k can be edited, and the float32 steps are recomputed by "
-         "qkv's C++ in the page. The exact values stay the example's: they are rationals of 128-bit "
-         "integers (q128; the scores' denominators are near 2^104), and the page's module computes "
-         "exact rationals of 64-bit integers only; the double run starts from float32 inputs cast to "
-         "double, a conversion the module does not do as a step.");
+  p.text("Editing this page: X, W_q and W_k can be edited, and every step is recomputed by qkv's "
+         "C++ in the page, each in its own type: the float32 run, the double run (the inputs cast "
+         "to double) and the exact values (each input's exact rational, then exact sums and "
+         "products). The module's exact numbers are rationals of 64-bit integers: the exact scores "
+         "w_T_2, whose denominators are near 2^104, need the example's 128-bit ones and keep the "
+         "example's numbers. NaN and infinity have no exact value: the page refuses them.");
   p.matrix("X", X).cols(xs);
-  p.matrix("EX", EX).cols(xs).caption("EX (X exactly)").derived();
+  p.matrix("EX", EX).cols(xs).caption("EX (X exactly)").how(how::cast("X"));
   p.matrix("Xᵀ", qkv::transposed(X)).rows(xs).hidden().how(how::transposed("X"));
   p.matrix("x_2ᵀ", qkv::transposed(qkv::column(X, 1))).rows({"x_2"}).hidden().how(how::block("Xᵀ", 1));
-  p.matrix("x_2ᵀ (exact)", qkv::transposed(qkv::column(EX, 1))).rows({"x_2"}).hidden().derived();
+  p.matrix("x_2ᵀ (exact)", qkv::transposed(qkv::column(EX, 1))).rows({"x_2"}).hidden().how(how::cast("x_2ᵀ"));
+  // the double run's operands: the float32 inputs cast to double (exactly), as the example casts them
+  p.matrix("X (double)", qkv::matrix_cast<double>(X)).cols(xs).hidden().how(how::cast("X"));
+  p.matrix("x_2ᵀ (double)", qkv::transposed(qkv::matrix_cast<double>(x_2))).rows({"x_2"}).hidden().how(how::cast("x_2ᵀ"));
   p.matrix("w_prime_2", w_prime_2).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ (exact)", "EX", 4));
   p.matrix("w_prime_2_f32", w_prime_2_f32).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ", "X", 4))
       .truth(ulps_against(w_prime_2_f32, w_prime_2), fractions(w_prime_2), exact_name + " w_prime_2");
-  p.matrix("w_prime_2_f64", w_prime_2_f64).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ", "X", 4))
+  p.matrix("w_prime_2_f64", w_prime_2_f64).rows({"x_2"}).cols(xs).how(how::matmul("x_2ᵀ (double)", "X (double)", 4))
       .truth(ulps_against(w_prime_2_f64, w_prime_2), fractions(w_prime_2), exact_name + " w_prime_2");
   p.step(2);
   p.matrix("W_q", W_q);
   p.matrix("W_k", W_k);
-  p.matrix("q_2", q_2).cols({"q_2"}).how(how::matmul("W_q", "EX", 4, 0, 0, 1));
-  p.matrix("K", K).cols(ks).how(how::matmul("W_k", "EX", 4));
+  p.matrix("W_q (double)", qkv::matrix_cast<double>(W_q)).hidden().how(how::cast("W_q"));
+  p.matrix("W_k (double)", qkv::matrix_cast<double>(W_k)).hidden().how(how::cast("W_k"));
+  p.matrix("W_q (exact)", exact_values(W_q)).hidden().how(how::cast("W_q"));
+  p.matrix("W_k (exact)", exact_values(W_k)).hidden().how(how::cast("W_k"));
+  p.matrix("q_2", q_2).cols({"q_2"}).how(how::matmul("W_q (exact)", "EX", 4, 0, 0, 1));
+  p.matrix("K", K).cols(ks).how(how::matmul("W_k (exact)", "EX", 4));
   p.matrix("q_2ᵀ (exact)", qkv::transposed(q_2)).rows({"q_2"}).hidden().how(how::transposed("q_2"));
   p.matrix("w_T_2", w_T_2).rows({"q_2"}).cols(ks).how(how::matmul("q_2ᵀ (exact)", "K", 4));
   p.matrix("q_2_f32", q_2_f32).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
@@ -300,9 +309,9 @@ void page(Page& p) {
   p.matrix("q_2_f32ᵀ", qkv::transposed(q_2_f32)).rows({"q_2"}).hidden().how(how::transposed("q_2_f32"));
   p.matrix("w_T_2_f32", w_T_2_f32).rows({"q_2"}).cols(ks).how(how::matmul("q_2_f32ᵀ", "K_f32", 4))
       .truth(ulps_against(w_T_2_f32, w_T_2), fractions(w_T_2), exact_name + " w_T_2");
-  p.matrix("q_2_f64", q_2_f64).cols({"q_2"}).how(how::matmul("W_q", "X", 4, 0, 0, 1))
+  p.matrix("q_2_f64", q_2_f64).cols({"q_2"}).how(how::matmul("W_q (double)", "X (double)", 4, 0, 0, 1))
       .truth(ulps_against(q_2_f64, q_2), fractions(q_2), exact_name + " q_2");
-  p.matrix("K_f64", K_f64).cols(ks).how(how::matmul("W_k", "X", 4)).truth(ulps_against(K_f64, K), fractions(K), exact_name + " K");
+  p.matrix("K_f64", K_f64).cols(ks).how(how::matmul("W_k (double)", "X (double)", 4)).truth(ulps_against(K_f64, K), fractions(K), exact_name + " K");
   p.matrix("q_2_f64ᵀ", qkv::transposed(q_2_f64)).rows({"q_2"}).hidden().how(how::transposed("q_2_f64"));
   p.matrix("w_T_2_f64", w_T_2_f64).rows({"q_2"}).cols(ks).how(how::matmul("q_2_f64ᵀ", "K_f64", 4))
       .truth(ulps_against(w_T_2_f64, w_T_2), fractions(w_T_2), exact_name + " w_T_2");

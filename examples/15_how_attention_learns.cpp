@@ -717,8 +717,16 @@ void page(Page& p) {
   p.matrix("d_x", gw.d_x).rows(in3).derived();
   p.step(7);
   p.matrix("dO", dO).rows(q3);
-  p.matrix("d_scores (drawn dO)", gd.attention.d_scores).rows(q3).cols(k3).derived();
-  p.matrix("d_w_query (drawn dO)", gd.d_w_query).derived();
+  // the same steps from the drawn dO (an input of the page: a draw, not a function of the others)
+  p.matrix("d_weights (drawn dO)", gd.attention.d_weights).rows(q3).cols(k3).hidden()
+      .how(how::dot("dO", "values", 3));
+  p.matrix("D (drawn dO)", qkv::row_dots(gd.attention.d_weights, softmax_rounded)).rows(q3).hidden()
+      .how(how::row_dot("d_weights (drawn dO)", "weights", 3));
+  p.matrix("d_scores (drawn dO)", gd.attention.d_scores).rows(q3).cols(k3)
+      .how(how::softmax_backward("weights", "d_weights (drawn dO)", "D (drawn dO)"));
+  p.matrix("d_querys (drawn dO)", gd.attention.d_queries).rows(q3).hidden()
+      .how(how::matmul("d_scores (drawn dO)", "keys", 3));
+  p.matrix("d_w_query (drawn dO)", gd.d_w_query).how(how::matmul("x.T", "d_querys (drawn dO)", 3));
   p.step(8);
   p.matrix("d_querys (true softmax, float32)", sum32.attention.d_queries).rows(q3).derived();
   p.matrix("d_querys (true softmax, double)", sum64.attention.d_queries).rows(q3).derived();

@@ -693,7 +693,9 @@ void page(Page& p) {
   p.matrix("W_head", init.W_head).rows(vocabulary).caption("W_head: nn.Linear(4, 4), (vocabulary, d_model)");
   p.matrix("b_head", init.b_head).cols(vocabulary).caption("b_head");
   p.step(2);
-  p.matrix("tok[ids]", qkv::embed(init.tok, ids)).rows(words).caption("tok[ids]: the rows of a, b, a");
+  p.matrix("ids", qkv::matrix_cast<float>(ids)).cols(words).hidden();  // the token ids 0, 1, 0 (a, b, a)
+  p.matrix("tok[ids]", qkv::embed(init.tok, ids)).rows(words).caption("tok[ids]: the rows of a, b, a")
+      .how(how::embedding("tok", "ids"));
   p.matrix("x", f.x).rows(words).how(how::add("tok[ids]", "pos"));
   p.matrix("queries", f.attention.queries).rows(words).how(how::dot("x", "W_q", 4));
   p.matrix("keys", f.attention.keys).rows(words).how(how::dot("x", "W_k", 4));
@@ -710,8 +712,9 @@ void page(Page& p) {
   p.step(3);
   p.step(4);
   p.step(5);
+  p.matrix("targets", qkv::matrix_cast<float>(targets)).cols(words).hidden();  // the ids 1, 0, 1 (b, a, b)
   p.matrix("losses", f.loss.losses).rows(words).caption("-log p(target) at each position; the loss is their mean")
-      .derived();
+      .how(how::cross_entropy_losses("logits", "targets"));
   p.step(6);
   // d_logits as cross_entropy_backward computes it, fl(fl(p - [j == t]) / 3): two steps on the page
   using F = std::remove_cvref_t<decltype(f.logits(0, 0))>;
@@ -725,7 +728,8 @@ void page(Page& p) {
   p.step(7);
   p.matrix("d_logits.T", qkv::transposed(g.d_logits)).rows(vocabulary).cols(words).how(how::transposed("d_logits"));
   p.matrix("d_W_head", g.d_W_head).rows(vocabulary).how(how::matmul("d_logits.T", "h", 3));
-  p.matrix("d_b_head", g.d_b_head).cols(vocabulary).caption("the column sums of d_logits").derived();
+  p.matrix("d_b_head", g.d_b_head).cols(vocabulary).caption("the column sums of d_logits")
+      .how(how::column_sums("d_logits"));
   p.matrix("d_h", g.d_h).rows(words).how(how::matmul("d_logits", "W_head", 4));
   p.step(8);
   p.matrix("d_weights", a.d_weights).rows(words).cols(words).how(how::dot("d_h", "values", 4));
@@ -749,13 +753,54 @@ void page(Page& p) {
   p.matrix("d_values.T", qkv::transposed(a.d_values)).cols(words).how(how::transposed("d_values"));
   p.matrix("d_W_v", g.d.W_v).how(how::matmul("d_values.T", "x", 3));
   p.step(9);
-  p.matrix("d_x", g.d_x).rows(words).caption("d_h + d_queries W_q + d_keys W_k + d_values W_v").derived();
-  p.matrix("d_tok", g.d.tok).rows(vocabulary).caption("row a = d_x rows 1 and 3 added; c and d: 0").derived();
-  p.matrix("d_pos", g.d.pos).caption("d_x itself").derived();
+  // d_x = d_h + ((d_queries W_q + d_keys W_k) + d_values W_v): project_backward's d_x per
+  // projection, summed as self_attention_backward sums them, then the residual's d_h
+  p.matrix("d_queries W_q", qkv::matrix_product(a.d_queries, init_in<float>.W_q)).rows(words).hidden()
+      .how(how::matmul("d_queries", "W_q", 4));
+  p.matrix("d_keys W_k", qkv::matrix_product(a.d_keys, init_in<float>.W_k)).rows(words).hidden()
+      .how(how::matmul("d_keys", "W_k", 4));
+  p.matrix("d_values W_v", qkv::matrix_product(a.d_values, init_in<float>.W_v)).rows(words).hidden()
+      .how(how::matmul("d_values", "W_v", 4));
+  p.matrix("d_queries W_q + d_keys W_k", qkv::matrix_product(a.d_queries, init_in<float>.W_q) +
+                                             qkv::matrix_product(a.d_keys, init_in<float>.W_k))
+      .rows(words).hidden().how(how::add("d_queries W_q", "d_keys W_k"));
+  p.matrix("d_x (attention)", g.attention.d_x).rows(words).hidden()
+      .how(how::add("d_queries W_q + d_keys W_k", "d_values W_v"));
+  p.matrix("d_x", g.d_x).rows(words).caption("d_h + d_queries W_q + d_keys W_k + d_values W_v")
+      .how(how::add("d_h", "d_x (attention)"));
+  p.matrix("d_tok", g.d.tok).rows(vocabulary).caption("row a = d_x rows 1 and 3 added; c and d: 0")
+      .how(how::embedding_backward("d_x", "ids"));
+  p.matrix("d_pos", g.d.pos).caption("d_x itself").how(how::block("d_x", 0));
   p.step(10);
-  p.matrix("W_q after SGD", stepped<float>.W_q).caption("W_q - 0.1 d_W_q, one rounding").derived();
-  p.matrix("b_head after SGD", stepped<float>.b_head).cols(vocabulary).derived();
-  p.matrix("probabilities after SGD", forward(stepped<float>).loss.probabilities).rows(words).cols(vocabulary).derived();
+  p.matrix("W_q after SGD", stepped<float>.W_q).caption("W_q - 0.1 d_W_q, one rounding")
+      .how(how::sgd("W_q", "d_W_q", 0.1f));
+  p.matrix("b_head after SGD", stepped<float>.b_head).cols(vocabulary).how(how::sgd("b_head", "d_b_head", 0.1f));
+  // the forward again from every parameter after the step (hidden: the page shows its probabilities)
+  const auto f2 = forward(stepped<float>);
+  const auto& s2 = stepped<float>;
+  p.matrix("tok after SGD", s2.tok).rows(vocabulary).hidden().how(how::sgd("tok", "d_tok", 0.1f));
+  p.matrix("pos after SGD", s2.pos).hidden().how(how::sgd("pos", "d_pos", 0.1f));
+  p.matrix("W_k after SGD", s2.W_k).hidden().how(how::sgd("W_k", "d_W_k", 0.1f));
+  p.matrix("W_v after SGD", s2.W_v).hidden().how(how::sgd("W_v", "d_W_v", 0.1f));
+  p.matrix("W_head after SGD", s2.W_head).rows(vocabulary).hidden().how(how::sgd("W_head", "d_W_head", 0.1f));
+  p.matrix("tok[ids] after SGD", qkv::embed(s2.tok, ids)).rows(words).hidden().how(how::embedding("tok after SGD", "ids"));
+  p.matrix("x after SGD", f2.x).rows(words).hidden().how(how::add("tok[ids] after SGD", "pos after SGD"));
+  p.matrix("queries after SGD", f2.attention.queries).rows(words).hidden().how(how::dot("x after SGD", "W_q after SGD", 4));
+  p.matrix("keys after SGD", f2.attention.keys).rows(words).hidden().how(how::dot("x after SGD", "W_k after SGD", 4));
+  p.matrix("values after SGD", f2.attention.values).rows(words).hidden().how(how::dot("x after SGD", "W_v after SGD", 4));
+  p.matrix("scores after SGD", f2.attention.scores).rows(words).cols(words).hidden()
+      .how(how::dot("queries after SGD", "keys after SGD", 4));
+  p.matrix("scaled_scores after SGD", f2.attention.scaled_scores).rows(words).cols(words).hidden()
+      .how(how::scaled("scores after SGD", 0.5, "1 / sqrt(4) = 1/2", "causal: the key comes after the query"));
+  p.matrix("weights after SGD", f2.attention.weights).rows(words).cols(words).hidden()
+      .how(how::softmax("scaled_scores after SGD"));
+  p.matrix("context after SGD", f2.attention.context).rows(words).hidden()
+      .how(how::matmul("weights after SGD", "values after SGD", 3));
+  p.matrix("h after SGD", f2.h).rows(words).hidden().how(how::add("x after SGD", "context after SGD"));
+  p.matrix("logits after SGD", f2.logits).rows(words).cols(vocabulary).hidden()
+      .how(how::dot("h after SGD", "W_head after SGD", 4, 0, 0, "b_head after SGD"));
+  p.matrix("probabilities after SGD", f2.loss.probabilities).rows(words).cols(vocabulary)
+      .how(how::softmax("logits after SGD"));
   p.step(11);
   p.matrix("W_q after AdamW", adamw_stepped<float>.W_q).caption("W_q 0.9999 - 0.01 g / (|g| + 1e-8)").derived();
 }

@@ -49,21 +49,23 @@ int qkv_attend_f64(const double* x, std::size_t t, std::size_t d, const double* 
                                    scale, masked, out);
 }
 
-// one step of a `qkv explain` page (flat_steps.hpp's step()): sizes holds rows, cols, as, bs, n,
+// one step of a `qkv explain` page (flat_steps.hpp's extended_step(): step() and the kinds
+// 40-59 in one type, column_sums and sgd): sizes holds rows, cols, as, bs, n,
 // ac, br, bc (step_sizes); scalar the factor, divisor or eps, in the page's type
 int qkv_step_f32(int kind, const float* a, const float* b, const float* c, const unsigned char* masked,
                  const std::size_t* sizes, double scalar, float* out) {
   const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
                                 sizes[4], sizes[5], sizes[6], sizes[7]};
-  return qkv::flat::step<float>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z,
-                                static_cast<float>(scalar), out);
+  return qkv::flat::extended_step<float>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z,
+                                         static_cast<float>(scalar), out);
 }
 
 int qkv_step_f64(int kind, const double* a, const double* b, const double* c, const unsigned char* masked,
                  const std::size_t* sizes, double scalar, double* out) {
   const qkv::flat::step_sizes z{sizes[0], sizes[1], sizes[2], sizes[3],
                                 sizes[4], sizes[5], sizes[6], sizes[7]};
-  return qkv::flat::step<double>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z, scalar, out);
+  return qkv::flat::extended_step<double>(static_cast<qkv::flat::kind>(kind), a, b, c, masked, z, scalar,
+                                          out);
 }
 
 std::size_t qkv_gradients_size(std::size_t t, std::size_t d, std::size_t dq, std::size_t dv,
@@ -181,4 +183,24 @@ int qkv_attend_case_backward_f64(const double* const* p, const std::size_t* z, i
 extern "C" {
 float qkv_round_bfloat16(float x) { return static_cast<float>(qkv::bfloat16(x)); }
 float qkv_round_float16(float x) { return static_cast<float>(qkv::float16(x)); }
+}
+
+// a step from one type to another (flat_steps.hpp's cast, kind 40: a page whose steps mix float32,
+// float64 and exact rationals, io/page_recompute.hpp): n values of a, of type `from`, into out, of
+// type `to` (0 float32, 1 float64, 2 q64), as matrix_cast converts: float32 -> float64, a float ->
+// its exact value (rational::exactly; a float outside the rational's range traps with its message).
+// Returns 0, or 1 for a pair it does not convert (nothing written)
+extern "C" {
+int qkv_cast(int from, int to, const void* a, std::size_t n, void* out) {
+  if (from == 0 && to == 1) {
+    qkv::flat::cast(static_cast<const float*>(a), n, static_cast<double*>(out));
+  } else if (from == 0 && to == 2) {
+    qkv::flat::cast(static_cast<const float*>(a), n, static_cast<q64*>(out));
+  } else if (from == 1 && to == 2) {
+    qkv::flat::cast(static_cast<const double*>(a), n, static_cast<q64*>(out));
+  } else {
+    return 1;
+  }
+  return 0;
+}
 }

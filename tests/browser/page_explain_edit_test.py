@@ -50,10 +50,9 @@ STALE = {
     'illustrated': {'attn_scores (float64)', 'whole_matrix_softmax'},
     'from_scratch': set(),
     'the_math': set(),
-    # 03b: its float32 run is recomputed; its exact values (q128: denominators near 2^104, beyond the
-    # module's 64-bit rationals) and its double run (float32 inputs cast to double) are not
-    'the_math_exact': {'EX', 'x_2ᵀ (exact)', 'w_prime_2', 'w_prime_2_f64', 'q_2', 'K', 'q_2ᵀ (exact)', 'w_T_2',
-                       'q_2_f64', 'K_f64', 'q_2_f64ᵀ', 'w_T_2_f64'},
+    # 03b: its steps mix types (float32, the inputs cast to double, their exact values: kind 40,
+    # flat::cast); the exact scores w_T_2 (denominators near 2^104) overflow the module's 64-bit rationals
+    'the_math_exact': {'w_T_2'},
     'statquest': set(),
     'masking': set(),
     'encoder_layer': set(),
@@ -70,23 +69,25 @@ STALE = {
     # flash's blocks and output are the online softmax's steps; its bound is a check, not a step
     'flash': {'bound'},
     # chapter three and four: the materialised backward is recomputed; flash's blocks, PyTorch's
-    # numbers, the loss, the column sums and the optimizers' steps are not
+    # numbers, the loss, the embedding's backward and AdamW are not
     'flash_backward': {'flash.row_max', 'flash.row_sum', 'flash.context', 'flash_grads.d_row', 'flash_grads.d_values',
                        'flash_grads.d_queries', 'flash_grads.d_keys', 'PyTorch float64 d_queries', 'flash_w_query', 'L',
                        'lse_grads.d_queries'},
-    'one_training_step': {'losses', 'd_b_head', 'd_x', 'd_tok', 'd_pos', 'W_q after SGD', 'b_head after SGD',
-                          'probabilities after SGD', 'W_q after AdamW'},
+    # 17: tok[ids] (the embedding), its losses (cross entropy), d_b_head (column sums), d_x, d_tok
+    # (the embedding's backward), d_pos, the SGD steps and the forward after them are
+    # recomputed; AdamW's step is not
+    'one_training_step': {'W_q after AdamW'},
     # summarised: query, key and value are its inputs (W_q, W_k, W_v are not on the page); the
     # output projection's W_o is not either
     'bert': {'output'},
 }
 # the exact pages (E.exact "q64": every step over qkv::exact::rational<long long> in the module)
 # and the matrices each does not recompute: 15's later parts, float numbers the example computes
-# outside the page's steps (the drawn dO, the true softmax, the modules, the training step), and
-# d_x (three products summed: not one step)
+# outside the page's steps (the true softmax, the modules, the training step), and d_x (from
+# w_query, w_key, w_value, which are not on the page); the drawn dO's steps are recomputed
 EXACT = {
     'illustrated_exact': set(),
-    'how_attention_learns': {'d_x', 'd_scores (drawn dO)', 'd_w_query (drawn dO)', 'd_querys (true softmax, float32)',
+    'how_attention_learns': {'d_x', 'd_querys (true softmax, float32)',
                              'd_querys (true softmax, double)', 'd_scaled_scores (double)', 'W_q.weight.grad',
                              'W_k.weight.grad', 'W_v.weight.grad', 'd_output (MSE)', 'W_q.weight.grad (MSE)',
                              'W_q.weight after the step', 'W_k.weight after the step', 'W_v.weight after the step',
@@ -110,12 +111,16 @@ def words(dtype, b):
     return out
 
 
-def native(edit, bits, tmp):
-    """page_steps_native on the page's current numbers: every step's bits, by id"""
+def native(edit, bits, tmp, texts=None):
+    """page_steps_native on the page's current numbers: every step's bits, by id; on a page whose
+    steps mix types (03b), an exact operand's fractions from `texts` and an exact step's fractions"""
     ops = {s[k] for s in edit['steps'] for k in ('a', 'b', 'c') if s[k]}
     steps = {s['id'] for s in edit['steps']}
     doc = {'steps': edit['steps'], 'matrices': {}}
     for id_ in ops - steps:
+        if texts and id_ in texts:
+            doc['matrices'][id_] = {'dtype': 'exact', 'exact': list(texts[id_])}
+            continue
         dt, b = bits[id_]
         size = 4 if dt == 'float32' else 8
         doc['matrices'][id_] = {'dtype': dt, 'bits': ['%x' % int.from_bytes(b[k:k + size], 'little')
@@ -128,6 +133,9 @@ def native(edit, bits, tmp):
         raise SystemExit('page_steps_native failed: ' + r.stderr)
     out = {}
     for id_, hexes in json.loads(r.stdout).items():
+        if texts and id_ in texts:  # an exact step: its fractions
+            out[id_] = hexes
+            continue
         dt = bits[id_][0]
         size = 4 if dt == 'float32' else 8
         out[id_] = b''.join(int(h, 16).to_bytes(size, 'little') for h in hexes)
@@ -327,15 +335,17 @@ def main():
 
             def verify(what):
                 bits = page_bits(driver)
-                now = native(edit, bits, tmp)
-                bad = [s for s in steps if words(bits[s][0], now[s]) != words(bits[s][0], bits[s][1])]
+                ex = exact_texts(driver)  # a stale exact matrix (03b's) keeps its fractions; a mixed page's exact steps
+                now = native(edit, bits, tmp, ex)
+                fl = [s for s in steps if s not in ex]
+                bad = [s for s in fl if words(bits[s][0], now[s]) != words(bits[s][0], bits[s][1])]
+                bad += [s for s in steps if s in ex and now[s] != ex[s]]
                 check(not bad, '%s, %s: the page differs from the native steps in %s' % (name, what, bad))
-                ex = exact_texts(driver)  # a stale exact matrix (03b's) keeps its fractions too
                 kept = [s for s in stale if (s in bits and bits[s] != orig[s]) or (s in ex and ex[s] != orig_exact[s])]
                 check(not kept, '%s, %s: matrices not recomputed changed: %s' % (name, what, kept))
-                reached = sum(1 for s in steps for a, b in zip(words(bits[s][0], now[s]), words(bits[s][0], orig[s][1]))
-                              if a != b)
-                cells = sum(len(words(bits[s][0], now[s])) for s in steps)
+                reached = sum(1 for s in fl for a, b in zip(words(bits[s][0], now[s]), words(bits[s][0], orig[s][1]))
+                              if a != b) + sum(1 for s in steps if s in ex for a, b in zip(now[s], orig_exact[s]) if a != b)
+                cells = sum(len(words(bits[s][0], now[s])) for s in fl) + sum(len(now[s]) for s in steps if s in ex)
                 last = driver.execute_script('return window.qkvPage.editor().last;')
                 print('  %-36s %s: %4d of %4d cells recomputed, every step bit for bit the native build; module %.2f ms, '
                       'with the page redrawn %.1f ms' % (what, 'ok' if not bad else 'DIFFERS', reached, cells,
@@ -383,12 +393,24 @@ def main():
             driver.save_screenshot(os.path.join(OUT, 'explain_edit_%s.png' % name))
             # 2. NaN into the second input, inf and -inf into the first
             a1 = inputs[1] if len(inputs) > 1 else a0
-            driver.execute_script('window.qkvPage.editor().set(arguments[0], 0, 1, "NaN");', a1)
-            verify('%s(1, 2) = NaN' % a1)
-            driver.execute_script('window.qkvPage.editor().set(arguments[0], 1, 0, "inf");', a0)
-            verify('%s(2, 1) = inf' % a0)
-            driver.execute_script('window.qkvPage.editor().set(arguments[0], 1, 1, "-inf");', a0)
-            verify('%s(2, 2) = -inf' % a0)
+            for (mid, i, j, text) in ((a1, 0, 1, 'NaN'), (a0, 1, 0, 'inf'), (a0, 1, 1, '-inf')):
+                before = (page_bits(driver), exact_texts(driver))
+                r = driver.execute_script('return window.qkvPage.editor().set(arguments[0], arguments[1], arguments[2], arguments[3]);',
+                                          mid, i, j, text)
+                if edit.get('exact'):
+                    # a page whose steps mix types: an input cast to an exact rational (03b's X, W_q,
+                    # W_k) has no NaN or infinity; refused with the native message, nothing changed
+                    check(r == 'qkv::exact::rational: NaN and infinity have no exact value',
+                          '%s: %s(%d, %d) = %s refused with the native message (%r)' % (name, mid, i + 1, j + 1, text, r))
+                    check((page_bits(driver), exact_texts(driver)) == before,
+                          '%s: after %s refused, every number is as it was' % (name, text))
+                    print('  %-36s refused: %s' % ('%s(%d, %d) = %s' % (mid, i + 1, j + 1, text), r))
+                    continue
+                verify('%s(%d, %d) = %s' % (mid, i + 1, j + 1, text))
+            if edit.get('exact'):  # the same cell, a number: taken again, every step recomputed
+                r = driver.execute_script('return window.qkvPage.editor().set(arguments[0], 1, 1, "-0.75");', a0)
+                check(r == '', '%s: the page is still editable after the refusals (%r)' % (name, r))
+                verify('%s(2, 2) = -0.75 after the refusals' % a0)
             driver.execute_script('window.qkvPage.editor().reset();')
             check(page_bits(driver) == orig and exact_texts(driver) == orig_exact,
                   '%s: Reset brings back every number\'s bits' % name)

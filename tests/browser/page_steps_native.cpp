@@ -12,7 +12,8 @@
 // operands' given bits and the steps before it; for an exact step {id: ["n/d", ...]}, its
 // fractions (flat::exact_step over io::page_exact, rational<long long>). Bad input, and an error
 // of the exact arithmetic (an overflow, a zero denominator, malformed text): "page_steps_native: "
-// and the message (rational.hpp's own, what the page must show), exit 2.
+// and the message (rational.hpp's own, what the page must show), exit 2. A cast step (kind 40,
+// with its "dtype") converts its operand to that type (flat::cast): a page whose steps mix types.
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -91,7 +92,18 @@ int main(int argc, char** argv) {
       s.sizes = {z[0], z[1], z[2], z[3], z[4], z[5], z[6], z[7]};
       // a test driver: it trusts the sizes, which plan_recompute checked against the page's
       // shapes when the tool wrote the page (the operands are the page's own matrices)
-      if (ex.count(s.a)) {
+      if (s.kind == qkv::flat::cast_kind) {  // another type (its "dtype"): flat::cast
+        s.dtype = j.at("dtype");
+        const std::string from = f32.count(s.a) ? "float32" : f64.count(s.a) ? "float64" : "exact";
+        if (!qkv::io::page_recompute_detail::run_cast(s, from, s.dtype, f32, f64, ex))
+          throw std::runtime_error("step " + s.id + ": no cast from " + from + " to " + s.dtype);
+        if (s.dtype == "float64") {
+          out[s.id] = to_bits<double, std::uint64_t>(f64[s.id]);
+        } else {
+          out[s.id] = nlohmann::json::array();
+          for (const auto& v : ex[s.id]) out[s.id].push_back(qkv::io::page_detail::exact_text(v));
+        }
+      } else if (ex.count(s.a)) {
         for (const auto* id : {&s.a, &s.b, &s.c})
           if (!id->empty() && !ex.count(*id))
             throw std::runtime_error("step " + s.id + ": no exact matrix " + *id);

@@ -8,7 +8,8 @@ reference/step_truth.hpp, the C++ the page's truth was written with). After an e
 explanation shows its error against the truth of the learner's inputs, recomputed in the page.
 Here, on pages that between them have every kind of step the truth knows (products with a bias,
 the weights times the values, a scale and a division with masked scores, softmax, a residual
-sum, relu, LayerNorm, a transpose, blocks and concatenations, the softmax's backward), a cell of
+sum, relu, LayerNorm, a transpose, blocks and concatenations, the softmax's backward; 17's
+embeddings and their backward, cross entropy, column sums and SGD), a cell of
 an input is edited in Chromium, and every shown cell of every matrix with a truth is hovered: its
 truth line is checked against an oracle that shares no code with qkv, Python's `decimal` at 60
 digits, following the page's steps (E.steps) from the page's own inputs after the edit:
@@ -51,6 +52,7 @@ PAGES = [
     'encoder_layer',   # biases, the residual sums, relu, LayerNorm
     'from_scratch',    # the division by float32(sqrt(24)), blocks, concatenations
     'flash_backward',  # the softmax's backward: D, dS
+    'one_training_step',  # embeddings and their backward, cross entropy, column sums, SGD
 ]
 
 
@@ -117,6 +119,21 @@ def oracle(kind, a, b, c, z, scalar, computed):
             inv = 1 / (var + D(scalar)).sqrt()
             for j in range(C):
                 out[i * C + j] = (row[j] - mean) * inv * (b[j] if b is not None else 1) + (c[j] if c is not None else 0)
+    elif kind in (40, 42):  # cast: the same number; sgd: w - lr g
+        out = list(a) if kind == 40 else [w - D(scalar) * g for w, g in zip(a, b)]
+    elif kind == 41:  # column sums of a (N rows)
+        out = [sum((a[i * C + j] for i in range(N)), D(0)) for j in range(C)]
+    elif kind == 43:  # cross entropy: log(sum e^(l - m)) - (l_t - m), the logits (R, N)
+        for i in range(R):
+            row = a[i * N:(i + 1) * N]
+            top = max(row)
+            out[i] = sum(((x - top).exp() for x in row), D(0)).ln() - (row[int(b[i])] - top)
+    elif kind == 45:  # embedding: table a's rows ids(k) (b)
+        out = [a[int(b[t]) * C + j] for t in range(R) for j in range(C)]
+    elif kind == 44:  # embedding_backward: 0, then row ids(t) += a's row t (N of them)
+        for t in range(N):
+            for j in range(C):
+                out[int(b[t]) * C + j] += a[t * C + j]
     else:
         return None
     return out

@@ -12,11 +12,15 @@
 #include <doctest/doctest.h>
 
 #include <qkv/core/attention.hpp>
+#include <qkv/core/cross_entropy.hpp>
+#include <qkv/core/embedding_backward.hpp>
 #include <qkv/core/flat_steps.hpp>
 #include <qkv/core/half.hpp>
 #include <qkv/core/layers.hpp>
 #include <qkv/core/online_softmax.hpp>
 #include <qkv/core/rope.hpp>
+#include <qkv/core/sequence.hpp>
+#include <qkv/core/sgd.hpp>
 #include <qkv/core/softmax.hpp>
 #include <qkv/core/softmax_backward.hpp>
 #include <qkv/exact/rational.hpp>
@@ -343,4 +347,157 @@ TEST_CASE("an exact step whose products overflow 64-bit integers fails with rati
   const std::vector<q> c{q(3037000499LL)};
   qkv::flat::exact_step<q>(qkv::flat::kind::dot, c.data(), c.data(), nullptr, z, out.data());
   CHECK(out[0] == q(9223372030926249001LL));
+}
+
+// kind 40, cast (a page whose steps mix types: 03b's double run and its exact values): the
+// conversion matrix_cast does, value for value. 0.1f is 13421773 / 2^27 (13421773 = 0xCCCCCD, the
+// 24-bit mantissa rounded up, times 2^-27), so as a double it is 0.100000001490116119384765625
+// exactly and as a rational 13421773/134217728; 0.1 (double) is 3602879701896397 / 2^55.
+TEST_CASE("a cast step converts as matrix_cast: float32 to double exactly, a float to its rational") {
+  using q = qkv::exact::rational<long long>;
+  const matrix<float, 2, 2> f{{{0.1f, -1.5f}, {0.f, 3.f}}};
+  std::vector<double> d(4);
+  qkv::flat::cast(f.v, 4, d.data());
+  const auto md = qkv::matrix_cast<double>(f);
+  CHECK(std::vector<double>(md.v, md.v + 4) == d);
+  CHECK(d[0] == 0.100000001490116119384765625);
+  std::vector<q> r(4);
+  qkv::flat::cast(f.v, 4, r.data());
+  CHECK(r == std::vector<q>{q(13421773, 134217728), q(-3, 2), q(0), q(3)});
+  const matrix<double, 1, 1> tenth{{{0.1}}};
+  qkv::flat::cast(tenth.v, 1, r.data());
+  CHECK(r[0] == q(3602879701896397LL, 36028797018963968LL));
+  // edges: NaN and infinity have no exact value; 2^-70 needs a denominator past 2^63
+  const float nan = std::numeric_limits<float>::quiet_NaN(), tiny = 0x1p-70f;
+  CHECK_THROWS_WITH_AS(qkv::flat::cast(&nan, 1, r.data()),
+                       "qkv::exact::rational: NaN and infinity have no exact value", std::domain_error);
+  CHECK_THROWS_WITH_AS(qkv::flat::cast(&tiny, 1, r.data()),
+                       "qkv::exact::rational: the value does not fit the integer type", std::overflow_error);
+  // float32 -> double keeps NaN and infinity
+  const float edges[2] = {nan, -std::numeric_limits<float>::infinity()};
+  qkv::flat::cast(edges, 2, d.data());
+  CHECK(std::isnan(d[0]));
+  CHECK(d[1] == -std::numeric_limits<double>::infinity());
+  // constexpr, as the core's steps are
+  constexpr double c = [] {
+    const float one_third = 1.f / 3.f;
+    double out = 0;
+    qkv::flat::cast(&one_third, 1, &out);
+    return out;
+  }();
+  static_assert(c == 0.3333333432674407958984375);  // 11184811 / 2^25
+  CHECK(qkv::flat::cast_kind == static_cast<qkv::flat::kind>(40));
+}
+
+// kinds 41 and 42 (example 17's page: a bias's gradient and the SGD step). column_sums, by hand:
+// [[1, 2], [3, 4], [5, 6]] gives [1 + 3 + 5, 2 + 4 + 6] = [9, 12]; in float32 the order shows:
+// 1e8 + 1 + (-1e8) is (1e8 + 1) - 1e8 = 0 (1e8 + 1 rounds to 1e8: float32's spacing there is 8),
+// as column_sums sums row 0 first. sgd: fma(-lr, g, w), one rounding of w - lr g (core/sgd.hpp's
+// sgd_step, the reference for the bits below; torch.optim.SGD's fused kernel).
+TEST_CASE("column sums and the SGD step give the bits of column_sums and sgd_step") {
+  const matrix<float, 3, 2> a{{{1.f, 2.f}, {3.f, 4.f}, {5.f, 6.f}}};
+  std::vector<float> out(2);
+  qkv::flat::step_sizes z{1, 2, 2, 0, 3, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::column_sums_kind, a.v, nullptr, nullptr, nullptr, z, 0.f,
+                                          out.data()) == 0);
+  CHECK(out == std::vector<float>{9.f, 12.f});
+  CHECK(same_bits(qkv::column_sums(a), out));
+  const matrix<float, 3, 1> order{{{1e8f}, {1.f}, {-1e8f}}};
+  qkv::flat::column_sums(order.v, 3, 1, out.data());
+  CHECK(out[0] == 0.f);
+  CHECK(same_bits(qkv::column_sums(order), std::vector<float>{out[0]}));
+  // SGD: torch.optim.SGD(lr=0.1) on x's numbers with w as the gradient (float32 and double)
+  std::vector<float> s(12);
+  qkv::flat::step_sizes g{3, 4, 4, 4, 0, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::sgd_kind, x.v, w.v, nullptr, nullptr, g, 0.1f,
+                                          s.data()) == 0);
+  CHECK(same_bits(qkv::sgd_step(x, w, 0.1f), s));
+  const auto xd = qkv::matrix_cast<double>(x), wd = qkv::matrix_cast<double>(w);
+  std::vector<double> sd(12);
+  qkv::flat::extended_step<double>(qkv::flat::sgd_kind, xd.v, wd.v, nullptr, nullptr, g, 0.1, sd.data());
+  CHECK(same_bits(qkv::sgd_step(xd, wd, 0.1), sd));
+  // 1 - 1 (1 + 2^-23) = -2^-23, exactly (one rounding of an exact value)
+  const float one = 1.f, g1 = 1.f + 0x1p-23f;
+  float r = 0;
+  qkv::flat::sgd(&one, &g1, 1, 1.f, &r);
+  CHECK(r == -0x1p-23f);
+  // a NaN gradient gives a NaN weight; the kinds 40-59 other than these: 1, nothing written
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  qkv::flat::sgd(&one, &nan, 1, 0.1f, &r);
+  CHECK(std::isnan(r));
+  r = 7.f;
+  CHECK(qkv::flat::extended_step<float>(static_cast<qkv::flat::kind>(59), &one, &one, nullptr, nullptr, z,
+                                        0.f, &r) == 1);
+  CHECK(r == 7.f);
+}
+
+// kind 43 (example 17's losses): cross_entropy's losses, bit for bit. By hand: logits [0, 0, 0, 0]
+// with any target is log(4) - (0 - 0) = log 4 = 1.3862944 (float32: 1.38629436); with x's rows as
+// logits the core's cross_entropy is the reference. A target outside the vocabulary, or not an
+// integer, is cross_entropy's out_of_range.
+TEST_CASE("cross-entropy losses give the bits of cross_entropy's losses") {
+  const matrix<int, 1, 3> targets{{{3, 0, 1}}};
+  const float tf[3] = {3.f, 0.f, 1.f};
+  std::vector<float> out(3);
+  qkv::flat::step_sizes z{3, 1, 4, 3, 4, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::cross_entropy_kind, x.v, tf, nullptr, nullptr, z, 0.f,
+                                          out.data()) == 0);
+  CHECK(same_bits(qkv::cross_entropy(x, targets).losses, out));
+  const auto xd = qkv::matrix_cast<double>(x);
+  const double td[3] = {3, 0, 1};
+  std::vector<double> od(3);
+  qkv::flat::cross_entropy_losses(xd.v, td, 3, 4, od.data());
+  CHECK(same_bits(qkv::cross_entropy(xd, targets).losses, od));
+  const float zeros[4] = {0.f, 0.f, 0.f, 0.f}, t2 = 2.f;
+  float l = 0;
+  qkv::flat::cross_entropy_losses(zeros, &t2, 1, 4, &l);
+  CHECK(l == doctest::Approx(1.3862944).epsilon(1e-7));
+  CHECK(l == qkv::log(4.f));
+  const float bad[2] = {4.f, 0.5f};
+  for (float t : bad)
+    CHECK_THROWS_WITH_AS(qkv::flat::cross_entropy_losses(zeros, &t, 1, 4, &l),
+                         "cross_entropy: a target id is outside the vocabulary (the logits' columns)",
+                         std::out_of_range);
+}
+
+// kind 44 (example 17's d_tok): embed_backward's gradient, bit for bit. By hand: ids [0, 1, 0] and
+// d_out rows [1, 2], [3, 4], [5, -0] give row 0 = [0 + 1 + 5, 0 + 2 + -0] = [6, 2], row 1 = [3, 4],
+// rows 2 and 3 = 0 (the table's rows no position holds); an id outside the table fails as
+// embed_backward's does.
+TEST_CASE("the embedding's backward gives the bits of embed_backward") {
+  const matrix<float, 3, 2> d{{{1.f, 2.f}, {3.f, 4.f}, {5.f, -0.f}}};
+  const matrix<int, 1, 3> ids{{{0, 1, 0}}};
+  const float idf[3] = {0.f, 1.f, 0.f};
+  std::vector<float> out(8, 7.f);
+  qkv::flat::step_sizes z{4, 2, 2, 3, 3, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::embedding_backward_kind, d.v, idf, nullptr, nullptr, z,
+                                          0.f, out.data()) == 0);
+  CHECK(out == std::vector<float>{6.f, 2.f, 3.f, 4.f, 0.f, 0.f, 0.f, 0.f});
+  CHECK(same_bits(qkv::embed_backward<4>(d, ids), out));
+  // x's rows as d_out into a table of 5 rows, ids [4, 4, 2]
+  const matrix<int, 1, 3> ids2{{{4, 4, 2}}};
+  const float id2[3] = {4.f, 4.f, 2.f};
+  std::vector<float> t(20);
+  qkv::flat::embedding_backward(x.v, id2, 3, 5, 4, t.data());
+  CHECK(same_bits(qkv::embed_backward<5>(x, ids2), t));
+  const float bad = 5.f;
+  CHECK_THROWS_WITH_AS(qkv::flat::embedding_backward(x.v, &bad, 1, 5, 4, t.data()),
+                       "embed_backward: a token id is outside the embedding table's rows", std::out_of_range);
+}
+
+// kind 45 (example 17's tok[ids]): embed's rows, value for value. By hand: ids [2, 0, 2] of x
+// (3, 4) are x's rows 3, 1, 3; an id outside the table is embed's out_of_range.
+TEST_CASE("the embedding's rows are embed's") {
+  const matrix<int, 1, 3> ids{{{2, 0, 2}}};
+  const float idf[3] = {2.f, 0.f, 2.f};
+  std::vector<float> out(12);
+  qkv::flat::step_sizes z{3, 4, 4, 3, 3, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::embedding_kind, x.v, idf, nullptr, nullptr, z, 0.f,
+                                          out.data()) == 0);
+  CHECK(same_bits(qkv::embed(x, ids), out));
+  CHECK(out[0] == -0.3f);
+  CHECK(out[4] == 0.1f);
+  const float bad = 3.f;
+  CHECK_THROWS_WITH_AS(qkv::flat::embedding(x.v, &bad, 1, 3, 4, out.data()),
+                       "embed: a token id is outside the embedding table's rows", std::out_of_range);
 }

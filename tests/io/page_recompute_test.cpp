@@ -116,7 +116,9 @@ TEST_CASE("an exact page's steps are recomputed over rationals, fraction for fra
   CHECK(spec.find("\"exact\":\"q64\"") != std::string::npos);
 }
 
-TEST_CASE("a page with float and exact steps recomputes its float ones; the exact ones say why not") {
+TEST_CASE("a page with float and exact steps recomputes both, each in its own type") {
+  // a float32 product and an exact one on one page: both are steps (the exact editor runs each
+  // step with its own type's module entry: 03b's float32 run, double run and exact values)
   using q = qkv::exact::rational<long long>;
   page p("float and exact");
   p.with_truth();
@@ -125,15 +127,15 @@ TEST_CASE("a page with float and exact steps recomputes its float ones; the exac
   p.matrix("y", 2, 2, {19, 22, 43, 50}).how(how::matmul("x", "w", 2));  // float32, exact in float32
   p.matrix("ex", qkv::matrix<q, 2, 2>{{{q(1, 2), 2}, {3, 4}}});
   p.matrix("ew", qkv::matrix<q, 2, 2>{{{5, 6}, {7, 8}}});
+  // ey = ex ew: (1/2) 5 + 2 7 = 33/2, (1/2) 6 + 2 8 = 19; 3 5 + 4 7 = 43, 3 6 + 4 8 = 50
   p.matrix("ey", qkv::matrix<q, 2, 2>{{{q(33, 2), 19}, {43, 50}}}).how(how::matmul("ex", "ew", 2));
   const auto plan = qkv::io::plan_recompute(p);
-  CHECK(!plan.exact);
-  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.exact);
+  REQUIRE(plan.steps.size() == 2);
   CHECK(plan.steps[0].id == "y");
-  CHECK(plan.inputs == std::vector<std::string>{"x", "w"});
-  REQUIRE(plan.stale.size() == 1);
-  CHECK(plan.stale[0].first == "ey");
-  CHECK(plan.stale[0].second.find("the page's editor recomputes one kind") != std::string::npos);
+  CHECK(plan.steps[1].id == "ey");
+  CHECK(plan.inputs == std::vector<std::string>{"x", "w", "ex", "ew"});
+  CHECK(plan.stale.empty());
 }
 
 namespace {

@@ -135,6 +135,42 @@ TEST_CASE("The copies' truths are their operands' numbers; RoPE has none") {
                    out.data()) == 1);
 }
 
+TEST_CASE("Chapter four's steps: embeddings, their backward, cross entropy, column sums, SGD") {
+  // a table (3 x 2) = [[1, 2], [3, 4], [5, 6]], ids [2, 0]: embedding -> [[5, 6], [1, 2]]
+  const auto table = reals({1, 2, 3, 4, 5, 6}), ids = reals({2, 0});
+  std::vector<truth_real> out(6);
+  const double computed[6] = {};
+  REQUIRE(step_truth(qkv::flat::embedding_kind, table.data(), ids.data(), nullptr, {2, 2, 2, 0, 3, 0, 0, 0},
+                     0, computed, out.data()) == 0);
+  CHECK(out[0] == 5);
+  CHECK(out[3] == 2);
+  // its backward: d_out (2 x 2) = [[0.5, 1], [2, 4]] into a (3 x 2) table: row 2 = [0.5, 1], row 0
+  // = [2, 4], row 1 = 0
+  const auto d_out = reals({0.5, 1, 2, 4});
+  REQUIRE(step_truth(qkv::flat::embedding_backward_kind, d_out.data(), ids.data(), nullptr,
+                     {3, 2, 2, 0, 2, 0, 0, 0}, 0, computed, out.data()) == 0);
+  CHECK(out[0] == 2);
+  CHECK(out[2] == 0);
+  CHECK(out[4] == truth_real(0.5));
+  // an id outside the table has no truth (the step fails on it)
+  const auto bad = reals({3, 0});
+  CHECK(step_truth(qkv::flat::embedding_kind, table.data(), bad.data(), nullptr, {2, 2, 2, 0, 3, 0, 0, 0}, 0,
+                   computed, out.data()) == 1);
+  // cross entropy of the logits [0, 0] for target 1: log(e^0 + e^0) - 0 = log 2 (Boost's 50 digits)
+  const auto logits = reals({0, 0}), target = reals({1});
+  REQUIRE(step_truth(qkv::flat::cross_entropy_kind, logits.data(), target.data(), nullptr,
+                     {1, 1, 2, 0, 2, 0, 0, 0}, 0, computed, out.data()) == 0);
+  CHECK(out[0] == mp::log(truth_real(2)));
+  // column sums of [[1, 2], [3, 4], [5, 6]]: [9, 12]; SGD with lr 0.1 (as a double): 1 - 0.1 * 3
+  REQUIRE(step_truth(qkv::flat::column_sums_kind, table.data(), nullptr, nullptr, {1, 2, 2, 0, 3, 0, 0, 0}, 0,
+                     computed, out.data()) == 0);
+  CHECK(out[0] == 9);
+  CHECK(out[1] == 12);
+  REQUIRE(step_truth(qkv::flat::sgd_kind, table.data(), table.data() + 2, nullptr, {1, 2, 2, 2, 0, 0, 0, 0},
+                     0.1, computed, out.data()) == 0);
+  CHECK(out[0] == 1 - truth_real(0.1) * 3);  // 0.1 the double nearest 1/10, exactly
+}
+
 TEST_CASE("A value's error against its truth is in ulps of its type, subnormals included") {
   // 1 + 2^-23 (float32's next after 1) against 1: 1 ulp; against 1 + 2^-24: half an ulp
   CHECK(qkv::reference::truth_ulps(1 + std::ldexp(1.0, -23), truth_real(1), 24, -126) == 1);

@@ -40,8 +40,10 @@
 
 #include <cstddef>
 #include <limits>
+#include <stdexcept>
 #include <type_traits>
 
+#include "fail.hpp"
 #include "half.hpp"
 #include "math.hpp"
 #include "softmax.hpp"
@@ -477,6 +479,140 @@ constexpr int exact_step(kind k, const T* a, const T* b, const T* c, const step_
     case kind::block: block(a, z.as, z.rows, z.cols, z.br, z.bc, out); return 0;
     default: return 1;
   }
+}
+
+// ---- steps from one type to another (kinds 40-59): a page whose steps mix float32, float64
+// and exact rationals (io/page_recompute.hpp; the module's qkv_cast, wasm/qkv_wasm.cpp) ----
+
+/// kind 40, cast: C (rows, cols) = A (rows, cols) in C's type, each value by static_cast, as
+/// matrix_cast converts: float32 -> float64 (exact), a float -> an exact rational of its exact
+/// value (rational's explicit constructor: rational::exactly). Not a kind of step() or
+/// exact_step(): its operand has another type than its result (the module's qkv_cast)
+inline constexpr kind cast_kind = static_cast<kind>(40);
+
+/// C = A converted to To, n numbers: `To(a[k])` (matrix_cast's conversion, value for value)
+template <class From, class To>
+constexpr void cast(const From* a, std::size_t n, To* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<To>(a[k]);
+}
+
+/// kind 41, column_sums: C (1, cols) = the sum of each column of A (rows, cols): row 0, then
+/// + row 1, ... (matrix.hpp's column_sums: a bias's gradient, d_b = column sums of dY)
+inline constexpr kind column_sums_kind = static_cast<kind>(41);
+
+/// C(0, j) = A(0, j) + A(1, j) + ... + A(rows - 1, j), left to right
+template <class T>
+constexpr void column_sums(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t j = 0; j < cols; ++j) out[j] = a[j];
+  for (std::size_t i = 1; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) out[j] += a[i * cols + j];
+}
+
+/// kind 42, sgd: C = W - lr G, one rounding per element (sgd.hpp's sgd_step, torch.optim.SGD's
+/// step: qkv::fma(-lr, g, w)); W, G, C (rows, cols), lr in their type
+inline constexpr kind sgd_kind = static_cast<kind>(42);
+
+/// C(k) = fma(-lr, G(k), W(k)), n numbers
+template <class T>
+constexpr void sgd(const T* w, const T* g, std::size_t n, T lr, T* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = qkv::fma(T(-lr), g[k], w[k]);
+}
+
+/// kind 43, cross_entropy_losses: C (rows, 1) = each position's loss -log softmax(A)(i, t_i),
+/// computed as cross_entropy computes it (core/cross_entropy.hpp): m_i the row's maximum, then
+/// log(sum_j e^(A(i, j) - m_i)) - (A(i, t_i) - m_i). A: the logits (rows, cols); targets: t_i as
+/// numbers of A's type (1, rows); a target that is not an id in [0, cols) fails as
+/// cross_entropy's does
+inline constexpr kind cross_entropy_kind = static_cast<kind>(43);
+
+/// C(i) = log(sum_j e^(A(i, j) - m_i)) - (A(i, t_i) - m_i), m_i = max_j A(i, j)
+template <class T>
+constexpr void cross_entropy_losses(const T* logits, const T* targets, std::size_t rows, std::size_t cols,
+                                    T* out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    const T tv = targets[i];
+    if (!(tv >= T(0) && tv < T(cols)) || tv != T(static_cast<std::size_t>(tv)))
+      qkv::detail::fail<std::out_of_range>(
+          "cross_entropy: a target id is outside the vocabulary (the logits' columns)");
+    const std::size_t t = static_cast<std::size_t>(tv);
+    const T* l = logits + i * cols;
+    T m = l[0];
+    for (std::size_t j = 1; j < cols; ++j) m = l[j] > m ? l[j] : m;
+    T s = T(0);
+    for (std::size_t j = 0; j < cols; ++j) s += qkv::exp(T(l[j] - m));
+    out[i] = T(qkv::log(s) - T(l[t] - m));
+  }
+}
+
+/// kind 44, embedding_backward: C (rows, cols) = the gradient of an embedding table from d_out
+/// (len, cols) and the ids (1, len, as numbers of C's type), as embed_backward computes it
+/// (core/embedding_backward.hpp, nn.Embedding's EmbeddingBackward0): C = 0, then for k = 0, 1, ...
+/// row ids(k) of C += row k of d_out. An id that is not in [0, rows) fails as embed_backward's does
+inline constexpr kind embedding_backward_kind = static_cast<kind>(44);
+
+/// C = 0, then C(ids(k), j) += d_out(k, j) for k = 0 .. len - 1
+template <class T>
+constexpr void embedding_backward(const T* d_out, const T* ids, std::size_t len, std::size_t rows,
+                                  std::size_t cols, T* out) {
+  for (std::size_t k = 0; k < rows * cols; ++k) out[k] = T(0);
+  for (std::size_t k = 0; k < len; ++k) {
+    const T id = ids[k];
+    if (!(id >= T(0) && id < T(rows)) || id != T(static_cast<std::size_t>(id)))
+      qkv::detail::fail<std::out_of_range>(
+          "embed_backward: a token id is outside the embedding table's rows");
+    const std::size_t r = static_cast<std::size_t>(id);
+    for (std::size_t j = 0; j < cols; ++j) out[r * cols + j] += d_out[k * cols + j];
+  }
+}
+
+/// kind 45, embedding: C (len, cols) = the rows ids(k) of the table A (rows, cols), as embed
+/// computes it (core/sequence.hpp, nn.Embedding's forward); the ids (1, len) as numbers of C's
+/// type. An id that is not in [0, rows) fails as embed's does
+inline constexpr kind embedding_kind = static_cast<kind>(45);
+
+/// C(k, j) = A(ids(k), j)
+template <class T>
+constexpr void embedding(const T* table, const T* ids, std::size_t len, std::size_t rows, std::size_t cols,
+                         T* out) {
+  for (std::size_t k = 0; k < len; ++k) {
+    const T id = ids[k];
+    if (!(id >= T(0) && id < T(rows)) || id != T(static_cast<std::size_t>(id)))
+      qkv::detail::fail<std::out_of_range>("embed: a token id is outside the embedding table's rows");
+    const std::size_t r = static_cast<std::size_t>(id);
+    for (std::size_t j = 0; j < cols; ++j) out[k * cols + j] = table[r * cols + j];
+  }
+}
+
+/// @brief step(), and the kinds numbered 40-59 that are steps in one type (column_sums: a, the
+/// sizes' rows and cols of C and n rows of A; sgd: W in a, G in b, lr in scalar;
+/// cross_entropy_losses: the logits in a, the targets in b, n the logits' columns;
+/// embedding_backward: d_out in a, the ids in b, n their number; embedding: the table in a, the
+/// ids in b, n the table's rows): the module's
+/// qkv_step_f32 / _f64 and page_recompute call this. Returns 0, or 1 for an unknown kind
+template <class T>
+constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
+                            const step_sizes& z, T scalar, T* out) {
+  if (k == column_sums_kind) {
+    column_sums(a, z.n, z.cols, out);
+    return 0;
+  }
+  if (k == sgd_kind) {
+    sgd(a, b, z.rows * z.cols, scalar, out);
+    return 0;
+  }
+  if (k == cross_entropy_kind) {
+    cross_entropy_losses(a, b, z.rows, z.n, out);
+    return 0;
+  }
+  if (k == embedding_backward_kind) {
+    embedding_backward(a, b, z.n, z.rows, z.cols, out);
+    return 0;
+  }
+  if (k == embedding_kind) {
+    embedding(a, b, z.rows, z.n, z.cols, out);
+    return 0;
+  }
+  return step(k, a, b, c, masked, z, scalar, out);
 }
 
 }  // namespace qkv::flat

@@ -237,6 +237,49 @@ struct page_how {
     h.op = "online_attention", h.a = std::move(scores), h.b = std::move(values), h.n = block;
     return h;
   }
+  /// C(i, j) = A(i, j) in C's type, as matrix_cast converts (core/flat_steps.hpp's cast, kind
+  /// 40): a float32 matrix as double (exactly), a float's exact value as a rational (exactly())
+  static page_how cast(std::string a) {
+    page_how h;
+    h.op = "cast", h.a = std::move(a);
+    return h;
+  }
+  /// C(0, j) = A(0, j) + A(1, j) + ...: the sum of each column (matrix.hpp's column_sums, a
+  /// bias's gradient; core/flat_steps.hpp's column_sums, kind 41)
+  static page_how column_sums(std::string a) {
+    page_how h;
+    h.op = "colsum", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, j) = W(i, j) - lr G(i, j), one rounding (torch.optim.SGD's step: sgd.hpp's sgd_step;
+  /// core/flat_steps.hpp's sgd, kind 42); `lr` in the parameters' type
+  static page_how sgd(std::string w, std::string g, double lr) {
+    page_how h;
+    h.op = "sgd", h.a = std::move(w), h.b = std::move(g), h.scale = lr;
+    return h;
+  }
+  /// C(i, 0) = -log softmax(A)(i, t_i): each position's cross-entropy loss (cross_entropy's
+  /// losses; core/flat_steps.hpp's cross_entropy_losses, kind 43), A the logits, `targets` a
+  /// (1, rows) matrix of the target ids
+  static page_how cross_entropy_losses(std::string logits, std::string targets) {
+    page_how h;
+    h.op = "cross_entropy", h.a = std::move(logits), h.b = std::move(targets);
+    return h;
+  }
+  /// C = the gradient of an embedding table: 0, then row ids(k) += row k of `d_out` (embed_backward;
+  /// core/flat_steps.hpp's embedding_backward, kind 44), `ids` a (1, len) matrix of token ids
+  static page_how embedding_backward(std::string d_out, std::string ids) {
+    page_how h;
+    h.op = "embedding_backward", h.a = std::move(d_out), h.b = std::move(ids);
+    return h;
+  }
+  /// C(k, j) = table(ids(k), j): an embedding's rows for the tokens (embed, nn.Embedding;
+  /// core/flat_steps.hpp's embedding, kind 45), `ids` a (1, len) matrix of token ids
+  static page_how embedding(std::string table, std::string ids) {
+    page_how h;
+    h.op = "embedding", h.a = std::move(table), h.b = std::move(ids);
+    return h;
+  }
 };
 
 /// a static_assert of an example's source (found by scripts/page_notes.py)

@@ -20,7 +20,9 @@
 //               those functions, bit for bit from the page's own inputs: so before any edit the
 //               module gives every cell the example's proven number. Over exact rationals
 //               (flat::exact_step: dot, matmul, add, transpose, hconcat, block, row_dot,
-//               softmax_backward, in page_exact) the same, fraction for fraction
+//               softmax_backward, in page_exact) the same, fraction for fraction. A page's steps
+//               may mix types (03b): a cast (page_how::cast, flat::cast) turns float32 into
+//               float64 or a float into its exact rational, checked the same way
 //   stale       the rest (a derived() matrix, a step whose operand is stale, one the functions do
 //               not reproduce bit for bit: the example computes it another way, an exact step
 //               with no exact form or whose fractions overflow 64-bit integers): after an edit it
@@ -56,6 +58,7 @@ struct page_step {
   flat::step_sizes sizes;
   double scalar = 0;   // the factor, divisor or eps
   std::string masked;  // scale / divide: "0" / "1" per cell (1: masked in the example), or ""
+  std::string dtype;   // its result's: float32, float64 or exact (a cast's is not its operand's)
 };
 
 /// the exact pages' numbers in the module (wasm/qkv_wasm.cpp's q64): rational<long long>
@@ -91,8 +94,8 @@ std::vector<T> run(const page_step& s, const std::map<std::string, std::vector<T
   std::vector<T> out(s.sizes.rows * s.sizes.cols);
   std::vector<unsigned char> mask;
   for (char c : s.masked) mask.push_back(c == '1' ? 1 : 0);
-  flat::step<T>(s.kind, ptr(s.a), ptr(s.b), ptr(s.c), mask.empty() ? nullptr : mask.data(), s.sizes,
-                T(s.scalar), out.data());
+  flat::extended_step<T>(s.kind, ptr(s.a), ptr(s.b), ptr(s.c), mask.empty() ? nullptr : mask.data(), s.sizes,
+                         T(s.scalar), out.data());
   return out;
 }
 
@@ -248,6 +251,40 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     s.kind = flat::kind::online_attention, s.b = h.b, s.sizes.bs = B->cols;
     return s;
   }
+  if (h.op == "colsum") {  // C (1, cols) = the column sums of A (rows, cols): n = A's rows
+    if (R != 1 || A->cols != C) return fail("its sizes do not fit its operands");
+    s.kind = flat::column_sums_kind, s.sizes.n = A->rows;
+    return s;
+  }
+  if (h.op == "cross_entropy") {  // C (rows, 1): the logits in a (rows, V), the targets in b (1, rows)
+    if (B == nullptr || C != 1 || A->rows != R || A->cols == 0 || B->rows != 1 || B->cols != R)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::cross_entropy_kind, s.b = h.b, s.sizes.n = A->cols;
+    return s;
+  }
+  if (h.op == "embedding_backward") {  // C (V, D): d_out in a (len, D), the ids in b (1, len)
+    if (B == nullptr || A->cols != C || B->rows != 1 || B->cols != A->rows)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::embedding_backward_kind, s.b = h.b, s.sizes.n = A->rows;
+    return s;
+  }
+  if (h.op == "embedding") {  // C (len, D): the table in a (V, D), the ids in b (1, len)
+    if (B == nullptr || A->cols != C || B->rows != 1 || B->cols != R)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::embedding_kind, s.b = h.b, s.sizes.n = A->rows;
+    return s;
+  }
+  if (h.op == "sgd") {  // C = W - lr G: W in a, G in b, lr in scale
+    if (B == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::sgd_kind, s.b = h.b, s.scalar = h.scale;
+    return s;
+  }
+  if (h.op == "cast") {  // another type (flat::cast): which pairs plan_recompute checks
+    if (A->rows != R || A->cols != C) return fail("its sizes do not fit its operands");
+    s.kind = flat::cast_kind;
+    return s;
+  }
   return fail("its operation is not one of the module's steps");
 }
 
@@ -335,8 +372,40 @@ inline std::optional<std::vector<page_exact>> run_exact(
   return out;
 }
 
+/// @brief the types a cast step converts between (flat::cast, the module's qkv_cast): float32 to
+/// float64, float32 or float64 to exact (the float's exact value: rational::exactly)
+inline bool castable(const std::string& from, const std::string& to) {
+  return (from == "float32" && (to == "float64" || to == "exact")) || (from == "float64" && to == "exact");
+}
+
+/// cast step `s` natively (flat::cast) from its operand's type `from` into `to`'s map: f32 to f64,
+/// or a float to ex; false when castable() says no. A float's exact value is a rational when its
+/// denominator fits 64-bit integers; NaN, infinity and a smaller value throw rational's error
+inline bool run_cast(const page_step& s, const std::string& from, const std::string& to,
+                     std::map<std::string, std::vector<float>>& f32,
+                     std::map<std::string, std::vector<double>>& f64,
+                     std::map<std::string, std::vector<page_exact>>& ex) {
+  const std::size_t n = s.sizes.rows * s.sizes.cols;
+  if (from == "float32" && to == "float64") {
+    f64[s.id].resize(n);
+    flat::cast(f32.at(s.a).data(), n, f64[s.id].data());
+  } else if (from == "float32" && to == "exact") {
+    std::vector<page_exact> out(n);
+    flat::cast(f32.at(s.a).data(), n, out.data());
+    ex[s.id] = std::move(out);
+  } else if (from == "float64" && to == "exact") {
+    std::vector<page_exact> out(n);
+    flat::cast(f64.at(s.a).data(), n, out.data());
+    ex[s.id] = std::move(out);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 /// the first cell where `got` and the page's fractions differ, as a sentence, or "" when none does
 inline std::string first_exact_difference(const entry& m, const std::vector<page_exact>& got) {
+  if (m.exact.size() != got.size()) return "its cells' fractions are not all on this page";
   for (std::size_t k = 0; k < got.size(); ++k)
     if (page_detail::exact_text(got[k]) != m.exact[k])
       return "the module's exact step gives " + page_detail::exact_text(got[k]) + " at (" +
@@ -450,13 +519,32 @@ inline page_recompute_plan plan_recompute(const page& p) {
           why = "it is computed from " + *id + ", which is not recomputed";
           break;
         }
-        if (by_id.at(*id)->dtype != m.dtype) {
-          why = "it is computed from " + *id + ", a " + by_id.at(*id)->dtype + " matrix";
+        const std::string& from = by_id.at(*id)->dtype;
+        if (s->kind == flat::cast_kind && !castable(from, m.dtype)) {
+          why = "the module does not convert a " + from + " matrix to " + m.dtype;
+          break;
+        }
+        if (s->kind != flat::cast_kind && from != m.dtype) {
+          why = "it is computed from " + *id + ", a " + from + " matrix";
           break;
         }
       }
       if (why.empty()) {
-        if (m.dtype == "exact") {
+        if (s->kind == flat::cast_kind) {  // another type: the float's value as double or as a rational
+          try {
+            run_cast(*s, by_id.at(s->a)->dtype, m.dtype, f32, f64, ex);
+            why = m.dtype == "exact" ? first_exact_difference(m, ex.at(m.id))
+                                     : first_difference(m, f64.at(m.id));
+          } catch (const std::exception& e) {
+            why = std::string("the module's cast fails on the example's own numbers: ") + e.what();
+          }
+          if (!why.empty()) {
+            ex.erase(m.id);
+            f64.erase(m.id);
+          } else if (m.dtype == "exact") {
+            plan.exact = true;
+          }
+        } else if (m.dtype == "exact") {
           std::optional<std::vector<page_exact>> got;
           try {
             got = run_exact(*s, ex);
@@ -481,29 +569,15 @@ inline page_recompute_plan plan_recompute(const page& p) {
       }
       if (why.empty()) {
         st[m.id] = status::step;
+        s->dtype = m.dtype;
         plan.steps.push_back(std::move(*s));
         continue;
       }
     }
     plan.stale.emplace_back(m.id, why);
   }
-  // a page's editor recomputes either its float steps or its exact ones (edit_steps_js,
-  // edit_exact_js): on a page with both (none of the examples today), the exact ones are not
-  // recomputed, and say so
-  const auto is_exact = [&](const page_step& t) { return by_id.at(t.id)->dtype == "exact"; };
-  if (plan.exact && !std::all_of(plan.steps.begin(), plan.steps.end(), is_exact)) {
-    std::vector<page_step> kept;
-    for (auto& t : plan.steps) {
-      if (is_exact(t))
-        plan.stale.emplace_back(t.id,
-                                "an exact step on a page whose float steps are recomputed: the page's editor "
-                                "recomputes one kind");
-      else
-        kept.push_back(std::move(t));
-    }
-    plan.steps = std::move(kept);
-    plan.exact = false;
-  }
+  // a page whose steps mix float32, float64 and exact ones (03b, 15): each is one call of its own
+  // type's entry of the module, in the page's order (page_script's exact editor, which holds both)
   // editable: the shown inputs some step reads
   for (const auto& id : inputs) {
     bool read = false;
@@ -565,7 +639,12 @@ inline std::string recompute_spec(const page_recompute_plan& plan, std::string_v
     s += "]";
     s += ",\"scalar\":";
     pd::json_number(s, t.scalar, false);
-    s += ",\"masked\":\"" + t.masked + "\"}";
+    s += ",\"masked\":\"" + t.masked + "\"";
+    if (t.kind == flat::cast_kind) {  // another type than its operand's (the module's qkv_cast)
+      s += ",\"dtype\":";
+      pd::json_string(s, t.dtype);
+    }
+    s += "}";
   }
   if (!plan.cut.empty()) {  // a summarised page's inputs that a full page would compute, with why
     s += "],\"cut\":[";

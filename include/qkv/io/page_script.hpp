@@ -256,6 +256,38 @@ function explain(id, i, j) {
   if (h.op === 'transpose') {
     x.formula = A.caption + '(' + rl(A, j) + ', ' + cl(A, i) + '), transposed'; x.sum = get(A, j, i); return x;
   }
+  if (h.op === 'colsum') {  // the sum of each column (flat::column_sums)
+    var col = []; for (var r7 = 0; r7 < A.rows; ++r7) col.push(get(A, r7, j));
+    x.formula = 'the sum of column ' + cl(A, j) + ' of ' + A.caption + ', row 1 first: ' + col.map(function (a7) { return vt(A, a7); }).join(' + ');
+    x.sum = col.reduce(function (t7, a7) { return t7 + a7; }, 0); return x;
+  }
+  if (h.op === 'cross_entropy') {  // -log softmax(logits)(i, target) (flat::cross_entropy_losses)
+    var t9 = get(B, 0, i), row9 = [], mx9 = -Infinity, s9 = 0;
+    for (var c9 = 0; c9 < A.cols; ++c9) { row9.push(get(A, i, c9)); mx9 = Math.max(mx9, row9[c9]); }
+    row9.forEach(function (a9) { s9 += Math.exp(a9 - mx9); });
+    x.formula = '\u2212log softmax(' + A.caption + ')(' + rl(A, i) + ', ' + cl(A, t9) + ') = log \u03a3 e^(a \u2212 ' + vt(A, mx9) + ') \u2212 (' + vt(A, row9[t9]) + ' \u2212 ' + vt(A, mx9) + '), over the row [' + row9.map(function (a9) { return vt(A, a9); }).join(', ') + '], target ' + cl(A, t9);
+    x.sum = Math.log(s9) - (row9[t9] - mx9); return x;
+  }
+  if (h.op === 'embedding_backward') {  // the rows of d_out whose id is this row (flat::embedding_backward)
+    var terms10 = [];
+    for (var k10 = 0; k10 < B.cols; ++k10) if (get(B, 0, k10) === i) terms10.push(get(A, k10, j));
+    x.formula = terms10.length ? 'the sum of column ' + cl(A, j) + ' of ' + A.caption + ' over the positions whose token is ' + rl(m, i) + ': ' + terms10.map(function (a10) { return vt(A, a10); }).join(' + ') : 'no position holds token ' + rl(m, i) + ': 0';
+    x.sum = terms10.reduce(function (t10, a10) { return t10 + a10; }, 0); return x;
+  }
+  if (h.op === 'embedding') {  // a row of the table (flat::embedding)
+    var id11 = get(B, 0, i);
+    x.formula = A.caption + '(' + rl(A, id11) + ', ' + cl(A, j) + '): row ' + rl(A, id11) + ' of ' + A.caption + ', the token at position ' + rl(m, i);
+    x.sum = get(A, id11, j); return x;
+  }
+  if (h.op === 'sgd') {  // one SGD step (flat::sgd): W - lr g, one rounding
+    var w8 = get(A, i, j), g8 = get(B, i, j);
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, w8) + ' \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + vt(B, g8) + ' (one rounding: a fused multiply-add, as PyTorch\u2019s SGD)';
+    x.sum = w8 - h.scale * g8; return x;
+  }
+  if (h.op === 'cast') {  // another type (flat::cast): float32 -> double exactly, a float -> its exact rational
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, get(A, i, j)) + ' (' + A.dtype + ') as ' + (m.dtype === 'exact' ? 'an exact rational: the float\u2019s exact value' : m.dtype + ', exactly');
+    x.sum = get(A, i, j); return x;
+  }
   if (h.op === 'relu') {
     var a3 = get(A, i, j);
     x.formula = 'max(0, ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ')) = max(0, ' + vt(A, a3) + ')';
@@ -963,7 +995,8 @@ function startStepsEditor(E, panel, status) {
       var rc = 0;
       calls.forEach(function (c) {
         var st = c.st, p = function (id) { return id ? ptr[id] : 0; };
-        rc |= (f32of(st.id) ? X.qkv_step_f32 : X.qkv_step_f64)(st.kind, p(st.a), p(st.b), p(st.c), c.mask, c.sizes, st.scalar, p(st.id));
+        if (st.kind === 40) rc |= X.qkv_cast(f32of(st.a) ? 0 : 1, f32of(st.id) ? 0 : 1, p(st.a), M[st.id].data.length, p(st.id));  // a cast: float32 -> float64
+        else rc |= (f32of(st.id) ? X.qkv_step_f32 : X.qkv_step_f64)(st.kind, p(st.a), p(st.b), p(st.c), c.mask, c.sizes, st.scalar, p(st.id));
       });
       calls.forEach(function (c) {  // as on a qkv attend page: a cell the edit does not reach keeps the page's number
         var id = c.st.id, n = M[id].data.length, out = new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], n);
@@ -1234,19 +1267,29 @@ inline constexpr const char* edit_exact_js = R"JS(
 // fd_write: instantiateModule); the trap is caught here, the module's stack pointer put back, the
 // cell's last good value restored and the steps run again, so the page keeps its numbers and
 // stays usable, and the message is shown on the cell and in the status line.
+//
+// A page whose steps mix types (03b: float32, float64 and exact; kind 40, a cast from one type to
+// another, flat::cast) holds its float matrices here too: each matrix has its own type's buffer
+// (float32 4 bytes, float64 8, exact 16), each step is one call of its own type's entry
+// (qkv_step_f32, qkv_step_f64, qkv_step_q64; a cast: qkv_cast), in the page's order, and each
+// cell shows its own format (a float's shortest text, a fraction).
 function startExactStepsEditor(E, panel, status, X, failure) {
   var QS = 16, ptr = {}, isStep = {}, staleWhy = {}, originalText = {}, originalData = {}, maxCells = 1;
   E.stale.forEach(function (st) { staleWhy[st.id] = st.why; });
+  var isQ = function (id) { return M[id].dtype === 'exact'; }, f32of = function (id) { return M[id].dtype === 'float32'; };
+  var bytesOf = function (id) { return isQ(id) ? QS : f32of(id) ? 4 : 8; }, typeCode = function (id) { return isQ(id) ? 2 : f32of(id) ? 0 : 1; };
+  var floatsOf = function (id) { return new (f32of(id) ? Float32Array : Float64Array)(X.memory.buffer, ptr[id], M[id].rows * M[id].cols); };
   var need = function (id) {
     if (!id || ptr[id] !== undefined) return;
-    ptr[id] = X.qkv_alloc(M[id].rows * M[id].cols * QS); maxCells = Math.max(maxCells, M[id].rows * M[id].cols);
+    ptr[id] = X.qkv_alloc(M[id].rows * M[id].cols * bytesOf(id)); maxCells = Math.max(maxCells, M[id].rows * M[id].cols);
   };
   var calls = E.steps.map(function (st) {
     isStep[st.id] = true;
     [st.a, st.b, st.c, st.id].forEach(need);
-    var sz = X.qkv_alloc(8 * 4);
+    var sz = X.qkv_alloc(8 * 4), mk = 0;
     new Uint32Array(X.memory.buffer, sz, 8).set(st.sizes);  // size_t is 32 bits in wasm32
-    return {st: st, sizes: sz};
+    if (st.masked) { mk = X.qkv_alloc(st.masked.length); new Uint8Array(X.memory.buffer, mk, st.masked.length).set(st.masked.split('').map(Number)); }
+    return {st: st, sizes: sz, mask: mk};
   });
   var textAt = X.qkv_alloc(256), doubles = X.qkv_alloc(8 * maxCells);
   // f() in the module; '' or the message of the error it trapped on
@@ -1264,8 +1307,9 @@ function startExactStepsEditor(E, panel, status, X, failure) {
     var t = new Uint8Array(X.memory.buffer, textAt, b.length + 1); t.set(b); t[b.length] = 0;
     return guarded(function () { X.qkv_q64_parse(textAt, at); });
   }
-  function load(id, texts) {  // a matrix's fractions into its buffer
+  function load(id, texts) {  // a matrix's fractions (a float matrix: its numbers) into its buffer
     var m = M[id];
+    if (!isQ(id)) { floatsOf(id).set(m.data); return; }
     for (var k = 0; k < m.rows * m.cols; ++k) {
       var why = parseInto(texts[Math.floor(k / m.cols) + ',' + k % m.cols], ptr[id] + k * QS);
       if (why) throw new Error(id + ': ' + why);
@@ -1273,6 +1317,11 @@ function startExactStepsEditor(E, panel, status, X, failure) {
   }
   function readBack(id, dirty) {  // the buffer into the page's data: fraction texts and nearest doubles
     var m = M[id], n = m.rows * m.cols;
+    if (!isQ(id)) {  // a float matrix: its numbers
+      var fv = floatsOf(id);
+      for (var k1 = 0; k1 < n; ++k1) if (!Object.is(m.data[k1], fv[k1])) { m.data[k1] = fv[k1]; dirty[id] = true; }
+      return;
+    }
     X.qkv_q64_to_f64(ptr[id], n, doubles);
     var q = new BigInt64Array(X.memory.buffer, ptr[id], 2 * n), d = new Float64Array(X.memory.buffer, doubles, n);
     for (var k = 0; k < n; ++k) {
@@ -1282,8 +1331,12 @@ function startExactStepsEditor(E, panel, status, X, failure) {
   }
   function runSteps() {  // every step in the page's order; '' or {step, why}
     for (var c = 0; c < calls.length; ++c) {
-      var st = calls[c].st, p = function (id) { return id ? ptr[id] : 0; }, rc = 0;
-      var why = guarded(function () { rc = X.qkv_step_q64(st.kind, p(st.a), p(st.b), p(st.c), calls[c].sizes, p(st.id)); });
+      var st = calls[c].st, p = function (id) { return id ? ptr[id] : 0; }, rc = 0, cl1 = calls[c];
+      var why = guarded(function () {
+        if (st.kind === 40) rc = X.qkv_cast(typeCode(st.a), typeCode(st.id), p(st.a), M[st.id].rows * M[st.id].cols, p(st.id));
+        else if (isQ(st.id)) rc = X.qkv_step_q64(st.kind, p(st.a), p(st.b), p(st.c), cl1.sizes, p(st.id));
+        else rc = (f32of(st.id) ? X.qkv_step_f32 : X.qkv_step_f64)(st.kind, p(st.a), p(st.b), p(st.c), cl1.mask, cl1.sizes, st.scalar, p(st.id));
+      });
       if (!why && rc) why = 'the module has no exact form of this step';
       if (why) return {step: st.id, why: why};
     }
@@ -1291,20 +1344,21 @@ function startExactStepsEditor(E, panel, status, X, failure) {
   }
   Object.keys(ptr).forEach(function (id) { if (!isStep[id]) load(id, M[id].exact); });
   Object.keys(ptr).concat(Object.keys(staleWhy)).forEach(function (id) {
-    if (M[id] && !originalText[id]) { originalText[id] = Object.assign({}, M[id].exact || {}); originalData[id] = M[id].data.slice(); }
+    if (M[id] && !originalData[id]) { originalText[id] = Object.assign({}, M[id].exact || {}); originalData[id] = M[id].data.slice(); }
   });
   var anyEdit = false;
   var refresh = cellPainter(E.inputs, {
-    has: function (id) { return !!originalText[id]; },
+    has: function (id) { return !!originalData[id]; },
     stale: function (id) { return anyEdit && staleWhy[id] !== undefined; },
     changed: function (id, i, j) { return editor.changed(id, i, j); },
-    value: function (m, i, j) { return m.exact ? m.exact[i + ',' + j] : get(m, i, j); },  // a fraction's text
+    value: function (m, i, j) { return m.exact ? m.exact[i + ',' + j] : get(m, i, j); },  // a fraction's text, or a float
     text: function (m, i, j) { return cellText(m, get(m, i, j), i + ',' + j); }
   });
   function report(t0, t1) {
     var t2 = performance.now(), changed = refresh.changedCells();
     editor.last = {compute_ms: t1 - t0, total_ms: t2 - t0, rc: 0};
-    status.textContent = 'Recomputed ' + calls.length + ' steps exactly in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ (rationals of 64-bit integers, WebAssembly, ' + Math.round(E.module_bytes / 1024) +
+    var mixed = calls.some(function (c) { return !isQ(c.st.id); });  // float steps too (03b)
+    status.textContent = 'Recomputed ' + calls.length + (mixed ? ' steps, each in its own type,' : ' steps exactly') + ' in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ (' + (mixed ? 'float32, float64 and ' : '') + 'rationals of 64-bit integers, WebAssembly, ' + Math.round(E.module_bytes / 1024) +
       ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed + ' shown cells differ from the example\u2019s proven values (orange)' +
       (anyEdit && E.stale.length ? '; ' + E.stale.length + ' ' + (E.stale.length === 1 ? 'matrix is' : 'matrices are') + ' not recomputed (grey: they keep the example\u2019s numbers; hover one for why)' : '') + '.';
   }
@@ -1317,17 +1371,21 @@ function startExactStepsEditor(E, panel, status, X, failure) {
       if (editor.error && editor.error.id === x.id && editor.error.i === x.i && editor.error.j === x.j)
         box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Your ' + editor.error.text + ' was not taken: ' + editor.error.why + '.'));
       if (!editor.changed(x.id, x.i, x.j)) return;
-      box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Proven for the example\u2019s inputs: ' + editor.original(x.id, x.i, x.j) +
+      var o = editor.original(x.id, x.i, x.j);
+      box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Proven for the example\u2019s inputs: ' + (typeof o === 'number' ? vt(M[x.id], o) : o) +
         '; recomputed for yours, exactly, by qkv\u2019s C++ (WebAssembly, in this page). The lines below are about the example\u2019s inputs; Reset brings them back.'));
     },
-    changed: function (id, i, j) { var o = originalText[id]; if (!o || staleWhy[id] !== undefined) return false; return o[i + ',' + j] !== M[id].exact[i + ',' + j]; },
-    original: function (id, i, j) { return originalText[id][i + ',' + j]; },
+    changed: function (id, i, j) {
+      if (!originalData[id] || staleWhy[id] !== undefined) return false;
+      return isQ(id) ? originalText[id][i + ',' + j] !== M[id].exact[i + ',' + j] : !Object.is(originalData[id][i * M[id].cols + j], M[id].data[i * M[id].cols + j]);
+    },
+    original: function (id, i, j) { return isQ(id) ? originalText[id][i + ',' + j] : originalData[id][i * M[id].cols + j]; },
     // the learner's text for input id's cell (i, j): '' when taken, else why not (the module's message)
     set: function (id, i, j, text) {
       if (E.inputs.indexOf(id) < 0) return id + ' is not an input of this page';
       text = String(text).trim().replace(/\u2212/g, '-');
-      var t0 = performance.now(), k = i * M[id].cols + j, at = ptr[id] + k * QS;
-      var before = new Uint8Array(X.memory.buffer, at, QS).slice();
+      var t0 = performance.now(), k = i * M[id].cols + j, at = ptr[id] + k * bytesOf(id);
+      var before = new Uint8Array(X.memory.buffer, at, bytesOf(id)).slice();
       var fail = function (why, step) {
         editor.error = {id: id, i: i, j: j, text: text, why: why, step: step || ''};
         var td = document.querySelector('td[data-m="' + id.replace(/"/g, '\\"') + '"][data-i="' + i + '"][data-j="' + j + '"]');
@@ -1336,11 +1394,13 @@ function startExactStepsEditor(E, panel, status, X, failure) {
           '. The page keeps its numbers; type another value, or Reset.';
         return why;
       };
-      var why = parseInto(text, at);
+      var why = '';
+      if (isQ(id)) why = parseInto(text, at);
+      else { var v = parseNumber(text, f32of(id)); if (v === undefined) why = 'not a number (NaN, inf and -inf are numbers here)'; else floatsOf(id)[k] = v; }
       if (why) return fail(why);
       var r = runSteps();
       if (r) {  // the last good value back, and its steps again (they ran before: they fit)
-        new Uint8Array(X.memory.buffer, at, QS).set(before);
+        new Uint8Array(X.memory.buffer, at, bytesOf(id)).set(before);
         runSteps();
         return fail(r.why, r.step);
       }
@@ -1350,7 +1410,7 @@ function startExactStepsEditor(E, panel, status, X, failure) {
       readBack(id, dirty);
       calls.forEach(function (c) { readBack(c.st.id, dirty); });
       var t1 = performance.now(), wasEdit = anyEdit;
-      anyEdit = E.inputs.some(function (id2) { return Object.keys(originalText[id2]).some(function (key) { return originalText[id2][key] !== M[id2].exact[key]; }); });
+      anyEdit = E.inputs.some(function (id2) { return isQ(id2) ? Object.keys(originalText[id2]).some(function (key) { return originalText[id2][key] !== M[id2].exact[key]; }) : M[id2].data.some(function (v2, k2) { return !Object.is(v2, originalData[id2][k2]); }); });
       if (wasEdit !== anyEdit) Object.keys(staleWhy).forEach(function (id2) { dirty[id2] = true; });
       refresh(dirty);
       if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }
@@ -1358,7 +1418,7 @@ function startExactStepsEditor(E, panel, status, X, failure) {
       return '';
     },
     reset: function () {
-      Object.keys(originalText).forEach(function (id) { M[id].exact = Object.assign({}, originalText[id]); M[id].data = originalData[id].slice(); });
+      Object.keys(originalData).forEach(function (id) { if (isQ(id)) M[id].exact = Object.assign({}, originalText[id]); M[id].data = originalData[id].slice(); });
       Object.keys(ptr).forEach(function (id) { if (!isStep[id]) load(id, M[id].exact); });
       runSteps();
       editor.error = null;
@@ -1375,7 +1435,16 @@ function startExactStepsEditor(E, panel, status, X, failure) {
   var resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset'), row = el('div', {'class': 'row'});
   resetB.addEventListener('click', function () { editor.reset(); });
   row.appendChild(resetB); panel.insertBefore(row, status);
-  cellEditing(E.inputs, function () { return false; }, refresh);
+  cellEditing(E.inputs, f32of, refresh);
+  var kinds = {}; calls.forEach(function (c) { kinds[M[c.st.id].dtype === 'exact' ? 'exact rationals' : M[c.st.id].dtype] = true; });
+  if (!E.inputs.some(isQ)) {  // a page whose inputs are floats and whose steps mix types (03b)
+    status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
+      ' steps, each in its own type (' + Object.keys(kinds).join(', ') + ': a float\u2019s exact value is a rational, then sums and products of rationals of 64-bit integers), are recomputed by qkv\u2019s C++ (compiled to WebAssembly, ' +
+      Math.round(E.module_bytes / 1024) + ' KB, in this page). A number without an exact value (NaN, inf) or whose exact steps do not fit 64-bit integers is refused with the native tool\u2019s message. Cells that differ from the example\u2019s proven values turn orange' +
+      (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
+    document.documentElement.setAttribute('data-qkv-editable', '1');
+    return;
+  }
   status.textContent = 'Editable, exactly: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number: a fraction (3/2), a decimal (0.9) or one with an exponent (-1.5e-3), each an exact rational; the ' + calls.length +
     ' steps are recomputed exactly by qkv\u2019s C++ (rationals of 64-bit integers; compiled to WebAssembly, ' + Math.round(E.module_bytes / 1024) + ' KB, in this page), and a sum or product that does not fit 64-bit integers is refused with the native tool\u2019s message. Cells that differ from the example\u2019s proven values turn orange' +
     (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';

@@ -140,8 +140,60 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
           out[i * C + j] = (a[i * C + j] - mean) * inv * (b ? b[j] : real(1)) + (c ? c[j] : real(0));
       }
       return 0;
-    default: return 1;  // RoPE (and a kind this file does not know)
+    default: break;
   }
+  // kinds 40-45 (flat_steps.hpp's extended_step): sizes as extended_step reads them; an id that is
+  // not an integer in range has no truth (the step itself fails on it)
+  const auto id_at = [](const real& v, std::size_t limit, std::size_t& out_id) {
+    if (!(v >= 0) || !(v < real(limit)) || mp::floor(v) != v) return false;
+    out_id = v.convert_to<std::size_t>();
+    return true;
+  };
+  if (k == flat::cast_kind || k == flat::sgd_kind) {  // cast: the same number; sgd: w - lr g
+    for (std::size_t q = 0; q < R * C; ++q)
+      out[q] = k == flat::cast_kind ? a[q] : real(a[q] - real(scalar) * b[q]);
+    return 0;
+  }
+  if (k == flat::column_sums_kind) {  // C (1, cols) = the column sums of A (n rows)
+    for (std::size_t j = 0; j < C; ++j) {
+      real sum = 0;
+      for (std::size_t i = 0; i < z.n; ++i) sum += a[i * C + j];
+      out[j] = sum;
+    }
+    return 0;
+  }
+  if (k == flat::cross_entropy_kind) {  // C (rows, 1) = log(sum_j e^(A(i, j) - m)) - (A(i, t_i) - m)
+    for (std::size_t i = 0; i < R; ++i) {
+      std::size_t t = 0;
+      if (!id_at(b[i], z.n, t)) return 1;
+      real top = a[i * z.n];
+      for (std::size_t j = 1; j < z.n; ++j)
+        if (a[i * z.n + j] > top) top = a[i * z.n + j];
+      real sum = 0;
+      for (std::size_t j = 0; j < z.n; ++j) sum += mp::exp(a[i * z.n + j] - top);
+      out[i] = mp::log(sum) - (a[i * z.n + t] - top);
+    }
+    return 0;
+  }
+  if (k == flat::embedding_kind || k == flat::embedding_backward_kind) {
+    // embedding: C (len = rows, cols) = table A's rows ids(k) (n rows); embedding_backward: C
+    // (rows, cols) = 0, then row ids(k) += d_out's row k (n of them)
+    const bool fwd = k == flat::embedding_kind;
+    if (!fwd)
+      for (std::size_t q = 0; q < R * C; ++q) out[q] = 0;
+    for (std::size_t t = 0; t < (fwd ? R : z.n); ++t) {
+      std::size_t r = 0;
+      if (!id_at(b[t], fwd ? z.n : R, r)) return 1;
+      for (std::size_t j = 0; j < C; ++j) {
+        if (fwd)
+          out[t * C + j] = a[r * C + j];
+        else
+          out[r * C + j] += a[t * C + j];
+      }
+    }
+    return 0;
+  }
+  return 1;  // RoPE, the online softmax's blocks, the 16-bit roundings (and a kind this file does not know)
 }
 
 /// (value - truth) / ulp(truth) in the type of `digits` significand bits (24: float32, 53:
