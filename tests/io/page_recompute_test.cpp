@@ -3,6 +3,7 @@
 // numbers bit for bit; what is not recomputed says why; editable inputs are those shown and read.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -201,4 +202,44 @@ TEST_CASE("a summarised page recomputes from the matrices it holds whole, and sa
   const auto entry = html.substr(at, html.find('}', html.find("\"how\":", at)) + 2 - at);
   CHECK(entry.find("\"scratch\":true") != std::string::npos);
   CHECK(entry.find("\"data\"") == std::string::npos);
+}
+
+// the steps 17-23 (core/flat_steps.hpp): by hand, scores s = [0, 0, -inf, 0] over values [1, 3, 5,
+// 7] in blocks of 2: block 0 m = 0, p = [1, 1], l = 2, o = 1 + 3 = 4; block 1 m = 0, rescale
+// e^0 = 1, p = [0, 1], l = 3, o = 4 + 7 = 11; o / l = 11/3 (float32: its nearest float); softmax
+// over four equal numbers 0.25 each; bfloat16 ties to even: 1 + 2^-8 -> 1, 1 + 3 2^-8 -> 1 + 2^-6
+TEST_CASE("the online softmax, softmax_all and the 16-bit roundings are steps; a check says why not") {
+  const double inf = std::numeric_limits<double>::infinity();
+  page p("steps 17-23");
+  p.with_truth();
+  p.matrix("s", 1, 4, {0, 0, -inf, 0});
+  p.matrix("v", 4, 1, {1, 3, 5, 7});
+  p.matrix("run0", 1, 5, {0, 0, 0, 2, 4}).how(how::online_state("s", "v", "", 2, 0, 0));
+  p.matrix("run1", 1, 5, {0, 0, 1, 3, 11}).how(how::online_state("s", "v", "run0", 2, 2, 2));
+  p.matrix("p1", 1, 2, {0, 1}).how(how::online_p("s", "run1", 2));
+  p.matrix("o1", 1, 1, {11}).how(how::block("run1", 0, 4));
+  p.matrix("out", 1, 1, {11.0 / 3}).how(how::online_output("o1", "run1"));
+  p.matrix("flash", 1, 1, {11.0 / 3}).how(how::online_attention("s", "v", 2));
+  p.matrix("x", 2, 2, {0.5, 0.5, 0.5, 0.5});
+  p.matrix("all", 2, 2, {0.25, 0.25, 0.25, 0.25}).how(how::softmax_all("x"));
+  p.matrix("b", 1, 2, {1.00390625, 1.01171875});
+  p.matrix("b16", 1, 2, {1, 1.015625}).how(how::rounded16("b", "bfloat16"));
+  p.matrix("d", 1, 1, {0.5}).dtype("float64");
+  p.matrix("d16", 1, 1, {0.5}).dtype("float64").how(how::rounded16("d", "bfloat16"));
+  p.matrix("bound", 1, 1, {1e-6}).derived_because("it is the example's bound, a check");
+  const auto plan = qkv::io::plan_recompute(p);
+  std::vector<std::string> ids;
+  for (const auto& s : plan.steps) ids.push_back(s.id);
+  CHECK(ids == std::vector<std::string>{"run0", "run1", "p1", "o1", "out", "flash", "all", "b16"});
+  REQUIRE(plan.steps.size() == 8);
+  CHECK(plan.steps[0].kind == qkv::flat::kind::online_state);
+  CHECK(plan.steps[1].c == "run0");
+  CHECK(plan.steps[5].kind == qkv::flat::kind::online_attention);
+  CHECK(plan.steps[6].kind == qkv::flat::kind::softmax_all);
+  CHECK(plan.steps[7].kind == qkv::flat::kind::round_bfloat16);
+  REQUIRE(plan.stale.size() == 2);
+  CHECK(plan.stale[0].first == "d16");
+  CHECK(plan.stale[0].second == "a rounding to 16 bits is a float32 step");
+  CHECK(plan.stale[1].first == "bound");
+  CHECK(plan.stale[1].second == "it is the example's bound, a check");
 }
