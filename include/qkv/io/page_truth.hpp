@@ -176,6 +176,17 @@ struct solver {
         }
       return v;
     }
+    if (h.op == "interleave" || h.op == "deinterleave") {  // a permutation of each row's columns
+      if (A->rows != R || A->cols != C || C % 2 != 0) return std::nullopt;
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) {
+          const std::size_t from = h.op == "interleave" ? (j % 2 == 0 ? j / 2 : j / 2 + C / 2)
+                                   : j < C / 2          ? 2 * j
+                                                        : 2 * (j - C / 2) + 1;
+          v[i * C + j] = (*ta)[i * C + from];
+        }
+      return v;
+    }
     if (h.op == "hconcat") {  // A's columns, then B's
       if (B == nullptr) return std::nullopt;
       for (std::size_t i = 0; i < R; ++i)
