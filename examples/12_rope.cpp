@@ -272,12 +272,18 @@ void page(Page& p) {
   p.matrix("q_half", q_half).rows(positions).cols(columns).caption("RoPE, half_split pairs (i, i+4)")
       .how(how::rope("q", "cos", "sin", d, d, "half_split"));
   p.step(3);
+  // q's halves as interleaved pairs, rotated as interleaved, and back (data only, then the result)
+  p.matrix("q as interleaved", half_to_interleaved(q64)).rows(positions).cols(columns).how(how::interleave("q")).hidden();
+  p.matrix("R (q as interleaved)", qkv::rope(half_to_interleaved(q64), rope_layout::interleaved))
+      .rows(positions)
+      .cols(columns)
+      .how(how::rope("q as interleaved", "cos", "sin", d, d, "interleaved"))
+      .hidden();
   p.matrix("q_half_via_interleaved", interleaved_to_half(qkv::rope(half_to_interleaved(q64), rope_layout::interleaved)))
       .rows(positions)
       .cols(columns)
       .caption("half_split computed as interleaved on permuted columns")
-      .derived_because("it permutes q's columns, rotates the interleaved pairs, and permutes back: the page's steps "
-                       "have no permutation of columns (q_half above is the same numbers, recomputed)")
+      .how(how::deinterleave("R (q as interleaved)"))
       .proven(q_half, "q_half", 0.0, "bit for bit");
   p.step(4);
   const auto before = squared_norms(q64), after = squared_norms(q_inter);

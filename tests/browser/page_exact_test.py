@@ -203,6 +203,11 @@ def expected_sum(P, mid, i, j):
     if op == 'relu':
         a = P.get(A, i, j)
         return (max(Fraction(0), a), Fraction(0), {}) if finite(a) else None
+    if op in ('interleave', 'deinterleave'):  # a permutation of the row's columns: a copy
+        half = P.cols(A) // 2
+        src = (j // 2 + (half if j % 2 else 0)) if op == 'interleave' else (2 * j if j < half else 2 * (j - half) + 1)
+        a = P.get(A, i, src)
+        return (a, Fraction(0), {}) if finite(a) else None
     if op == 'block':
         a = P.get(A, h['br'] + i, h['bc'] + j)
         return (a, Fraction(0), {}) if finite(a) else None

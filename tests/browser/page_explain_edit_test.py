@@ -64,7 +64,7 @@ STALE = {
                 'mh sequence 1 weights, head 0', 'mh sequence 1 output', 'mh sequence 0 output',
                 'cross memory 1 weights, head 0', 'cross output 2'},
     'alibi': set(),
-    'rope': {'q_half_via_interleaved', 'lengths'},  # another route (a permutation of columns), a check
+    'rope': {'lengths'},  # a check (the sums of squares of step 4), not a step
     'positional_encoding': {'PE(2047, 0..3) in float32'},  # a rounding of float64 to float32
     # flash's blocks and output are the online softmax's steps; its bound is a check, not a step
     'flash': {'bound'},

@@ -4,6 +4,7 @@
 // naive softmax's overflow, an unknown step; exact_step over rationals, value for value, and its
 // overflow. (The examples' pages check every step against the examples' own numbers each time a
 // page is written: io/page_recompute.hpp.)
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -255,6 +256,29 @@ TEST_CASE("round_bfloat16 and round_float16 give as_float(rounded_to(x)), floats
   CHECK(qkv::flat::step<double>(qkv::flat::kind::round_bfloat16, d, nullptr, nullptr, nullptr, {1, 1}, 0.0,
                                 out) == 1);
   CHECK(out[0] == 7.0);
+}
+
+// kinds 24 and 25: RoPE's half_split columns as interleaved pairs and back (example 12)
+TEST_CASE("interleave lays a row's two halves out as pairs, deinterleave back, exactly") {
+  // by hand, a row of 6: halves [0, 1, 2] and [3, 4, 5] as pairs (0, 3), (1, 4), (2, 5)
+  const double row[6] = {0, 1, 2, 3, 4, 5}, pairs[6] = {0, 3, 1, 4, 2, 5};
+  double out[6], back[6];
+  qkv::flat::step_sizes z{1, 6};
+  REQUIRE(qkv::flat::step<double>(qkv::flat::kind::interleave, row, nullptr, nullptr, nullptr, z, 0.0, out) ==
+          0);
+  CHECK(std::equal(out, out + 6, pairs));
+  qkv::flat::step<double>(qkv::flat::kind::deinterleave, out, nullptr, nullptr, nullptr, z, 0.0, back);
+  CHECK(std::equal(back, back + 6, row));
+  // copies: a NaN, -0 and the exact rationals come through as they are
+  const float odd[4] = {-0.f, std::numeric_limits<float>::quiet_NaN(), 2.5f, -1.f};
+  float o4[4];
+  qkv::flat::step<float>(qkv::flat::kind::interleave, odd, nullptr, nullptr, nullptr, {1, 4}, 0.f, o4);
+  CHECK((std::signbit(o4[0]) && o4[1] == 2.5f && std::isnan(o4[2]) && o4[3] == -1.f));
+  using q = qkv::exact::rational<long long>;
+  const q r[2] = {q(1, 3), q(-2, 7)};
+  q ro[2];
+  REQUIRE(qkv::flat::exact_step<q>(qkv::flat::kind::interleave, r, nullptr, nullptr, {1, 2}, ro) == 0);
+  CHECK((ro[0] == q(1, 3) && ro[1] == q(-2, 7)));
 }
 
 TEST_CASE("flat steps keep the core's policy at the edges") {

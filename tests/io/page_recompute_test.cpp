@@ -206,11 +206,12 @@ TEST_CASE("a summarised page recomputes from the matrices it holds whole, and sa
   CHECK(entry.find("\"data\"") == std::string::npos);
 }
 
-// the steps 17-23 (core/flat_steps.hpp): by hand, scores s = [0, 0, -inf, 0] over values [1, 3, 5,
+// the steps 17-25 (core/flat_steps.hpp): by hand, scores s = [0, 0, -inf, 0] over values [1, 3, 5,
 // 7] in blocks of 2: block 0 m = 0, p = [1, 1], l = 2, o = 1 + 3 = 4; block 1 m = 0, rescale
 // e^0 = 1, p = [0, 1], l = 3, o = 4 + 7 = 11; o / l = 11/3 (float32: its nearest float); softmax
-// over four equal numbers 0.25 each; bfloat16 ties to even: 1 + 2^-8 -> 1, 1 + 3 2^-8 -> 1 + 2^-6
-TEST_CASE("the online softmax, softmax_all and the 16-bit roundings are steps; a check says why not") {
+// over four equal numbers 0.25 each; bfloat16 ties to even: 1 + 2^-8 -> 1, 1 + 3 2^-8 -> 1 + 2^-6;
+// [1, 2, 3, 4]'s halves as pairs [1, 3, 2, 4], and back
+TEST_CASE("the online softmax, softmax_all, the roundings and (de)interleave are steps; a check is not") {
   const double inf = std::numeric_limits<double>::infinity();
   page p("steps 17-23");
   p.with_truth();
@@ -228,17 +229,23 @@ TEST_CASE("the online softmax, softmax_all and the 16-bit roundings are steps; a
   p.matrix("b16", 1, 2, {1, 1.015625}).how(how::rounded16("b", "bfloat16"));
   p.matrix("d", 1, 1, {0.5}).dtype("float64");
   p.matrix("d16", 1, 1, {0.5}).dtype("float64").how(how::rounded16("d", "bfloat16"));
+  p.matrix("h", 1, 4, {1, 2, 3, 4});
+  p.matrix("pairs", 1, 4, {1, 3, 2, 4}).how(how::interleave("h"));  // halves [1, 2], [3, 4] as pairs
+  p.matrix("halves", 1, 4, {1, 2, 3, 4}).how(how::deinterleave("pairs"));
   p.matrix("bound", 1, 1, {1e-6}).derived_because("it is the example's bound, a check");
   const auto plan = qkv::io::plan_recompute(p);
   std::vector<std::string> ids;
   for (const auto& s : plan.steps) ids.push_back(s.id);
-  CHECK(ids == std::vector<std::string>{"run0", "run1", "p1", "o1", "out", "flash", "all", "b16"});
-  REQUIRE(plan.steps.size() == 8);
+  CHECK(ids == std::vector<std::string>{"run0", "run1", "p1", "o1", "out", "flash", "all", "b16", "pairs",
+                                        "halves"});
+  REQUIRE(plan.steps.size() == 10);
   CHECK(plan.steps[0].kind == qkv::flat::kind::online_state);
   CHECK(plan.steps[1].c == "run0");
   CHECK(plan.steps[5].kind == qkv::flat::kind::online_attention);
   CHECK(plan.steps[6].kind == qkv::flat::kind::softmax_all);
   CHECK(plan.steps[7].kind == qkv::flat::kind::round_bfloat16);
+  CHECK(plan.steps[8].kind == qkv::flat::kind::interleave);
+  CHECK(plan.steps[9].kind == qkv::flat::kind::deinterleave);
   REQUIRE(plan.stale.size() == 2);
   CHECK(plan.stale[0].first == "d16");
   CHECK(plan.stale[0].second == "a rounding to 16 bits is a float32 step");

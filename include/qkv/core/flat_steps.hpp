@@ -33,6 +33,8 @@
 //                and every query's output in blocks of B (online_attention)
 //   round16      a float rounded to bfloat16 or float16 and back, exactly (core/half.hpp: as
 //                rounded_to then as_float; the 16-bit storage of a batch's q, k and v)
+//   interleave, deinterleave  the columns' two halves as pairs (2q, 2q + 1), and back: RoPE's
+//                half_split and interleaved layouts of the same numbers (a permutation, copies)
 // step() runs one of them by its number (steps::kind), for the module's one C entry point;
 // exact_step() the ones that are sums and products only, over exact numbers (a type without
 // infinity, NaN, exp or sqrt: qkv::exact::rational, the exact pages 01b and 15).
@@ -358,6 +360,27 @@ constexpr void round16(const float* a, std::size_t n, float* out) {
   for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<float>(S(a[k]));
 }
 
+/// C(i, 2q) = A(i, q), C(i, 2q + 1) = A(i, q + cols / 2): the two halves of each row as pairs
+/// (half_split's pair q becomes interleaved pair q); A, C (rows, cols), cols even
+template <class T>
+constexpr void interleave(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t q = 0; q < cols / 2; ++q) {
+      out[i * cols + 2 * q] = a[i * cols + q];
+      out[i * cols + 2 * q + 1] = a[i * cols + q + cols / 2];
+    }
+}
+
+/// C(i, q) = A(i, 2q), C(i, q + cols / 2) = A(i, 2q + 1): interleave's inverse
+template <class T>
+constexpr void deinterleave(const T* a, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t q = 0; q < cols / 2; ++q) {
+      out[i * cols + q] = a[i * cols + 2 * q];
+      out[i * cols + q + cols / 2] = a[i * cols + 2 * q + 1];
+    }
+}
+
 /// the steps by number, for one entry point (wasm/qkv_wasm.cpp's qkv_step_f32 / _f64)
 enum class kind : int {
   dot = 1,
@@ -384,6 +407,8 @@ enum class kind : int {
   online_attention = 21,
   round_bfloat16 = 22,
   round_float16 = 23,
+  interleave = 24,
+  deinterleave = 25,
 };
 
 /// @brief the sizes and offsets of one step (the page_how's): C is (rows, cols); A has `as`
@@ -443,6 +468,8 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
       if (z.n == 0) return 1;
       online_attention(a, z.rows, z.as, b, z.cols, z.n, out);
       return 0;
+    case kind::interleave: interleave(a, z.rows, z.cols, out); return 0;
+    case kind::deinterleave: deinterleave(a, z.rows, z.cols, out); return 0;
     case kind::round_bfloat16:
     case kind::round_float16:
       if constexpr (std::is_same_v<T, float>) {
@@ -460,8 +487,8 @@ constexpr int step(kind k, const T* a, const T* b, const T* c, const unsigned ch
 
 /// @brief one step of kind k over exact numbers T (qkv::exact::rational: every sum and product
 /// exact, an overflow an error of T's own): the kinds that are sums, products and copies only,
-/// dot, matmul (their bias in c), add, transpose, hconcat, block, row_dot and softmax_backward
-/// (D in c), computed by the same functions as step(). A product or sum in any order is the same
+/// dot, matmul (their bias in c), add, transpose, hconcat, block, interleave, deinterleave, row_dot
+/// and softmax_backward (D in c), computed by the same functions as step(). A product or sum in any order is the same
 /// rational, so nothing here depends on the order of the terms. Returns 0, or 1 for a kind that
 /// has no exact form (attended, scale, divide, softmax, naive_softmax, relu, layer_norm, rope,
 /// softmax_all, the online softmax's, the 16-bit roundings: infinities, exp, sqrt, a float factor or
@@ -477,6 +504,8 @@ constexpr int exact_step(kind k, const T* a, const T* b, const T* c, const step_
     case kind::softmax_backward: softmax_backward(a, b, c, z.rows, z.cols, out); return 0;
     case kind::hconcat: hconcat(a, z.as, b, z.bs, z.rows, out); return 0;
     case kind::block: block(a, z.as, z.rows, z.cols, z.br, z.bc, out); return 0;
+    case kind::interleave: interleave(a, z.rows, z.cols, out); return 0;
+    case kind::deinterleave: deinterleave(a, z.rows, z.cols, out); return 0;
     default: return 1;
   }
 }

@@ -63,7 +63,7 @@ struct page_how {
       op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
            // "layernorm", "transpose", "hconcat", "rope",
            // "softmax_naive", "block", "softmax_all", "online_state", "online_p", "online_output",
-           // "online_attention", "round16"
+           // "online_attention", "round16", "interleave", "deinterleave"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j
   std::size_t n = 0;   // terms of each sum
@@ -228,6 +228,19 @@ struct page_how {
   static page_how rounded16(std::string a, std::string type) {
     page_how h;
     h.op = "round16", h.a = std::move(a), h.note = std::move(type);
+    return h;
+  }
+  /// C(i, 2q) = A(i, q), C(i, 2q + 1) = A(i, q + cols / 2): each row's two halves as pairs (RoPE's
+  /// half_split columns laid out as interleaved ones)
+  static page_how interleave(std::string a) {
+    page_how h;
+    h.op = "interleave", h.a = std::move(a);
+    return h;
+  }
+  /// C(i, q) = A(i, 2q), C(i, q + cols / 2) = A(i, 2q + 1): interleave's inverse
+  static page_how deinterleave(std::string a) {
+    page_how h;
+    h.op = "deinterleave", h.a = std::move(a);
     return h;
   }
   /// every row of the scores A over the values B by the online softmax in blocks of `block` keys

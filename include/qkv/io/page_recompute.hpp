@@ -19,7 +19,7 @@
 //               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
 //               those functions, bit for bit from the page's own inputs: so before any edit the
 //               module gives every cell the example's proven number. Over exact rationals
-//               (flat::exact_step: dot, matmul, add, transpose, hconcat, block, row_dot,
+//               (flat::exact_step: dot, matmul, add, transpose, hconcat, block, (de)interleave, row_dot,
 //               softmax_backward, in page_exact) the same, fraction for fraction. A page's steps
 //               may mix types (03b): a cast (page_how::cast, flat::cast) turns float32 into
 //               float64 or a float into its exact rational, checked the same way
@@ -235,6 +235,11 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
       return fail("its sizes do not fit its operands");
     s.kind = h.op == "online_p" ? flat::kind::online_p : flat::kind::online_output, s.b = h.b,
     s.sizes.bs = B->cols;
+    return s;
+  }
+  if (h.op == "interleave" || h.op == "deinterleave") {
+    if (A->rows != R || A->cols != C || C % 2 != 0) return fail("its sizes do not fit its operands");
+    s.kind = h.op == "interleave" ? flat::kind::interleave : flat::kind::deinterleave;
     return s;
   }
   if (h.op == "round16") {  // float32 only: a float rounded to 16 bits and read back

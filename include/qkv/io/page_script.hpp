@@ -215,6 +215,13 @@ function explain(id, i, j) {
     x.sum = ex2[i * A.cols + j] / tot2;
     return x;
   }
+  if (h.op === 'interleave' || h.op === 'deinterleave') {  // a permutation of the row's columns
+    var half9 = A.cols / 2, from9 = h.op === 'interleave' ? (j % 2 === 0 ? j / 2 : (j - 1) / 2 + half9) : (j < half9 ? 2 * j : 2 * (j - half9) + 1);
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, from9) + ') = ' + vt(A, get(A, i, from9)) + (h.op === 'interleave'
+      ? ': the row\u2019s two halves as pairs (column q and q + ' + half9 + ' side by side: half_split\u2019s pair as an interleaved one)'
+      : ': the interleaved pairs back as the row\u2019s two halves (column 2q to q, 2q + 1 to q + ' + half9 + ')');
+    x.sum = get(A, i, from9); return x;
+  }
   if (h.op === 'round16') {  // core/half.hpp: to nearest, ties to even, read back as a float
     var a9 = get(A, i, j), bits9 = h.note === 'bfloat16' ? 8 : 11;
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, a9) + ' rounded to ' + h.note + ' (' + bits9 + ' significant bits, to nearest, ties to even), read back as a float: ' + vt(m, v);

@@ -113,6 +113,16 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
       for (std::size_t i = 0; i < R; ++i)
         for (std::size_t j = 0; j < C; ++j) out[i * C + j] = a[(z.br + i) * z.as + z.bc + j];
       return 0;
+    case flat::kind::interleave:    // each row's halves as pairs: C(2q) = A(q), C(2q + 1) = A(q + cols/2)
+    case flat::kind::deinterleave:  // and back
+      for (std::size_t i = 0; i < R; ++i)
+        for (std::size_t j = 0; j < C; ++j) {
+          const std::size_t from = k == flat::kind::interleave ? (j % 2 == 0 ? j / 2 : j / 2 + C / 2)
+                                   : j < C / 2                 ? 2 * j
+                                                               : 2 * (j - C / 2) + 1;
+          out[i * C + j] = a[i * C + from];
+        }
+      return 0;
     case flat::kind::hconcat:  // a's columns, then b's
       for (std::size_t i = 0; i < R; ++i)
         for (std::size_t j = 0; j < C; ++j)
