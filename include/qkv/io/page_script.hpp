@@ -832,6 +832,9 @@ function startEditor(E, panel, status) {
         if (st && edited) box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Not recomputed for your edit: ' + st + '; this is the number qkv attend computed for the case\u2019s inputs.'));
         if (!editor.changed(x.id, x.i, x.j)) return;
         var m = M[x.id];
+        // an input the learner typed (a summarised page's queries, keys and values have a how too)
+        if (inputs.indexOf(x.id) >= 0) { box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Your number: an input of this page\u2019s module. qkv attend computed ' +
+          vt(m, editor.original(x.id, x.i, x.j)) + ' for the case\u2019s inputs; the lines below are about those. Reset brings them back.')); return; }
     box.appendChild(el('div', {'class': 'x-note x-changed'}, (D.source ? 'Proven for the example\u2019s inputs: ' : 'Computed by qkv attend for the case\u2019s inputs: ') +
       vt(m, editor.original(x.id, x.i, x.j)) + '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). ' +
       'The lines below are about the ' + (D.source ? 'example\u2019s' : 'case\u2019s') + ' inputs; Reset brings them back.'));
