@@ -374,11 +374,12 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
 }
 
 /// @brief the most bytes a summarised page embeds whole for its WebAssembly module (docs/pages.md,
-/// "The summarised attend page"): the inputs' bits in base64 (page::pack_numbers, 4/3 bytes a
-/// byte of float32 or float64), with the terms and tables it adds (the bias, ALiBi's slopes,
-/// RoPE's cos and sin). 2 MiB is the budget tests/browser/page_test.py holds a BERT-size attend
-/// page to; this leaves room for the rest of the page (the shown rows, the heatmaps' blocks, the
-/// script and the module). 128 tokens, 12 heads of 64: q, k, v take 1,572,864 bytes.
+/// "The summarised attend page"): the inputs' bits in base 85 (page::pack_numbers' `rows`, 5
+/// characters each 4 bytes of float32 or float64), with the terms and tables it adds (the bias,
+/// ALiBi's slopes, RoPE's cos and sin). Issue 12 holds a BERT-size attend page (128 tokens, 12
+/// heads) to 2 MB (tests/browser/page_test.py); this leaves about 450 KB for the rest of it (the
+/// shown rows and the rows their explanations read, the script, the module's base64). 128 tokens,
+/// 12 heads of 64: q, k, v take 1,474,560 bytes.
 inline constexpr std::size_t summarised_embed_bytes = 1600 * 1024;
 
 /// @brief how a summarised page is editable (docs/pages.md, "The summarised attend page"):
@@ -400,8 +401,8 @@ struct summarised_choice {
   std::vector<std::pair<std::string, std::string>> stale;
 };
 
-/// the bytes of n numbers of `size` bytes as base64 (page_detail::json_bits)
-inline std::size_t packed_bytes(std::size_t n, std::size_t size) { return (n * size + 2) / 3 * 4; }
+/// the bytes of n numbers of `size` bytes (4 or 8) in base 85 (page_detail::json_b85)
+inline std::size_t packed_bytes(std::size_t n, std::size_t size) { return n * size / 4 * 5; }
 
 inline std::string kilobytes(std::size_t b) {
   std::ostringstream o;
@@ -443,11 +444,9 @@ summarised_choice choose_summarised(const qkv::io::page& p, bool has_context,
                             "; a summarised page embeds at most " + limit + " whole";
   if (grads) {
     c.why =
-        "This page is not editable: it is summarised and has gradients (d_output), whose tables hold only "
-        "their "
-        "shown rows on a summarised page, and the module's backward needs x and the weights whole; a case of "
-        "at most "
-        "65,536 numbers has an editable page with its gradients";
+        std::string("This page is not editable: it is summarised and has gradients (d_output), ") +
+        "whose tables hold only their shown rows on a summarised page, and the module's backward needs x " +
+        "and the weights whole; a case of at most 65,536 numbers has an editable page with its gradients.";
     return c;
   }
   if (full_b <= summarised_embed_bytes) {
@@ -469,9 +468,8 @@ summarised_choice choose_summarised(const qkv::io::page& p, bool has_context,
         "This page is summarised, and its inputs here are the queries, keys and values" +
         std::string(opt.rope ? " before RoPE (the module rotates them with the page's cos and sin)" : "") +
         ": " + sizes + ", so x" + (has_context ? ", the context" : "") +
-        " and the weights are not on it whole (not editable) and the queries, keys and values are. Every "
-        "step "
-        "after them is recomputed" +
+        " and the weights are not on it whole (not editable) and the queries, keys and values are. " +
+        "Every step after them is recomputed" +
         (w.o ? "; the output projection is not (grey after an edit): W_o is not on the page whole." : ".");
     if (w.o)
       c.stale.push_back(

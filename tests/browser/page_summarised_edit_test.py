@@ -10,7 +10,7 @@ editable all the same (tools/attend_page.hpp's summarised_choice):
     drawn here from a seeded generator). x and the three 768 x 768 weights do not fit the page, so
     its inputs are the queries, keys and values, embedded whole as bits; the module recomputes
     every step after them (qkv_attend_projected_f32);
-  - rope_gqa: 32 tokens over d_model 768, 4 query heads on 2 key/value heads, RoPE (half_split),
+  - rope_gqa: 32 tokens over d_model 768, 8 query heads on 2 key/value heads, RoPE (half_split),
     ALiBi, causal, wo: projected too, its inputs the queries and keys before RoPE (the module
     rotates them with the page's cos and sin tables) and the values; the output (W_o not on the
     page whole) is grey after an edit;
@@ -77,14 +77,14 @@ def bert_case():
 
 
 def rope_gqa_case():
-    """32 tokens over d_model 768 (its weights do not fit the page), 4 query heads of 32 on 2
-    key/value heads, RoPE half_split on 16 of 32 columns, ALiBi, causal, wo (768 x 128: the output
-    is not recomputed)"""
+    """32 tokens over d_model 768 (x and its weights, 2.6 MB packed, do not fit the page), 8 query
+    heads of 32 on 2 key/value heads, RoPE half_split on 16 of 32 columns, ALiBi, causal, wo (768 x
+    256: the output is not recomputed)"""
     rnd = random.Random(31)
     T, D = 32, 768
-    return {'dtype': 'float32', 'x': matrix(rnd, T, D, 1.0), 'wq': matrix(rnd, 128, D, 0.036),
-            'wk': matrix(rnd, 64, D, 0.036), 'wv': matrix(rnd, 64, D, 0.036), 'wo': matrix(rnd, D, 128, 0.036),
-            'heads': 4, 'kv_heads': 2,
+    return {'dtype': 'float32', 'x': matrix(rnd, T, D, 1.0), 'wq': matrix(rnd, 256, D, 0.036),
+            'wk': matrix(rnd, 64, D, 0.036), 'wv': matrix(rnd, 64, D, 0.036), 'wo': matrix(rnd, D, 256, 0.036),
+            'heads': 8, 'kv_heads': 2,
             'causal': True, 'alibi': True, 'rope': {'layout': 'half_split', 'rotary_dim': 16}}
 
 
