@@ -7,7 +7,8 @@ Renders the learner's pages in headless chromium (Debian's chromium, chromium-dr
 python3-selenium) at 0.6 device pixels per CSS pixel, one viewport each: an example's page, a
 cell's explanation, a multi-head attend page with its heatmap, the masks, a summarised
 BERT-size page, example 04's BERT page (WordPiece tokens, a head chosen; and edited), a weight's
-error against the 50-digit truth, a `qkv attend` page and an example's page edited. Run it after changing the pages' look; the browser test
+error against the 50-digit truth, a `qkv attend` page and an example's page edited, the summarised
+BERT-size page edited. Run it after changing the pages' look; the browser test
 (tests/browser/page_test.py) writes full-page screenshots to the build folder on every run.
 """
 import json
@@ -92,7 +93,15 @@ p = os.path.join(tmp, 'bert.html')
 qkv('attend', case, '--html', p)
 
 
+def wait_editable():
+    for _ in range(400):
+        if driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")') is not None:
+            break
+        time.sleep(0.05)
+
+
 def bert():
+    wait_editable()  # the heatmap is drawn from the weights its module computes on load
     Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('3')
     scroll_to('figure.heatmap')
 
@@ -162,5 +171,22 @@ def edit_attend():
 p = os.path.join(tmp, 'attend_edit.html')
 qkv('attend', os.path.join(ROOT, 'tests', 'cli', 'attend', 'illustrated.json'), '--html', p)
 shot(p, 'page_edit.png', edit_attend)
+# the summarised BERT-size page edited (docs/pages.md, "The summarised attend page"): the scale
+# set from 1/8 to 0.01 in the panel, so that every query spreads its weight over the keys it may
+# see; the heatmap redrawn from the weights the module recomputed
+
+
+def summarised_edit():
+    wait_editable()
+    scale = driver.find_element(By.ID, 'edit-scale')
+    scale.clear()
+    scale.send_keys('0.01\n')
+    Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('0')
+    scroll_to('figure.heatmap')
+
+
+p = os.path.join(tmp, 'bert_summarised_edit.html')
+qkv('attend', case, '--html', p)
+shot(p, 'page_summarised_edit.png', summarised_edit)
 driver.quit()
 shutil.rmtree(tmp, ignore_errors=True)

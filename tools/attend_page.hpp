@@ -9,7 +9,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -371,6 +373,115 @@ void backward_steps(qkv::io::page& p, const rt::dynamic_matrix<T>& x, const rt::
       std::to_string(n) + " columns side by side.");
 }
 
+/// @brief the most bytes a summarised page embeds whole for its WebAssembly module (docs/pages.md,
+/// "The summarised attend page"): the inputs' bits in base 85 (page::pack_numbers' `rows`, 5
+/// characters each 4 bytes of float32 or float64), with the terms and tables it adds (the bias,
+/// ALiBi's slopes, RoPE's cos and sin). Issue 12 holds a BERT-size attend page (128 tokens, 12
+/// heads) to 2 MB (tests/browser/page_test.py); this leaves about 450 KB for the rest of it (the
+/// shown rows and the rows their explanations read, the script, the module's base64). 128 tokens,
+/// 12 heads of 64: q, k, v take 1,474,560 bytes.
+inline constexpr std::size_t summarised_embed_bytes = 1600 * 1024;
+
+/// @brief how a summarised page is editable (docs/pages.md, "The summarised attend page"):
+/// - full: x (the context), every weight and bias embedded whole (their packed bits fit
+///   summarised_embed_bytes): every step recomputed, as on a full page;
+/// - projected: they do not fit, the queries, keys and values do: those are the inputs (before
+///   RoPE when the case has it: the module rotates them with the page's tables), and the module
+///   recomputes every step after them; the output projection (W_o not whole on the page) is not
+///   recomputed, and says why;
+/// - none: neither fits, or the case has gradients (the page's gradient tables hold only their
+///   shown rows): not editable, and `why` says so with the bytes.
+/// `why` is the sentence the page shows: which it did, and why; `stale`: the matrices not
+/// recomputed after an edit, with why
+struct summarised_choice {
+  enum class mode { none, full, projected } how = mode::none;
+  std::string why;
+  std::vector<std::string> whole;   // the matrices embedded whole (the module's inputs and tables)
+  std::vector<std::string> inputs;  // projected: the module's q, k, v inputs (page ids)
+  std::vector<std::pair<std::string, std::string>> stale;
+};
+
+/// the bytes of n numbers of `size` bytes (4 or 8) in base 85 (page_detail::json_b85)
+inline std::size_t packed_bytes(std::size_t n, std::size_t size) { return n * size / 4 * 5; }
+
+inline std::string kilobytes(std::size_t b) {
+  std::ostringstream o;
+  o << (b + 512) / 1024 << " KB";
+  return o.str();
+}
+
+/// which way a summarised page is editable (summarised_choice), from the page's own matrices
+template <class T>
+summarised_choice choose_summarised(const qkv::io::page& p, bool has_context,
+                                    const rt::attention_weights<T>& w, const rt::attention_options<T>& opt,
+                                    bool grads) {
+  summarised_choice c;
+  std::map<std::string, std::size_t> n;
+  for (const auto& m : p.entries()) n[m.id] = m.rows * m.cols;
+  auto bytes = [&](const std::vector<std::string>& ids) {
+    std::size_t b = 0;
+    for (const auto& id : ids) b += packed_bytes(n.count(id) ? n.at(id) : 0, sizeof(T));
+    return b;
+  };
+  std::vector<std::string> fixed;  // what the module adds and rotates with, in either mode
+  if (opt.bias) fixed.push_back("scores bias");
+  if (opt.alibi) fixed.push_back("ALiBi slopes");
+  if (opt.rope) fixed.insert(fixed.end(), {"cos (queries)", "sin (queries)", "cos (keys)", "sin (keys)"});
+  std::vector<std::string> full = {"x", "wq", "wk", "wv"};
+  if (has_context) full.push_back("context (input)");
+  for (const char* b : {"bq", "bk", "bv"})
+    if (n.count(b)) full.push_back(b);
+  if (w.o) full.push_back("wo");
+  if (w.o && !w.o->bias.empty()) full.push_back("bo");
+  std::vector<std::string> qkv_ids =
+      opt.rope ? std::vector<std::string>{"queries before RoPE", "keys before RoPE", "values"}
+               : std::vector<std::string>{"queries", "keys", "values"};
+  const std::size_t fixed_b = bytes(fixed), full_b = bytes(full) + fixed_b, proj_b = bytes(qkv_ids) + fixed_b;
+  const std::string limit = kilobytes(summarised_embed_bytes);
+  const std::string sizes = "x and the weights take " + kilobytes(full_b) +
+                            " as packed bits, the queries, keys and values " + kilobytes(proj_b) +
+                            (fixed.empty() ? "" : " (each with the terms and tables the module adds)") +
+                            "; a summarised page embeds at most " + limit + " whole";
+  if (grads) {
+    c.why =
+        std::string("This page is not editable: it is summarised and has gradients (d_output), ") +
+        "whose tables hold only their shown rows on a summarised page, and the module's backward needs x " +
+        "and the weights whole; a case of at most 65,536 numbers has an editable page with its gradients.";
+    return c;
+  }
+  if (full_b <= summarised_embed_bytes) {
+    c.how = summarised_choice::mode::full;
+    c.whole = full;
+    c.whole.insert(c.whole.end(), fixed.begin(), fixed.end());
+    c.why = "This page is summarised (its tables show their first and last rows), and editable in full: x" +
+            std::string(has_context ? ", the context" : "") + " and every weight are embedded whole (" +
+            kilobytes(full_b) + " as packed bits, within the " + limit +
+            " a summarised page embeds), so every step is recomputed.";
+    return c;
+  }
+  if (proj_b <= summarised_embed_bytes) {
+    c.how = summarised_choice::mode::projected;
+    c.whole = qkv_ids;
+    c.whole.insert(c.whole.end(), fixed.begin(), fixed.end());
+    c.inputs = qkv_ids;
+    c.why =
+        "This page is summarised, and its inputs here are the queries, keys and values" +
+        std::string(opt.rope ? " before RoPE (the module rotates them with the page's cos and sin)" : "") +
+        ": " + sizes + ", so x" + (has_context ? ", the context" : "") +
+        " and the weights are not on it whole (not editable) and the queries, keys and values are. " +
+        "Every step after them is recomputed" +
+        (w.o ? "; the output projection is not (grey after an edit): W_o is not on the page whole." : ".");
+    if (w.o)
+      c.stale.push_back(
+          {"output", "W_o (" + std::to_string(w.o->weight.rows()) + " x " +
+                         std::to_string(w.o->weight.cols()) +
+                         ") is not on this summarised page whole, so the output is not recomputed"});
+    return c;
+  }
+  c.why = "This page is not editable: it is summarised, and " + sizes + ", so neither fits.";
+  return c;
+}
+
 /// @brief the page's "edit" object (docs/pages.md, "Editing a page"): the WebAssembly module
 /// (wasm/qkv_wasm.cpp, embedded by scripts/embed_wasm.py), the case's sizes and options, which
 /// matrices are the inputs and which the module recomputes (its second form, qkv_attend_case_*:
@@ -386,13 +497,13 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
                       const rt::attention_options<T>& opt, const rt::multihead_result<T>& r,
                       std::size_t t_len, std::size_t d, bool half, const std::vector<grad_view>* grads,
                       bool core, bool* editable = nullptr, std::size_t context_cols = 0,
-                      const std::string& half_type = "") {
+                      const std::string& half_type = "", const summarised_choice* sc = nullptr) {
   namespace pd = qkv::io::page_detail;
   std::string why;
   if (*qkv::io::page_wasm::why_not)
     why = std::string("This page is not editable: ") + qkv::io::page_wasm::why_not + ".";
-  else if (p.summarised())
-    why = "This page is not editable: it has too many numbers (a summarised page).";
+  else if (p.summarised() && (sc == nullptr || sc->how == summarised_choice::mode::none))
+    why = sc ? sc->why : "This page is not editable: it has too many numbers (a summarised page).";
   if (editable) *editable = why.empty();
   if (why.empty() && !core)
     why =
@@ -403,6 +514,7 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   pd::json_string(s, why);
   s += std::string(",\"arithmetic\":\"") + (core ? "core" : "runtime") + "\"";
   if (!why.empty()) return s + "}";
+  const bool projected = sc && p.summarised() && sc->how == summarised_choice::mode::projected;
   const std::size_t H = r.weights.size(), s_len = r.keys.rows(), HK = opt.kv_heads ? opt.kv_heads : H;
   const bool f32 = sizeof(T) == 4;
   s += ",\"module\":\"" + qkv::io::page_wasm::text();
@@ -410,8 +522,9 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   s += ",\"dtype\":\"" + std::string(f32 ? "float32" : "float64") + "\"";
   s += std::string(",\"out_in\":") + (w.q.layout == rt::weight_layout::out_in ? "true" : "false");
   // 16-bit inputs: a typed number is rounded to this type as stored (the module's qkv_round_*,
-  // core/half.hpp, the tool's rounding), the arithmetic float32
-  s += ",\"round\":\"" + std::string(half ? half_type : "") + "\"";
+  // core/half.hpp, the tool's rounding), the arithmetic float32; not the queries, keys and values
+  // of a projected page (float32 numbers the float32 arithmetic computed)
+  s += ",\"round\":\"" + std::string(half && !projected ? half_type : "") + "\"";
   // dv: the concatenation's columns (heads dvh); the keys and values have kv_heads heads
   s += ",\"t\":" + std::to_string(t_len) + ",\"d\":" + std::to_string(d) +
        ",\"dq\":" + std::to_string(r.queries.cols()) + ",\"dv\":" + std::to_string(r.concat.cols()) +
@@ -441,26 +554,58 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   }
   // the case's own mask cells (allowed false, a padded key), without causal and window, which the
   // page's script applies from its options
-  s += ",\"masked\":\"";
+  // ("" when no cell is: t x s zeros)
+  std::string cells;
+  bool any = false;
   for (std::size_t i = 0; i < t_len; ++i)
     for (std::size_t j = 0; j < s_len; ++j) {
       const bool off = (opt.allowed && !opt.allowed->row(i)[j]) || (opt.key_padding && (*opt.key_padding)[j]);
-      s += off ? '1' : '0';
+      cells += off ? '1' : '0';
+      any = any || off;
     }
-  s += "\",\"inputs\":{\"x\":\"x\",\"context\":\"" + std::string(has_context ? "context (input)" : "") +
-       "\",\"wq\":\"wq\",\"wk\":\"wk\",\"wv\":\"wv\"";
+  s += ",\"masked\":\"" + (any ? cells : std::string()) + "\",\"inputs\":{\"x\":\"x\",\"context\":\"" +
+       std::string(has_context ? "context (input)" : "") + "\",\"wq\":\"wq\",\"wk\":\"wk\",\"wv\":\"wv\"";
   s += std::string(",\"bq\":\"") + (w.q.bias.empty() ? "" : "bq") + "\",\"bk\":\"" +
        (w.k.bias.empty() ? "" : "bk") + "\",\"bv\":\"" + (w.v.bias.empty() ? "" : "bv") + "\",\"wo\":\"" +
        (w.o ? "wo" : "") + "\",\"bo\":\"" + (w.o && !w.o->bias.empty() ? "bo" : "") + "\"}";
+  // a summarised page (summarised_choice): which way it is editable, what it says, the matrices
+  // not recomputed; projected: the module's inputs are the queries, keys and values
+  // (qkv_attend_projected_*), which its output does not write back, and it has no output projection
+  if (sc && p.summarised()) {
+    s += std::string(",\"summarised\":\"") + (projected ? "projected" : "full") + "\",\"note\":";
+    pd::json_string(s, sc->why);
+    s += ",\"stale\":[";
+    for (std::size_t k = 0; k < sc->stale.size(); ++k) {
+      s += k ? ",[" : "[";
+      pd::json_string(s, sc->stale[k].first);
+      s += ",";
+      pd::json_string(s, sc->stale[k].second);
+      s += "]";
+    }
+    s += "]";
+    if (projected) {
+      s += ",\"projected\":[";
+      for (std::size_t k = 0; k < sc->inputs.size(); ++k) {
+        if (k) s += ",";
+        pd::json_string(s, sc->inputs[k]);
+      }
+      s += "]";
+    }
+  }
   // the module's output, in its order (wasm/qkv_wasm.cpp); "" for a part the page does not show
-  s += std::string(",\"outputs\":[\"queries\",\"keys\",\"values\"");
+  // (projected: the queries, keys and values are the inputs, rotated by RoPE when it is set)
+  if (projected)
+    s += std::string(",\"outputs\":[\"") + (opt.rope ? "queries" : "") + "\",\"" + (opt.rope ? "keys" : "") +
+         "\",\"\"";
+  else
+    s += std::string(",\"outputs\":[\"queries\",\"keys\",\"values\"");
   for (std::size_t h = 0; h < H; ++h) {
     const std::string hs = H > 1 ? "[" + std::to_string(h) + "]" : "";
     s += ",\"scores" + hs + "\",\"scaled" + hs + "\",\"weights" + hs + "\",\"context" + hs + "\"";
   }
   s += std::string(",\"") + (H > 1 ? "concat" : "") + "\"";
-  if (w.o) s += ",\"output\"";
-  if (opt.rope) s += ",\"queries before RoPE\",\"keys before RoPE\"";
+  if (w.o && !projected) s += ",\"output\"";
+  if (opt.rope) s += projected ? ",\"\",\"\"" : ",\"queries before RoPE\",\"keys before RoPE\"";
   s += "]";
   // a case with d_output: the editor runs the module's backward after the forward; d_output is
   // an input, and grad_outputs says where each gradient matrix's numbers are (grad_view)
@@ -660,8 +805,19 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
     for (const double slope : rt::alibi_slopes(H)) m.push_back(double(static_cast<T>(slope)));
     p.matrix("ALiBi slopes", 1, H, m).dtype(dtype).hidden();
   }
+  // a summarised page: editable in full, or from its queries, keys and values, or not
+  // (summarised_choice); what the module reads is embedded whole, packed as bits
+  std::optional<summarised_choice> sc;
+  if (p.summarised()) {
+    sc = choose_summarised(p, has_context, w, opt, d.backward != nullptr);
+    if (sc->how != summarised_choice::mode::none && core && !*qkv::io::page_wasm::why_not) {
+      for (auto& m : p.entries())
+        if (std::find(sc->whole.begin(), sc->whole.end(), m.id) != sc->whole.end()) m.whole = true;
+      p.pack_numbers(true, true);
+    }
+  }
   p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward ? &grads : nullptr,
-                   core, editable, context.cols(), d.half_type));
+                   core, editable, context.cols(), d.half_type, sc ? &*sc : nullptr));
   return p.str();
 }
 

@@ -910,6 +910,27 @@ struct core_case {
     a.wo = w.o ? w.o->weight.data() : nullptr, a.bo = w.o ? bias(w.o->bias) : nullptr;
     a.dq = dq, a.dv = dv, a.heads = H, a.kv_heads = hk == H ? 0 : hk, a.dout = w.o ? w.o->out_features() : 0;
     a.out_in = w.q.layout == rt::weight_layout::out_in;
+    set_options(opt, t, s, H, dq / H, scale);
+  }
+  /// already-projected q (t, heads d_k), k (s, kv_heads d_k), v (s, kv_heads d_v): the second
+  /// form's q, k, v (no x, no weights, no output projection), the options as above
+  core_case(const rt::dynamic_matrix<T>& q, const rt::dynamic_matrix<T>& k, const rt::dynamic_matrix<T>& v,
+            const rt::attention_options<T>& opt, T scale)
+      : mask(effective_mask(opt, q.rows(), k.rows())) {
+    const std::size_t t = q.rows(), s = k.rows(), H = opt.heads, hk = opt.kv_heads ? opt.kv_heads : H;
+    auto& a = args;
+    a.q = q.data(), a.k = k.data(), a.v = v.data(), a.t = t, a.s = s;
+    a.dq = q.cols(), a.dv = v.cols() / hk * H, a.heads = H, a.kv_heads = hk == H ? 0 : hk;
+    set_options(opt, t, s, H, q.cols() / H, scale);
+  }
+  core_case(const core_case&) = delete;
+  core_case& operator=(const core_case&) = delete;
+
+ private:
+  // the scale, the mask, the bias, ALiBi and RoPE of the options (t queries, s keys, H heads of d_k)
+  void set_options(const rt::attention_options<T>& opt, std::size_t t, std::size_t s, std::size_t H,
+                   std::size_t dk, T scale) {
+    auto& a = args;
     a.scale = scale;
     a.masked = mask.data();
     if (opt.bias) a.bias = opt.bias->data(), a.bias_heads = opt.bias->rows() == t ? 1 : H;
@@ -920,7 +941,7 @@ struct core_case {
     }
     if (opt.rope) {
       const auto& ro = *opt.rope;
-      const std::size_t rw = ro.rotary_dim ? ro.rotary_dim : dq / H,
+      const std::size_t rw = ro.rotary_dim ? ro.rotary_dim : dk,
                         kp = ro.key_position_offset.value_or(ro.position_offset);
       cos_q = rope_table_matrix<T>(ro, rw, ro.position_offset, t, true);
       sin_q = rope_table_matrix<T>(ro, rw, ro.position_offset, t, false);
@@ -930,27 +951,16 @@ struct core_case {
       a.rotary_dim = rw, a.interleaved = ro.layout == rt::rope_layout::interleaved;
     }
   }
-  core_case(const core_case&) = delete;
-  core_case& operator=(const core_case&) = delete;
 };
 
-/// @brief attention in the core's arithmetic: qkv::flat::attend's second form (core/flat_attention.hpp)
-/// on core_case (the runtime's mask, bias, ALiBi and RoPE tables for these options; grouped-query
-/// heads; keys and values from the context when has_context) with the scale (the case's, else
-/// 1/sqrt(d_k) with the core's correctly rounded sqrt, so the same factor as the runtime's), every
-/// step as the runtime's result holds it; `scaled`: each head's scaled, masked scores (the
-/// softmax's input); `steps`, when given: flat::attend's whole output (for the backward,
-/// run_core_backward, and the page's projections before RoPE)
+/// @brief flat::attend's output on a core_case as the runtime's result holds it (core_attention)
 template <class T>
-rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
-                                       bool has_context, const rt::attention_weights<T>& w,
-                                       const rt::attention_options<T>& opt,
-                                       std::vector<rt::dynamic_matrix<T>>& scaled,
-                                       std::vector<T>* steps = nullptr) {
-  const std::size_t t = x.rows(), H = opt.heads, dq = w.q.out_features();
+rt::multihead_result<T> core_result(const core_case<T>& cc, const rt::attention_options<T>& opt,
+                                    std::vector<rt::dynamic_matrix<T>>& scaled,
+                                    std::vector<T>* steps = nullptr) {
+  const std::size_t t = cc.args.t, H = opt.heads, dq = cc.args.dq;
   rt::multihead_result<T> r;
-  r.scale = opt.scale ? *opt.scale : T(1) / qkv::sqrt(T(dq / H));
-  const core_case<T> cc(x, c, has_context, w, opt, r.scale);
+  r.scale = cc.args.scale;
   const auto at = cc.args.layout();
   const std::size_t s = at.keys_rows();
   std::vector<T> out(at.size());
@@ -973,9 +983,43 @@ rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt:
     r.context.push_back(take(at.context(h), t, at.dvh()));
   }
   r.concat = take(at.concat(), t, at.dv);
-  r.output = w.o ? take(at.output(), t, at.dout) : r.concat;
+  r.output = at.dout ? take(at.output(), t, at.dout) : r.concat;
   if (steps) *steps = std::move(out);
   return r;
+}
+
+/// @brief attention in the core's arithmetic: qkv::flat::attend's second form (core/flat_attention.hpp)
+/// on core_case (the runtime's mask, bias, ALiBi and RoPE tables for these options; grouped-query
+/// heads; keys and values from the context when has_context) with the scale (the case's, else
+/// 1/sqrt(d_k) with the core's correctly rounded sqrt, so the same factor as the runtime's), every
+/// step as the runtime's result holds it; `scaled`: each head's scaled, masked scores (the
+/// softmax's input); `steps`, when given: flat::attend's whole output (for the backward,
+/// run_core_backward, and the page's projections before RoPE)
+template <class T>
+rt::multihead_result<T> core_attention(const rt::dynamic_matrix<T>& x, const rt::dynamic_matrix<T>& c,
+                                       bool has_context, const rt::attention_weights<T>& w,
+                                       const rt::attention_options<T>& opt,
+                                       std::vector<rt::dynamic_matrix<T>>& scaled,
+                                       std::vector<T>* steps = nullptr) {
+  const std::size_t H = opt.heads, dq = w.q.out_features();
+  const T scale = opt.scale ? *opt.scale : T(1) / qkv::sqrt(T(dq / H));
+  const core_case<T> cc(x, c, has_context, w, opt, scale);
+  return core_result(cc, opt, scaled, steps);
+}
+
+/// @brief attention of already-projected q, k, v (a q/k/v case) in the core's arithmetic:
+/// qkv::flat::attend's second form with attend_args' q, k, v (core/flat_attention.hpp), the
+/// options as core_attention applies them (RoPE rotates the given q and k); no output projection
+/// (output is concat, as the runtime's multihead_attention gives it)
+template <class T>
+rt::multihead_result<T> core_projected_attention(const rt::dynamic_matrix<T>& q,
+                                                 const rt::dynamic_matrix<T>& k,
+                                                 const rt::dynamic_matrix<T>& v,
+                                                 const rt::attention_options<T>& opt,
+                                                 std::vector<rt::dynamic_matrix<T>>& scaled) {
+  const T scale = opt.scale ? *opt.scale : T(1) / qkv::sqrt(T(q.cols() / opt.heads));
+  const core_case<T> cc(q, k, v, opt, scale);
+  return core_result(cc, opt, scaled);
 }
 
 /// the --json object (docs/cli.md); `core`: the case ran in the core's arithmetic, whose scaled
@@ -1521,11 +1565,13 @@ struct outputs {
 };
 
 /// @brief a case of already-projected q, k, v (read_projected_case): runtime::multihead_attention
-/// on them (no projections, no output projection), the trace (its Step 1 the given q, k, v), the
-/// --json and the --svg heatmap as for any case; --html (a page about the projections) refused
+/// on them (no projections, no output projection), or with `in_core` (--arithmetic core)
+/// qkv::flat::attend's second form on them (core_projected_attention); the trace (its Step 1 the
+/// given q, k, v), the --json and the --svg heatmap as for any case; --html (a page about the
+/// projections) refused
 template <class T>
 outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool as_json,
-                                  bool want_svg, bool want_html, const limits& lim) {
+                                  bool want_svg, bool want_html, const limits& lim, bool in_core = false) {
   if (want_html)
     throw input_error(doc.file() +
                       ": --html draws the page of x and its projections, and this case gives q, k, v "
@@ -1553,10 +1599,13 @@ outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case
   } catch (const qkv::io::limit_error& e) { throw input_error(doc.file() + ": " + e.what()); }
   outputs<T> o;
   apply_key_padding(pc, opt);
-  o.result = rt::multihead_attention(q, k, v, opt);
+  std::vector<rt::dynamic_matrix<T>> core_scaled;  // the core's scaled, masked scores per head
+  o.result =
+      in_core ? core_projected_attention(q, k, v, opt, core_scaled) : rt::multihead_attention(q, k, v, opt);
+  const auto* core = in_core ? &core_scaled : nullptr;
   const auto& r = o.result;
-  o.text = trace(pc, q, k, false, rt::attention_weights<T>{}, opt, r);
-  if (as_json) o.json = json_output(r, q.rows(), k.rows(), opt);
+  o.text = trace(pc, q, k, false, rt::attention_weights<T>{}, opt, r, core);
+  if (as_json) o.json = json_output(r, q.rows(), k.rows(), opt, core);
   if (want_svg) {
     auto shown = opt;  // the mask and the added terms; the rotation is shown by the trace
     shown.rope.reset();
@@ -1570,7 +1619,7 @@ outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case
 /// @brief read the case, check every size against the limits, run the attention and make every
 /// output asked for; writes nothing (the fuzz target fuzz/attend_case_fuzz.cpp calls this)
 /// `how`: --arithmetic (docs/cli.md). arithmetic::core refuses, naming the field, a case the
-/// core's arithmetic does not compute (core_unsupported: a batch, q/k/v, context, RoPE, ...);
+/// core's arithmetic does not compute (a batch of sequences; core_unsupported);
 /// unset computes on the runtime path, except that a --html page that would be editable is
 /// written in the core's arithmetic (the case is computed again in it), every output with it
 template <class T>
@@ -1579,8 +1628,6 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
   const parsed_case as_given = pc;  // before read_case fills it: for computing the case again
   if (how == arithmetic::core && is_batch(doc))
     throw core_refusal(doc, doc.json().contains("lengths") ? "lengths" : "x", "a batch of sequences");
-  if (how == arithmetic::core && doc.json().contains("q"))
-    throw core_refusal(doc, "q", "attention of already-projected q, k, v");
   if (is_batch(doc)) {
     if (doc.json().contains("d_output"))
       throw input_error(doc.error("d_output",
@@ -1596,7 +1643,8 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     make_batch_outputs<T>(doc, pc, as_json, lim, o.batch, o.text, o.json);
     return o;
   }
-  if (doc.json().contains("q")) return make_projected_outputs<T>(doc, pc, as_json, want_svg, want_html, lim);
+  if (doc.json().contains("q"))
+    return make_projected_outputs<T>(doc, pc, as_json, want_svg, want_html, lim, how == arithmetic::core);
   rt::dynamic_matrix<T> x, context;
   bool has_context = false;
   rt::attention_weights<T> w;

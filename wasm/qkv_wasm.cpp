@@ -204,3 +204,29 @@ int qkv_cast(int from, int to, const void* a, std::size_t n, void* out) {
   return 0;
 }
 }
+
+// already-projected queries, keys and values (attend_args' q, k, v): the inputs of a summarised
+// `qkv attend` page whose x and weights are too large to embed whole (tools/attend_page.hpp,
+// docs/pages.md "The summarised attend page"); p and z as qkv_attend_case_* (x, the weights and
+// wo not read: no output projection), q (t, dq), k (s, dkv), v (s, dvkv), before RoPE when the
+// case has it (the module rotates q and k with the page's tables); out: steps_layout with dout 0
+extern "C" {
+std::size_t qkv_projected_output_size(const std::size_t* z) {
+  if (z[6] == 0) return 0;
+  return qkv::flat::steps_layout{z[0], z[4], z[5], z[6], 0, z[2], z[7], z[11] != 0}.size();
+}
+int qkv_attend_projected_f32(const float* const* p, const std::size_t* z, int offset, float scale,
+                             const unsigned char* masked, const float* q, const float* k, const float* v,
+                             float* out) {
+  auto a = case_args<float>(p, z, offset, scale, masked);
+  a.q = q, a.k = k, a.v = v;
+  return qkv::flat::attend<float>(a, out);
+}
+int qkv_attend_projected_f64(const double* const* p, const std::size_t* z, int offset, double scale,
+                             const unsigned char* masked, const double* q, const double* k, const double* v,
+                             double* out) {
+  auto a = case_args<double>(p, z, offset, scale, masked);
+  a.q = q, a.k = k, a.v = v;
+  return qkv::flat::attend<double>(a, out);
+}
+}

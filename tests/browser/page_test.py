@@ -570,6 +570,15 @@ run('attend', case, '--html', html)
 made = time.time() - t0
 ready = load(html)
 check(driver.find_elements(By.ID, 'summary-banner'), 'bert-size: the page says it is summarised')
+# editable (with the module: docs/pages.md, "The summarised attend page"), its heatmap drawn from
+# the weights the module computes when it has loaded: wait for it (at most 30 s)
+t0 = time.time()
+while time.time() - t0 < 30 and driver.execute_script(
+        'return document.documentElement.getAttribute("data-qkv-editable")') is None:
+    time.sleep(0.05)
+editable_after = time.time() - t0 + ready
+print('bert-size: editable (the module run on the page\'s queries, keys and values) %.2f s after navigation: %s' % (
+    editable_after, driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')))
 r = hover(cell('scores[3]', 0, 127))
 check(len(r['terms']) == 64, 'bert-size: a summarised score still shows its 64 terms')
 Select(driver.find_element(By.CSS_SELECTOR, 'select.head-select')).select_by_value('11')

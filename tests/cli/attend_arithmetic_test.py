@@ -32,6 +32,9 @@ and the arithmetic of the learner's pages (docs/pages.md, "Editing a page").
    scores are its raw scores times the scale, plus the bias, plus ALiBi's slope (j - p), masked,
    one rounding per operation, derived here bit for bit; the cells the runtime path shares are
    printed, not asserted (its scores are fma chains: they differ in the last bits).
+5. Already-projected q, k, v (the tool's q/k/v form) in the core's arithmetic: a case of the
+   queries, keys and values --arithmetic core computed for an x-and-weights case (before RoPE, from
+   its page) gives that case's steps after the projections, bit for bit.
 The refusals (exit 2 naming the field) are in tests/cli/attend/arithmetic.expect.
 """
 import json
@@ -315,6 +318,47 @@ for name in ['alibi', 'bias', 'chapter_two', 'kv_heads']:
              ['queries', 'keys', 'values', 'scores', 'scaled_scores', 'weights', 'context', 'output']]
     print('  %-12s --arithmetic core and the runtime path share the bits of %d of %d cells' % (
         name, sum(c[0] for c in cells), sum(c[1] for c in cells)))
+
+# --- 5. already-projected q, k, v in the core's arithmetic (flat::attend's q, k, v): a case of the
+# queries, keys and values --arithmetic core computed for an x-and-weights case (before RoPE: its
+# page's "queries before RoPE", "keys before RoPE", which the module rotates) gives, bit for bit,
+# that case's scores, scaled scores, weights, context and concat: the steps after the projections
+# are the same loops on the same numbers. A summarised page's editor computes from them
+# (docs/pages.md, "The summarised attend page"). NaN as NaN (non_finite.json).
+DROP = ['x', 'context', 'wq', 'wk', 'wv', 'bq', 'bk', 'bv', 'wo', 'bo', 'weight_layout', 'd_output', 'lengths']
+for name in ['illustrated', 'causal', 'window', 'key_padding', 'non_finite', 'rope', 'alibi', 'bias', 'kv_heads',
+             'chapter_two']:
+    path = os.path.join(CASES, name + '.json')
+    with open(path) as f:
+        case = json.load(f)
+    ref = json.loads(run('attend', path, '--json', '--arithmetic', 'core'))
+    H = ref['scores']['shape'][0]
+    q, k = ref['queries']['data'], ref['keys']['data']
+    if 'rope' in case:  # the projections before the rotation: the page's (written in the core's arithmetic)
+        if not module:
+            continue
+        html = os.path.join(OUT, name + '_projected.html')
+        run('attend', path, '--html', html)
+        M = page_data(html)['matrices']
+
+        def rows(m):
+            return [m['data'][i * m['cols']:(i + 1) * m['cols']] for i in range(m['rows'])]
+        q, k = rows(M['queries before RoPE']), rows(M['keys before RoPE'])
+    pcase = {key: v for key, v in case.items() if key not in DROP}
+    pcase.update({'q': q, 'k': k, 'v': ref['values']['data'], 'dtype': ref['queries']['dtype'],
+                  'scale': ref['scale']})
+    if 'context_tokens' not in case and 'tokens' in case and len(k) != len(q):
+        pcase.pop('tokens')
+    ppath = os.path.join(OUT, name + '_projected.json')
+    with open(ppath, 'w') as f:
+        json.dump(pcase, f)
+    got = json.loads(run('attend', ppath, '--json', '--arithmetic', 'core'))
+    dtype = ref['queries']['dtype']
+    bad = [key for key in ['queries', 'keys', 'values', 'scores', 'scaled_scores', 'weights', 'context', 'concat']
+           if not same(flat(got[key]), flat(ref[key]), dtype)]
+    check(got.get('arithmetic') == 'core' and not bad,
+          '%s: --arithmetic core on its own q, k, v (already projected%s) == its steps after the projections, bit for '
+          'bit (differs: %s)' % (name, ', before RoPE' if 'rope' in case else '', bad))
 
 print('%d failure(s)' % len(failures) if failures else 'ok: --arithmetic core and the pages\' arithmetic')
 sys.exit(1 if failures else 0)

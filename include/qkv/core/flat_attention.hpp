@@ -37,6 +37,10 @@
 //   concat (t, dv) [the heads side by side], output (t, dout) [when wo is given],
 //   with RoPE: queries before RoPE (t, dq), keys before RoPE (s, dkv)
 // Without a context, kv_heads or RoPE, the layout is the first form's (s = t, dkv = dq, dvkv = dv).
+// Given already-projected queries, keys and values (attend_args' q, k, v: what `qkv attend`'s
+// q/k/v case gives, and a summarised page's inputs), the projections are copies of them and there
+// is no output projection; the rest is the same loops, so the steps after the projections have
+// the bits they have when attend() projects the same numbers itself.
 #pragma once
 
 #include <cstddef>
@@ -130,19 +134,31 @@ struct attend_args {
   const T *cos_q = nullptr, *sin_q = nullptr, *cos_k = nullptr, *sin_k = nullptr;
   std::size_t rotary_dim = 0;
   bool interleaved = false;
+  // already projected (all three or none): the queries (t, dq), keys (s, dkv) and values (s,
+  // dvkv) as given, before RoPE when it is set; x, context, wq, wk, wv and their biases are then
+  // not read (d and dc neither: s is the keys' rows), and no output projection is applied
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
 
-  [[nodiscard]] constexpr std::size_t keys_rows() const { return context ? s : t; }
+  [[nodiscard]] constexpr bool projected() const { return q != nullptr; }
+  [[nodiscard]] constexpr std::size_t keys_rows() const { return context || projected() ? s : t; }
   [[nodiscard]] constexpr std::size_t keys_width() const { return context ? dc : d; }
   [[nodiscard]] constexpr steps_layout layout() const {
-    return {t, dq, dv, heads, wo ? dout : 0, context ? s : 0, kv_heads, rotary_dim != 0};
+    return {t,
+            dq,
+            dv,
+            heads,
+            wo && !projected() ? dout : 0,
+            context || projected() ? s : 0,
+            kv_heads,
+            rotary_dim != 0};
   }
   /// whether the sizes fit together (attend refuses them otherwise)
   [[nodiscard]] constexpr bool valid() const {
     const std::size_t hk = kv_heads ? kv_heads : heads;
+    const bool inputs = projected() ? (k && v && s != 0) : (d != 0 && (!context || (s != 0 && dc != 0)));
     return heads != 0 && dq % heads == 0 && dv % heads == 0 && hk != 0 && heads % hk == 0 && t != 0 &&
-           d != 0 && (!context || (s != 0 && dc != 0)) &&
-           (bias_heads == 0 || bias_heads == 1 || bias_heads == heads) && (!bias || bias_heads != 0) &&
-           rotary_dim % 2 == 0 && rotary_dim <= dq / heads &&
+           inputs && (bias_heads == 0 || bias_heads == 1 || bias_heads == heads) &&
+           (!bias || bias_heads != 0) && rotary_dim % 2 == 0 && rotary_dim <= dq / heads &&
            (rotary_dim == 0 || (cos_q && sin_q && cos_k && sin_k));
   }
 };
@@ -186,19 +202,27 @@ constexpr int attend(const attend_args<T>& a, T* out) {
   T* q = out + at.queries();
   T* k = out + at.keys();
   T* v = out + at.values();
-  if (a.rotary_dim) {  // the projections, then rope()'s rotation of each head (flat_steps.hpp)
-    T* ql = out + at.queries_linear();
-    T* kl = out + at.keys_linear();
+  // the projections (already projected: the given q, k, v, copied), then, with RoPE, rope()'s
+  // rotation of each head (flat_steps.hpp)
+  auto copy = [](const T* from, std::size_t n, T* to) {
+    for (std::size_t e = 0; e < n; ++e) to[e] = from[e];
+  };
+  T* ql = a.rotary_dim ? out + at.queries_linear() : q;
+  T* kl = a.rotary_dim ? out + at.keys_linear() : k;
+  if (a.projected()) {
+    copy(a.q, t * dq, ql);
+    copy(a.k, s * dkv, kl);
+    copy(a.v, s * dvkv, v);
+  } else {
     project(a.x, t, a.d, a.d, a.wq, a.bq, dq, a.out_in, ql);
     project(src, s, din, din, a.wk, a.bk, dkv, a.out_in, kl);
+    project(src, s, din, din, a.wv, a.bv, dvkv, a.out_in, v);
+  }
+  if (a.rotary_dim) {
     const std::size_t half = a.rotary_dim / 2;
     rope(ql, t, dq, a.cos_q, a.sin_q, half, dk, a.rotary_dim, a.interleaved, q);
     rope(kl, s, dkv, a.cos_k, a.sin_k, half, dk, a.rotary_dim, a.interleaved, k);
-  } else {
-    project(a.x, t, a.d, a.d, a.wq, a.bq, dq, a.out_in, q);
-    project(src, s, din, din, a.wk, a.bk, dkv, a.out_in, k);
   }
-  project(src, s, din, din, a.wv, a.bv, dvkv, a.out_in, v);
   T* concat = out + at.concat();
   for (std::size_t h = 0; h < a.heads; ++h) {
     const std::size_t g = h / group;  // the key/value head of query head h
@@ -213,7 +237,7 @@ constexpr int attend(const attend_args<T>& a, T* out) {
     for (std::size_t i = 0; i < t; ++i)
       for (std::size_t c = 0; c < dvh; ++c) concat[i * dv + h * dvh + c] = ctx[i * dvh + c];
   }
-  if (a.wo) project(concat, t, dv, dv, a.wo, a.bo, a.dout, a.out_in, out + at.output());
+  if (a.wo && !a.projected()) project(concat, t, dv, dv, a.wo, a.bo, a.dout, a.out_in, out + at.output());
   return 0;
 }
 

@@ -129,10 +129,10 @@ constexpr T project_backward_input(const T* dy, std::size_t i, std::size_t k, co
 /// @brief every gradient of attend(a, fwd) (the second form) for the upstream gradient d_output
 /// (t, dout; without wo (t, dv)), written to out (gradients_layout{t, d, dq, dv, heads, dout,
 /// kv_heads}; its size() numbers). fwd is attend(a)'s output. Returns 0, or 1 when the sizes do
-/// not fit or the case has a context or RoPE (nothing written).
+/// not fit or the case has a context, RoPE or already-projected q, k, v (nothing written).
 template <class T>
 constexpr int attend_backward(const attend_args<T>& a, const T* fwd, const T* d_output, T* out) {
-  if (!a.valid() || a.context || a.rotary_dim) return 1;
+  if (!a.valid() || a.context || a.rotary_dim || a.projected()) return 1;
   const std::size_t t = a.t, d = a.d, dq = a.dq, dv = a.dv, heads = a.heads, dout = a.wo ? a.dout : 0;
   const steps_layout st = a.layout();
   const gradients_layout at{t, d, dq, dv, heads, dout, a.kv_heads};

@@ -387,6 +387,31 @@ inline void json_bits(std::string& out, const std::vector<double>& values, bool 
   out += '"';
 }
 
+/// @brief the numbers' bits, little-endian float32 (or float64), in base 85: each 4 bytes (as a
+/// little-endian 32-bit number) as 5 characters, most significant digit first, from printable
+/// ASCII without " ' & < > \ ` | ~ (JSON- and HTML-safe): 5 characters per float32 where base64
+/// takes 5.33 (page::pack_numbers' `rows`: a summarised `qkv attend` page's)
+inline void json_b85(std::string& out, const std::vector<double>& values, bool as_float) {
+  static constexpr char digits[] =
+      "!#$%()*+,-./0123456789:;=?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_abcdefghijklmnopqrstuvwxyz{}";
+  static_assert(sizeof digits == 86, "85 digits");
+  auto word = [&](std::uint32_t u) {
+    char c[5];
+    for (int k = 4; k >= 0; --k) c[k] = digits[u % 85], u /= 85;
+    out.append(c, 5);
+  };
+  out += '"';
+  for (double v : values) {
+    if (as_float) {
+      word(std::bit_cast<std::uint32_t>(static_cast<float>(v)));
+    } else {
+      const auto u = std::bit_cast<std::uint64_t>(v);
+      word(static_cast<std::uint32_t>(u)), word(static_cast<std::uint32_t>(u >> 32));
+    }
+  }
+  out += '"';
+}
+
 /// a number with 2 significant digits (heatmap blocks: colour only, the exact values are in the tables)
 inline void json_short(std::string& out, double v) {
   if (!std::isfinite(v)) return json_number(out, v, false);
@@ -450,6 +475,7 @@ class page {
     std::string derived_why;  // derived(): why the page's steps do not compute it (or empty)
     bool hidden = false;      // data only (an operand not shown as a table)
     bool scratch = false;     // the module's working matrix: hidden, its numbers not embedded (scratch())
+    bool whole = false;       // embedded whole on a summarised page too (whole())
   };
 
   /// a handle to the last matrix added, to set its labels, how it was computed, its proof
@@ -488,6 +514,13 @@ class page {
     matrix_ref& scratch(bool on = true) {
       m_->scratch = on;
       m_->hidden = m_->hidden || on;
+      return *this;
+    }
+    /// @brief embedded whole even on a summarised page (every row; packed as bits with
+    /// pack_numbers()): an input of the page's WebAssembly module (a summarised `qkv attend`
+    /// page's queries, keys and values, tools/attend_page.hpp)
+    matrix_ref& whole(bool on = true) {
+      m_->whole = on;
       return *this;
     }
     /// computed, but not by a page_how (a rounding, a sine, a concatenation): not an exact input,
@@ -620,8 +653,14 @@ class page {
   /// @brief on a summarised page, embed each float matrix that is embedded whole as its numbers'
   /// bits in base64 ("bits", page_detail::json_bits) rather than as decimals: less than half the
   /// bytes (example 04's (9, 768) matrices, which its editable page must carry within 1 MB)
-  page& pack_numbers(bool on = true) {
+  /// `rows`: in base 85 ("b85", page_detail::json_b85: 5 characters a float32), the rows and
+  /// columns embedded of the other matrices too ("row_b85", "col_b85"), and a downsampled
+  /// heatmap's blocks are left to the page's WebAssembly module, which draws them on load from
+  /// the weights it computes (a summarised, editable `qkv attend` page's: its queries, keys and
+  /// values take most of its weight)
+  page& pack_numbers(bool on = true, bool rows = false) {
     pack_ = on;
+    pack_rows_ = on && rows;
     return *this;
   }
 
@@ -871,7 +910,8 @@ class page {
   std::string sentence_x_, sentence_table_, sentence_rule_;  // sentence_input(), or empty
   page_limits limits_;
   bool truth_ = false;
-  bool pack_ = false;  // pack_numbers()
+  bool pack_ = false;       // pack_numbers()
+  bool pack_rows_ = false;  // pack_numbers(true, true)
   std::vector<step_entry> steps_;
   std::vector<matrix_entry> matrices_;
   std::map<std::string, std::size_t> index_;
@@ -927,6 +967,8 @@ class page {
       const auto& m = matrices_[k];
       const auto r = shown(m.rows), c = shown(m.cols);
       need_rows[k].insert(r.begin(), r.end());
+      if (m.whole)
+        for (std::size_t i = 0; i < m.rows; ++i) need_rows[k].insert(i);
       auto operand = [&](const std::string& id) -> long {
         const auto it = index_.find(id);
         return it == index_.end() ? -1 : static_cast<long>(it->second);
@@ -1061,7 +1103,10 @@ class page {
       list(sc);
       const bool full = !summary || (need_rows[k].size() == m.rows);
       auto cell = [&](std::size_t i, std::size_t j) { json_number(s, m.values[i * m.cols + j], as_float); };
-      if (full && pack_ && summary && (m.dtype == "float32" || m.dtype == "float64")) {
+      if (full && pack_rows_ && summary && (m.dtype == "float32" || m.dtype == "float64")) {
+        s += ",\"b85\":";
+        json_b85(s, m.values, as_float);
+      } else if (full && pack_ && summary && (m.dtype == "float32" || m.dtype == "float64")) {
         s += ",\"bits\":";
         json_bits(s, m.values, as_float);
       } else if (full) {
@@ -1072,6 +1117,23 @@ class page {
             cell(i, j);
           }
         s += "]";
+      } else if (pack_rows_ && summary && (m.dtype == "float32" || m.dtype == "float64")) {
+        // the embedded rows and columns as bits too (pack_numbers' `rows`)
+        std::vector<double> v;
+        for (std::size_t i : rl)
+          v.insert(v.end(), m.values.begin() + i * m.cols, m.values.begin() + (i + 1) * m.cols);
+        s += ",\"row_index\":";
+        list(rl);
+        s += ",\"row_b85\":";
+        json_b85(s, v, as_float);
+        v.clear();
+        std::vector<std::size_t> cols(need_cols[k].begin(), need_cols[k].end());
+        for (std::size_t j : cols)
+          for (std::size_t i = 0; i < m.rows; ++i) v.push_back(m.values[i * m.cols + j]);
+        s += ",\"col_index\":";
+        list(cols);
+        s += ",\"col_b85\":";
+        json_b85(s, v, as_float);
       } else {
         s += ",\"row_index\":";
         list(rl);
@@ -1255,6 +1317,10 @@ class page {
     for (std::size_t h = 0; h < it.ids.size(); ++h) {
       const auto& m = matrices_[index_.at(it.ids[h])];
       s += h ? ",{\"mean\":[" : "{\"mean\":[";
+      if (pack_rows_) {  // pack_numbers' `rows`: none, the page's module computes them
+        s += "]}";
+        continue;
+      }
       for (std::size_t bi = 0; bi < br; ++bi)
         for (std::size_t bj = 0; bj < bc; ++bj) {
           double sum = 0;

@@ -64,14 +64,27 @@ function num(v) { return typeof v === 'string' ? (v === 'inf' ? Infinity : v ===
 // number the page computes from them (sums, errors) uses the values qkv computed with, not
 // their decimals (issue 28: 7.2f is 7.19999980926..., not 7.2)
 function num32(v) { return Math.fround(num(v)); }
+// page::pack_numbers: numbers' bits, little-endian, in base64
+function unbits(text, dtype) {
+  var raw = atob(text), u8 = new Uint8Array(raw.length);
+  for (var b = 0; b < raw.length; ++b) u8[b] = raw.charCodeAt(b);
+  return Array.from(dtype === 'float32' ? new Float32Array(u8.buffer) : new Float64Array(u8.buffer));
+}
+// page_detail::json_b85: each 5 characters one little-endian 32-bit word, most significant digit first
+function unb85(text, dtype) {
+  var D85 = '!#$%()*+,-./0123456789:;=?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_abcdefghijklmnopqrstuvwxyz{}', val = new Uint8Array(128);
+  for (var c = 0; c < 85; ++c) val[D85.charCodeAt(c)] = c;
+  var n = text.length / 5, u32 = new Uint32Array(n);
+  for (var k = 0, at = 0; k < n; ++k, at += 5)
+    u32[k] = (((val[text.charCodeAt(at)] * 85 + val[text.charCodeAt(at + 1)]) * 85 + val[text.charCodeAt(at + 2)]) * 85 + val[text.charCodeAt(at + 3)]) * 85 + val[text.charCodeAt(at + 4)];
+  return Array.from(dtype === 'float32' ? new Float32Array(u32.buffer) : new Float64Array(u32.buffer));
+}
 Object.keys(M).forEach(function (id) {
   var m = M[id], f = m.dtype === 'float32' ? num32 : num; m.id = id;
-  if (m.bits) {  // page::pack_numbers: the numbers' bits, little-endian, in base64
-    var raw = atob(m.bits), u8 = new Uint8Array(raw.length);
-    for (var b = 0; b < raw.length; ++b) u8[b] = raw.charCodeAt(b);
-    m.data = Array.from(m.dtype === 'float32' ? new Float32Array(u8.buffer) : new Float64Array(u8.buffer)); delete m.bits;
-  }
+  if (m.bits) { m.data = unbits(m.bits, m.dtype); delete m.bits; }
+  else if (m.b85 !== undefined) { m.data = unb85(m.b85, m.dtype); delete m.b85; }
   else if (m.data) m.data = m.data.map(f);
+  if (m.row_b85 !== undefined) { m.row_data = unb85(m.row_b85, m.dtype); m.col_data = unb85(m.col_b85, m.dtype); delete m.row_b85; delete m.col_b85; }
   if (m.row_data) { m.row_data = m.row_data.map(f); m.rpos = new Map(m.row_index.map(function (r, k) { return [r, k]; })); }
   if (m.col_data) { m.col_data = m.col_data.map(f); m.cpos = new Map(m.col_index.map(function (c, k) { return [c, k]; })); }
 });
@@ -609,7 +622,12 @@ function heatmap(hm, k) {
   fig.appendChild(ctl); fig.appendChild(holder);
   if (hm.blocks) fig.appendChild(el('div', {'class': 'summary'}, 'Downsampled: each cell is the mean of a block of ' + hm.block[0] + ' \u00d7 ' + hm.block[1] +
     ' weights (at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head when the page holds more than ' + D.limits.full_numbers + ' numbers).'));
-  function show(h) { state.head = h; if (select) select.value = String(h); holder.textContent = ''; holder.appendChild(drawHeatmap(hm, h)); fig.setAttribute('data-head', String(h)); }
+  function show(h) {
+    state.head = h; if (select) select.value = String(h); holder.textContent = ''; fig.setAttribute('data-head', String(h));
+    // a summarised editable page's blocks (page::pack_numbers' rows): the module's weights, drawn when it has run
+    if (hm.blocks && !hm.blocks[h].mean.length) { holder.appendChild(el('p', {'class': 'hint'}, 'Drawn from the weights this page\u2019s WebAssembly module computes, when it has loaded.')); return; }
+    holder.appendChild(drawHeatmap(hm, h));
+  }
   show(0);
   heatmaps.push({fig: fig, show: show, holder: holder, hm: hm, state: state});
   return fig;
@@ -799,14 +817,18 @@ function startEditor(E, panel, status) {
     var t = E.t, s = E.s || E.t, H = E.heads, HK = E.kv_heads || H, dvh = E.dv / H, dkv = HK * E.dq / H, dvkv = HK * dvh;
     var off = E.mask_offset || 0, names = ['x', 'context', 'wq', 'bq', 'wk', 'bk', 'wv', 'bv', 'wo', 'bo'];
     var inputs = names.filter(function (n) { return E.inputs[n]; }).map(function (n) { return E.inputs[n]; });
+    // a summarised page (tools/attend_page.hpp's summarised_choice): editable in full, or from its
+    // queries, keys and values (E.projected: the module's qkv_attend_projected_*, no output projection)
+    var proj = E.projected || null, dout = proj ? 0 : E.dout;
+    if (proj) inputs = proj.slice();
     var original = {}, ptr = {}, total = 0;
     // the module's steps (qkv::flat::steps_layout): with RoPE, the projections before it come last
     var parts = [['queries', t * E.dq], ['keys', s * dkv], ['values', s * dvkv]];
     for (var h = 0; h < H; ++h) parts.push(['', t * s], ['', t * s], ['', t * s], ['', t * dvh]);
-    parts.push(['', t * E.dv]); if (E.dout) parts.push(['', t * E.dout]);
+    parts.push(['', t * E.dv]); if (dout) parts.push(['', t * dout]);
     if (E.rotary_dim) parts.push(['', t * E.dq], ['', s * dkv]);
     parts.forEach(function (p, k) { p[0] = E.outputs[k] || ''; });
-    inputs.concat(parts.map(function (p) { return p[0]; })).forEach(function (id) { if (id && M[id]) original[id] = M[id].data.slice(); });
+    inputs.concat(parts.map(function (p) { return p[0]; })).forEach(function (id) { if (id && M[id] && M[id].data) original[id] = M[id].data.slice(); });
     inputs.forEach(function (id) { ptr[id] = X.qkv_alloc(M[id].data.length * size); });
     // what the module adds and rotates with, copied in once: the bias rows, ALiBi's slopes, RoPE's cos and sin
     var fixed = {};
@@ -816,10 +838,12 @@ function startEditor(E, panel, status) {
     var zPtr = X.qkv_alloc(13 * 4), pPtr = X.qkv_alloc(16 * 4);  // the sizes and the pointers of qkv_attend_case_*
     new Uint32Array(X.memory.buffer, zPtr, 13).set([t, E.d, s, E.dc || 0, E.dq, E.dv, H, E.kv_heads || 0, E.dout, E.out_in ? 1 : 0,
       E.bias_heads || 0, E.rotary_dim || 0, E.interleaved ? 1 : 0]);
-    var nOut = X.qkv_case_output_size(zPtr), outPtr = X.qkv_alloc(nOut * size), maskPtr = X.qkv_alloc(t * s);
+    var nOut = (proj ? X.qkv_projected_output_size : X.qkv_case_output_size)(zPtr), outPtr = X.qkv_alloc(nOut * size), maskPtr = X.qkv_alloc(t * s);
     var baseline = {};  // the module's own numbers for the original inputs (the first run)
+    // the case's own mask cells (E.masked "": none)
+    function maskCells() { var c = E.masked ? E.masked.split('').map(Number) : []; while (c.length < t * s) c.push(0); return c; }
     var runBackward = E.grad_outputs ? backwardEditor() : null;  // a case with d_output: the gradients too
-    var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: E.masked.split('').map(Number)};
+    var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: maskCells()};
     // the cells a -inf of the bias masks in every head: hatched on the heatmap with the others, as the page was written
     var biasAll = null;
     if (E.bias) {
@@ -833,15 +857,17 @@ function startEditor(E, panel, status) {
       inputs.forEach(function (id) { new Arr(mem, ptr[id], M[id].data.length).set(M[id].data); });
       var mk = new Uint8Array(mem, maskPtr, t * s);
       for (var i = 0; i < t; ++i) for (var j = 0; j < s; ++j) mk[i * s + j] = masked(i, j) ? 1 : 0;
-      var p = function (n) { return E.inputs[n] ? ptr[E.inputs[n]] : 0; }, rope = E.rope || [];
+      var p = function (n) { return E.inputs[n] && !proj ? ptr[E.inputs[n]] : 0; }, rope = E.rope || [];
       new Uint32Array(mem, pPtr, 16).set(names.map(p).concat([E.bias ? fixed[E.bias] : 0, E.slopes ? fixed[E.slopes] : 0],
         [0, 1, 2, 3].map(function (k) { return rope[k] ? fixed[rope[k]] : 0; })));
-      var rc = (f32 ? X.qkv_attend_case_f32 : X.qkv_attend_case_f64)(pPtr, zPtr, off, opts.scale, maskPtr, outPtr);
+      var rc = proj ? (f32 ? X.qkv_attend_projected_f32 : X.qkv_attend_projected_f64)(pPtr, zPtr, off, opts.scale, maskPtr, ptr[proj[0]], ptr[proj[1]], ptr[proj[2]], outPtr)
+        : (f32 ? X.qkv_attend_case_f32 : X.qkv_attend_case_f64)(pPtr, zPtr, off, opts.scale, maskPtr, outPtr);
       var out = new Arr(X.memory.buffer, outPtr, nOut), at = 0;
       // a cell the edit does not reach (the module gives it the bits it gives for the original
       // inputs) keeps the number qkv computed for the page; a cell it reaches takes the module's
       parts.forEach(function (q) {
-        if (q[0] && M[q[0]]) {
+        if (q[0] && M[q[0]] && !M[q[0]].data) summarisedOutput(M[q[0]], out, at, q[1]);
+        else if (q[0] && M[q[0]]) {
           var d = M[q[0]].data, o = original[q[0]], b = baseline[q[0]];
           for (var k = 0; k < q[1]; ++k) d[k] = !b || Object.is(out[at + k], b[k]) ? o[k] : out[at + k];
           if (!b) baseline[q[0]] = Array.prototype.slice.call(out, at, at + q[1]);
@@ -849,6 +875,7 @@ function startEditor(E, panel, status) {
         at += q[1];
       });
       if (runBackward) runBackward(p);
+      edited = !first; first = false;
       var t1 = performance.now();
       refresh();
       if (pinned && !tip.hidden) { var pn = tipFor(pinned); if (pn) showTip(pinned, pn); }  // a pinned explanation follows the numbers
@@ -857,7 +884,8 @@ function startEditor(E, panel, status) {
       var changed = document.querySelectorAll('td.changed').length;
       status.textContent = 'Recomputed every step in ' + (t1 - t0).toFixed(2) + ' ms by qkv\u2019s C++ core (WebAssembly, ' +
         Math.round(E.module_bytes / 1024) + ' KB, in this page), the page redrawn in ' + (t2 - t1).toFixed(1) + ' ms; ' + changed +
-        ' shown cells differ from the ' + (D.source ? 'example\u2019s proven values' : 'values qkv attend computed for the case') + ' (marked orange).';
+        ' shown cells differ from the ' + (D.source ? 'example\u2019s proven values' : 'values qkv attend computed for the case') + ' (marked orange)' +
+        (stale.length && edited ? '; not recomputed (grey): ' + stale.map(function (st) { return st[0]; }).join(', ') : '') + '.';
     }
     // the backward (docs/pages.md, "Gradients on a page"): d_output is an input too; after the
     // forward, qkv_attend_backward_* on the forward's steps, and every gradient matrix of the page
@@ -898,13 +926,20 @@ function startEditor(E, panel, status) {
       });
       heatmaps.forEach(function (hmap) {
         var ms = ''; for (var i = 0; i < t; ++i) for (var j = 0; j < s; ++j) ms += masked(i, j) || (biasAll && biasAll[i * s + j]) ? '1' : '0';
-        hmap.hm.mask = ms; hmap.show(hmap.state.head);
+        if (hmap.hm.blocks) reblock(hmap.hm, ms); else hmap.hm.mask = ms;
+        hmap.show(hmap.state.head);
       });
+      markStale();
     }
     editor = {
-      note: function (box, x) {  // a changed cell's explanation says so
+      note: function (box, x) {  // a changed cell's explanation says so (a matrix not recomputed: why)
+        var st = staleWhy(x.id);
+        if (st && edited) box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Not recomputed for your edit: ' + st + '; this is the number qkv attend computed for the case\u2019s inputs.'));
         if (!editor.changed(x.id, x.i, x.j)) return;
         var m = M[x.id];
+        // an input the learner typed (a summarised page's queries, keys and values have a how too)
+        if (inputs.indexOf(x.id) >= 0) { box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Your number: an input of this page\u2019s module. qkv attend computed ' +
+          vt(m, editor.original(x.id, x.i, x.j)) + ' for the case\u2019s inputs; the lines below are about those. Reset brings them back.')); return; }
     box.appendChild(el('div', {'class': 'x-note x-changed'}, (D.source ? 'Proven for the example\u2019s inputs: ' : 'Computed by qkv attend for the case\u2019s inputs: ') +
       vt(m, editor.original(x.id, x.i, x.j)) + '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). ' +
       'The lines below are about the ' + (D.source ? 'example\u2019s' : 'case\u2019s') + ' inputs; Reset brings them back.'));
@@ -927,12 +962,51 @@ function startEditor(E, panel, status) {
       toggleMask: function (i, j) { opts.cells[i * s + j] = opts.cells[i * s + j] ? 0 : 1; run(); },
       reset: function () {
         Object.keys(original).forEach(function (id) { M[id].data = original[id].slice(); });
-        opts.scale = f32 ? Math.fround(E.scale) : E.scale; opts.causal = E.causal; opts.window = E.window; opts.cells = E.masked.split('').map(Number);
-        syncPanel(); refresh(); status.textContent = 'Reset: every number is the ' + (D.source ? 'example\u2019s proven value' : 'value qkv attend computed for the case') + ' again.';
+        opts.scale = f32 ? Math.fround(E.scale) : E.scale; opts.causal = E.causal; opts.window = E.window; opts.cells = maskCells();
+        edited = false; syncPanel(); refresh(); status.textContent = 'Reset: every number is the ' + (D.source ? 'example\u2019s proven value' : 'value qkv attend computed for the case') + ' again.';
       },
       inputs: inputs, state: opts, last: null
     };
+    var first = true, edited = false, stale = E.stale || [];
+    // a summarised matrix (page.hpp embeds only its shown rows): on the first run it takes the
+    // module's numbers whole, which must be the page's own where it has them (counted: E.loadDiffers)
+    function summarisedOutput(m, out, at, n) {
+      m.data = Array.prototype.slice.call(out, at, at + n); original[m.id] = m.data.slice(); baseline[m.id] = m.data.slice();
+      var differs = 0;
+      if (m.row_data) m.row_index.forEach(function (r, k) { for (var j = 0; j < m.cols; ++j) if (!Object.is(m.row_data[k * m.cols + j], m.data[r * m.cols + j]) && !(isNaN(m.data[r * m.cols + j]) && isNaN(m.row_data[k * m.cols + j]))) ++differs; });
+      if (m.col_data) m.col_index.forEach(function (c, k) { for (var i = 0; i < m.rows; ++i) if (!Object.is(m.col_data[k * m.rows + i], m.data[i * m.cols + c]) && !(isNaN(m.data[i * m.cols + c]) && isNaN(m.col_data[k * m.rows + i]))) ++differs; });
+      loadDiffers += differs;
+    }
+    var loadDiffers = 0;
+    // a downsampled heatmap (a summarised page): its blocks' means (2 digits, as page.hpp writes
+    // them) and masks ('1' every entry masked, '2' some) from the recomputed weights and mask ms
+    function reblock(hm, ms) {
+      var fr = hm.block[0], fc = hm.block[1], R = hm.grid[0], C = hm.grid[1], mk = '';
+      hm.ids.forEach(function (id, h) {
+        var m = M[id], mean = [];
+        for (var bi = 0; bi < R; ++bi) for (var bj = 0; bj < C; ++bj) {
+          var sum = 0, n = 0;
+          for (var i = bi * fr; i < Math.min(t, (bi + 1) * fr); ++i) for (var j = bj * fc; j < Math.min(s, (bj + 1) * fc); ++j, ++n) sum += get(m, i, j);
+          mean.push(Number((n ? sum / n : 0).toPrecision(2)));
+        }
+        hm.blocks[h].mean = mean;
+      });
+      for (var bi = 0; bi < R; ++bi) for (var bj = 0; bj < C; ++bj) {
+        var k = 0, n = 0;
+        for (var i = bi * fr; i < Math.min(t, (bi + 1) * fr); ++i) for (var j = bj * fc; j < Math.min(s, (bj + 1) * fc); ++j, ++n) k += ms.charAt(i * s + j) === '1' ? 1 : 0;
+        mk += k === 0 ? '0' : k === n ? '1' : '2';
+      }
+      hm.mask = mk;
+    }
+    function staleWhy(id) { for (var k = 0; k < stale.length; ++k) if (stale[k][0] === id) return stale[k][1]; return ''; }
+    // the matrices not recomputed (E.stale): grey after an edit, as the steps editor marks them
+    function markStale() {
+      stale.forEach(function (st) {
+        [].forEach.call(document.querySelectorAll('td[data-m="' + st[0].replace(/"/g, '\\"') + '"]'), function (td) { td.classList.toggle('stale', edited); });
+      });
+    }
     run();  // the baseline: the module on the page's own inputs (every cell keeps its number)
+    editor.loadDiffers = loadDiffers;
     var scaleIn = el('input', {type: 'text', id: 'edit-scale', 'aria-label': 'scale'}), causalIn = el('input', {type: 'checkbox', id: 'edit-causal'});
     var windowIn = el('input', {type: 'number', min: '0', id: 'edit-window', 'aria-label': 'window'}), resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset');
     function syncPanel() { scaleIn.value = f32 ? text32(opts.scale) : full(opts.scale); causalIn.checked = opts.causal; windowIn.value = String(opts.window); }
@@ -952,7 +1026,8 @@ function startEditor(E, panel, status) {
       var m = M[c.getAttribute('data-m')]; if (!m.how || (m.how.op !== 'scale' && m.how.op !== 'softmax')) return;
       editor.toggleMask(+c.getAttribute('data-i'), +c.getAttribute('data-j'));
     }, true);
-    status.textContent = 'Editable: double-click an input cell (x' + (E.inputs.context ? ', the context' : '') + ', the weights' + (E.grad_outputs ? ', d_output' : '') + ')' + (E.round ? ' (a typed number is rounded to ' + E.round + ', as the case stores it; the arithmetic is float32)' : '') + ', or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
+    if (E.note) panel.insertBefore(el('div', {'class': 'edit-status', id: 'edit-summarised'}, E.note + (loadDiffers ? ' (' + loadDiffers + ' of its numbers differ from the module\u2019s on load)' : '')), status);
+    status.textContent = 'Editable: double-click an input cell (' + (proj ? 'the queries, keys or values' + (E.rotary_dim ? ' before RoPE' : '') : 'x' + (E.inputs.context ? ', the context' : '') + ', the weights' + (E.grad_outputs ? ', d_output' : '')) + ')' + (E.round ? ' (a typed number is rounded to ' + E.round + ', as the case stores it; the arithmetic is float32)' : '') + ', or change the options; every step below is recomputed by qkv\u2019s C++ core, compiled to WebAssembly (' +
       Math.round(E.module_bytes / 1024) + ' KB, in this page). Alt+click a scaled score or a weight to mask its key. Cells that differ from the ' +
       (D.source ? 'example\u2019s proven values' : 'case\u2019s') + ' turn orange.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
