@@ -223,9 +223,10 @@ void page(Page& p) {
   p.text("For readability, the tutorial rounds the weights by hand; steps 6 and 7 use the rounded ones.");
   p.matrix("attn_scores_softmax_rounded", attn_scores_softmax_rounded).rows(q).cols(k);
   p.text("The numpy cell's pitfall: a softmax over all nine scores, so each row no longer sums to 1.");
-  // the numpy cell computes in double: the scores as double (a cast, exact: derived() until the
-  // page's steps convert a float32 matrix to float64), then one softmax over all nine
-  p.matrix("attn_scores (float64)", qkv::matrix_cast<double>(attn_scores)).rows(q).cols(k).derived().hidden();
+  // the numpy cell computes in double: the scores as double (a cast, exact), then one softmax
+  // over all nine
+  p.matrix("attn_scores (float64)", qkv::matrix_cast<double>(attn_scores)).rows(q).cols(k).hidden()
+      .how(how::cast("attn_scores"));
   p.matrix("whole_matrix_softmax", whole_matrix_softmax).rows(q).cols(k).how(how::softmax_all("attn_scores (float64)"));
   p.step(6);
   for (std::size_t n = 0; n < 3; ++n)

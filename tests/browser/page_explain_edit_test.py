@@ -47,7 +47,7 @@ check = browser.check
 STALE = {
     # the numpy cell's softmax_all is a step, over the scores as double: a float32 -> float64 cast
     # the steps do not make yet (derived())
-    'illustrated': {'attn_scores (float64)', 'whole_matrix_softmax'},
+    'illustrated': set(),
     'from_scratch': set(),
     'the_math': set(),
     # 03b: its steps mix types (float32, the inputs cast to double, their exact values: kind 40,
