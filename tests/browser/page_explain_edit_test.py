@@ -114,33 +114,7 @@ def words(dtype, b):
 def native(edit, bits, tmp, texts=None):
     """page_steps_native on the page's current numbers: every step's bits, by id; on a page whose
     steps mix types (03b), an exact operand's fractions from `texts` and an exact step's fractions"""
-    ops = {s[k] for s in edit['steps'] for k in ('a', 'b', 'c') if s[k]}
-    steps = {s['id'] for s in edit['steps']}
-    doc = {'steps': edit['steps'], 'matrices': {}}
-    for id_ in ops - steps:
-        if texts and id_ in texts:
-            doc['matrices'][id_] = {'dtype': 'exact', 'exact': list(texts[id_])}
-            continue
-        dt, b = bits[id_]
-        size = 4 if dt == 'float32' else 8
-        doc['matrices'][id_] = {'dtype': dt, 'bits': ['%x' % int.from_bytes(b[k:k + size], 'little')
-                                                      for k in range(0, len(b), size)]}
-    path = os.path.join(tmp, 'in.json')
-    with open(path, 'w') as f:
-        json.dump(doc, f)
-    r = subprocess.run([NATIVE, path], capture_output=True, text=True)
-    if r.returncode:
-        raise SystemExit('page_steps_native failed: ' + r.stderr)
-    out = {}
-    for id_, hexes in json.loads(r.stdout).items():
-        if texts and id_ in texts:  # an exact step: its fractions
-            out[id_] = hexes
-            continue
-        dt = bits[id_][0]
-        size = 4 if dt == 'float32' else 8
-        out[id_] = b''.join(int(h, 16).to_bytes(size, 'little') for h in hexes)
-    return out
-
+    return browser.steps_native(NATIVE, edit, bits, tmp, texts)
 
 def row_labels(driver, mid):
     return driver.execute_script(

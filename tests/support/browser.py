@@ -165,14 +165,19 @@ def page_bits(driver):
     return {k: (v[0], bytes.fromhex(v[1])) for k, v in driver.execute_script(_BITS_JS).items()}
 
 
-def steps_native(native, edit, bits, tmp):
+def steps_native(native, edit, bits, tmp, texts=None):
     """tests/browser/page_steps_native (the path `native`) on an open `qkv explain` page's steps
     (edit: the page's edit object, its steps' scalars and masks as they are now; bits:
-    page_bits()): every step's bytes as the same C++ gives them natively, by id"""
+    page_bits()): every step's bytes as the same C++ gives them natively, by id; on a page whose
+    steps mix types (03b), an exact operand's fractions from `texts` (id: [fraction, ...]) and an
+    exact step's fractions"""
     ops = {s[k] for s in edit['steps'] for k in ('a', 'b', 'c') if s[k]}
     steps = {s['id'] for s in edit['steps']}
     doc = {'steps': edit['steps'], 'matrices': {}}
     for id_ in ops - steps:
+        if texts and id_ in texts:
+            doc['matrices'][id_] = {'dtype': 'exact', 'exact': list(texts[id_])}
+            continue
         dt, b = bits[id_]
         size = 4 if dt == 'float32' else 8
         doc['matrices'][id_] = {'dtype': dt, 'bits': ['%x' % int.from_bytes(b[k:k + size], 'little')
@@ -185,10 +190,12 @@ def steps_native(native, edit, bits, tmp):
         raise SystemExit('page_steps_native failed: ' + r.stderr)
     out = {}
     for id_, hexes in json.loads(r.stdout).items():
+        if texts and id_ in texts:  # an exact step: its fractions
+            out[id_] = hexes
+            continue
         size = 4 if bits[id_][0] == 'float32' else 8
         out[id_] = b''.join(int(h, 16).to_bytes(size, 'little') for h in hexes)
     return out
-
 
 def same_numbers(dtype, a, b):
     """two matrices' bytes hold the same numbers, bit for bit, a NaN as any NaN (which NaN a sum
