@@ -218,20 +218,38 @@ void page(Page& p) {
   }
   // the heads side by side, two at a time: concat[0..1] and concat[0..2] are working matrices of
   // the page's module (scratch: not embedded), the concatenation the last step
-  const auto side_by_side = [&](const std::string& name, const auto& concat, const std::string& head_2,
-                                const std::string& head_3) {
-    p.matrix(name + "[0..1]", qkv::block<T, 2 * d_v>(concat, 0, 0)).how(how::hconcat("head0.context", "head1.context")).scratch();
+  const auto side_by_side = [&](const std::string& name, const auto& concat, const std::string& prefix,
+                                const std::string& head_2, const std::string& head_3) {
+    p.matrix(name + "[0..1]", qkv::block<T, 2 * d_v>(concat, 0, 0))
+        .how(how::hconcat(prefix + "head0.context", prefix + "head1.context"))
+        .scratch();
     p.matrix(name + "[0..2]", qkv::block<T, 3 * d_v>(concat, 0, 0)).how(how::hconcat(name + "[0..1]", head_2)).scratch();
     return p.matrix(name, concat).rows(toks).how(how::hconcat(name + "[0..2]", head_3));
   };
-  side_by_side("gqa.concat", gqa.concat, "head2.context", "head3.context")
+  side_by_side("gqa.concat", gqa.concat, "", "head2.context", "head3.context")
       .caption("gqa.concat: the heads' outputs side by side")
       .proven(mha.concat, "multi-head attention with repeat_kv(k), repeat_kv(v)", 0.0, "bit for bit");
-  side_by_side("mqa.concat", mqa.concat, "mqa.head2.context", "mqa.head3.context")
+  side_by_side("mqa.concat", mqa.concat, "", "mqa.head2.context", "mqa.head3.context")
       .caption("mqa.concat: all four heads on key/value head 0")
       .proven(mha_of_mqa.concat, "multi-head attention with k and v head 0 repeated 4 times", 0.0, "bit for bit");
   p.step(4);
-  p.matrix("gqa64.concat", gqa64.concat).rows(toks).caption("qkv's GQA in double").derived()
+  // the same attention in double: the inputs cast to double (exact), then every step in double,
+  // data only (the page's module recomputes gqa64.concat with these steps)
+  p.matrix("in64.q", in64.q).rows(toks).hidden().how(how::cast("in.q"));
+  p.matrix("in64.k", in64.k).rows(toks).hidden().how(how::cast("in.k"));
+  p.matrix("in64.v", in64.v).rows(toks).hidden().how(how::cast("in.v"));
+  for (std::size_t h = 0; h < H; ++h) {
+    const std::string id = "gqa64.head" + std::to_string(h);
+    p.matrix(id + ".scores", gqa64.scores[h]).how(how::dot("in64.q", "in64.k", d_k, h * d_k, (h / G) * d_k)).hidden();
+    p.matrix(id + ".scaled_scores", gqa64.scaled_scores[h])
+        .how(how::divided(id + ".scores", qkv::sqrt(2.0), "1 / sqrt(2), as a division by sqrt(2)",
+                          "causal: a key after its query"))
+        .hidden();
+    p.matrix(id + ".weights", gqa64.weights[h]).how(how::softmax(id + ".scaled_scores")).hidden();
+    p.matrix(id + ".context", gqa64.context[h]).how(how::matmul(id + ".weights", "in64.v", T, 0, 0, (h / G) * d_v)).hidden();
+  }
+  side_by_side("gqa64.concat", gqa64.concat, "gqa64.", "gqa64.head2.context", "gqa64.head3.context")
+      .caption("qkv's GQA in double")
       .proven(matrix<double, T, H * d_v>{torch64::gqa}, "PyTorch float64 (LLaMA's repeat_kv)",
               2 * qkv::max_abs_difference(bound_gqa, matrix<double, T, H * d_v>{}), "twice the derived bound, at most");
 }

@@ -58,7 +58,7 @@ STALE = {
     'encoder_layer': set(),
     # chapter two: the float64 runs (from float32 inputs cast to double: a cast the steps do not make)
     'kv_cache': {'decoding64.context'},
-    'grouped_query': {'gqa64.concat'},
+    'grouped_query': set(),
     # the padding mask (the lengths decide it), the float64 run, the multi-head and cross-attention batches
     'batches': {'key_padding_mask', 'batch64 sentence 1 context',
                 'mh sequence 1 weights, head 0', 'mh sequence 1 output', 'mh sequence 0 output',
