@@ -283,7 +283,7 @@ void page(Page& p) {
   for (std::size_t j = 0; j < 4; ++j) last(0, j) = qkv::positional_encoding_value(2047, j, realistic::d);
   p.matrix("PE(2047, 0..3)", last).rows({"pos 2047"}).cols(from_zero("dim ", 4));
   p.matrix("PE(2047, 0..3) in float32", qkv::map(last, [](double v) { return static_cast<float>(v); }))
-      .rows({"pos 2047"}).cols(from_zero("dim ", 4)).derived();  // a rounding of the row above
+      .rows({"pos 2047"}).cols(from_zero("dim ", 4)).how(how::cast("PE(2047, 0..3)"));  // the row above, rounded
 }
 
 }  // namespace qkv::examples::positional_encoding

@@ -187,8 +187,8 @@ float qkv_round_float16(float x) { return static_cast<float>(qkv::float16(x)); }
 
 // a step from one type to another (flat_steps.hpp's cast, kind 40: a page whose steps mix float32,
 // float64 and exact rationals, io/page_recompute.hpp): n values of a, of type `from`, into out, of
-// type `to` (0 float32, 1 float64, 2 q64), as matrix_cast converts: float32 -> float64, a float ->
-// its exact value (rational::exactly; a float outside the rational's range traps with its message).
+// type `to` (0 float32, 1 float64, 2 q64), as matrix_cast converts: float32 -> float64, float64 ->
+// float32 (rounded to nearest), a float -> its exact value (rational::exactly; a float outside the rational's range traps with its message).
 // Returns 0, or 1 for a pair it does not convert (nothing written)
 extern "C" {
 int qkv_cast(int from, int to, const void* a, std::size_t n, void* out) {
@@ -198,6 +198,8 @@ int qkv_cast(int from, int to, const void* a, std::size_t n, void* out) {
     qkv::flat::cast(static_cast<const float*>(a), n, static_cast<q64*>(out));
   } else if (from == 1 && to == 2) {
     qkv::flat::cast(static_cast<const double*>(a), n, static_cast<q64*>(out));
+  } else if (from == 1 && to == 0) {  // float64 -> float32, rounded to nearest (static_cast<float>)
+    qkv::flat::cast(static_cast<const double*>(a), n, static_cast<float*>(out));
   } else {
     return 1;
   }

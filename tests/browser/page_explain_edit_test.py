@@ -65,7 +65,7 @@ STALE = {
                 'cross memory 1 weights, head 0', 'cross output 2'},
     'alibi': set(),
     'rope': {'lengths'},  # a check (the sums of squares of step 4), not a step
-    'positional_encoding': {'PE(2047, 0..3) in float32'},  # a rounding of float64 to float32
+    'positional_encoding': set(),
     # flash's blocks and output are the online softmax's steps; its bound is a check, not a step
     'flash': {'bound'},
     # chapter three and four: the materialised backward is recomputed; flash's blocks, PyTorch's

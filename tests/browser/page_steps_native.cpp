@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
           throw std::runtime_error("step " + s.id + ": no cast from " + from + " to " + s.dtype);
         if (s.dtype == "float64") {
           out[s.id] = to_bits<double, std::uint64_t>(f64[s.id]);
+        } else if (s.dtype == "float32") {
+          out[s.id] = to_bits<float, std::uint32_t>(f32[s.id]);
         } else {
           out[s.id] = nlohmann::json::array();
           for (const auto& v : ex[s.id]) out[s.id].push_back(qkv::io::page_detail::exact_text(v));

@@ -378,13 +378,15 @@ inline std::optional<std::vector<page_exact>> run_exact(
 }
 
 /// @brief the types a cast step converts between (flat::cast, the module's qkv_cast): float32 to
-/// float64, float32 or float64 to exact (the float's exact value: rational::exactly)
+/// float64 (exactly), float64 to float32 (rounded to nearest, as static_cast<float> rounds),
+/// float32 or float64 to exact (the float's exact value: rational::exactly)
 inline bool castable(const std::string& from, const std::string& to) {
-  return (from == "float32" && (to == "float64" || to == "exact")) || (from == "float64" && to == "exact");
+  return (from == "float32" && (to == "float64" || to == "exact")) ||
+         (from == "float64" && (to == "float32" || to == "exact"));
 }
 
 /// cast step `s` natively (flat::cast) from its operand's type `from` into `to`'s map: f32 to f64,
-/// or a float to ex; false when castable() says no. A float's exact value is a rational when its
+/// f64 to f32 (rounded), or a float to ex; false when castable() says no. A float's exact value is a rational when its
 /// denominator fits 64-bit integers; NaN, infinity and a smaller value throw rational's error
 inline bool run_cast(const page_step& s, const std::string& from, const std::string& to,
                      std::map<std::string, std::vector<float>>& f32,
@@ -394,6 +396,9 @@ inline bool run_cast(const page_step& s, const std::string& from, const std::str
   if (from == "float32" && to == "float64") {
     f64[s.id].resize(n);
     flat::cast(f32.at(s.a).data(), n, f64[s.id].data());
+  } else if (from == "float64" && to == "float32") {
+    f32[s.id].resize(n);
+    flat::cast(f64.at(s.a).data(), n, f32[s.id].data());
   } else if (from == "float32" && to == "exact") {
     std::vector<page_exact> out(n);
     flat::cast(f32.at(s.a).data(), n, out.data());
@@ -538,13 +543,15 @@ inline page_recompute_plan plan_recompute(const page& p) {
         if (s->kind == flat::cast_kind) {  // another type: the float's value as double or as a rational
           try {
             run_cast(*s, by_id.at(s->a)->dtype, m.dtype, f32, f64, ex);
-            why = m.dtype == "exact" ? first_exact_difference(m, ex.at(m.id))
-                                     : first_difference(m, f64.at(m.id));
+            why = m.dtype == "exact"     ? first_exact_difference(m, ex.at(m.id))
+                  : m.dtype == "float32" ? first_difference(m, f32.at(m.id))
+                                         : first_difference(m, f64.at(m.id));
           } catch (const std::exception& e) {
             why = std::string("the module's cast fails on the example's own numbers: ") + e.what();
           }
           if (!why.empty()) {
             ex.erase(m.id);
+            f32.erase(m.id);
             f64.erase(m.id);
           } else if (m.dtype == "exact") {
             plan.exact = true;

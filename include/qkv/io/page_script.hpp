@@ -305,7 +305,8 @@ function explain(id, i, j) {
     x.sum = w8 - h.scale * g8; return x;
   }
   if (h.op === 'cast') {  // another type (flat::cast): float32 -> double exactly, a float -> its exact rational
-    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, get(A, i, j)) + ' (' + A.dtype + ') as ' + (m.dtype === 'exact' ? 'an exact rational: the float\u2019s exact value' : m.dtype + ', exactly');
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, get(A, i, j)) + ' (' + A.dtype + ') as ' + (m.dtype === 'exact' ? 'an exact rational: the float\u2019s exact value' :
+      A.dtype === 'float64' && m.dtype === 'float32' ? 'float32, rounded to the nearest float32' : m.dtype + ', exactly');
     x.sum = get(A, i, j); return x;
   }
   if (h.op === 'relu') {
