@@ -44,7 +44,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 QKV, CHECK, ROOT, OUT = sys.argv[1:5]
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
@@ -324,11 +323,7 @@ def main():
         print('%s: page %d bytes (%.0f KB)' % (name, os.path.getsize(html), os.path.getsize(html) / 1024))
         check(os.path.getsize(html) <= 1 << 20, '%s: the page is at most 1 MB' % name)
         driver.get('file://' + html)
-        t0 = time.time()
-        while time.time() - t0 < 20 and driver.execute_script(
-                'return document.documentElement.getAttribute("data-qkv-editable")') is None:
-            time.sleep(0.05)
-        editable = driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')
+        editable = browser.wait_editable(driver, 20)
         status = driver.find_element(By.ID, 'edit-status').text
         if editable != '1':
             if 'qkv was' in status:  # wasm/meson.build's reasons: the tool was built without the module

@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 QKV, NATIVE, ROOT, OUT = sys.argv[1:5]
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
@@ -275,11 +274,7 @@ def main():
             size = os.path.getsize(html)
             print('%s: page %d bytes (%.0f KB)' % (name, size, size / 1024))
             browser.open_page(driver, html, logs=True)
-            t0 = time.time()
-            while time.time() - t0 < 20 and driver.execute_script(
-                    'return document.documentElement.getAttribute("data-qkv-editable")') is None:
-                time.sleep(0.05)
-            editable = driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')
+            editable = browser.wait_editable(driver, 20)
             status = driver.find_element(By.ID, 'edit-status').text
             if name not in STALE and name not in EXACT:
                 check(editable == '0' and status.startswith('This page is not editable: '),

@@ -59,11 +59,7 @@ def open_editable(driver, name):
     if not check(r.returncode == 0, '%s: qkv explain --html: %s' % (name, r.stderr)):
         return None
     browser.open_page(driver, html, logs=True)
-    t0 = time.time()
-    while time.time() - t0 < 20 and driver.execute_script(
-            'return document.documentElement.getAttribute("data-qkv-editable")') is None:
-        time.sleep(0.05)
-    if driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")') != '1':
+    if browser.wait_editable(driver, 20) != '1':
         return 'skip'
     return html
 

@@ -175,10 +175,7 @@ def main():
         check(size <= BERT_LIMIT, '%s: the page is at most 2 MB (page_test.py\'s BERT-size budget): %d' % (name, size))
         t0 = time.time()
         driver.get('file://' + html)
-        while time.time() - t0 < 60 and driver.execute_script(
-                'return document.documentElement.getAttribute("data-qkv-editable")') is None:
-            time.sleep(0.05)
-        editable = driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')
+        editable = browser.wait_editable(driver, 60)
         if not driver.find_elements(By.ID, 'edit-status'):
             check(False, '%s: the page has no edit panel: %s' % (name, driver.execute_script(
                 'return [document.readyState, document.documentElement.getAttribute("data-qkv-ready")]')))

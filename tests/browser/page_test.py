@@ -573,9 +573,7 @@ check(driver.find_elements(By.ID, 'summary-banner'), 'bert-size: the page says i
 # editable (with the module: docs/pages.md, "The summarised attend page"), its heatmap drawn from
 # the weights the module computes when it has loaded: wait for it (at most 30 s)
 t0 = time.time()
-while time.time() - t0 < 30 and driver.execute_script(
-        'return document.documentElement.getAttribute("data-qkv-editable")') is None:
-    time.sleep(0.05)
+browser.wait_editable(driver, 30)
 editable_after = time.time() - t0 + ready
 print('bert-size: editable (the module run on the page\'s queries, keys and values) %.2f s after navigation: %s' % (
     editable_after, driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")')))

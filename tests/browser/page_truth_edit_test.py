@@ -205,9 +205,7 @@ def main():
             continue
         browser.open_page(driver, html, logs=True)
         t0 = time.time()
-        while time.time() - t0 < 20 and driver.execute_script(
-                'return document.documentElement.getAttribute("data-qkv-editable")') is None:
-            time.sleep(0.05)
+        browser.wait_editable(driver, 20)
         edit = driver.execute_script('return window.qkvPage.data.edit;')
         if driver.execute_script('return document.documentElement.getAttribute("data-qkv-editable")') != '1':
             print('SKIP: %s is not editable: %s' % (name, edit.get('why')))

@@ -79,6 +79,16 @@ def open_page(driver, path, logs=False, tries=200):
     return time.time() - t0
 
 
+
+def wait_editable(driver, seconds=20):
+    """the open page's data-qkv-editable once its editor has decided ('1': editable, '0': the page
+    says why not), polled every 50 ms for up to `seconds`; None when it never did"""
+    js = 'return document.documentElement.getAttribute("data-qkv-editable")'
+    t0 = time.time()
+    while time.time() - t0 < seconds and driver.execute_script(js) is None:
+        time.sleep(0.05)
+    return driver.execute_script(js)
+
 def page_logs(driver, path):
     """(console warnings and errors, network requests other than the page and data:/blob:
     addresses, resources the page loaded) since open_page(driver, path, logs=True)"""
