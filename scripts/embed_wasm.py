@@ -5,6 +5,8 @@
     embed_wasm.py --none 'WHY' OUT.hpp           no module: pages are not editable, and say why
     embed_wasm.py --truth ...                    the same for the truth module (wasm/qkv_truth.cpp),
                                                  in namespace qkv::io::page_truth_wasm
+    embed_wasm.py --attend ...                   the same for the attend pages' module (qkv_attend.wasm),
+                                                 in namespace qkv::io::page_attend_wasm
 
 The header defines qkv::io::page_wasm::chunks (the base64 text in pieces: one string literal of
 more than 65536 characters is beyond what ISO C++ asks a compiler to accept, -Woverlength-strings),
@@ -23,6 +25,9 @@ def main(argv):
     namespace, source = 'page_wasm', 'wasm/qkv_wasm.cpp'
     if len(argv) > 1 and argv[1] == '--truth':
         namespace, source = 'page_truth_wasm', 'wasm/qkv_truth.cpp'
+        argv = argv[:1] + argv[2:]
+    elif len(argv) > 1 and argv[1] == '--attend':
+        namespace, source = 'page_attend_wasm', 'wasm/qkv_wasm.cpp linked with the attend pages\' exports'
         argv = argv[:1] + argv[2:]
     if len(argv) == 4 and argv[1] == '--none':
         chunks, size, why, out = [], 0, argv[2], argv[3]

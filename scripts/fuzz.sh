@@ -24,9 +24,11 @@ if ! dpkg-query -W -f='${Status}' libclang-rt-16-dev 2>/dev/null | grep -q "inst
 fi
 
 mkdir -p build-fuzz
-# attend's page code includes the pages' WebAssembly module (wasm/meson.build makes page_wasm.hpp);
-# the fuzzed readers write no page, so the header here holds no module and says why
+# attend's page code includes the pages' WebAssembly modules (wasm/meson.build makes page_wasm.hpp
+# and page_attend_wasm.hpp); the fuzzed readers write no page, so the headers here hold no module
+# and say why
 python3 scripts/embed_wasm.py --none "a fuzzing build (scripts/fuzz.sh) has no module" build-fuzz/page_wasm.hpp
+python3 scripts/embed_wasm.py --attend --none "a fuzzing build (scripts/fuzz.sh) has no module" build-fuzz/page_attend_wasm.hpp
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -ffp-contract=off -Iinclude -Ibuild-fuzz "-DQKV_VOCAB=\"$PWD/data/bert-base-uncased/vocab.txt\"")
 for t in "${targets[@]}"; do

@@ -23,7 +23,7 @@
 
 #include "attend_backward.hpp"
 #include "cli.hpp"
-#include "page_wasm.hpp"
+#include "page_attend_wasm.hpp"
 
 namespace qkv::cli::attend_page {
 
@@ -500,8 +500,8 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
                       const std::string& half_type = "", const summarised_choice* sc = nullptr) {
   namespace pd = qkv::io::page_detail;
   std::string why;
-  if (*qkv::io::page_wasm::why_not)
-    why = std::string("This page is not editable: ") + qkv::io::page_wasm::why_not + ".";
+  if (*qkv::io::page_attend_wasm::why_not)
+    why = std::string("This page is not editable: ") + qkv::io::page_attend_wasm::why_not + ".";
   else if (p.summarised() && (sc == nullptr || sc->how == summarised_choice::mode::none))
     why = sc ? sc->why : "This page is not editable: it has too many numbers (a summarised page).";
   if (editable) *editable = why.empty();
@@ -517,8 +517,8 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   const bool projected = sc && p.summarised() && sc->how == summarised_choice::mode::projected;
   const std::size_t H = r.weights.size(), s_len = r.keys.rows(), HK = opt.kv_heads ? opt.kv_heads : H;
   const bool f32 = sizeof(T) == 4;
-  s += ",\"module\":\"" + qkv::io::page_wasm::text();
-  s += "\",\"module_bytes\":" + std::to_string(qkv::io::page_wasm::bytes);
+  s += ",\"module\":\"" + qkv::io::page_attend_wasm::text();
+  s += "\",\"module_bytes\":" + std::to_string(qkv::io::page_attend_wasm::bytes);
   s += ",\"dtype\":\"" + std::string(f32 ? "float32" : "float64") + "\"";
   s += std::string(",\"out_in\":") + (w.q.layout == rt::weight_layout::out_in ? "true" : "false");
   // 16-bit inputs: a typed number is rounded to this type as stored (the module's qkv_round_*,
@@ -810,7 +810,7 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   std::optional<summarised_choice> sc;
   if (p.summarised()) {
     sc = choose_summarised(p, has_context, w, opt, d.backward != nullptr);
-    if (sc->how != summarised_choice::mode::none && core && !*qkv::io::page_wasm::why_not) {
+    if (sc->how != summarised_choice::mode::none && core && !*qkv::io::page_attend_wasm::why_not) {
       for (auto& m : p.entries())
         if (std::find(sc->whole.begin(), sc->whole.end(), m.id) != sc->whole.end()) m.whole = true;
       p.pack_numbers(true, true);

@@ -482,9 +482,16 @@ WebAssembly.instantiate(bytes, {wasi_snapshot_preview1: wasi}).then(function (r)
   var X = r.instance.exports; X._initialize();
   var t = 128, d = 768, H = 12, a = function (n) { var p = X.qkv_alloc(n * 4), v = new Float32Array(X.memory.buffer, p, n);
     for (var k = 0; k < n; ++k) v[k] = Math.sin(k * 0.37) * 0.05; return p; };
-  var x = a(t * d), wq = a(d * d), wk = a(d * d), wv = a(d * d), wo = a(d * d), n = X.qkv_output_size(t, d, d, H, d), out = X.qkv_alloc(n * 4);
+  // what the page calls (qkv_attend_case_f32): 16 pointers x, context, wq, bq, wk, bk, wv, bv, wo,
+  // bo, bias, slopes, cos/sin (0: none) and 13 sizes t, d, s, dc, dq, dv, heads, kv_heads, dout,
+  // out_in, bias_heads, rotary_dim, interleaved
+  var p = X.qkv_alloc(16 * 4), z = X.qkv_alloc(13 * 4);
+  var ptrs = [a(t * d), 0, a(d * d), 0, a(d * d), 0, a(d * d), 0, a(d * d), 0, 0, 0, 0, 0, 0, 0];  // before the view: an alloc may grow the memory
+  new Uint32Array(X.memory.buffer, p, 16).set(ptrs);
+  new Uint32Array(X.memory.buffer, z, 13).set([t, d, t, 0, d, d, H, 0, d, 1, 0, 0, 0]);
+  var out = X.qkv_alloc(X.qkv_case_output_size(z) * 4);
   var t0 = performance.now();
-  X.qkv_attend_f32(x, t, d, wq, 0, wk, 0, wv, 0, d, d, wo, 0, d, H, 1, 0.125, 0, out);
+  X.qkv_attend_case_f32(p, z, 0, 0.125, 0, out);
   done(performance.now() - t0);
 });''')
     print('the module in chromium, 128 tokens, 12 heads, d_model 768, every step kept: %.0f ms' % ms)
