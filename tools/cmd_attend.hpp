@@ -853,22 +853,6 @@ inline constexpr const char* core_arithmetic_line =
     "product and per sum, summed left to right, the core's exp; the arithmetic the examples prove and the "
     "editable page's WebAssembly module recomputes with)";
 
-/// @brief why the core's arithmetic cannot compute this case (read by read_case): the field and
-/// the reason, or an empty field when it can. core/flat_attention.hpp computes what the pages'
-/// WebAssembly module computes: self- or cross-attention (a context) with heads, grouped-query
-/// heads (kv_heads), biases, an output projection, causal (either alignment), window, allowed,
-/// key_padding, a bias on the scores, ALiBi and RoPE, in float32 or float64 (a bfloat16 or float16
-/// case's inputs rounded as stored, then float32 arithmetic, as the runtime path), and for a d_output
-/// its backward (core/flat_attention_backward.hpp; read_d_output refuses a context and RoPE)
-template <class T>
-std::pair<std::string, std::string> core_unsupported(const parsed_case& pc, bool has_context,
-                                                     const rt::attention_options<T>& opt) {
-  (void)pc;
-  (void)has_context;
-  (void)opt;
-  return {};
-}
-
 /// the input_error of `--arithmetic core` on a case it does not compute: the file and the field
 inline input_error core_refusal(const qkv::io::json_document& doc, const std::string& field,
                                 const std::string& what) {
@@ -1619,7 +1603,8 @@ outputs<T> make_projected_outputs(const qkv::io::json_document& doc, parsed_case
 /// @brief read the case, check every size against the limits, run the attention and make every
 /// output asked for; writes nothing (the fuzz target fuzz/attend_case_fuzz.cpp calls this)
 /// `how`: --arithmetic (docs/cli.md). arithmetic::core refuses, naming the field, a case the
-/// core's arithmetic does not compute (a batch of sequences; core_unsupported);
+/// core's arithmetic does not compute (a batch of sequences: core/flat_attention.hpp computes
+/// every other case, as the pages' WebAssembly module does);
 /// unset computes on the runtime path, except that a --html page that would be editable is
 /// written in the core's arithmetic (the case is computed again in it), every output with it
 template <class T>
@@ -1656,8 +1641,6 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     else if (pc.half == "float16")
       round_inputs<rt::float16>(x, context, w, opt);
   }
-  const auto [core_field, core_what] = core_unsupported(pc, has_context, opt);
-  if (how == arithmetic::core && !core_field.empty()) throw core_refusal(doc, core_field, core_what);
   std::optional<backward_result<T>> bw;
   if (doc.json().contains("d_output")) {
     bw.emplace();
@@ -1711,7 +1694,7 @@ outputs<T> make_outputs(const qkv::io::json_document& doc, parsed_case& pc, bool
     o.html = attend_page::page(pc.file, o.text, x, context, has_context, w, opt, r,
                                scale_text(pc, r.scale, r.queries.cols() / pc.heads), d, pc.tokens,
                                pc.context_tokens, in_core, &editable);
-    if (how == arithmetic::unset && editable && core_field.empty()) {
+    if (how == arithmetic::unset && editable) {
       pc = as_given;
       return make_outputs<T>(doc, pc, as_json, want_svg, want_html, lim, arithmetic::core);
     }

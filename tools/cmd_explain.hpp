@@ -38,16 +38,14 @@ inline constexpr worked_example worked_examples[] = {QKV_EXAMPLES(QKV_WORKED_EXA
 inline std::string explain_page(const worked_example& e) {
   qkv::io::page page("qkv explain " + std::string(e.name) + " \u2014 " + std::string(e.program));
   if (e.fill_page(page)) {
+    bool truth = false;  // the page has the 50-digit truth
 #ifdef QKV_EXPLAIN_HAS_BOOST
-    qkv::io::add_truth(page);
+    truth = qkv::io::add_truth(page);
 #endif
     // editable (docs/pages.md, "Editing a page"): the steps the module recomputes, each checked
     // here to give the example's own numbers bit for bit
     // and, on a page with the 50-digit truth, the truth module that recomputes it for a learner's
     // inputs (docs/pages.md, "The error against the truth")
-    const auto& ms = page.entries();
-    const bool truth =
-        std::any_of(ms.begin(), ms.end(), [](const auto& m) { return m.truth_name == "50 digits"; });
     page.edit(qkv::io::recompute_spec(qkv::io::plan_recompute(page), qkv::io::page_wasm::text(),
                                       qkv::io::page_wasm::bytes, qkv::io::page_wasm::why_not,
                                       truth ? qkv::io::page_truth_wasm::text() : std::string(),

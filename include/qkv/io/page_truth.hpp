@@ -89,13 +89,16 @@ struct solver {
 
 /// the 50-digit truth of every computed float32/float64 matrix of `p` and each value's error
 /// against it in ulps (page::matrix_ref::truth), when the page asked for it (with_truth) and is
-/// not summarised; matrices that already have a truth (an example's exact rationals) keep it
-inline void add_truth(page& p) {
+/// not summarised; matrices that already have a truth (an example's exact rationals) keep it.
+/// Returns whether it gave any matrix its truth (the page then carries the truth module, which
+/// recomputes it for a learner's inputs: tools/cmd_explain.hpp)
+inline bool add_truth(page& p) {
   using namespace page_truth_detail;
-  if (!p.wants_truth() || p.summarised()) return;
+  if (!p.wants_truth() || p.summarised()) return false;
   auto& ms = p.entries();
   solver s(ms);
   const bool texts = p.numbers() <= 4096;  // the truth's 20 digits per cell on small pages only
+  bool added = false;
   for (auto& m : ms) {
     if (m.how.op.empty() || !m.truth_ulps.empty() || (m.dtype != "float32" && m.dtype != "float64")) continue;
     const auto t = s.truth(m.id);
@@ -110,7 +113,9 @@ inline void add_truth(page& p) {
     m.truth_ulps = std::move(u);
     m.truth_text = std::move(txt);
     m.truth_name = "50 digits";
+    added = true;
   }
+  return added;
 }
 
 }  // namespace qkv::io
