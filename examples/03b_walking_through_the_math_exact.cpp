@@ -269,16 +269,16 @@ void page(Page& p) {
   // every step is recomputed by the page's module, each in its own type: the float32 run, the
   // double run (the inputs cast to double, as the example casts them: how::cast) and the exact
   // values (the inputs' exact rationals, how::cast, then sums and products); the exact scores
-  // w_T_2 (denominators near 2^104) do not fit the module's rationals of 64-bit integers, keep
-  // the example's numbers after an edit, and say why
+  // w_T_2 (denominators near 2^104) do not fit the module's rationals of 64-bit integers: the
+  // page recomputes them over the example's own 128-bit ones, in a second module (wasm/qkv_wide.cpp)
   p.with_truth();
   p.step(1);
   p.text("Editing this page: X, W_q and W_k can be edited, and every step is recomputed by qkv's "
          "C++ in the page, each in its own type: the float32 run, the double run (the inputs cast "
          "to double) and the exact values (each input's exact rational, then exact sums and "
-         "products). The module's exact numbers are rationals of 64-bit integers: the exact scores "
-         "w_T_2, whose denominators are near 2^104, need the example's 128-bit ones and keep the "
-         "example's numbers. NaN and infinity have no exact value: the page refuses them.");
+         "products). The module's exact numbers are rationals of 64-bit integers; the exact scores "
+         "w_T_2, whose denominators are near 2^104, are computed over the example's 128-bit ones "
+         "by a second module in the page. NaN and infinity have no exact value: the page refuses them.");
   p.matrix("X", X).cols(xs);
   p.matrix("EX", EX).cols(xs).caption("EX (X exactly)").how(how::cast("X"));
   p.matrix("Xᵀ", qkv::transposed(X)).rows(xs).hidden().how(how::transposed("X"));

@@ -7,6 +7,8 @@
                                                  in namespace qkv::io::page_truth_wasm
     embed_wasm.py --attend ...                   the same for the attend pages' module (qkv_attend.wasm),
                                                  in namespace qkv::io::page_attend_wasm
+    embed_wasm.py --wide ...                     the same for the wide module (wasm/qkv_wide.cpp),
+                                                 in namespace qkv::io::page_wide_wasm
 
 The header defines qkv::io::page_wasm::chunks (the base64 text in pieces: one string literal of
 more than 65536 characters is beyond what ISO C++ asks a compiler to accept, -Woverlength-strings),
@@ -25,6 +27,9 @@ def main(argv):
     namespace, source = 'page_wasm', 'wasm/qkv_wasm.cpp'
     if len(argv) > 1 and argv[1] == '--truth':
         namespace, source = 'page_truth_wasm', 'wasm/qkv_truth.cpp'
+        argv = argv[:1] + argv[2:]
+    elif len(argv) > 1 and argv[1] == '--wide':
+        namespace, source = 'page_wide_wasm', 'wasm/qkv_wide.cpp'
         argv = argv[:1] + argv[2:]
     elif len(argv) > 1 and argv[1] == '--attend':
         namespace, source = 'page_attend_wasm', 'wasm/qkv_wasm.cpp linked with the attend pages\' exports'

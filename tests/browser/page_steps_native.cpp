@@ -14,6 +14,8 @@
 // of the exact arithmetic (an overflow, a zero denominator, malformed text): "page_steps_native: "
 // and the message (rational.hpp's own, what the page must show), exit 2. A cast step (kind 40,
 // with its "dtype") converts its operand to that type (flat::cast): a page whose steps mix types.
+// A wide step ("wide": 1, 03b's w_T_2) is computed over q128 (io/page_wide.hpp, what the page's
+// wide module computes); no later step reads it.
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -26,6 +28,10 @@
 
 #include <nlohmann/json.hpp>
 #include <qkv/io/page_recompute.hpp>
+#if __has_include(<boost/multiprecision/cpp_int.hpp>)  // a tool without Boost writes no wide step
+#include <qkv/io/page_wide.hpp>
+#define QKV_STEPS_NATIVE_WIDE 1
+#endif
 
 namespace {
 
@@ -109,6 +115,20 @@ int main(int argc, char** argv) {
         for (const auto* id : {&s.a, &s.b, &s.c})
           if (!id->empty() && !ex.count(*id))
             throw std::runtime_error("step " + s.id + ": no exact matrix " + *id);
+        if (j.value("wide", 0) == 1) {  // over 128-bit rationals (an overflow throws)
+#ifndef QKV_STEPS_NATIVE_WIDE
+          throw std::runtime_error("step " + s.id + ": a 128-bit step, and this was built without Boost");
+#else
+          static const std::vector<qkv::io::page_exact> none;
+          auto val = [&](const std::string& id) -> const std::vector<qkv::io::page_exact>& {
+            return id.empty() ? none : ex.at(id);
+          };
+          const auto texts = qkv::io::wide_exact_q128(s, val(s.a), val(s.b), val(s.c));
+          if (!texts) throw std::runtime_error("step " + s.id + ": no exact form");
+          out[s.id] = *texts;
+          continue;
+#endif
+        }
         auto got = qkv::io::page_recompute_detail::run_exact(s, ex);  // an overflow throws
         if (!got) throw std::runtime_error("step " + s.id + ": no exact form");
         ex[s.id] = std::move(*got);

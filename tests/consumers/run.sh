@@ -217,7 +217,7 @@ run env CXX="$cxx" meson setup "$light" "$source_root" -Dtests=false -Dexamples=
 light_targets=$(meson introspect --targets "$light" | python3 -c '
 import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 for t in $light_targets; do
-  case $t in qkv | qkv_commands | example_not_built_* | examples_list.hpp | qkv_single_header | qkv_wasm.wasm | page_wasm.hpp | qkv_attend.wasm | page_attend_wasm.hpp | qkv_truth.wasm | page_truth_wasm.hpp | qkv_kernels | qkv_kernels_avx512) ;; *) fail "light install: builds '$t' (targets: $light_targets)" ;; esac
+  case $t in qkv | qkv_commands | example_not_built_* | examples_list.hpp | qkv_single_header | qkv_wasm.wasm | page_wasm.hpp | qkv_attend.wasm | page_attend_wasm.hpp | qkv_wide.wasm | page_wide_wasm.hpp | qkv_truth.wasm | page_truth_wasm.hpp | qkv_kernels | qkv_kernels_avx512) ;; *) fail "light install: builds '$t' (targets: $light_targets)" ;; esac
 done
 for f in $(meson introspect --targets "$light" | python3 -c '
 import json, sys

@@ -25,8 +25,10 @@
 //               float64 or a float into its exact rational, checked the same way
 //   stale       the rest (a derived() matrix, a step whose operand is stale, one the functions do
 //               not reproduce bit for bit: the example computes it another way, an exact step
-//               with no exact form or whose fractions overflow 64-bit integers): after an edit it
-//               keeps the example's numbers and says so, with why
+//               with no exact form or whose fractions overflow 64-bit integers, unless the tool
+//               gives a page_wide_exact and the step's result is read by no other step: then it is
+//               a wide step, computed over 128-bit rationals by a module of its own): after an
+//               edit it keeps the example's numbers and says so, with why
 // On a summarised page (example 04's BERT layer) only the matrices it embeds whole take part
 // (page::embedded_whole(), and its scratch() ones, which the module computes): an input it does
 // not hold whole (a 768 x 768 weight) is neither editable nor recomputed; a matrix computed from
@@ -38,8 +40,10 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,7 @@ struct page_step {
   double scalar = 0;   // the factor, divisor or eps
   std::string masked;  // scale / divide: "0" / "1" per cell (1: masked in the example), or ""
   std::string dtype;   // its result's: float32, float64 or exact (a cast's is not its operand's)
+  bool wide = false;   // an exact step over 128-bit rationals (the wide module; page_wide_exact)
 };
 
 /// the exact pages' numbers in the module (wasm/qkv_wasm.cpp's q64): rational<long long>
@@ -74,7 +79,18 @@ struct page_recompute_plan {
   // below: an operand is not on the page and every one that is is an input)
   std::vector<std::pair<std::string, std::string>> cut;
   bool exact = false;  // some step is over exact rationals (page_exact: qkv_step_q64 in the module)
+  bool wide = false;   // some step is over 128-bit rationals (the wide module, wasm/qkv_wide.cpp)
 };
+
+/// an exact step over wider rationals than page_exact, for a step whose fractions overflow 64-bit
+/// integers (03b's w_T_2): the step `s` on its operands' values (a, b, c: page_exact, empty when
+/// none), the result's fractions as the page writes them (page.hpp's exact_text), or nothing when
+/// the kind has no exact form; throws rational.hpp's error when even the wider type overflows.
+/// io/page_wide.hpp gives the tool the one over q128 (Boost), which the wide module
+/// (wasm/qkv_wide.cpp) computes in the page
+using page_wide_exact = std::function<std::optional<std::vector<std::string>>(
+    const page_step& s, const std::vector<page_exact>& a, const std::vector<page_exact>& b,
+    const std::vector<page_exact>& c)>;
 
 namespace page_recompute_detail {
 
@@ -429,9 +445,13 @@ inline std::string first_exact_difference(const entry& m, const std::vector<page
 /// @brief which matrices of `p` are inputs, steps and stale (the top of this file); each step is
 /// run here natively from the page's own inputs and kept only when it gives the page's numbers
 /// bit for bit
-inline page_recompute_plan plan_recompute(const page& p) {
+/// `wide`: the exact steps over wider rationals, for a step whose fractions overflow 64-bit
+/// integers (null: such a step is stale). A wide step's result is read by no other step (the
+/// module's 64-bit steps cannot read it): a step that would is stale
+inline page_recompute_plan plan_recompute(const page& p, const page_wide_exact& wide = {}) {
   using namespace page_recompute_detail;
   page_recompute_plan plan;
+  std::set<std::string> wide_ids;  // the wide steps' results
   // a summarised page: only the matrices it holds whole take part (summary above); a matrix
   // computed from one it does not hold is an input when every operand it does hold is one, else stale
   const bool summarised = p.summarised();
@@ -529,6 +549,11 @@ inline page_recompute_plan plan_recompute(const page& p) {
           why = "it is computed from " + *id + ", which is not recomputed";
           break;
         }
+        if (wide_ids.count(*id)) {
+          why = "it is computed from " + *id +
+                ", whose fractions need 128-bit integers: the module's 128-bit steps end there";
+          break;
+        }
         const std::string& from = by_id.at(*id)->dtype;
         if (s->kind == flat::cast_kind && !castable(from, m.dtype)) {
           why = "the module does not convert a " + from + " matrix to " + m.dtype;
@@ -566,8 +591,30 @@ inline page_recompute_plan plan_recompute(const page& p) {
                         "products only)";
           } catch (const std::exception& e) {
             why = std::string("the module's exact step fails on the example's own numbers: ") + e.what();
+            if (wide) {  // the fractions overflow 64-bit integers: the same step over 128-bit ones
+              try {
+                static const std::vector<page_exact> none;
+                auto val = [&](const std::string& id) -> const std::vector<page_exact>& {
+                  return id.empty() ? none : ex.at(id);
+                };
+                const auto texts = wide(*s, val(s->a), val(s->b), val(s->c));
+                if (texts && *texts == m.exact) {
+                  why.clear();
+                  s->wide = true;
+                  plan.wide = true;
+                  wide_ids.insert(m.id);
+                } else if (texts) {
+                  why = "the module's 128-bit exact step does not give the example's fractions";
+                }
+              } catch (const std::exception& e2) {
+                why = std::string(
+                          "the module's exact step fails on the example's own numbers, in 64-bit and "
+                          "in 128-bit integers: ") +
+                      e2.what();
+              }
+            }
           }
-          if (why.empty()) ex[m.id] = std::move(*got);
+          if (why.empty() && !wide_ids.count(m.id)) ex[m.id] = std::move(*got);
           if (why.empty()) plan.exact = true;
         } else if (m.dtype == "float32") {
           auto got = run<float>(*s, f32);
@@ -607,7 +654,8 @@ inline page_recompute_plan plan_recompute(const page& p) {
 /// (wasm/qkv_truth.cpp), for a page whose 50-digit truth the editor recomputes, or empty
 inline std::string recompute_spec(const page_recompute_plan& plan, std::string_view module_base64,
                                   std::size_t module_bytes, std::string_view why_not = {},
-                                  std::string_view truth_base64 = {}, std::size_t truth_bytes = 0) {
+                                  std::string_view truth_base64 = {}, std::size_t truth_bytes = 0,
+                                  std::string_view wide_base64 = {}, std::size_t wide_bytes = 0) {
   namespace pd = page_detail;
   std::string s = "{\"why\":";
   if (!why_not.empty() || !plan.why.empty()) {
@@ -618,7 +666,12 @@ inline std::string recompute_spec(const page_recompute_plan& plan, std::string_v
   s += "\"\",\"arithmetic\":\"core\",\"kind\":\"steps\",\"module\":\"";
   s += module_base64;
   s += "\",\"module_bytes\":" + std::to_string(module_bytes);
-  if (plan.exact) s += ",\"exact\":\"q64\"";   // exact steps: qkv_step_q64, rational<long long>
+  if (plan.exact) s += ",\"exact\":\"q64\"";  // exact steps: qkv_step_q64, rational<long long>
+  if (plan.wide && !wide_base64.empty()) {    // 128-bit exact steps: the wide module's qkv_step_q128
+    s += ",\"wide_module\":\"";
+    s += wide_base64;
+    s += "\",\"wide_module_bytes\":" + std::to_string(wide_bytes);
+  }
   if (!truth_base64.empty() && !plan.exact) {  // the float steps' 50-digit truth (edit_steps_js's stepTruths)
     s += ",\"truth_module\":\"";
     s += truth_base64;
@@ -652,6 +705,7 @@ inline std::string recompute_spec(const page_recompute_plan& plan, std::string_v
     s += ",\"scalar\":";
     pd::json_number(s, t.scalar, false);
     s += ",\"masked\":\"" + t.masked + "\"";
+    if (t.wide) s += ",\"wide\":1";
     if (t.kind == flat::cast_kind) {  // another type than its operand's (the module's qkv_cast)
       s += ",\"dtype\":";
       pd::json_string(s, t.dtype);

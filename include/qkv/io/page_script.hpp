@@ -1045,7 +1045,10 @@ function startStepsEditor(E, panel, status) {
   editorStyle();
   return instantiateModule(E.module).then(function (res) {
     var X = res.instance.exports; if (X._initialize) X._initialize();
-    if (E.exact) return startExactStepsEditor(E, panel, status, X, res.failure);
+    // an exact page with a step over 128-bit rationals (03b's scores) carries the wide module too
+    if (E.exact) return (E.wide_module ? instantiateModule(E.wide_module) : Promise.resolve(null)).then(function (w) {
+      return startExactStepsEditor(E, panel, status, X, res.failure, w);
+    });
     var f32of = function (id) { return M[id].dtype === 'float32'; };
     var ptr = {}, original = {}, baseline = {}, staleWhy = {}, isStep = {};
     E.stale.forEach(function (st) { staleWhy[st.id] = st.why; });
@@ -1356,8 +1359,13 @@ inline constexpr const char* edit_exact_js = R"JS(
 // (float32 4 bytes, float64 8, exact 16), each step is one call of its own type's entry
 // (qkv_step_f32, qkv_step_f64, qkv_step_q64; a cast: qkv_cast), in the page's order, and each
 // cell shows its own format (a float's shortest text, a fraction).
-function startExactStepsEditor(E, panel, status, X, failure) {
+function startExactStepsEditor(E, panel, status, X, failure, wide) {
   var QS = 16, ptr = {}, isStep = {}, staleWhy = {}, originalText = {}, originalData = {}, maxCells = 1;
+  // the wide module (wasm/qkv_wide.cpp): a step whose fractions overflow 64-bit integers, over
+  // Boost's 128-bit rationals; its operands are copied in from this module's q64 values, its
+  // result read back as fraction texts. No other step reads a wide step's result (io/page_recompute.hpp)
+  var WX = wide ? wide.instance.exports : null, W = {};
+  if (WX && WX._initialize) WX._initialize();
   E.stale.forEach(function (st) { staleWhy[st.id] = st.why; });
   var isQ = function (id) { return M[id].dtype === 'exact'; }, f32of = function (id) { return M[id].dtype === 'float32'; };
   var bytesOf = function (id) { return isQ(id) ? QS : f32of(id) ? 4 : 8; }, typeCode = function (id) { return isQ(id) ? 2 : f32of(id) ? 0 : 1; };
@@ -1375,6 +1383,39 @@ function startExactStepsEditor(E, panel, status, X, failure) {
     return {st: st, sizes: sz, mask: mk};
   });
   var textAt = X.qkv_alloc(256), doubles = X.qkv_alloc(8 * maxCells);
+  if (WX) {  // per wide step: its operands and result in q128, its sizes; one q64 staging buffer
+    var WQ = WX.qkv_q128_size();
+    W.stage = WX.qkv_alloc(QS * maxCells); W.text = WX.qkv_alloc(96); W.doubles = WX.qkv_alloc(8 * maxCells);
+    calls.forEach(function (c) {
+      if (!c.st.wide) return;
+      c.w = {sizes: WX.qkv_alloc(8 * 4)};
+      new Uint32Array(WX.memory.buffer, c.w.sizes, 8).set(c.st.sizes);
+      ['a', 'b', 'c', 'id'].forEach(function (r) { var id = c.st[r]; if (id) c.w[r] = WX.qkv_alloc(WQ * M[id].rows * M[id].cols); });
+      W[c.st.id] = c.w;
+    });
+  }
+  // the wide module's guarded call: '' or the message of the error it trapped on (its own WASI output)
+  function guardedWide(f) {
+    var sp = WX.__stack_pointer.value; wide.failure();
+    try { f(); return ''; } catch (err) {
+      WX.__stack_pointer.value = sp;
+      var w = wide.failure().replace(/^qkv: /, '').trim();
+      return w || 'the module stopped (' + err + ')';
+    }
+  }
+  function wideStep(c) {  // the operands' q64 values into q128, then the step; '' or why
+    if (!c.w) return 'this page does not carry the module of 128-bit rationals this step needs';
+    var rc = 0, why = guardedWide(function () {
+      ['a', 'b', 'c'].forEach(function (r) {
+        var id = c.st[r]; if (!id) return;
+        var n = M[id].rows * M[id].cols;
+        new Uint8Array(WX.memory.buffer, W.stage, QS * n).set(new Uint8Array(X.memory.buffer, ptr[id], QS * n));
+        WX.qkv_q128_from_q64(W.stage, n, c.w[r]);
+      });
+      rc = WX.qkv_step_q128(c.st.kind, c.w.a || 0, c.w.b || 0, c.w.c || 0, c.w.sizes, c.w.id);
+    });
+    return why || (rc ? 'the module has no exact form of this step' : '');
+  }
   // f() in the module; '' or the message of the error it trapped on
   function guarded(f) {
     var sp = X.__stack_pointer.value; failure();
@@ -1405,6 +1446,16 @@ function startExactStepsEditor(E, panel, status, X, failure) {
       for (var k1 = 0; k1 < n; ++k1) if (!Object.is(m.data[k1], fv[k1])) { m.data[k1] = fv[k1]; dirty[id] = true; }
       return;
     }
+    if (W[id]) {  // a wide step's result: its fractions as text, from the wide module
+      WX.qkv_q128_to_f64(W[id].id, n, W.doubles);
+      var wd = new Float64Array(WX.memory.buffer, W.doubles, n), WQ2 = WX.qkv_q128_size();
+      for (var k2 = 0; k2 < n; ++k2) {
+        var len = WX.qkv_q128_text(W[id].id + k2 * WQ2, W.text), key2 = Math.floor(k2 / m.cols) + ',' + k2 % m.cols;
+        var t2 = new TextDecoder().decode(new Uint8Array(WX.memory.buffer, W.text, len));
+        if (m.exact[key2] !== t2) { m.exact[key2] = t2; m.data[k2] = wd[k2]; dirty[id] = true; }
+      }
+      return;
+    }
     X.qkv_q64_to_f64(ptr[id], n, doubles);
     var q = new BigInt64Array(X.memory.buffer, ptr[id], 2 * n), d = new Float64Array(X.memory.buffer, doubles, n);
     for (var k = 0; k < n; ++k) {
@@ -1415,6 +1466,11 @@ function startExactStepsEditor(E, panel, status, X, failure) {
   function runSteps() {  // every step in the page's order; '' or {step, why}
     for (var c = 0; c < calls.length; ++c) {
       var st = calls[c].st, p = function (id) { return id ? ptr[id] : 0; }, rc = 0, cl1 = calls[c];
+      if (st.wide) {  // over 128-bit rationals, in the wide module
+        var whyW = wideStep(cl1);
+        if (whyW) return {step: st.id, why: whyW};
+        continue;
+      }
       var why = guarded(function () {
         if (st.kind === 40) rc = X.qkv_cast(typeCode(st.a), typeCode(st.id), p(st.a), M[st.id].rows * M[st.id].cols, p(st.id));
         else if (isQ(st.id)) rc = X.qkv_step_q64(st.kind, p(st.a), p(st.b), p(st.c), cl1.sizes, p(st.id));
@@ -1520,10 +1576,13 @@ function startExactStepsEditor(E, panel, status, X, failure) {
   row.appendChild(resetB); panel.insertBefore(row, status);
   cellEditing(E.inputs, f32of, refresh);
   var kinds = {}; calls.forEach(function (c) { kinds[M[c.st.id].dtype === 'exact' ? 'exact rationals' : M[c.st.id].dtype] = true; });
+  var wideIds = calls.filter(function (c) { return c.st.wide; }).map(function (c) { return c.st.id; });
   if (!E.inputs.some(isQ)) {  // a page whose inputs are floats and whose steps mix types (03b)
     status.textContent = 'Editable: double-click a cell of ' + E.inputs.join(', ') + ' (or Tab to it and press Enter) and type a number; the ' + calls.length +
-      ' steps, each in its own type (' + Object.keys(kinds).join(', ') + ': a float\u2019s exact value is a rational, then sums and products of rationals of 64-bit integers), are recomputed by qkv\u2019s C++ (compiled to WebAssembly, ' +
-      Math.round(E.module_bytes / 1024) + ' KB, in this page). A number without an exact value (NaN, inf) or whose exact steps do not fit 64-bit integers is refused with the native tool\u2019s message. Cells that differ from the example\u2019s proven values turn orange' +
+      ' steps, each in its own type (' + Object.keys(kinds).join(', ') + ': a float\u2019s exact value is a rational, then sums and products of rationals of 64-bit integers' +
+      (wideIds.length ? ', and of 128-bit ones for ' + wideIds.join(', ') + ' (a second module, ' + Math.round(E.wide_module_bytes / 1024) + ' KB)' : '') +
+      '), are recomputed by qkv\u2019s C++ (compiled to WebAssembly, ' +
+      Math.round(E.module_bytes / 1024) + ' KB, in this page). A number without an exact value (NaN, inf) or whose exact steps do not fit ' + (wideIds.length ? 'their' : '64-bit') + ' integers is refused with the native tool\u2019s message. Cells that differ from the example\u2019s proven values turn orange' +
       (E.stale.length ? '; ' + E.stale.length + (E.stale.length === 1 ? ' matrix is not recomputed and turns' : ' matrices are not recomputed and turn') + ' grey after an edit (' + E.stale.map(function (st) { return st.id; }).join(', ') + ')' : '') + '.';
     document.documentElement.setAttribute('data-qkv-editable', '1');
     return;
