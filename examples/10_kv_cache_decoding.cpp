@@ -290,9 +290,18 @@ void page(Page& p) {
   p.with_truth();
   p.step(1);
   p.matrix("embedded_sentence", embedded_sentence).rows(words);
-  p.matrix("causal.queries", causal.queries).rows(words).caption("causal.queries = x W_queryᵀ");
-  p.matrix("causal.keys", causal.keys).rows(words).caption("causal.keys = x W_keyᵀ");
-  p.matrix("causal.values", causal.values).rows(words).caption("causal.values = x W_valueᵀ");
+  p.matrix("W_query", weights.W_query).caption("W_query (24, 16): torch.rand after manual_seed(123)");
+  p.matrix("W_key", weights.W_key).caption("W_key (24, 16)");
+  p.matrix("W_value", weights.W_value).caption("W_value (28, 16)");
+  p.matrix("causal.queries", causal.queries)
+      .rows(words)
+      .caption("causal.queries = x W_queryᵀ")
+      .how(how::dot("embedded_sentence", "W_query", d));
+  p.matrix("causal.keys", causal.keys).rows(words).caption("causal.keys = x W_keyᵀ").how(how::dot("embedded_sentence", "W_key", d));
+  p.matrix("causal.values", causal.values)
+      .rows(words)
+      .caption("causal.values = x W_valueᵀ")
+      .how(how::dot("embedded_sentence", "W_value", d));
   p.matrix("causal.scores", causal.scores).rows(words).cols(words).how(how::dot("causal.queries", "causal.keys", d_k));
   p.matrix("causal.scaled_scores", causal.scaled_scores)
       .rows(words)
@@ -366,10 +375,37 @@ void page(Page& p) {
       .caption("two tokens at once, causal_upper_left: 'dessert' sees 'Life' alone (wrong)")
       .how(how::matmul("chunk.upper_left.weights", "causal.values", S));
   p.step(6);
+  // the decoding loop in double: the embedding and the weights cast to double (exact), projected
+  // in double, then the loop's arithmetic as in step 2 (data only: the page's module recomputes
+  // decoding64.context with these steps)
+  const double sqrt24 = qkv::sqrt(24.0);
+  p.matrix("x64", x64).rows(words).how(how::cast("embedded_sentence")).hidden();
+  p.matrix("W_query64", weights64.W_query).how(how::cast("W_query")).hidden();
+  p.matrix("W_key64", weights64.W_key).how(how::cast("W_key")).hidden();
+  p.matrix("W_value64", weights64.W_value).how(how::cast("W_value")).hidden();
+  p.matrix("decoding64.queries", decoding64.queries).rows(steps).how(how::dot("x64", "W_query64", d)).hidden();
+  p.matrix("causal64.keys", causal64.keys).rows(words).how(how::dot("x64", "W_key64", d)).hidden();
+  p.matrix("causal64.values", causal64.values).rows(words).how(how::dot("x64", "W_value64", d)).hidden();
+  p.matrix("decoding64.scores", causal64.scores)
+      .rows(steps)
+      .cols(slots)
+      .how(how::dot("decoding64.queries", "causal64.keys", d_k))
+      .hidden();
+  p.matrix("decoding64.scaled_scores", decoding64.scaled_scores)
+      .rows(steps)
+      .cols(slots)
+      .how(how::divided("decoding64.scores", sqrt24, "1 / sqrt(24), as a division by sqrt(24) in double",
+                        "an empty slot of the cache: key j arrives at step j"))
+      .hidden();
+  p.matrix("decoding64.weights", decoding64.weights)
+      .rows(steps)
+      .cols(slots)
+      .how(how::softmax("decoding64.scaled_scores"))
+      .hidden();
   p.matrix("decoding64.context", decoding64.context)
       .rows(steps)
       .caption("qkv's decoding in double")
-      .derived()
+      .how(how::matmul("decoding64.weights", "causal64.values", S))
       .proven(matrix<double, 6, 28>{torch64::context}, "PyTorch's float64 decoding loop",
               2 * qkv::max_abs_difference(bound64, matrix<double, 6, 28>{}), "twice the derived bound, at most");
 }

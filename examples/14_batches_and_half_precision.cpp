@@ -612,11 +612,15 @@ void page(Page& p) {
   p.step(1);
   p.matrix("x[0]", x[0]).rows(words).caption("x[0]: tutorial 001's sentence, 6 tokens");
   p.matrix("x[1]", x[1]).rows(short_rows).caption("x[1]: 'eat dessert first', padded with 3 zero rows");
+  // the lengths are an input (a whole number from 0 to 6 each); the mask follows them, and every
+  // sentence's scaled scores follow the mask (page_how::padded_divided)
+  const std::vector<std::string> sentences{"sentence 0", "sentence 1", "sentence 2"};
+  p.matrix("lengths", matrix<float, 1, B>{{{float(lengths[0]), float(lengths[1]), float(lengths[2])}}})
+      .cols(sentences);  // each sentence's real tokens (the rest is padding)
   p.matrix("key_padding_mask", qkv::matrix_cast<float>(qkv::key_padding_mask<B, N>(lengths)))
-      .rows({"sentence 0", "sentence 1", "sentence 2"})
+      .rows(sentences)
       .caption("key_padding_mask (1 = padding): lengths 6, 3, 0")
-      .derived_because("the sentences' lengths (6, 3, 0) decide it, not a number on this page: it is what the "
-                       "scaled scores' masks follow");
+      .how(how::key_padding_mask("lengths"));
   p.step(2);
   p.matrix("W_query", weights.W_query).caption("W_query (24, 16): torch.rand after manual_seed(123)");
   p.matrix("W_key", weights.W_key).caption("W_key (24, 16)");
@@ -634,8 +638,9 @@ void page(Page& p) {
     p.matrix(id + ".scaled_scores", r.scaled_scores)
         .rows(rows_of(b))
         .cols(rows_of(b))
-        .how(how::divided(id + ".scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
-                          "a padding key"))
+        .how(how::padded_divided(id + ".scores", double(qkv::sqrt(24.0f)),
+                                 "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797", "a padding key",
+                                 "key_padding_mask", b))
         .hidden();
   }
   const auto& s1 = batch.sequence[1];
@@ -647,8 +652,9 @@ void page(Page& p) {
   p.matrix("s1.scaled_scores", s1.scaled_scores)
       .rows(short_rows)
       .cols(short_rows)
-      .how(how::divided("s1.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
-                        "a padding key"));
+      .how(how::padded_divided("s1.scores", double(qkv::sqrt(24.0f)),
+                               "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797", "a padding key",
+                               "key_padding_mask", 1));
   p.matrix("s1.weights", s1.weights).rows(short_rows).cols(short_rows).how(how::softmax("s1.scaled_scores"));
   p.matrix("s1.context", s1.context).rows(short_rows).how(how::matmul("s1.weights", "s1.values", N));
   std::vector<std::string> ids, names;
@@ -693,8 +699,9 @@ void page(Page& p) {
   p.matrix("bf16.scaled_scores", r16.scaled_scores)
       .rows(short_rows)
       .cols(short_rows)
-      .how(how::divided("bf16.scores", double(qkv::sqrt(24.0f)), "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797",
-                        "a padding key"))
+      .how(how::padded_divided("bf16.scores", double(qkv::sqrt(24.0f)),
+                               "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797", "a padding key",
+                               "key_padding_mask", 1))
       .hidden();
   p.matrix("bf16.weights", r16.weights).rows(short_rows).cols(short_rows).how(how::softmax("bf16.scaled_scores")).hidden();
   p.matrix("bf16 sentence 1 context", r16.context)
@@ -704,40 +711,122 @@ void page(Page& p) {
       .proven(s1.context, "the float32 context (step 2)", qkv::max_abs_difference(bound_bf16[1] + bound_32[1], matrix<double, N, d_v>{}),
               "the derived bound, at most");
   p.step(7);
-  p.matrix("batch64 sentence 1 context", batch64.sequence[1].context)
+  // sentence 1 in double: x[1] and the weights cast to double (exact), then step 2's steps in
+  // double (data only: the page's module recomputes batch64's context with these steps)
+  const auto& s64 = batch64.sequence[1];
+  p.matrix("x64[1]", x64[1]).rows(short_rows).how(how::cast("x[1]")).hidden();
+  p.matrix("key_padding_mask64", qkv::matrix_cast<double>(qkv::key_padding_mask<B, N>(lengths)))
+      .how(how::cast("key_padding_mask"))
+      .hidden();
+  p.matrix("W_query64", W_query64).how(how::cast("W_query")).hidden();
+  p.matrix("W_key64", W_key64).how(how::cast("W_key")).hidden();
+  p.matrix("W_value64", W_value64).how(how::cast("W_value")).hidden();
+  p.matrix("s1_64.queries", s64.queries).rows(short_rows).how(how::dot("x64[1]", "W_query64", d)).hidden();
+  p.matrix("s1_64.keys", s64.keys).rows(short_rows).how(how::dot("x64[1]", "W_key64", d)).hidden();
+  p.matrix("s1_64.values", s64.values).rows(short_rows).how(how::dot("x64[1]", "W_value64", d)).hidden();
+  p.matrix("s1_64.scores", s64.scores).rows(short_rows).cols(short_rows).how(how::dot("s1_64.queries", "s1_64.keys", d_k)).hidden();
+  p.matrix("s1_64.scaled_scores", s64.scaled_scores)
+      .rows(short_rows)
+      .cols(short_rows)
+      .how(how::padded_divided("s1_64.scores", qkv::sqrt(24.0), "1 / sqrt(24), as a division by sqrt(24) in double",
+                               "a padding key", "key_padding_mask64", 1))
+      .hidden();
+  p.matrix("s1_64.weights", s64.weights).rows(short_rows).cols(short_rows).how(how::softmax("s1_64.scaled_scores")).hidden();
+  p.matrix("batch64 sentence 1 context", s64.context)
       .rows(short_rows)
       .caption("qkv's batch in double")
-      .derived()
+      .how(how::matmul("s1_64.weights", "s1_64.values", N))
       .proven(matrix<double, N, d_v>{torch64::context_1}, "PyTorch's float64 batch with key_padding_mask",
               2 * qkv::max_abs_difference(bound64<1>, matrix<double, N, d_v>{}), "twice the derived bound, at most");
+  // one sequence of a multi-head batch in double, as batch_multihead_cross_attention computes it
+  // (data only, but for `shown`): q = xq Wqᵀ, k = xkv Wkᵀ, v = xkv Wvᵀ (no in-projection bias);
+  // each head's scores over its 4 columns, divided by sqrt(4) = 2, the padding keys masked; its
+  // softmax; its weights times its 4 columns of v; the heads side by side; concat Woᵀ + bo
+  const auto heads = [&](const std::string& id, const std::string& xq, const std::string& xkv, const auto& r,
+                         const auto& out, const std::string& w, std::size_t b, std::size_t dq, std::size_t dkv,
+                         const std::string& shown_weights = {}, std::vector<std::string> wrows = {},
+                         std::vector<std::string> wcols = {}, std::string wcaption = {}) {
+    constexpr std::size_t dh = E / H;
+    p.matrix(id + ".queries", r.queries).how(how::dot(xq, w + "_wq", dq)).hidden();
+    p.matrix(id + ".keys", r.keys).how(how::dot(xkv, w + "_wk", dkv)).hidden();
+    p.matrix(id + ".values", r.values).how(how::dot(xkv, w + "_wv", dkv)).hidden();
+    for (std::size_t h = 0; h < H; ++h) {
+      const std::string hid = id + ".head" + std::to_string(h);
+      const std::size_t n = r.weights[h].cols();
+      p.matrix(hid + ".scores", r.scores[h]).how(how::dot(id + ".queries", id + ".keys", dh, h * dh, h * dh)).hidden();
+      p.matrix(hid + ".scaled_scores", r.scaled_scores[h])
+          .how(how::padded_divided(hid + ".scores", double(qkv::sqrt(double(dh))),
+                                   "1 / sqrt(4), as a division by sqrt(4) = 2", "a padding key", w + "_padding", b))
+          .hidden();
+      const std::string wid = h == 0 && !shown_weights.empty() ? shown_weights : hid + ".weights";
+      auto m = p.matrix(wid, r.weights[h]);
+      m.how(how::softmax(hid + ".scaled_scores"));
+      if (wid != shown_weights) m.hidden();
+      else m.rows(wrows).cols(wcols).caption(wcaption);
+      p.matrix(hid + ".context", r.context[h]).how(how::matmul(wid, id + ".values", n, 0, 0, h * dh)).hidden();
+    }
+    p.matrix(id + ".concat", r.concat).how(how::hconcat(id + ".head0.context", id + ".head1.context")).hidden();
+    p.matrix(id + ".output", out).how(how::dot(id + ".concat", w + "_wo", E, 0, 0, w + "_bo")).hidden();
+  };
   p.step(8);
   const std::vector<std::string> five{"0", "1", "2", "pad", "pad"};
-  p.matrix("mh sequence 1 weights, head 0", mh_batch.sequence[1].weights[0])
-      .rows(five)
-      .cols(five)
-      .caption("sequence 1 (length 3), head 0's weights: padding keys 0, padded query rows 1/3")
-      .derived();
+  p.matrix("mh_x[0]", mh_x[0]).caption("mh_x[0]: sequence 0, 5 tokens of width 8");
+  p.matrix("mh_x[1]", mh_x[1]).rows(five).caption("mh_x[1]: sequence 1, 3 tokens, padded with 2 zero rows");
+  p.matrix("mh_wq", mh_wq).caption("Wq (8, 8): nn.MultiheadAttention's in_proj_weight[0:8] after manual_seed(15)");
+  p.matrix("mh_wk", mh_wk).caption("Wk (8, 8): in_proj_weight[8:16]");
+  p.matrix("mh_wv", mh_wv).caption("Wv (8, 8): in_proj_weight[16:24]");
+  p.matrix("mh_wo", mh_wo).caption("Wo (8, 8): out_proj.weight");
+  p.matrix("mh_bo", mh_bo).caption("bo (1, 8): out_proj.bias");
+  p.matrix("mh_lengths", matrix<double, 1, B>{{{double(mh_lengths[0]), double(mh_lengths[1]), double(mh_lengths[2])}}})
+      .cols(sentences);  // each sequence's real tokens
+  p.matrix("mh_padding", qkv::matrix_cast<double>(qkv::key_padding_mask<B, T5>(mh_lengths)))
+      .rows(sentences)
+      .caption("the key padding mask of lengths 5, 3, 0 (1 = padding)")
+      .how(how::key_padding_mask("mh_lengths"));
+  heads("mh1", "mh_x[1]", "mh_x[1]", mh_batch.sequence[1], mh_output[1], "mh", 1, E, E, "mh sequence 1 weights, head 0", five,
+        five, "sequence 1 (length 3), head 0's weights: padding keys 0, padded query rows 1/3");
   p.matrix("mh sequence 1 output", qkv::block<3, E>(mh_output[1], 0, 0))
       .rows({"0", "1", "2"})
       .caption("sequence 1's real rows after concat Woᵀ + bo")
-      .derived()
+      .how(how::block("mh1.output", 0))
       .proven(qkv::output_projection(mh_alone1, mh_wo, mh_bo), "the 3 tokens alone through core/multihead.hpp", 0.0,
               "bit for bit");
+  heads("mh0", "mh_x[0]", "mh_x[0]", mh_batch.sequence[0], mh_output[0], "mh", 0, E, E);
   p.matrix("mh sequence 0 output", mh_output[0])
       .caption("sequence 0 (no padding)")
-      .derived()
+      .how(how::block("mh0.output", 0))
       .proven(matrix<double, T5, E>{mh::output_0}, "PyTorch's nn.MultiheadAttention, float64",
               2 * qkv::max_abs_difference(mh_bound<0>, matrix<double, T5, E>{}), "twice the derived bound, at most");
   p.step(9);
-  p.matrix("cross memory 1 weights, head 0", cross.sequence[1].weights[0])
-      .rows({"q0", "q1", "pad", "pad"})
-      .cols({"m0", "m1", "pad", "pad", "pad"})
-      .caption("queries of sequence 1 over memory 1 (length 2), head 0: padded queries weigh 1/2, 1/2")
-      .derived();
+  p.matrix("cross_x[1]", cross_x[1]).rows({"q0", "q1", "pad", "pad"}).caption("cross_x[1]: 2 queries, padded with 2 zero rows");
+  p.matrix("cross_memory[1]", cross_memory[1])
+      .rows({"m0", "m1", "pad", "pad", "pad"})
+      .caption("cross_memory[1]: 2 memory rows, then 3 random padding rows");
+  p.matrix("cross_x[2]", cross_x[2]).rows({"q0", "q1", "q2", "pad"}).caption("cross_x[2]: 3 queries, padded with a zero row");
+  p.matrix("cross_memory[2]", cross_memory[2])
+      .rows({"m0", "pad", "pad", "pad", "pad"})
+      .caption("cross_memory[2]: 1 memory row, then 4 random padding rows");
+  p.matrix("cross_wq", cross_wq).caption("Wq (8, 8): after manual_seed(16)");
+  p.matrix("cross_wk", cross_wk).caption("Wk (8, 6): kdim = 6");
+  p.matrix("cross_wv", cross_wv).caption("Wv (8, 6): vdim = 6");
+  p.matrix("cross_wo", cross_wo).caption("Wo (8, 8)");
+  p.matrix("cross_bo", cross_bo).caption("bo (1, 8)");
+  p.matrix("cross_lengths",
+           matrix<double, 1, B>{{{double(cross_memory_lengths[0]), double(cross_memory_lengths[1]),
+                                  double(cross_memory_lengths[2])}}})
+      .cols(sentences);  // each memory's real rows
+  p.matrix("cross_padding", qkv::matrix_cast<double>(qkv::key_padding_mask<B, Sc>(cross_memory_lengths)))
+      .rows(sentences)
+      .caption("the memories' key padding mask, lengths 5, 2, 1 (1 = padding)")
+      .how(how::key_padding_mask("cross_lengths"));
+  heads("cross1", "cross_x[1]", "cross_memory[1]", cross.sequence[1], cross_output[1], "cross", 1, E, Dc,
+        "cross memory 1 weights, head 0", {"q0", "q1", "pad", "pad"}, {"m0", "m1", "pad", "pad", "pad"},
+        "queries of sequence 1 over memory 1 (length 2), head 0: padded queries weigh 1/2, 1/2");
+  heads("cross2", "cross_x[2]", "cross_memory[2]", cross.sequence[2], cross_output[2], "cross", 2, E, Dc);
   p.matrix("cross output 2", cross_output[2])
       .rows({"q0", "q1", "q2", "pad"})
       .caption("memory 2 has one real row: every query's weight on it is 1, so every output row is the same")
-      .derived()
+      .how(how::block("cross2.output", 0))
       .proven(matrix<double, Tc, E>{mh::cross_output_2}, "PyTorch's cross-attention, float64",
               2 * qkv::max_abs_difference(cross_bound<2>, matrix<double, Tc, E>{}), "twice the derived bound, at most");
 }

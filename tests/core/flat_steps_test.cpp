@@ -5,6 +5,7 @@
 // overflow. (The examples' pages check every step against the examples' own numbers each time a
 // page is written: io/page_recompute.hpp.)
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <qkv/core/attention.hpp>
+#include <qkv/core/batch.hpp>
 #include <qkv/core/cross_entropy.hpp>
 #include <qkv/core/embedding_backward.hpp>
 #include <qkv/core/flat_steps.hpp>
@@ -524,4 +526,53 @@ TEST_CASE("the embedding's rows are embed's") {
   const float bad = 3.f;
   CHECK_THROWS_WITH_AS(qkv::flat::embedding(x.v, &bad, 1, 3, 4, out.data()),
                        "embed: a token id is outside the embedding table's rows", std::out_of_range);
+}
+
+// kind 53 (example 14's key_padding_mask from its lengths): key_padding_mask<B, N>'s booleans as
+// 1 and 0. By hand: lengths [3, 1, 0] over N = 3 keys: [[0 0 0], [0 1 1], [1 1 1]]. A length
+// that is not a whole number from 0 to N fails, as the batch functions refuse a length above N.
+TEST_CASE("the key padding mask from the lengths is key_padding_mask's") {
+  const float lengths[3] = {3.f, 1.f, 0.f};
+  std::vector<float> out(9);
+  qkv::flat::step_sizes z{3, 3, 0, 0, 0, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::key_padding_mask_kind, lengths, nullptr, nullptr,
+                                          nullptr, z, 0.f, out.data()) == 0);
+  const auto mask = qkv::key_padding_mask<3, 3>(std::array<std::size_t, 3>{3, 1, 0});
+  CHECK(same_bits(qkv::matrix_cast<float>(mask), out));
+  CHECK(out == std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 1});
+  for (const double bad :
+       {4.0, -1.0, 1.5, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    const double row[1] = {bad};
+    std::vector<double> o(3);
+    CHECK_THROWS_WITH_AS(
+        qkv::flat::key_padding_mask(row, 1, 3, o.data()),
+        "key_padding_mask: a length is not a whole number from 0 to the sequences' padded length",
+        std::length_error);
+  }
+}
+
+// kind 54 (example 14's scaled scores): attend_padded's scaled scores, bit for bit: the scores
+// divided by float(sqrt(d_k)), then every key j >= length -inf. By hand: x's scores x xᵀ / sqrt(4)
+// with length 2: column 2 is -inf in every row (a NaN score there too: masked, as attend_padded
+// masks it); a cell of `masked` (the learner's) is -inf as well.
+TEST_CASE("a padded division is attend_padded's scaled scores, its mask from the mask matrix") {
+  const auto r = qkv::attend_padded(x, x, x, 2);
+  const float padding[6] = {0, 0, 0, 0, 0, 1};  // rows of lengths 3 and 2: row 1 masks key 2
+  std::vector<float> out(9);
+  qkv::flat::step_sizes z{3, 3, 0, 3, 0, 0, 1, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::padded_divide_kind, r.scores.v, padding, nullptr,
+                                          nullptr, z, qkv::sqrt(4.f), out.data()) == 0);
+  CHECK(same_bits(r.scaled_scores, out));
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(out[2] == -inf);
+  CHECK(out[8] == -inf);
+  CHECK(out[0] == r.scores(0, 0) / 2.f);
+  auto scores = r.scores;
+  scores(1, 2) = std::numeric_limits<float>::quiet_NaN();
+  const unsigned char mine[9] = {0, 1, 0, 0, 0, 0, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::padded_divide_kind, scores.v, padding, nullptr, mine, z,
+                                          2.f, out.data()) == 0);
+  CHECK(out[5] == -inf);
+  CHECK(out[1] == -inf);
+  CHECK(out[3] == r.scaled_scores(1, 0));
 }

@@ -217,3 +217,26 @@ TEST_CASE("A truth's 20 digits are the ones Boost's str(20) writes, ties to even
   CHECK(qkv::reference::truth_digits(-std::numeric_limits<truth_real>::infinity()) == "-inf");
   CHECK(qkv::reference::truth_digits(std::numeric_limits<truth_real>::quiet_NaN()) == "nan");
 }
+
+TEST_CASE("Example 14's padding steps: the mask from the lengths, the padded division") {
+  // lengths [2, 0] over 3 keys: [[0 0 1], [1 1 1]], exactly; a length of 4 (above 3) has no truth
+  const auto lengths = reals({2, 0}), too_long = reals({4, 0});
+  std::vector<truth_real> out(6);
+  const double none[6] = {};
+  REQUIRE(step_truth(qkv::flat::key_padding_mask_kind, lengths.data(), nullptr, nullptr,
+                     {2, 3, 0, 0, 0, 0, 0, 0}, 0, none, out.data()) == 0);
+  CHECK(out[0] == 0);
+  CHECK(out[2] == 1);
+  CHECK(out[3] == 1);
+  CHECK(step_truth(qkv::flat::key_padding_mask_kind, too_long.data(), nullptr, nullptr,
+                   {2, 3, 0, 0, 0, 0, 0, 0}, 0, none, out.data()) == 1);
+  // scores [1, 2, 3] / 3 (the divisor as a double) with key 2 masked by the step (-inf): [1/3, 2/3, -inf]
+  const auto scores = reals({1, 2, 3}), mask = reals({0, 0, 1});
+  const double computed[3] = {0.33, 0.67, -std::numeric_limits<double>::infinity()};
+  REQUIRE(step_truth(qkv::flat::padded_divide_kind, scores.data(), mask.data(), nullptr,
+                     {1, 3, 3, 3, 0, 0, 0, 0}, 3, computed, out.data()) == 0);
+  CHECK(out[0] == truth_real(1) / 3);
+  CHECK(out[1] == truth_real(2) / 3);
+  CHECK(mp::isinf(out[2]));
+  CHECK(out[2] < 0);
+}

@@ -612,11 +612,47 @@ constexpr void embedding(const T* table, const T* ids, std::size_t len, std::siz
   }
 }
 
+/// kind 53, key_padding_mask: C (rows, cols) = 1 where key j of sequence b is padding (j >=
+/// lengths(b)), else 0, as numbers of C's type (batch.hpp's key_padding_mask<B, N>, true = 1);
+/// the lengths (1, rows) as numbers of C's type. A length that is not a whole number from 0 to
+/// cols fails as the batch functions' check of the lengths does
+inline constexpr kind key_padding_mask_kind = static_cast<kind>(53);
+
+/// C(b, j) = 1 when j >= lengths(b), else 0
+template <class T>
+constexpr void key_padding_mask(const T* lengths, std::size_t rows, std::size_t cols, T* out) {
+  for (std::size_t b = 0; b < rows; ++b) {
+    const T len = lengths[b];
+    if (!(len >= T(0) && len <= T(cols)) || len != T(static_cast<std::size_t>(len)))
+      qkv::detail::fail<std::length_error>(
+          "key_padding_mask: a length is not a whole number from 0 to the sequences' padded length");
+    const std::size_t n = static_cast<std::size_t>(len);
+    for (std::size_t j = 0; j < cols; ++j) out[b * cols + j] = j >= n ? T(1) : T(0);
+  }
+}
+
+/// kind 54, padded_divide: C (rows, cols) = A / f (+ added), as divide (kind 5, with its own
+/// `masked` cells), then -inf in every column j where row br of a key padding mask (stride bs,
+/// kind 53's numbers) is not 0: a padded sequence's scaled scores as attend_padded masks them
+/// (scaled, then j >= length set to -inf), the mask read from the page so that a length moves it
+inline constexpr kind padded_divide_kind = static_cast<kind>(54);
+
+/// divide's C, then C(i, j) = -inf for every i where padding(br, j) != 0
+template <class T>
+constexpr void padded_divide(const T* a, const T* padding, std::size_t bs, std::size_t br, std::size_t rows,
+                             std::size_t cols, T f, const unsigned char* masked, const T* added, T* out) {
+  scale(a, rows, cols, f, true, masked, added, out);
+  for (std::size_t j = 0; j < cols; ++j)
+    if (padding[br * bs + j] != T(0))
+      for (std::size_t i = 0; i < rows; ++i) out[i * cols + j] = -std::numeric_limits<T>::infinity();
+}
+
 /// @brief step(), and the kinds numbered 40-59 that are steps in one type (column_sums: a, the
 /// sizes' rows and cols of C and n rows of A; sgd: W in a, G in b, lr in scalar;
 /// cross_entropy_losses: the logits in a, the targets in b, n the logits' columns;
 /// embedding_backward: d_out in a, the ids in b, n their number; embedding: the table in a, the
-/// ids in b, n the table's rows): the module's
+/// ids in b, n the table's rows; key_padding_mask: the lengths in a; padded_divide: the scores in
+/// a, the mask in b (bs columns, row br), the added terms in c, the divisor in scalar): the module's
 /// qkv_step_f32 / _f64 and page_recompute call this. Returns 0, or 1 for an unknown kind
 template <class T>
 constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
@@ -639,6 +675,14 @@ constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const un
   }
   if (k == embedding_kind) {
     embedding(a, b, z.rows, z.n, z.cols, out);
+    return 0;
+  }
+  if (k == key_padding_mask_kind) {
+    key_padding_mask(a, z.rows, z.cols, out);
+    return 0;
+  }
+  if (k == padded_divide_kind) {
+    padded_divide(a, b, z.bs, z.br, z.rows, z.cols, scalar, masked, c, out);
     return 0;
   }
   return step(k, a, b, c, masked, z, scalar, out);

@@ -63,9 +63,9 @@ struct page_how {
       op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
            // "layernorm", "transpose", "hconcat", "rope",
            // "softmax_naive", "block", "softmax_all", "online_state", "online_p", "online_output",
-           // "online_attention", "round16", "interleave", "deinterleave"
+           // "online_attention", "round16", "interleave", "deinterleave", "key_padding_mask", ...
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
-  std::string bias;    // optional bias matrix id (1 x n), added to column j
+  std::string bias;    // optional bias matrix id (1 x n), added to column j (scale: a key padding mask)
   std::size_t n = 0;   // terms of each sum
   std::size_t ac = 0;  // first column of A used (a head's slice)
   std::size_t br = 0;  // matmul: first row of B used
@@ -108,6 +108,23 @@ struct page_how {
     page_how h =
         scaled(std::move(a), 1 / divisor, std::move(how_scale), std::move(mask_note), std::move(added));
     h.divisor = divisor;
+    return h;
+  }
+  /// divided(), then -inf in every column j where row `row` of the key padding mask `padding` (a
+  /// key_padding_mask() matrix: 1 = padding) is 1: a padded sequence's scaled scores, whose mask
+  /// follows its length (core/flat_steps.hpp's padded_divide, kind 54)
+  static page_how padded_divided(std::string a, double divisor, std::string how_scale, std::string mask_note,
+                                 std::string padding, std::size_t row) {
+    page_how h = divided(std::move(a), divisor, std::move(how_scale), std::move(mask_note));
+    h.bias = std::move(padding), h.br = row;
+    return h;
+  }
+  /// C(b, j) = 1 where key j of sequence b is padding (j >= lengths(0, b)), else 0: PyTorch's
+  /// key_padding_mask from the lengths (batch.hpp's key_padding_mask; core/flat_steps.hpp's
+  /// key_padding_mask, kind 53), `lengths` a (1, B) matrix
+  static page_how key_padding_mask(std::string lengths) {
+    page_how h;
+    h.op = "key_padding_mask", h.a = std::move(lengths);
     return h;
   }
   /// rotary position embeddings of row i (RoPE, runtime/rope.hpp): in each head of `head_dim`

@@ -167,10 +167,20 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     s.kind = h.divisor != 0 ? flat::kind::divide : flat::kind::scale;
     s.scalar = h.divisor != 0 ? h.divisor : h.scale;
     s.c = h.b;
+    // padded_divided: the mask of row br of a key padding mask (Bias), read by the step; the
+    // step's own `masked` cells are the example's other ones
+    if (Bias != nullptr) {
+      if (h.divisor == 0 || Bias->cols != C || h.br >= Bias->rows)
+        return fail("its sizes do not fit its operands");
+      s.kind = flat::padded_divide_kind, s.b = h.bias, s.sizes.bs = Bias->cols, s.sizes.br = h.br;
+    }
+    const auto padding = [&](std::size_t k) {
+      return Bias != nullptr && Bias->values[h.br * C + k % C] != 0;
+    };
     bool any = false;
     for (std::size_t k = 0; k < R * C; ++k) {
-      const bool masked =
-          std::isinf(m.values[k]) && m.values[k] < 0 && !(std::isinf(A->values[k]) && A->values[k] < 0);
+      const bool masked = std::isinf(m.values[k]) && m.values[k] < 0 &&
+                          !(std::isinf(A->values[k]) && A->values[k] < 0) && !padding(k);
       s.masked += masked ? '1' : '0';
       any = any || masked;
     }
@@ -287,6 +297,11 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     if (B == nullptr || A->cols != C || B->rows != 1 || B->cols != A->rows)
       return fail("its sizes do not fit its operands");
     s.kind = flat::embedding_backward_kind, s.b = h.b, s.sizes.n = A->rows;
+    return s;
+  }
+  if (h.op == "key_padding_mask") {  // C (B, N): the lengths in a (1, B)
+    if (A->rows != 1 || A->cols != R) return fail("its sizes do not fit its operands");
+    s.kind = flat::key_padding_mask_kind;
     return s;
   }
   if (h.op == "embedding") {  // C (len, D): the table in a (V, D), the ids in b (1, len)

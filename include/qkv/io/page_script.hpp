@@ -299,6 +299,12 @@ function explain(id, i, j) {
     x.formula = A.caption + '(' + rl(A, id11) + ', ' + cl(A, j) + '): row ' + rl(A, id11) + ' of ' + A.caption + ', the token at position ' + rl(m, i);
     x.sum = get(A, id11, j); return x;
   }
+  if (h.op === 'key_padding_mask') {  // 1 where the key is padding (flat::key_padding_mask)
+    var len12 = get(A, 0, i);
+    x.formula = (j >= len12 ? '1: key ' + j + ' is padding' : '0: key ' + j + ' is a real token') + ', as ' + A.caption + '(' + cl(A, i) + ') = ' + vt(A, len12) +
+      ' (keys from 0; padding where j \u2265 the length)';
+    x.sum = j >= len12 ? 1 : 0; return x;
+  }
   if (h.op === 'sgd') {  // one SGD step (flat::sgd): W - lr g, one rounding
     var w8 = get(A, i, j), g8 = get(B, i, j);
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, w8) + ' \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + vt(B, g8) + ' (one rounding: a fused multiply-add, as PyTorch\u2019s SGD)';
@@ -796,7 +802,8 @@ function cellEditing(inputs, isF32, refresh) {
       }
       if (keep && parseNumber(inp.value, isF32(id)) === undefined) { inp.classList.add('bad'); inp.title = 'not a number (NaN, inf and -inf are numbers here)'; return; }
       done = true; td.removeChild(inp);
-      if (keep) editor.set(id, i, j, inp.value); else refresh();
+      var refused = keep ? editor.set(id, i, j, inp.value) : (refresh(), false);
+      if (typeof refused === 'string') { td.classList.add('edit-error'); td.title = refused; }
       td.focus();
     }
     inp.addEventListener('keydown', function (ev) { ev.stopPropagation(); if (ev.key === 'Enter') commit(true); else if (ev.key === 'Escape') commit(false); });
@@ -1069,6 +1076,14 @@ function startStepsEditor(E, panel, status) {
     Object.keys(staleWhy).forEach(function (id) { if (M[id]) original[id] = M[id].data.slice(); });
     var operands = Object.keys(ptr).filter(function (id) { return !isStep[id]; });
     var anyEdit = false, lastInputs = {};
+    function guarded(f) {  // f() in the module; '' or the message of the error it trapped on
+      var sp = X.__stack_pointer.value; res.failure();
+      try { f(); return ''; } catch (err) {
+        X.__stack_pointer.value = sp;  // the trapped calls' frames: never popped otherwise
+        var w = res.failure().replace(/^qkv: /, '').trim();
+        return w || 'the module stopped (' + err + ')';
+      }
+    }
     var truth = stepTruths(E, isStep, staleWhy);  // the 50-digit truth for the learner's inputs, on hover
     function run() {
       truth.invalidate();
@@ -1128,10 +1143,21 @@ function startStepsEditor(E, panel, status) {
       },
       changed: function (id, i, j) { var o = original[id]; if (!o || staleWhy[id] !== undefined) return false; return !Object.is(o[i * M[id].cols + j], M[id].data[i * M[id].cols + j]); },
       original: function (id, i, j) { return original[id][i * M[id].cols + j]; },
+      // true when taken; false for text that is not a number; the message of a step that refused
+      // the number (a length outside 0..N: core/fail.hpp traps after writing it), the cell's last
+      // good value then restored and the steps run again, so the page keeps its numbers
       set: function (id, i, j, text) {
         var f32 = f32of(id), v = typeof text === 'number' ? (f32 ? Math.fround(text) : text) : parseNumber(String(text), f32);
         if (v === undefined || E.inputs.indexOf(id) < 0) return false;
-        M[id].data[i * M[id].cols + j] = v; run(); return true;
+        var k = i * M[id].cols + j, old = M[id].data[k];
+        M[id].data[k] = v;
+        var why = guarded(run);
+        if (!why) {
+          [].forEach.call(document.querySelectorAll('td.edit-error'), function (td) { td.classList.remove('edit-error'); td.removeAttribute('title'); });
+          return true;
+        }
+        M[id].data[k] = old; guarded(run); status.textContent = 'Refused: ' + why;
+        return why;
       },
       reset: function () {
         Object.keys(original).forEach(function (id) { M[id].data = original[id].slice(); });
@@ -1208,9 +1234,10 @@ function startStepsEditor(E, panel, status) {
     // `masked`, which the module reads on the next run (and E.steps shows, as a native run reads them)
     var scaleGroups = [], maskOf = {};
     calls.forEach(function (c) {
-      var st = c.st; if (st.kind !== 4 && st.kind !== 5) return;  // flat::kind::scale, divide
-      var g = scaleGroups.filter(function (q) { return q.kind === st.kind && q.example === st.scalar; })[0];
-      if (!g) scaleGroups.push(g = {kind: st.kind, example: st.scalar, value: st.scalar, calls: [], note: M[st.id].how.note});
+      var st = c.st; if (st.kind !== 4 && st.kind !== 5 && st.kind !== 54) return;  // flat::kind::scale, divide, padded_divide
+      var gk = st.kind === 54 ? 5 : st.kind;  // a padded division shares its divisor's field
+      var g = scaleGroups.filter(function (q) { return q.kind === gk && q.example === st.scalar; })[0];
+      if (!g) scaleGroups.push(g = {kind: gk, example: st.scalar, value: st.scalar, calls: [], note: M[st.id].how.note});
       g.calls.push(c);
       var n = st.sizes[0] * st.sizes[1];
       if (!c.mask) { c.mask = X.qkv_alloc(n); new Uint8Array(X.memory.buffer, c.mask, n).fill(0); }
@@ -1229,7 +1256,7 @@ function startStepsEditor(E, panel, status) {
       g.value = v;
       g.calls.forEach(function (c) {
         c.st.scalar = v; var h = M[c.st.id].how;
-        if (c.st.kind === 5) h.divisor = v; else h.scale = v;
+        if (c.st.kind !== 4) h.divisor = v; else h.scale = v;
         h.note = Object.is(v, g.example) ? g.note : undefined;  // the hover names the example's scale, or shows yours
       });
     }

@@ -152,7 +152,7 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
       return 0;
     default: break;
   }
-  // kinds 40-45 (flat_steps.hpp's extended_step): sizes as extended_step reads them; an id that is
+  // kinds 40-45, 53, 54 (flat_steps.hpp's extended_step): sizes as extended_step reads them; an id that is
   // not an integer in range has no truth (the step itself fails on it)
   const auto id_at = [](const real& v, std::size_t limit, std::size_t& out_id) {
     if (!(v >= 0) || !(v < real(limit)) || mp::floor(v) != v) return false;
@@ -200,6 +200,25 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
         else
           out[r * C + j] += a[t * C + j];
       }
+    }
+    return 0;
+  }
+  if (k == flat::key_padding_mask_kind) {  // C (B, N) = 1 where j >= lengths(b), exactly
+    for (std::size_t i = 0; i < R; ++i) {
+      std::size_t len = 0;
+      if (!id_at(a[i], C + 1, len)) return 1;
+      for (std::size_t j = 0; j < C; ++j) out[i * C + j] = j >= len ? real(1) : real(0);
+    }
+    return 0;
+  }
+  if (k == flat::padded_divide_kind) {  // a / scalar (+ c), -inf where the step masked (its padding too)
+    for (std::size_t q = 0; q < R * C; ++q) {
+      if (std::isinf(computed[q]) && computed[q] < 0) {
+        out[q] = -std::numeric_limits<real>::infinity();
+        continue;
+      }
+      out[q] = real(a[q] / real(scalar));
+      if (c != nullptr && !mp::isinf(out[q])) out[q] += c[q];
     }
     return 0;
   }
