@@ -88,6 +88,24 @@ constexpr auto flash_grads = qkv::flash_attention_backward<B>(attn.queries, attn
 // its D: rowsum(dO ∘ O) of the flash output, against the materialised rowsum(dP ∘ P) (step 6
 // proves them within the sum of their derived bounds)
 constexpr auto D_materialised = qkv::row_dots(materialised.attention.d_weights, attn.weights);
+// what the loop recomputes and drops, for the learner's page (flash keeps none of it): each
+// weight from m and l as the loop's weight(i, s) computes it, P = e^(s - m) / l (one rounding
+// for the subtraction, the exp, the division), dS = P (dP - D) with the D above and the
+// materialised dP (the loop's dp is the same dot product, dO · v, summed in the same order),
+// and the scores' gradient dS / float(sqrt(24)) (scale_backward). The page recomputes the flash
+// gradients from these in the loop's order; that they give flash_grads' bits is checked each
+// time the page is written (io/page_recompute.hpp).
+template <class Weight>
+constexpr matrix<float, 6, 6> recomputed_weights(Weight weight) {
+  matrix<float, 6, 6> P{};
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 6; ++j) P(i, j) = weight(i, attn.scaled_scores(i, j));
+  return P;
+}
+constexpr auto flash_P = recomputed_weights(
+    [](std::size_t i, float s) { return float(qkv::exp(float(s - flash.row_max(i, 0))) / flash.row_sum(i, 0)); });
+constexpr auto flash_dS = qkv::softmax_backward(flash_P, materialised.attention.d_weights, flash_grads.d_row);
+constexpr auto flash_d_scores = qkv::scale_backward(flash_dS, qkv::attention_options<float>{}.scale, 24);
 
 // ---------------------------------------------------------------------------------------------
 // Step 5: the bounds. Everything is float32 from exact float inputs.
@@ -193,6 +211,9 @@ static_assert(proven<check::within(flash_grads.d_queries, materialised.attention
                                    bound::plus(bound::f32.flash.d_queries, bound::f32.materialised.d_queries))>);
 static_assert(proven<check::within(flash_grads.d_keys, materialised.attention.d_keys,
                                    bound::plus(bound::f32.flash.d_keys, bound::f32.materialised.d_keys))>);
+// the weights the loop recomputes from m and l against the materialised softmax's: within the sum
+// of their bounds (step 5's e_pf and e_p), as the gradients built on them
+static_assert(proven<check::within(flash_P, attn.weights, bound::plus(bound::fwd<float>.e_pf, bound::fwd<float>.e_p))>);
 // and each against PyTorch's float64 autograd
 static_assert(proven<check::within(flash_grads.d_queries, matrix<double, 6, 24>(torch64::drawn_f64_d_queries),
                                    bound::plus(bound::f32.flash.d_queries, bound::f64.materialised.d_queries))>);
@@ -248,6 +269,10 @@ static_assert(proven<check::within(bound::g64.d_w_query, matrix<double, 24, 16>(
 constexpr auto L = qkv::row_logsumexp(flash);
 static_assert(L(0, 0) == flash.row_max(0, 0) + qkv::log(flash.row_sum(0, 0)));
 constexpr auto lse_grads = qkv::flash_attention_backward<B>(attn.queries, attn.keys, attn.values, flash.context, L, d_context);
+// its loop's weights and gradients of the scores, for the page, as for m and l: P = e^(s - L)
+constexpr auto lse_P = recomputed_weights([](std::size_t i, float s) { return float(qkv::exp(float(s - L(i, 0)))); });
+constexpr auto lse_dS = qkv::softmax_backward(lse_P, materialised.attention.d_weights, lse_grads.d_row);
+constexpr auto lse_d_scores = qkv::scale_backward(lse_dS, qkv::attention_options<float>{}.scale, 24);
 // The bound of its weights: the exponent s - L carries the scores' error (2 max e_scaled, as
 // before), l's (eta, through the log: eta / (1 - eta)), the log's rounding (1 ulp: 2u |log l|),
 // the addition m + log l (u |L|), the subtraction (u |s - L|), then the exp (2u); 1% on top
@@ -353,37 +378,63 @@ void page(Page& p) {
   p.matrix("materialised.d_queries", materialised.attention.d_queries).rows(words)
       .how(how::matmul("d_scores", "attn.keys", S));
   p.step(3);
-  p.matrix("flash.row_max", flash.row_max).rows(words).caption("m: each query's largest scaled score").derived();
-  p.matrix("flash.row_sum", flash.row_sum).rows(words).caption("l: each query's sum of e^(s - m), block by block").derived();
-  p.matrix("flash.context", flash.context).rows(words).caption("O: flash's output, kept for the backward").derived();
+  p.matrix("flash.row_max", flash.row_max).rows(words).caption("m: each query's largest scaled score")
+      .how(how::flash_row_max("attn.scaled_scores", B));
+  p.matrix("flash.row_sum", flash.row_sum).rows(words).caption("l: each query's sum of e^(s - m), block by block")
+      .how(how::flash_row_sum("attn.scaled_scores", B));
+  p.matrix("flash.context", flash.context).rows(words).caption("O: flash's output, kept for the backward")
+      .how(how::online_attention("attn.scaled_scores", "attn.values", B));
   p.step(4);
   p.matrix("flash_grads.d_row", flash_grads.d_row).rows(words).caption("D = rowsum(dO ∘ O), before the loop over the keys")
       .how(how::row_dot("d_context", "flash.context", d_v))
       .proven(D_materialised, "D_materialised (rowsum(dP ∘ P))",
               largest(bound::plus(bound::f32.flash.d_row, bound::f32.materialised.d_row)), "flash + materialised bound (step 6)");
-  p.matrix("flash_grads.d_values", flash_grads.d_values).rows(words).derived()
+  // the loop's P, dS and scores' gradient, recomputed per block and dropped: hidden steps
+  const std::string by_sqrt = "1 / sqrt(24), as a division by float(sqrt(24)) = 4.8989797";
+  p.matrix("flash P", flash_P).rows(words).cols(words).caption("flash P = e^(s − m) / l, recomputed by the loop from m and l")
+      .how(how::flash_weights("attn.scaled_scores", "flash.row_max", "flash.row_sum")).hidden();
+  p.matrix("flash dS", flash_dS).rows(words).cols(words).caption("flash dS = P ∘ (dP − D), D = rowsum(dO ∘ O)")
+      .how(how::softmax_backward("flash P", "d_weights", "flash_grads.d_row")).hidden();
+  p.matrix("flash d_scores", flash_d_scores).rows(words).cols(words).caption("flash d_scores = flash dS / sqrt(24)")
+      .how(how::divided("flash dS", double(qkv::sqrt(24.0f)), by_sqrt)).hidden();
+  p.matrix("flash_grads.d_values", flash_grads.d_values).rows(words)
+      .how(how::flash_over_queries("flash P", "d_context", "attn.scaled_scores"))
       .proven(materialised.attention.d_values, "materialised.attention.d_values",
               largest(bound::plus(bound::f32.flash.d_values, bound::f32.materialised.d_values)), "flash + materialised bound (step 6)");
-  p.matrix("flash_grads.d_queries", flash_grads.d_queries).rows(words).derived()
+  p.matrix("flash_grads.d_queries", flash_grads.d_queries).rows(words)
+      .how(how::flash_over_keys("flash d_scores", "attn.keys", "attn.scaled_scores"))
       .proven(materialised.attention.d_queries, "materialised.attention.d_queries",
               largest(bound::plus(bound::f32.flash.d_queries, bound::f32.materialised.d_queries)), "flash + materialised bound (step 6)");
-  p.matrix("flash_grads.d_keys", flash_grads.d_keys).rows(words).derived()
+  p.matrix("flash_grads.d_keys", flash_grads.d_keys).rows(words)
+      .how(how::flash_over_queries("flash d_scores", "attn.queries", "attn.scaled_scores"))
       .proven(materialised.attention.d_keys, "materialised.attention.d_keys",
               largest(bound::plus(bound::f32.flash.d_keys, bound::f32.materialised.d_keys)), "flash + materialised bound (step 6)");
   p.step(5);
   p.step(6);
   p.matrix("PyTorch float64 d_queries", matrix<double, 6, d_k>(torch64::drawn_f64_d_queries)).rows(words)
       .caption("PyTorch 1.13's float64 autograd: q.grad")
-      .derived();
+      .derived_because("PyTorch's own numbers (its float64 autograd, run once by "
+                       "scripts/fixtures/torch_backward.py): the page has no PyTorch to run again");
   p.step(7);
-  p.matrix("flash_w_query", flash_w_query).caption("d_W_query from flash's dQ (24, 16)").derived()
+  p.matrix("flash_grads.d_queriesᵀ", qkv::transposed(flash_grads.d_queries)).caption("dQᵀ = flash_grads.d_queriesᵀ (24, 6)")
+      .how(how::transposed("flash_grads.d_queries")).hidden();
+  p.matrix("flash_w_query", flash_w_query).caption("d_W_query from flash's dQ (24, 16)")
+      .how(how::matmul("flash_grads.d_queriesᵀ", "embedded_sentence", S))
       .proven(matrix<double, 24, 16>(torch64::drawn_f64_d_w_query), "PyTorch float64's W_query.grad",
               largest(bound::plus(bound::e_w_query<float>(bound::f32.flash.d_queries),
                                   bound::e_w_query<double>(bound::f64.materialised.d_queries))),
               "flash's bound through the projection, plus PyTorch float64's");
   p.step(8);
-  p.matrix("L", L).rows(words).caption("L = m + log l: FlashAttention-2's one number per query").derived();
-  p.matrix("lse_grads.d_queries", lse_grads.d_queries).rows(words).derived()
+  p.matrix("L", L).rows(words).caption("L = m + log l: FlashAttention-2's one number per query")
+      .how(how::logsumexp("flash.row_max", "flash.row_sum"));
+  p.matrix("lse P", lse_P).rows(words).cols(words).caption("lse P = e^(s − L), recomputed by the loop from L alone")
+      .how(how::logsumexp_weights("attn.scaled_scores", "L")).hidden();
+  p.matrix("lse dS", lse_dS).rows(words).cols(words).caption("lse dS = P ∘ (dP − D): the logsumexp backward's")
+      .how(how::softmax_backward("lse P", "d_weights", "flash_grads.d_row")).hidden();
+  p.matrix("lse d_scores", lse_d_scores).rows(words).cols(words).caption("lse d_scores = lse dS / sqrt(24)")
+      .how(how::divided("lse dS", double(qkv::sqrt(24.0f)), by_sqrt)).hidden();
+  p.matrix("lse_grads.d_queries", lse_grads.d_queries).rows(words)
+      .how(how::flash_over_keys("lse d_scores", "attn.keys", "attn.scaled_scores"))
       .proven(flash_grads.d_queries, "flash_grads.d_queries (the m-and-l backward)",
               largest(bound::plus(bound::lse32.d_queries, bound::f32.flash.d_queries)), "logsumexp + m-and-l bound");
 }

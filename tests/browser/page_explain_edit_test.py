@@ -67,11 +67,9 @@ STALE = {
     'positional_encoding': set(),
     # flash's blocks and output are the online softmax's steps; its bound is a check, not a step
     'flash': {'bound'},
-    # chapter three and four: the materialised backward is recomputed; flash's blocks, PyTorch's
-    # numbers, the loss, the embedding's backward and AdamW are not
-    'flash_backward': {'flash.row_max', 'flash.row_sum', 'flash.context', 'flash_grads.d_row', 'flash_grads.d_values',
-                       'flash_grads.d_queries', 'flash_grads.d_keys', 'PyTorch float64 d_queries', 'flash_w_query', 'L',
-                       'lse_grads.d_queries'},
+    # chapter three and four: the materialised backward and flash's (m, l, O, L, the weights its
+    # loop recomputes, its sums: kinds 21, 46-52) are recomputed; PyTorch's numbers, AdamW are not
+    'flash_backward': {'PyTorch float64 d_queries'},
     # 17: tok[ids] (the embedding), its losses (cross entropy), d_b_head (column sums), d_x, d_tok
     # (the embedding's backward), d_pos, the SGD steps and the forward after them are
     # recomputed; AdamW's step is not
@@ -389,6 +387,24 @@ def main():
                 tip = driver.execute_script('return window.qkvPage.tips([[arguments[0], 0, 0]])[0];', s)
                 check(any('Not recomputed for your inputs' in l[1] for l in tip), '%s: %s says why it is not recomputed' % (name, s))
             driver.save_screenshot(os.path.join(OUT, 'explain_edit_%s.png' % name))
+            if name == 'flash_backward':
+                # its first input is x (read by d_W_query = dQᵀ x alone): edit what flash's steps
+                # read, then mask keys (Alt+click's toggleMask) so that its loop skips them, a
+                # whole row of query 4 included (m = -inf, l = 0, L = -inf, every gradient 0)
+                for (mid, i, j, text) in (('d_context', 2, 3, '1.5'), ('attn.keys', 1, 2, '-0.75')):
+                    driver.execute_script('window.qkvPage.editor().set(arguments[0], arguments[1], arguments[2], arguments[3]);',
+                                          mid, i, j, text)
+                    verify('%s(%d, %d) = %s' % (mid, i + 1, j + 1, text))
+                for (i, j) in [(0, 1), (5, 2)] + [(3, k) for k in range(6)]:
+                    check(driver.execute_script('return window.qkvPage.editor().toggleMask("attn.scaled_scores", arguments[0], arguments[1]);', i, j),
+                          'flash_backward: attn.scaled_scores(%d, %d) can be masked' % (i + 1, j + 1))
+                edit = driver.execute_script('return window.qkvPage.data.edit;')  # the steps' masks as they are now
+                verify('keys masked, query 4 fully')
+                L = page_bits(driver)['L']
+                check(words(L[0], L[1])[3] == 0xff800000, 'flash_backward: a fully masked query\'s L is -inf')
+                for k in range(6):
+                    driver.execute_script('window.qkvPage.editor().toggleMask("attn.scaled_scores", 3, arguments[0]);', k)
+                edit = driver.execute_script('return window.qkvPage.data.edit;')
             # 2. NaN into the second input, inf and -inf into the first
             a1 = inputs[1] if len(inputs) > 1 else a0
             for (mid, i, j, text) in ((a1, 0, 1, 'NaN'), (a0, 1, 0, 'inf'), (a0, 1, 1, '-inf')):

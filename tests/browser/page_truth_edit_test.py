@@ -8,7 +8,8 @@ reference/step_truth.hpp, the C++ the page's truth was written with). After an e
 explanation shows its error against the truth of the learner's inputs, recomputed in the page.
 Here, on pages that between them have every kind of step the truth knows (products with a bias,
 the weights times the values, a scale and a division with masked scores, softmax, a residual
-sum, relu, LayerNorm, a transpose, blocks and concatenations, the softmax's backward; 17's
+sum, relu, LayerNorm, a transpose, blocks and concatenations, the softmax's backward; 16's
+flash output, m, l, L, recomputed weights and backward sums; 17's
 embeddings and their backward, cross entropy, column sums and SGD), a cell of
 an input is edited in Chromium, and every shown cell of every matrix with a truth is hovered: its
 truth line is checked against an oracle that shares no code with qkv, Python's `decimal` at 60
@@ -45,15 +46,19 @@ ctx = decimal.Context(prec=60, Emin=-10**6, Emax=10**6)
 decimal.setcontext(ctx)
 NEG_INF = D('-Infinity')
 
-# the pages: each edit sets cell (0, 0) of the page's first input to 1.75 times its value + 0.125
+# the pages: each edit sets cell (0, 0) of the page's first input (or EDITED's) to 1.75 times its value + 0.125
 PAGES = [
     'illustrated',     # products, the scale, softmax, the weights times the values
     'masking',         # masked scores (-inf), a fully masked row
     'encoder_layer',   # biases, the residual sums, relu, LayerNorm
     'from_scratch',    # the division by float32(sqrt(24)), blocks, concatenations
-    'flash_backward',  # the softmax's backward: D, dS
+    'flash_backward',  # the softmax's backward: D, dS; flash's m, l, O, L, P and its sums
     'one_training_step',  # embeddings and their backward, cross entropy, column sums, SGD
 ]
+
+# the input edited where the first is not the one that reaches the steps: 16's first input is x,
+# which only d_W_query reads; its keys reach flash's m, l, O, L, weights and every gradient
+EDITED = {'flash_backward': 'attn.keys'}
 
 
 def dec(v):
@@ -121,6 +126,33 @@ def oracle(kind, a, b, c, z, scalar, computed):
                 out[i * C + j] = (row[j] - mean) * inv * (b[j] if b is not None else 1) + (c[j] if c is not None else 0)
     elif kind in (40, 42):  # cast: the same number; sgd: w - lr g
         out = list(a) if kind == 40 else [w - D(scalar) * g for w, g in zip(a, b)]
+    elif kind == 21:  # flash's output: the exact softmax of each row of a (AS keys) times b
+        for i in range(R):
+            row = a[i * AS:(i + 1) * AS]
+            top = max(row)
+            ex = [D(0) if x == NEG_INF else (x - top).exp() for x in row]
+            tot = sum(ex, D(0))
+            for j in range(C):
+                s = sum((e * b[t * BS + j] for t, e in enumerate(ex) if row[t] != NEG_INF), D(0))
+                out[i * C + j] = s / tot if tot > 0 else D(0)
+    elif kind in (46, 47):  # flash's m and l: the row's maximum, sum e^(s - m) over it (AS keys)
+        for i in range(R):
+            row = a[i * AS:(i + 1) * AS]
+            top = max(row)
+            out[i] = top if kind == 46 else sum(((x - top).exp() for x in row if x != NEG_INF), D(0))
+    elif kind in (48, 50):  # P = e^(s - m) / l (b = m, c = l), or e^(s - L) (b = L); 0 where masked
+        for i in range(R):
+            for j in range(C):
+                x = a[i * C + j]
+                dead = c[i] == 0 if kind == 48 else b[i] == NEG_INF
+                out[i * C + j] = D(0) if dead or x == NEG_INF else (x - b[i]).exp() / (c[i] if kind == 48 else 1)
+    elif kind == 49:  # L = m + log l
+        out = [NEG_INF if lv == 0 else mv + lv.ln() for mv, lv in zip(a, b)]
+    elif kind in (51, 52):  # flash's sums over the keys (dQ) or the queries (dK, dV), masked skipped
+        for r in range(R):
+            for j in range(C):
+                at = [(r * AS + t) if kind == 51 else (t * AS + r) for t in range(N)]
+                out[r * C + j] = sum((a[k] * b[t * BS + j] for t, k in enumerate(at) if c[k] != NEG_INF), D(0))
     elif kind == 41:  # column sums of a (N rows)
         out = [sum((a[i * C + j] for i in range(N)), D(0)) for j in range(C)]
     elif kind == 43:  # cross entropy: log(sum e^(l - m)) - (l_t - m), the logits (R, N)
@@ -224,7 +256,7 @@ def main():
         cells = [c for c in shown if M[c[0]]['truth'] and c[0] not in stale]
         before = truth_lines(driver, cells[:40])
         check(all(b is not None for b in before), '%s: before an edit, the page\'s own truth lines' % name)
-        mid, i, j = edit['inputs'][0], 0, 0
+        mid, i, j = EDITED.get(name, edit['inputs'][0]), 0, 0
         v = driver.execute_script('return window.qkvPage.data.matrices[arguments[0]].data[0];', mid) * 1.75 + 0.125
         driver.execute_script('window.qkvPage.editor().set(arguments[0], arguments[1], arguments[2], arguments[3]);',
                               mid, i, j, v)

@@ -17,6 +17,7 @@
 #include <qkv/core/batch.hpp>
 #include <qkv/core/cross_entropy.hpp>
 #include <qkv/core/embedding_backward.hpp>
+#include <qkv/core/flash_backward.hpp>
 #include <qkv/core/flat_steps.hpp>
 #include <qkv/core/half.hpp>
 #include <qkv/core/layers.hpp>
@@ -575,4 +576,116 @@ TEST_CASE("a padded division is attend_padded's scaled scores, its mask from the
   CHECK(out[5] == -inf);
   CHECK(out[1] == -inf);
   CHECK(out[3] == r.scaled_scores(1, 0));
+}
+
+// kinds 46-52 (example 16's flash blocks): flash attention's m and l, P recomputed from m and l or
+// from the logsumexp L, L itself, and the backward's sums, against core/flash_backward.hpp's
+// flash_attention_forward, row_logsumexp and both flash_attention_backward, bit for bit: the
+// backward written as the page writes it, P, dP = dO · v (dot), D = rowsum(dO ∘ O) (row_dot),
+// dS = P (dP - D) (softmax_backward), dS / sqrt(d_k) (divide), then dQ over the keys and dK, dV
+// over the queries, a masked key skipped (causal, and not).
+TEST_CASE("flash's statistics, weights and backward sums give flash_attention_backward's bits") {
+  using qkv::flat::step_sizes;
+  // by hand: one query, scores [0, 0, -inf] in blocks of 2: block 0 gives m = 0, l = e^0 + e^0 = 2;
+  // block 1 (the masked key) adds nothing. P = e^(0 - 0) / 2 = 0.5, 0.5, 0 (masked); L = 0 + log 2;
+  // e^(0 - log 2) = 0.5 (to a rounding: exp and log are rounded); dQ with A = [1, 2, 4] against
+  // B's rows [1], [10], [100]: 1 + 20 = 21 (the masked key's 400 skipped)
+  const double inf = std::numeric_limits<double>::infinity();
+  const double s1[3] = {0, 0, -inf};
+  double m = 7, l = 7, L = 7, p[3], a3[3] = {1, 2, 4}, b3[3] = {1, 10, 100}, dq = 7;
+  REQUIRE(qkv::flat::extended_step<double>(qkv::flat::flash_row_max_kind, s1, nullptr, nullptr, nullptr,
+                                           step_sizes{1, 1, 3, 0, 2}, 0.0, &m) == 0);
+  qkv::flat::extended_step<double>(qkv::flat::flash_row_sum_kind, s1, nullptr, nullptr, nullptr,
+                                   step_sizes{1, 1, 3, 0, 2}, 0.0, &l);
+  CHECK((m == 0 && l == 2));
+  qkv::flat::extended_step<double>(qkv::flat::flash_weights_kind, s1, &m, &l, nullptr, step_sizes{1, 3}, 0.0,
+                                   p);
+  CHECK((p[0] == 0.5 && p[1] == 0.5 && p[2] == 0));
+  qkv::flat::extended_step<double>(qkv::flat::logsumexp_kind, &m, &l, nullptr, nullptr, step_sizes{1, 1}, 0.0,
+                                   &L);
+  CHECK(L == qkv::log(2.0));
+  qkv::flat::extended_step<double>(qkv::flat::logsumexp_weights_kind, s1, &L, nullptr, nullptr,
+                                   step_sizes{1, 3}, 0.0, p);
+  CHECK((p[0] == doctest::Approx(0.5).epsilon(1e-15) && p[2] == 0));
+  qkv::flat::extended_step<double>(qkv::flat::flash_over_keys_kind, a3, b3, s1, nullptr,
+                                   step_sizes{1, 1, 3, 1, 3}, 0.0, &dq);
+  CHECK(dq == 21);
+  // a fully masked row: m = -inf, l = 0, L = -inf, P = 0, and nothing summed: 0
+  const double dead[3] = {-inf, -inf, -inf};
+  qkv::flat::flash_statistic(dead, 1, 3, 2, 1, &m);
+  qkv::flat::flash_statistic(dead, 1, 3, 2, 3, &l);
+  qkv::flat::logsumexp(&m, &l, 1, &L);
+  CHECK((m == -inf && l == 0 && L == -inf));
+  qkv::flat::flash_weights(dead, &m, &l, 1, 3, p);
+  CHECK((p[0] == 0 && p[1] == 0 && p[2] == 0));
+  qkv::flat::flash_sum(a3, 3, b3, 1, dead, 1, 1, 3, true, &dq);
+  CHECK(dq == 0);
+  // a block of 0 keys is refused, nothing written
+  m = 7;
+  CHECK(qkv::flat::extended_step<double>(qkv::flat::flash_row_max_kind, s1, nullptr, nullptr, nullptr,
+                                         step_sizes{1, 1, 3, 0, 0}, 0.0, &m) == 1);
+  CHECK(m == 7);
+
+  // the core's own: 4 queries, 5 keys (blocks of 2: the last block of 1), d_k 3, d_v 2
+  constexpr matrix<float, 4, 3> q{
+      {{0.3f, -1.2f, 2.5f}, {1.1f, 0.4f, -0.6f}, {-0.7f, 0.9f, 0.2f}, {2.f, -0.5f, 1.5f}}};
+  constexpr matrix<float, 5, 3> k{
+      {{0.5f, -1.f, 2.f}, {1.5f, 0.25f, -0.75f}, {-2.f, 3.f, 1.f}, {0.1f, 0.2f, 0.3f}, {4.f, -0.5f, 0.9f}}};
+  constexpr matrix<float, 5, 2> v{{{1.f, -2.f}, {0.5f, 0.75f}, {-1.5f, 2.5f}, {3.f, 0.1f}, {-0.2f, -0.9f}}};
+  constexpr matrix<float, 4, 2> dO{{{0.6f, -1.3f}, {2.1f, 0.2f}, {-0.4f, 0.8f}, {1.f, 1.7f}}};
+  const float divisor = qkv::sqrt(3.f);
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    qkv::attention_options<float> opt;
+    opt.causal = causal;
+    std::vector<float> s(20);  // the scores flash computes, masked above the diagonal when causal
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 5; ++j) s[i * 5 + j] = qkv::detail::flash_score(q, k, i, j, opt);
+    const auto fwd = qkv::flash_attention_forward<2>(q, k, v, opt);
+    std::vector<float> mm(4), ll(4), o(8), LL(4);
+    REQUIRE(qkv::flat::extended_step<float>(qkv::flat::flash_row_max_kind, s.data(), nullptr, nullptr,
+                                            nullptr, step_sizes{4, 1, 5, 0, 2}, 0.f, mm.data()) == 0);
+    qkv::flat::extended_step<float>(qkv::flat::flash_row_sum_kind, s.data(), nullptr, nullptr, nullptr,
+                                    step_sizes{4, 1, 5, 0, 2}, 0.f, ll.data());
+    qkv::flat::extended_step<float>(qkv::flat::kind::online_attention, s.data(), v.v, nullptr, nullptr,
+                                    step_sizes{4, 2, 5, 2, 2}, 0.f, o.data());
+    CHECK(same_bits(fwd.row_max, mm));
+    CHECK(same_bits(fwd.row_sum, ll));
+    CHECK(same_bits(fwd.context, o));
+    qkv::flat::extended_step<float>(qkv::flat::logsumexp_kind, mm.data(), ll.data(), nullptr, nullptr,
+                                    step_sizes{4, 1}, 0.f, LL.data());
+    CHECK(same_bits(qkv::row_logsumexp(fwd), LL));
+    // the backward as the page's steps, from P (m and l, or L)
+    const auto backward = [&](const std::vector<float>& P) {
+      std::vector<float> dP(20), D(4), dS(20), dsc(20), dQ(12), dK(15), dV(10);
+      qkv::flat::dot(dO.v, 2, v.v, 2, 4, 5, 2, 0, 0, static_cast<const float*>(nullptr), dP.data());
+      qkv::flat::row_dot(dO.v, 2, o.data(), 2, 4, 2, 0, 0, D.data());
+      qkv::flat::softmax_backward(P.data(), dP.data(), D.data(), 4, 5, dS.data());
+      qkv::flat::scale(dS.data(), 4, 5, divisor, true, nullptr, static_cast<const float*>(nullptr),
+                       dsc.data());
+      qkv::flat::extended_step<float>(qkv::flat::flash_over_keys_kind, dsc.data(), k.v, s.data(), nullptr,
+                                      step_sizes{4, 3, 5, 3, 5}, 0.f, dQ.data());
+      qkv::flat::extended_step<float>(qkv::flat::flash_over_queries_kind, dsc.data(), q.v, s.data(), nullptr,
+                                      step_sizes{5, 3, 5, 3, 4}, 0.f, dK.data());
+      qkv::flat::extended_step<float>(qkv::flat::flash_over_queries_kind, P.data(), dO.v, s.data(), nullptr,
+                                      step_sizes{5, 2, 5, 2, 4}, 0.f, dV.data());
+      return std::vector<std::vector<float>>{D, dQ, dK, dV};
+    };
+    std::vector<float> P(20), Pl(20);
+    qkv::flat::extended_step<float>(qkv::flat::flash_weights_kind, s.data(), mm.data(), ll.data(), nullptr,
+                                    step_sizes{4, 5}, 0.f, P.data());
+    qkv::flat::extended_step<float>(qkv::flat::logsumexp_weights_kind, s.data(), LL.data(), nullptr, nullptr,
+                                    step_sizes{4, 5}, 0.f, Pl.data());
+    const auto g = qkv::flash_attention_backward<2>(q, k, v, fwd, dO, opt);
+    const auto mine = backward(P);
+    CHECK(same_bits(g.d_row, mine[0]));
+    CHECK(same_bits(g.d_queries, mine[1]));
+    CHECK(same_bits(g.d_keys, mine[2]));
+    CHECK(same_bits(g.d_values, mine[3]));
+    const auto gl = qkv::flash_attention_backward<2>(q, k, v, fwd.context, qkv::row_logsumexp(fwd), dO, opt);
+    const auto lse = backward(Pl);
+    CHECK(same_bits(gl.d_queries, lse[1]));
+    CHECK(same_bits(gl.d_keys, lse[2]));
+    CHECK(same_bits(gl.d_values, lse[3]));
+  }
 }

@@ -171,6 +171,64 @@ TEST_CASE("Chapter four's steps: embeddings, their backward, cross entropy, colu
   CHECK(out[0] == 1 - truth_real(0.1) * 3);  // 0.1 the double nearest 1/10, exactly
 }
 
+TEST_CASE("Flash's truths: m, l, L, the recomputed weights, its output and its sums are exact") {
+  // one query's scores [0, 0, -inf] (the last key masked), blocks of 2: m = 0, l = e^0 + e^0 = 2;
+  // P = e^(0 - 0) / 2 = 0.5, 0.5 and 0 (masked); L = 0 + log 2, e^(0 - L) = 1/2; flash's output
+  // over values [1], [3], [100]: (1 + 3) / 2 = 2, the masked key's 100 not reached
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto s = reals({0, 0, -inf}), v = reals({1, 3, 100});
+  std::vector<truth_real> m(1), l(1), L(1), p(3), o(1);
+  const double computed[3] = {};
+  REQUIRE(step_truth(qkv::flat::flash_row_max_kind, s.data(), nullptr, nullptr, {1, 1, 3, 0, 2, 0, 0, 0}, 0,
+                     computed, m.data()) == 0);
+  REQUIRE(step_truth(qkv::flat::flash_row_sum_kind, s.data(), nullptr, nullptr, {1, 1, 3, 0, 2, 0, 0, 0}, 0,
+                     computed, l.data()) == 0);
+  CHECK(m[0] == 0);
+  CHECK(l[0] == 2);
+  REQUIRE(step_truth(qkv::flat::flash_weights_kind, s.data(), m.data(), l.data(), {1, 3, 3, 1, 0, 0, 0, 0}, 0,
+                     computed, p.data()) == 0);
+  CHECK(p[0] == truth_real(0.5));
+  CHECK(p[2] == 0);
+  REQUIRE(step_truth(qkv::flat::logsumexp_kind, m.data(), l.data(), nullptr, {1, 1, 1, 1, 0, 0, 0, 0}, 0,
+                     computed, L.data()) == 0);
+  CHECK(L[0] == mp::log(truth_real(2)));
+  REQUIRE(step_truth(qkv::flat::logsumexp_weights_kind, s.data(), L.data(), nullptr, {1, 3, 3, 1, 0, 0, 0, 0},
+                     0, computed, p.data()) == 0);
+  CHECK(mp::abs(p[1] - truth_real(0.5)) < truth_real(1e-45));  // e^(-log 2): Boost's exp of its log
+  CHECK(p[2] == 0);
+  REQUIRE(step_truth(kind::online_attention, s.data(), v.data(), nullptr, {1, 1, 3, 1, 2, 0, 0, 0}, 0,
+                     computed, o.data()) == 0);
+  CHECK(o[0] == 2);
+  // dQ = sum over the keys of [1, 2, 4] times the rows [1], [10], [100]: 1 + 20 = 21 (the masked
+  // key's 400 skipped); over the queries, the same numbers as one key's column: 21 again
+  const auto a = reals({1, 2, 4}), b = reals({1, 10, 100});
+  REQUIRE(step_truth(qkv::flat::flash_over_keys_kind, a.data(), b.data(), s.data(), {1, 1, 3, 1, 3, 0, 0, 0},
+                     0, computed, o.data()) == 0);
+  CHECK(o[0] == 21);
+  REQUIRE(step_truth(qkv::flat::flash_over_queries_kind, a.data(), b.data(), s.data(),
+                     {1, 1, 1, 1, 3, 0, 0, 0}, 0, computed, o.data()) == 0);
+  CHECK(o[0] == 21);
+  // a fully masked row: m = -inf, l = 0, L = -inf, P = 0, output 0; a NaN score: m, l NaN
+  const auto dead = reals({-inf, -inf, -inf}), nan = reals({0, NAN, 1});
+  step_truth(qkv::flat::flash_row_max_kind, dead.data(), nullptr, nullptr, {1, 1, 3, 0, 2, 0, 0, 0}, 0,
+             computed, m.data());
+  step_truth(qkv::flat::flash_row_sum_kind, dead.data(), nullptr, nullptr, {1, 1, 3, 0, 2, 0, 0, 0}, 0,
+             computed, l.data());
+  CHECK((mp::isinf(m[0]) && m[0] < 0 && l[0] == 0));
+  step_truth(qkv::flat::logsumexp_kind, m.data(), l.data(), nullptr, {1, 1, 1, 1, 0, 0, 0, 0}, 0, computed,
+             L.data());
+  CHECK((mp::isinf(L[0]) && L[0] < 0));
+  step_truth(qkv::flat::flash_weights_kind, dead.data(), m.data(), l.data(), {1, 3, 3, 1, 0, 0, 0, 0}, 0,
+             computed, p.data());
+  CHECK((p[0] == 0 && p[1] == 0 && p[2] == 0));
+  step_truth(kind::online_attention, dead.data(), v.data(), nullptr, {1, 1, 3, 1, 2, 0, 0, 0}, 0, computed,
+             o.data());
+  CHECK(o[0] == 0);
+  step_truth(qkv::flat::flash_row_sum_kind, nan.data(), nullptr, nullptr, {1, 1, 3, 0, 2, 0, 0, 0}, 0,
+             computed, l.data());
+  CHECK(mp::isnan(l[0]));
+}
+
 TEST_CASE("A value's error against its truth is in ulps of its type, subnormals included") {
   // 1 + 2^-23 (float32's next after 1) against 1: 1 ulp; against 1 + 2^-24: half an ulp
   CHECK(qkv::reference::truth_ulps(1 + std::ldexp(1.0, -23), truth_real(1), 24, -126) == 1);

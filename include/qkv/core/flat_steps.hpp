@@ -647,12 +647,118 @@ constexpr void padded_divide(const T* a, const T* padding, std::size_t bs, std::
       for (std::size_t i = 0; i < rows; ++i) out[i * cols + j] = -std::numeric_limits<T>::infinity();
 }
 
+// ---- flash attention's statistics and backward, block by block (kinds 46-52: example 16's
+// steps 3, 4 and 8; core/flash_backward.hpp). The backward's loop recomputes, for each block of
+// keys and each live query, P = e^(s - m) / l (or e^(s - L)), dP = dO · v, dS = P (dP - D), the
+// scores' gradient dS / scale, then adds d_score k to dQ, d_score q to dK and P dO to dV, keys
+// and queries ascending, a masked key (-inf) skipped. A page writes that loop as steps: P
+// (flash_weights or logsumexp_weights), dP (a dot), dS (softmax_backward), its scale (divide),
+// then the three sums in the loop's order (flash_over_keys, flash_over_queries): every operation
+// the loop does, in its order, so the bits are the loop's (tests/core/flat_steps_test.cpp) ----
+
+/// kind 46, flash_row_max: C (rows, 1) = m_i, the running maximum of flash attention's online
+/// softmax after its last block (flash_attention_forward's row_max), from the scores A (rows, as)
+/// in blocks of n >= 1 keys: -inf for a fully masked row, NaN for a row with a NaN
+inline constexpr kind flash_row_max_kind = static_cast<kind>(46);
+
+/// kind 47, flash_row_sum: C (rows, 1) = l_i, the running sum e^(s - m) after the last block,
+/// rescaled at each new maximum (flash_attention_forward's row_sum): 0 for a fully masked row
+inline constexpr kind flash_row_sum_kind = static_cast<kind>(47);
+
+/// @brief column `which` (1: m, 3: l) of the online softmax's state after every block of b keys of
+/// each row of the scores (rows, n): online_step without values, as flash_attention_forward runs
+/// online_softmax_step; b >= 1
+template <class T>
+constexpr void flash_statistic(const T* scores, std::size_t rows, std::size_t n, std::size_t b,
+                               std::size_t which, T* out) {
+  for (std::size_t i = 0; i < rows; ++i) {
+    T st[4]{};
+    online_start(st, static_cast<T*>(nullptr), 0);
+    for (std::size_t j0 = 0; j0 < n; j0 += b)
+      online_step(st, static_cast<T*>(nullptr), scores + i * n + j0, n - j0 < b ? n - j0 : b,
+                  static_cast<const T*>(nullptr), 0, 0);
+    out[i] = st[which];
+  }
+}
+
+/// kind 48, flash_weights: C (rows, cols) = P_ij = e^(A(i, j) - m_i) / l_i, the weight flash's
+/// backward recomputes from m = B (rows, 1) and l = C (rows, 1); 0 for a masked key (-inf) and
+/// in a fully masked row (l = 0), which the backward skips
+inline constexpr kind flash_weights_kind = static_cast<kind>(48);
+
+/// kind 49, logsumexp: C (rows, 1) = L_i = m_i + log l_i from m = A and l = B (row_logsumexp,
+/// FlashAttention-2's one number per query); -inf for a fully masked row (l = 0)
+inline constexpr kind logsumexp_kind = static_cast<kind>(49);
+
+/// kind 50, logsumexp_weights: C (rows, cols) = P_ij = e^(A(i, j) - L_i) from L = B (rows, 1), the
+/// weight the logsumexp backward recomputes; 0 for a masked key and in a row with L = -inf
+inline constexpr kind logsumexp_weights_kind = static_cast<kind>(50);
+
+/// @brief P from the scores s (rows, cols) and per row m, l (l null: L = m, P = e^(s - L), 0 where
+/// L = -inf) or m and l (P = e^(s - m) / l, 0 where l = 0); 0 where s = -inf
+template <class T>
+constexpr void flash_weights(const T* s, const T* m, const T* l, std::size_t rows, std::size_t cols, T* out) {
+  const T inf = std::numeric_limits<T>::infinity();
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      const T x = s[i * cols + j];
+      const bool dead = l ? l[i] == T(0) : m[i] == -inf;
+      out[i * cols + j] = dead || x == -inf ? T(0)
+                          : l               ? T(qkv::exp(T(x - m[i])) / l[i])
+                                            : T(qkv::exp(T(x - m[i])));
+    }
+}
+
+/// C(i) = m_i + log l_i, -inf where l_i = 0 (row_logsumexp)
+template <class T>
+constexpr void logsumexp(const T* m, const T* l, std::size_t rows, T* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    out[i] = l[i] == T(0) ? -std::numeric_limits<T>::infinity() : T(m[i] + qkv::log(l[i]));
+}
+
+/// kind 51, flash_over_keys: C (rows, cols) = sum over the keys j = 0 .. n - 1 of A(i, j) B(j, c),
+/// skipping a key whose score S(i, j) is -inf (S = the c operand, A's shape; A has `as` columns, B
+/// `bs`): flash's dQ = sum_j d_score_ij k_j, summed as its loop sums, from the first key it keeps
+/// (0 when it keeps none)
+inline constexpr kind flash_over_keys_kind = static_cast<kind>(51);
+
+/// kind 52, flash_over_queries: C (rows, cols) = sum over the queries i = 0 .. n - 1 of A(i, j)
+/// B(i, c), skipping a query whose score S(i, j) is -inf: flash's dK = sum_i d_score_ij q_i and
+/// dV = sum_i P_ij dO_i, summed as its loop sums
+inline constexpr kind flash_over_queries_kind = static_cast<kind>(52);
+
+/// @brief the loop's sums: over_keys C(r, c) = sum_t A(r, t) B(t, c), else C(r, c) = sum_t A(t, r)
+/// B(t, c), t ascending, t skipped where S (A's layout, `as` columns) is -inf; the first term kept
+/// is the sum's start (flash_backward_loop's first_q / first_kv), 0 when none is kept
+template <class T>
+constexpr void flash_sum(const T* a, std::size_t as, const T* b, std::size_t bs, const T* s, std::size_t rows,
+                         std::size_t cols, std::size_t n, bool over_keys, T* out) {
+  const T inf = std::numeric_limits<T>::infinity();
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) {
+      T acc = T(0);
+      bool started = false;
+      for (std::size_t t = 0; t < n; ++t) {
+        const std::size_t at = over_keys ? r * as + t : t * as + r;
+        if (s[at] == -inf) continue;
+        const T term = a[at] * b[t * bs + c];
+        acc = started ? T(acc + term) : term;
+        started = true;
+      }
+      out[r * cols + c] = acc;
+    }
+}
+
 /// @brief step(), and the kinds numbered 40-59 that are steps in one type (column_sums: a, the
 /// sizes' rows and cols of C and n rows of A; sgd: W in a, G in b, lr in scalar;
 /// cross_entropy_losses: the logits in a, the targets in b, n the logits' columns;
 /// embedding_backward: d_out in a, the ids in b, n their number; embedding: the table in a, the
 /// ids in b, n the table's rows; key_padding_mask: the lengths in a; padded_divide: the scores in
-/// a, the mask in b (bs columns, row br), the added terms in c, the divisor in scalar): the module's
+/// a, the mask in b (bs columns, row br), the added terms in c, the divisor in scalar;
+/// flash_row_max, flash_row_sum: the scores in a (as columns), blocks
+/// of n; flash_weights: the scores in a, m in b, l in c; logsumexp: m in a, l in b;
+/// logsumexp_weights: the scores in a, L in b; flash_over_keys, flash_over_queries: a, b, the
+/// scores in c (a's layout), n terms): the module's
 /// qkv_step_f32 / _f64 and page_recompute call this. Returns 0, or 1 for an unknown kind
 template <class T>
 constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
@@ -683,6 +789,23 @@ constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const un
   }
   if (k == padded_divide_kind) {
     padded_divide(a, b, z.bs, z.br, z.rows, z.cols, scalar, masked, c, out);
+    return 0;
+  }
+  if (k == flash_row_max_kind || k == flash_row_sum_kind) {
+    if (z.n == 0) return 1;
+    flash_statistic(a, z.rows, z.as, z.n, k == flash_row_max_kind ? 1 : 3, out);
+    return 0;
+  }
+  if (k == flash_weights_kind || k == logsumexp_weights_kind) {
+    flash_weights(a, b, k == flash_weights_kind ? c : nullptr, z.rows, z.cols, out);
+    return 0;
+  }
+  if (k == logsumexp_kind) {
+    logsumexp(a, b, z.rows, out);
+    return 0;
+  }
+  if (k == flash_over_keys_kind || k == flash_over_queries_kind) {
+    flash_sum(a, z.as, b, z.bs, c, z.rows, z.cols, z.n, k == flash_over_keys_kind, out);
     return 0;
   }
   return step(k, a, b, c, masked, z, scalar, out);

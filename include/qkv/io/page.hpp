@@ -63,7 +63,10 @@ struct page_how {
       op;  // "" (given), "dot", "matmul", "rowdot", "scale", "softmax", "softmax_backward", "add", "relu",
            // "layernorm", "transpose", "hconcat", "rope",
            // "softmax_naive", "block", "softmax_all", "online_state", "online_p", "online_output",
-           // "online_attention", "round16", "interleave", "deinterleave", "key_padding_mask", ...
+           // "online_attention", "round16", "interleave", "deinterleave", "cast", "colsum", "sgd",
+           // "cross_entropy", "embedding_backward", "embedding", "flash_row_max", "flash_row_sum",
+           // "flash_weights", "logsumexp", "logsumexp_weights", "flash_over_keys", "flash_over_queries",
+           // "key_padding_mask", "padded_divide"
   std::string a, b;    // operand matrix ids (scale: b, when set, the terms added after scaling)
   std::string bias;    // optional bias matrix id (1 x n), added to column j (scale: a key padding mask)
   std::size_t n = 0;   // terms of each sum
@@ -308,6 +311,56 @@ struct page_how {
   static page_how embedding(std::string table, std::string ids) {
     page_how h;
     h.op = "embedding", h.a = std::move(table), h.b = std::move(ids);
+    return h;
+  }
+  /// C(i, 0) = m_i: flash attention's running maximum of row i of the scores after its last block
+  /// of `block` keys (flash_attention_forward's row_max; core/flat_steps.hpp's flash_statistic,
+  /// kind 46)
+  static page_how flash_row_max(std::string scores, std::size_t block) {
+    page_how h;
+    h.op = "flash_row_max", h.a = std::move(scores), h.n = block;
+    return h;
+  }
+  /// C(i, 0) = l_i: flash attention's running sum of e^(s - m) over row i of the scores, block by
+  /// block, rescaled by e^(m_old - m) at each new maximum (flash_attention_forward's row_sum; kind 47)
+  static page_how flash_row_sum(std::string scores, std::size_t block) {
+    page_how h;
+    h.op = "flash_row_sum", h.a = std::move(scores), h.n = block;
+    return h;
+  }
+  /// C(i, j) = e^(S(i, j) - m_i) / l_i: the weight flash's backward recomputes from the kept m and
+  /// l, (rows, 1) each (flash_attention_backward; core/flat_steps.hpp's flash_weights, kind 48);
+  /// 0 for a masked key
+  static page_how flash_weights(std::string scores, std::string row_max, std::string row_sum) {
+    page_how h;
+    h.op = "flash_weights", h.a = std::move(scores), h.b = std::move(row_max), h.bias = std::move(row_sum);
+    return h;
+  }
+  /// C(i, 0) = m_i + log l_i: FlashAttention-2's one number per query (row_logsumexp; kind 49)
+  static page_how logsumexp(std::string row_max, std::string row_sum) {
+    page_how h;
+    h.op = "logsumexp", h.a = std::move(row_max), h.b = std::move(row_sum);
+    return h;
+  }
+  /// C(i, j) = e^(S(i, j) - L_i): the weight the logsumexp backward recomputes from L (rows, 1)
+  /// (flash_attention_backward's second form; kind 50); 0 for a masked key
+  static page_how logsumexp_weights(std::string scores, std::string L) {
+    page_how h;
+    h.op = "logsumexp_weights", h.a = std::move(scores), h.b = std::move(L);
+    return h;
+  }
+  /// C(i, c) = sum over the keys j of A(i, j) B(j, c), a key whose score S(i, j) is -inf skipped,
+  /// as flash's backward loop sums dQ = sum_j d_score_ij k_j (kind 51)
+  static page_how flash_over_keys(std::string a, std::string b, std::string scores) {
+    page_how h;
+    h.op = "flash_over_keys", h.a = std::move(a), h.b = std::move(b), h.bias = std::move(scores);
+    return h;
+  }
+  /// C(j, c) = sum over the queries i of A(i, j) B(i, c), a masked score S(i, j) skipped, as
+  /// flash's backward loop sums dK = sum_i d_score_ij q_i and dV = sum_i P_ij dO_i (kind 52)
+  static page_how flash_over_queries(std::string a, std::string b, std::string scores) {
+    page_how h;
+    h.op = "flash_over_queries", h.a = std::move(a), h.b = std::move(b), h.bias = std::move(scores);
     return h;
   }
 };

@@ -15,7 +15,9 @@
 //               values with attended_context's policy, scale or division with the example's mask,
 //               softmax (of each row, or of the whole matrix), add, relu, LayerNorm, transpose, hconcat, block, RoPE,
 //               row_dot, softmax_backward, flash attention's online softmax block by block, a float32
-//               rounded to bfloat16 or float16), from inputs
+//               rounded to bfloat16 or float16, the kinds 40-59 of flat::extended_step: column
+//               sums, SGD, cross entropy, embeddings, flash attention's m, l, L, recomputed P and
+//               backward sums), from inputs
 //               and steps of its own type, AND whose numbers plan_recompute reproduces here, with
 //               those functions, bit for bit from the page's own inputs: so before any edit the
 //               module gives every cell the example's proven number. Over exact rationals
@@ -308,6 +310,34 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     if (B == nullptr || A->cols != C || B->rows != 1 || B->cols != R)
       return fail("its sizes do not fit its operands");
     s.kind = flat::embedding_kind, s.b = h.b, s.sizes.n = A->rows;
+    return s;
+  }
+  if (h.op == "flash_row_max" || h.op == "flash_row_sum") {  // C (rows, 1) from the scores, blocks of n
+    if (C != 1 || A->rows != R || h.n == 0 || A->cols == 0) return fail("its sizes do not fit its operands");
+    s.kind = h.op == "flash_row_max" ? flat::flash_row_max_kind : flat::flash_row_sum_kind;
+    return s;
+  }
+  if (h.op == "flash_weights" || h.op == "logsumexp_weights") {  // the scores in a, m (or L) in b, l in bias
+    const bool ml = h.op == "flash_weights";
+    if (B == nullptr || (ml && Bias == nullptr) || A->rows != R || A->cols != C || B->rows != R ||
+        B->cols != 1 || (ml && (Bias->rows != R || Bias->cols != 1)))
+      return fail("its sizes do not fit its operands");
+    s.kind = ml ? flat::flash_weights_kind : flat::logsumexp_weights_kind, s.b = h.b, s.c = h.bias;
+    return s;
+  }
+  if (h.op == "logsumexp") {  // C (rows, 1) = m + log l: m in a, l in b
+    if (B == nullptr || C != 1 || A->rows != R || A->cols != 1 || B->rows != R || B->cols != 1)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::logsumexp_kind, s.b = h.b;
+    return s;
+  }
+  if (h.op == "flash_over_keys" || h.op == "flash_over_queries") {  // a, b, the scores (a's shape) in bias
+    const bool keys = h.op == "flash_over_keys";
+    if (B == nullptr || Bias == nullptr || Bias->rows != A->rows || Bias->cols != A->cols || B->cols != C ||
+        (keys ? A->rows != R || B->rows != A->cols : A->cols != R || B->rows != A->rows))
+      return fail("its sizes do not fit its operands");
+    s.kind = keys ? flat::flash_over_keys_kind : flat::flash_over_queries_kind, s.b = h.b, s.c = h.bias;
+    s.sizes.bs = B->cols, s.sizes.n = keys ? A->cols : A->rows;
     return s;
   }
   if (h.op == "sgd") {  // C = W - lr G: W in a, G in b, lr in scale

@@ -305,6 +305,8 @@ function explain(id, i, j) {
       ' (keys from 0; padding where j \u2265 the length)';
     x.sum = j >= len12 ? 1 : 0; return x;
   }
+  if (h.op === 'flash_row_max' || h.op === 'flash_row_sum' || h.op === 'flash_weights' || h.op === 'logsumexp' || h.op === 'logsumexp_weights' ||
+      h.op === 'flash_over_keys' || h.op === 'flash_over_queries') return explainFlash(x, m, h, A, B, i, j);
   if (h.op === 'sgd') {  // one SGD step (flat::sgd): W - lr g, one rounding
     var w8 = get(A, i, j), g8 = get(B, i, j);
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, w8) + ' \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + vt(B, g8) + ' (one rounding: a fused multiply-add, as PyTorch\u2019s SGD)';
@@ -373,6 +375,53 @@ function explainOnline(x, m, h, A, B, i, j) {
   ps.forEach(function (p8, k9) { acc += p8 * get(B, h.br + k9, c8); });
   x.formula = 'o = o_old \u00d7 rescale + \u03a3 e^(s\u2096 \u2212 m) \u00d7 ' + B.caption + '(k, ' + cl(B, c8) + ') over the block\u2019s keys ' + rl(B, h.br) + '.. = ' + full(oOld) + ' \u00d7 ' + full(alpha) + ' + \u2026' + before;
   x.sum = acc; return x;
+}
+
+// flash attention's m, l and L and its backward's recomputed weights and sums (core/flat_steps.hpp's
+// kinds 46-52, example 16): each cell's formula with its operands, its value recomputed in double
+function explainFlash(x, m, h, A, B, i, j) {
+  // a matrix by the name its caption starts with ('m: each query's ...' is m, 'd_context = dO: ...' d_context)
+  var nmOf = function (M0) { return M0.caption.split(/: | = /)[0]; };
+  var nm = function (M0, r, c) { return nmOf(M0) + '(' + rl(M0, r) + ', ' + cl(M0, c) + ')'; };
+  if (h.op === 'flash_row_max' || h.op === 'flash_row_sum') {
+    var row = [], mx = -Infinity;
+    for (var k = 0; k < A.cols; ++k) { var s0 = get(A, i, k); row.push(s0); if (s0 > mx) mx = s0; }
+    var shown = '[' + row.map(function (s1) { return vt(A, s1); }).join(', ') + ']';
+    if (h.op === 'flash_row_max') {
+      x.formula = 'm = the running maximum of row ' + rl(A, i) + ' of ' + nmOf(A) + ' after its last block of ' + h.n + ' keys = max ' + shown;
+      x.sum = mx; return x;
+    }
+    var t = 0; row.forEach(function (s2) { t += s2 === -Infinity ? 0 : Math.exp(s2 - mx); });
+    x.formula = 'l = \u03a3 e^(s \u2212 m) over row ' + rl(A, i) + ' of ' + nmOf(A) + ', ' + h.n + ' keys at a time, l rescaled by e^(m_old \u2212 m) at each new maximum; m = ' + vt(A, mx) + ', s = ' + shown;
+    x.lines.push('The same value as \u03a3 e^(s \u2212 max) at once in exact arithmetic; float rounds each block\u2019s sum and each rescale.');
+    x.sum = mx === -Infinity ? 0 : t; return x;
+  }
+  if (h.op === 'logsumexp') {
+    var m3 = get(A, i, 0), l3 = get(B, i, 0);
+    x.formula = nm(A, i, 0) + ' + log ' + nm(B, i, 0) + ' = ' + vt(A, m3) + ' + log ' + vt(B, l3) + ' = log \u03a3 e^s of the row: FlashAttention-2 keeps this one number per query instead of m and l';
+    x.sum = l3 === 0 ? -Infinity : m3 + Math.log(l3); return x;
+  }
+  if (h.op === 'flash_weights' || h.op === 'logsumexp_weights') {
+    var s4 = get(A, i, j), m4 = get(B, i, 0), L4 = h.op === 'flash_weights' ? M[h.bias] : null, l4 = L4 ? get(L4, i, 0) : 1;
+    if (s4 === -Infinity) { x.formula = 'masked: the score is \u2212\u221e, so its weight is 0 and the loop skips the key'; x.masked = true; x.sum = 0; return x; }
+    x.formula = L4 ? 'e^(' + nm(A, i, j) + ' \u2212 m) / l = e^(' + vt(A, s4) + ' \u2212 ' + vt(B, m4) + ') / ' + vt(L4, l4) + ', m and l the forward kept (' + nmOf(B) + ', ' + nmOf(L4) + ')'
+                   : 'e^(' + nm(A, i, j) + ' \u2212 L) = e^(' + vt(A, s4) + ' \u2212 ' + vt(B, m4) + '), L = ' + nm(B, i, 0) + ': one exp, no division';
+    x.lines.push('The weight flash\u2019s backward recomputes for this query and key when it reaches their block, and drops: no T \u00d7 S matrix is kept (this hidden matrix is the page\u2019s, to show its numbers).');
+    x.sum = Math.exp(s4 - m4) / l4; return x;
+  }
+  // the backward's sums in its loop's order: over the keys (dQ) or over the queries (dK, dV)
+  var keys = h.op === 'flash_over_keys', S5 = M[h.bias], n5 = keys ? A.cols : A.rows, terms = [], skipped = 0;
+  for (var t5 = 0; t5 < n5; ++t5) {
+    var r5 = keys ? i : t5, c5 = keys ? t5 : i;
+    if (get(S5, r5, c5) === -Infinity) { ++skipped; continue; }
+    terms.push([get(A, r5, c5), get(B, t5, j)]);
+  }
+  x.formula = keys ? '\u03a3 over the keys k of ' + nmOf(A) + '(' + rl(A, i) + ', k) \u00d7 ' + nmOf(B) + '(k, ' + cl(B, j) + '), summed as flash\u2019s loop sums it: block by block, keys ascending'
+                   : '\u03a3 over the queries q of ' + nmOf(A) + '(q, ' + cl(A, i) + ') \u00d7 ' + nmOf(B) + '(q, ' + cl(B, j) + '), summed as flash\u2019s loop sums it: each block\u2019s keys against every query, queries ascending';
+  if (skipped) x.lines.push(skipped + ' term' + (skipped > 1 ? 's' : '') + ' skipped: ' + (keys ? 'a key' : 'a query') + ' whose score in ' + nmOf(S5) + ' is \u2212\u221e (masked) sends nothing.');
+  var s6 = 0; terms.forEach(function (p6) { s6 += p6[0] * p6[1]; });
+  x.terms = terms; x.sum = s6; x.A = A; x.B = B;
+  return x;
 }
 
 function explanationNode(x) {

@@ -150,7 +150,78 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
           out[i * C + j] = (a[i * C + j] - mean) * inv * (b ? b[j] : real(1)) + (c ? c[j] : real(0));
       }
       return 0;
+    case flat::kind::online_attention:  // flash's output: the exact softmax of each row of a times b
+      for (std::size_t i = 0; i < R; ++i) {
+        real top = -std::numeric_limits<real>::infinity(), sum = 0;
+        bool nan = false;
+        for (std::size_t j = 0; j < z.as; ++j) {
+          nan = nan || mp::isnan(a[i * z.as + j]);
+          if (a[i * z.as + j] > top) top = a[i * z.as + j];
+        }
+        for (std::size_t c = 0; c < C; ++c) out[i * C + c] = 0;
+        for (std::size_t j = 0; j < z.as; ++j) {
+          const real& x = a[i * z.as + j];
+          if (mp::isinf(x) && x < 0) continue;  // masked: the key adds nothing
+          const real w = mp::exp(x - top);
+          sum += w;
+          for (std::size_t c = 0; c < C; ++c) out[i * C + c] += w * b[j * z.bs + c];
+        }
+        // every key masked: 0, as flash gives; a NaN score: NaN
+        for (std::size_t c = 0; c < C; ++c)
+          out[i * C + c] = nan       ? std::numeric_limits<real>::quiet_NaN()
+                           : sum > 0 ? real(out[i * C + c] / sum)
+                                     : real(0);
+      }
+      return 0;
     default: break;
+  }
+  // kinds 46-52, flash attention's statistics and backward (example 16): m and l of the whole row
+  // (the blocks and rescales are exact here: the same numbers), P = e^(s - m) / l or e^(s - L),
+  // L = m + log l, and the backward's sums, a masked score (-inf) skipped
+  if (k == flat::flash_row_max_kind || k == flat::flash_row_sum_kind) {  // the scores a (R, as)
+    for (std::size_t i = 0; i < R; ++i) {
+      real top = -std::numeric_limits<real>::infinity(), sum = 0;
+      bool nan = false;
+      for (std::size_t j = 0; j < z.as; ++j) {
+        nan = nan || mp::isnan(a[i * z.as + j]);
+        if (a[i * z.as + j] > top) top = a[i * z.as + j];
+      }
+      for (std::size_t j = 0; j < z.as; ++j)
+        if (!(mp::isinf(a[i * z.as + j]) && a[i * z.as + j] < 0)) sum += mp::exp(a[i * z.as + j] - top);
+      out[i] = nan ? std::numeric_limits<real>::quiet_NaN() : k == flat::flash_row_max_kind ? top : sum;
+    }
+    return 0;
+  }
+  if (k == flat::flash_weights_kind || k == flat::logsumexp_weights_kind) {  // a the scores, b m or L, c l
+    const bool ml = k == flat::flash_weights_kind;
+    for (std::size_t i = 0; i < R; ++i)
+      for (std::size_t j = 0; j < C; ++j) {
+        const real& x = a[i * C + j];
+        const bool dead = ml ? c[i] == 0 : (mp::isinf(b[i]) && b[i] < 0);
+        out[i * C + j] = dead || (mp::isinf(x) && x < 0) ? real(0)
+                         : ml                            ? real(mp::exp(x - b[i]) / c[i])
+                                                         : real(mp::exp(x - b[i]));
+      }
+    return 0;
+  }
+  if (k == flat::logsumexp_kind) {  // m + log l, -inf where l = 0
+    for (std::size_t i = 0; i < R; ++i)
+      out[i] = b[i] == 0 ? -std::numeric_limits<real>::infinity() : real(a[i] + mp::log(b[i]));
+    return 0;
+  }
+  if (k == flat::flash_over_keys_kind || k == flat::flash_over_queries_kind) {  // c: the scores, a's layout
+    const bool keys = k == flat::flash_over_keys_kind;
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t col = 0; col < C; ++col) {
+        real sum = 0;
+        for (std::size_t t = 0; t < z.n; ++t) {
+          const std::size_t at = keys ? r * z.as + t : t * z.as + r;
+          if (mp::isinf(c[at]) && c[at] < 0) continue;
+          sum += a[at] * b[t * z.bs + col];
+        }
+        out[r * C + col] = sum;
+      }
+    return 0;
   }
   // kinds 40-45, 53, 54 (flat_steps.hpp's extended_step): sizes as extended_step reads them; an id that is
   // not an integer in range has no truth (the step itself fails on it)
@@ -222,7 +293,8 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
     }
     return 0;
   }
-  return 1;  // RoPE, the online softmax's blocks, the 16-bit roundings (and a kind this file does not know)
+  return 1;  // RoPE, the online softmax's blocks (but the whole of flash's output), the 16-bit
+             // roundings (and a kind this file does not know)
 }
 
 /// (value - truth) / ulp(truth) in the type of `digits` significand bits (24: float32, 53:
