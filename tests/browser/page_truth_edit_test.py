@@ -52,7 +52,7 @@ PAGES = [
     'encoder_layer',   # biases, the residual sums, relu, LayerNorm
     'from_scratch',    # the division by float32(sqrt(24)), blocks, concatenations
     'flash_backward',  # the softmax's backward: D, dS
-    'one_training_step',  # embeddings and their backward, cross entropy, column sums, SGD
+    'one_training_step',  # embeddings and their backward, cross entropy, column sums, SGD, AdamW
 ]
 
 
@@ -134,6 +134,10 @@ def oracle(kind, a, b, c, z, scalar, computed):
         for t in range(N):
             for j in range(C):
                 out[int(b[t]) * C + j] += a[t * C + j]
+    elif kind == 57:  # AdamW's first step: w decay + step_size m / (sqrt(v) / sqrt(bc2) + eps)
+        for q in range(R * C):
+            m, v = c[2] * b[q], c[4] * b[q] * b[q]
+            out[q] = a[q] * c[0] + c[5] * m / (v.sqrt() / c[6] + c[7])
     else:
         return None
     return out

@@ -285,6 +285,13 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     s.kind = flat::sgd_kind, s.b = h.b, s.scalar = h.scale;
     return s;
   }
+  if (h.op == "adamw") {  // C = W after AdamW's first step: W in a, G in b, the scalars (1, 8) in c
+    if (B == nullptr || Bias == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C ||
+        Bias->rows != 1 || Bias->cols != 8)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::adamw_kind, s.b = h.b, s.c = h.bias;
+    return s;
+  }
   if (h.op == "cast") {  // another type (flat::cast): which pairs plan_recompute checks
     if (A->rows != R || A->cols != C) return fail("its sizes do not fit its operands");
     s.kind = flat::cast_kind;
