@@ -692,9 +692,12 @@ void page(Page& p) {
   p.with_truth();
   p.step(1);
   p.matrix("x", x).rows(in3);
-  p.matrix("keys", keys).rows(k3);
-  p.matrix("querys", querys).rows(q3);
-  p.matrix("values", values).rows(Page::labels("v", 3));
+  p.matrix("w_key", w_key).caption("w_key: (in, out), keys = x @ w_key");
+  p.matrix("w_query", w_query).caption("w_query");
+  p.matrix("w_value", w_value).caption("w_value");
+  p.matrix("keys", keys).rows(k3).how(how::matmul("x", "w_key", 4));
+  p.matrix("querys", querys).rows(q3).how(how::matmul("x", "w_query", 4));
+  p.matrix("values", values).rows(Page::labels("v", 3)).how(how::matmul("x", "w_value", 4));
   p.matrix("weights", softmax_rounded).rows(q3).cols(k3);
   p.step(2);
   p.matrix("d_context", ones).rows(q3);
@@ -714,7 +717,18 @@ void page(Page& p) {
   p.matrix("d_w_query", gw.d_w_query).how(how::matmul("x.T", "d_querys", 3));
   p.matrix("d_w_key", gw.d_w_key).how(how::matmul("x.T", "d_keys", 3));
   p.matrix("d_w_value", gw.d_w_value).how(how::matmul("x.T", "d_values", 3));
-  p.matrix("d_x", gw.d_x).rows(in3).derived();
+  // d_x = dQ w_queryᵀ + dK w_keyᵀ + dV w_valueᵀ: project_backward's d_x per projection, summed
+  // as self_attention_backward sums them (hidden steps; exact, so any order is the same fraction)
+  const auto dq_w = qkv::matrix_product(g.d_queries, qkv::transposed(w_query));
+  const auto dk_w = qkv::matrix_product(g.d_keys, qkv::transposed(w_key));
+  p.matrix("d_querys w_query.T", dq_w).rows(in3).hidden().how(how::dot("d_querys", "w_query", 3));
+  p.matrix("d_keys w_key.T", dk_w).rows(in3).hidden().how(how::dot("d_keys", "w_key", 3));
+  p.matrix("d_values w_value.T", qkv::matrix_product(g.d_values, qkv::transposed(w_value))).rows(in3).hidden()
+      .how(how::dot("d_values", "w_value", 3));
+  p.matrix("d_querys w_query.T + d_keys w_key.T", dq_w + dk_w).rows(in3).hidden()
+      .how(how::add("d_querys w_query.T", "d_keys w_key.T"));
+  p.matrix("d_x", gw.d_x).rows(in3).caption("d_x = d_querys w_queryᵀ + d_keys w_keyᵀ + d_values w_valueᵀ")
+      .how(how::add("d_querys w_query.T + d_keys w_key.T", "d_values w_value.T"));
   p.step(7);
   p.matrix("dO", dO).rows(q3);
   // the same steps from the drawn dO (an input of the page: a draw, not a function of the others)
@@ -728,25 +742,46 @@ void page(Page& p) {
       .how(how::matmul("d_scores (drawn dO)", "keys", 3));
   p.matrix("d_w_query (drawn dO)", gd.d_w_query).how(how::matmul("x.T", "d_querys (drawn dO)", 3));
   p.step(8);
-  p.matrix("d_querys (true softmax, float32)", sum32.attention.d_queries).rows(q3).derived();
-  p.matrix("d_querys (true softmax, double)", sum64.attention.d_queries).rows(q3).derived();
+  p.matrix("d_querys (true softmax, float32)", sum32.attention.d_queries).rows(q3)
+      .derived_because(
+          "the float32 run: x and the weights converted to float32, the true softmax of the scores (e^s), then "
+          "self_attention_backward; this page's inputs are exact rationals and the module has no step from a "
+          "rational to a float (its casts go from a float), so it keeps the example's numbers");
+  p.matrix("d_querys (true softmax, double)", sum64.attention.d_queries).rows(q3)
+      .derived_because(
+          "the double run: x and the weights converted to double, the true softmax of the scores (e^s), then "
+          "self_attention_backward; this page's inputs are exact rationals and the module has no step from a "
+          "rational to a float (its casts go from a float), so it keeps the example's numbers");
   p.step(9);
-  p.matrix("d_scaled_scores (double)", sum64.attention.d_scaled_scores).rows(q3).cols(k3).derived();
+  p.matrix("d_scaled_scores (double)", sum64.attention.d_scaled_scores).rows(q3).cols(k3)
+      .derived_because("step 8's double run (the true softmax in double, from x and the weights converted to "
+                       "double): the module has no step from this page's exact rationals to a float");
   p.step(10);
-  p.matrix("W_q.weight.grad", module::sum32.d_w_query).derived();
-  p.matrix("W_k.weight.grad", module::sum32.d_w_key).derived();
-  p.matrix("W_v.weight.grad", module::sum32.d_w_value).derived();
+  const std::string module_why =
+      "tutorial 004's module (example 05): its inputs, the encodings and three nn.Linear(2, 2) weights drawn after "
+      "torch.manual_seed(42), and its float32 forward and backward are not on this page";
+  const std::string step_why =
+      "W - 0.1 g in one rounding (an fma, as kind 42 computes it), but W (tutorial 004's drawn weight) is not on "
+      "this page and g (its gradient for the MSE loss, above) is not recomputed";
+  const std::string why002 =
+      "tutorial 002's single query (its X and weights, the tutorial's printed values in float32) and its float32 "
+      "forward and backward are not on this page";
+  p.matrix("W_q.weight.grad", module::sum32.d_w_query).derived_because(module_why);
+  p.matrix("W_k.weight.grad", module::sum32.d_w_key).derived_because(module_why);
+  p.matrix("W_v.weight.grad", module::sum32.d_w_value).derived_because(module_why);
   p.step(11);
-  p.matrix("d_output (MSE)", step::d_output<float>).derived();
-  p.matrix("W_q.weight.grad (MSE)", step::grads<float>.d_w_query).derived();
+  p.matrix("d_output (MSE)", step::d_output<float>)
+      .derived_because("fl(fl(output - target) float(2/6)) from tutorial 004's module output, which is not on "
+                       "this page (its inputs and forward are not: step 10)");
+  p.matrix("W_q.weight.grad (MSE)", step::grads<float>.d_w_query).derived_because(module_why);
   p.step(12);
-  p.matrix("W_q.weight after the step", step::W_q<float>).derived();
-  p.matrix("W_k.weight after the step", step::W_k<float>).derived();
-  p.matrix("W_v.weight after the step", step::W_v<float>).derived();
+  p.matrix("W_q.weight after the step", step::W_q<float>).derived_because(step_why);
+  p.matrix("W_k.weight after the step", step::W_k<float>).derived_because(step_why);
+  p.matrix("W_v.weight after the step", step::W_v<float>).derived_because(step_why);
   p.step(13);
-  p.matrix("d_W_q (002, output.sum())", math002::sum32.d_W_q).derived();
-  p.matrix("d_W_k (002, output.sum())", math002::sum32.d_W_k).derived();
-  p.matrix("d_W_v (002, output.sum())", math002::sum32.d_W_v).derived();
+  p.matrix("d_W_q (002, output.sum())", math002::sum32.d_W_q).derived_because(why002);
+  p.matrix("d_W_k (002, output.sum())", math002::sum32.d_W_k).derived_because(why002);
+  p.matrix("d_W_v (002, output.sum())", math002::sum32.d_W_v).derived_because(why002);
 }
 
 }  // namespace qkv::examples::how_attention_learns

@@ -67,26 +67,26 @@ STALE = {
     'positional_encoding': set(),
     # flash's blocks and output are the online softmax's steps; its bound is a check, not a step
     'flash': {'bound'},
-    # chapter three and four: the materialised backward is recomputed; flash's blocks, PyTorch's
-    # numbers, the loss, the embedding's backward and AdamW are not
+    # chapter three and four: the materialised backward is recomputed; flash's blocks and PyTorch's
+    # numbers are not
     'flash_backward': {'flash.row_max', 'flash.row_sum', 'flash.context', 'flash_grads.d_row', 'flash_grads.d_values',
                        'flash_grads.d_queries', 'flash_grads.d_keys', 'PyTorch float64 d_queries', 'flash_w_query', 'L',
                        'lse_grads.d_queries'},
     # 17: tok[ids] (the embedding), its losses (cross entropy), d_b_head (column sums), d_x, d_tok
-    # (the embedding's backward), d_pos, the SGD steps and the forward after them are
-    # recomputed; AdamW's step is not
-    'one_training_step': {'W_q after AdamW'},
+    # (the embedding's backward), d_pos, the SGD steps and the forward after them, and W_q after
+    # AdamW (kind 57, from its scalars, an input of the page) are recomputed
+    'one_training_step': set(),
     # summarised: query, key and value are its inputs (W_q, W_k, W_v are not on the page); the
     # output projection's W_o is not either
     'bert': {'output'},
 }
 # the exact pages (E.exact "q64": every step over qkv::exact::rational<long long> in the module)
 # and the matrices each does not recompute: 15's later parts, float numbers the example computes
-# outside the page's steps (the true softmax, the modules, the training step), and d_x (from
-# w_query, w_key, w_value, which are not on the page); the drawn dO's steps are recomputed
+# outside the page's steps (the true softmax, the modules, the training step); keys, querys,
+# values (x @ w, the weights inputs of the page), d_x and the drawn dO's steps are recomputed
 EXACT = {
     'illustrated_exact': set(),
-    'how_attention_learns': {'d_x', 'd_querys (true softmax, float32)',
+    'how_attention_learns': {'d_querys (true softmax, float32)',
                              'd_querys (true softmax, double)', 'd_scaled_scores (double)', 'W_q.weight.grad',
                              'W_k.weight.grad', 'W_v.weight.grad', 'd_output (MSE)', 'W_q.weight.grad (MSE)',
                              'W_q.weight after the step', 'W_k.weight after the step', 'W_v.weight after the step',
