@@ -810,8 +810,8 @@ void page(Page& p) {
   // AdamW's options are Python doubles; the step hands its kernels 8 float32 scalars made from
   // them (adamw_step_scalars): the page's input, which a learner may edit
   const auto sc = qkv::adamw_step_scalars<float>({.lr = 0.01}, 1);
-  p.matrix("AdamW's scalars", matrix<float, 1, 8>{{sc.decay, sc.beta1, sc.alpha1, sc.beta2, sc.value2, sc.step_size,
-                                                  sc.bc2_sqrt, sc.eps}})
+  p.matrix("AdamW's scalars", matrix<float, 1, 8>{{{sc.decay, sc.beta1, sc.alpha1, sc.beta2, sc.value2, sc.step_size,
+                                                  sc.bc2_sqrt, sc.eps}}})
       .cols({"1 - lr wd", "beta1", "1 - beta1", "beta2", "1 - beta2", "-lr / bc1", "sqrt(bc2)", "eps"})
       .caption("AdamW's scalars on step 1 (lr 0.01, betas 0.9, 0.999, eps 1e-8, weight_decay 0.01), in float32");
   p.matrix("W_q after AdamW", adamw_stepped<float>.W_q).caption("W_q 0.9999 - 0.01 g / (|g| + 1e-8)")
