@@ -17,6 +17,7 @@
 // within derived bounds (core/backward_bounds.hpp), and why PyTorch's own float32 dQ is up to 994
 // ulps from the truth: cancellation in dP - D. Then tutorial 004's module, both upstream gradients,
 // and one training step of it (MSE, SGD); last, tutorial 002's single query.
+#include <array>
 #include <cstdint>
 #include <iostream>
 #include <sstream>
@@ -757,27 +758,72 @@ void page(Page& p) {
       .derived_because("step 8's double run (the true softmax in double, from x and the weights converted to "
                        "double): the module has no step from this page's exact rationals to a float");
   p.step(10);
-  const std::string module_why =
-      "tutorial 004's module (example 05): its inputs, the encodings and three nn.Linear(2, 2) weights drawn after "
-      "torch.manual_seed(42), and its float32 forward and backward are not on this page";
-  const std::string step_why =
-      "W - 0.1 g in one rounding (an fma, as kind 42 computes it), but W (tutorial 004's drawn weight) is not on "
-      "this page and g (its gradient for the MSE loss, above) is not recomputed";
+  // tutorial 004's module in float32: its inputs on the page, its forward and both backwards as
+  // hidden steps (the core's: dot for x Wᵀ, the division by float(sqrt(2)), the softmax, the
+  // weights times the values; dP, D, dS, d_scores, dQ, dK, dV, then d_w = dYᵀ x)
+  const auto& f4 = module::forward<float>;
+  const double sqrt2 = double(qkv::sqrt(2.0f));
+  p.matrix("encodings (004)", module::encodings_matrix).rows(in3).caption("tutorial 004's encodings_matrix");
+  p.matrix("W_q (004)", module::w.W_q).caption("W_q: nn.Linear(2, 2, bias=False) after torch.manual_seed(42)");
+  p.matrix("W_k (004)", module::w.W_k).caption("W_k");
+  p.matrix("W_v (004)", module::w.W_v).caption("W_v");
+  p.matrix("dO (004)", qkv::filled<float, 3, 2>(1.0f)).rows(q3).caption("dO: all ones (output.sum())");
+  p.matrix("q (004)", f4.queries).rows(q3).hidden().how(how::dot("encodings (004)", "W_q (004)", 2));
+  p.matrix("k (004)", f4.keys).rows(k3).hidden().how(how::dot("encodings (004)", "W_k (004)", 2));
+  p.matrix("v (004)", f4.values).rows(k3).hidden().how(how::dot("encodings (004)", "W_v (004)", 2));
+  p.matrix("scores (004)", f4.scores).rows(q3).cols(k3).hidden().how(how::dot("q (004)", "k (004)", 2));
+  p.matrix("scaled (004)", f4.scaled_scores).rows(q3).cols(k3).hidden()
+      .how(how::divided("scores (004)", sqrt2, "sqrt(2) in float32, as the module divides"));
+  p.matrix("weights (004)", f4.weights).rows(q3).cols(k3).hidden().how(how::softmax("scaled (004)"));
+  p.matrix("output (004)", f4.context).rows(q3).hidden().how(how::matmul("weights (004)", "v (004)", 3));
+  p.matrix("weights.T (004)", qkv::transposed(f4.weights)).rows(k3).cols(q3).hidden()
+      .how(how::transposed("weights (004)"));
+  // one backward from the upstream dO `up` (its gradients r): the ids end in `tag`
+  const auto backward = [&](const auto& r, const std::string& up, const std::string& tag,
+                            const std::array<std::string, 3>& shown) {
+    const auto& a = r.attention;
+    p.matrix("dP" + tag, a.d_weights).rows(q3).cols(k3).hidden().how(how::dot(up, "v (004)", 2));
+    p.matrix("D" + tag, qkv::row_dots(a.d_weights, f4.weights)).rows(q3).hidden()
+        .how(how::row_dot("dP" + tag, "weights (004)", 3));
+    p.matrix("dS" + tag, a.d_scaled_scores).rows(q3).cols(k3).hidden()
+        .how(how::softmax_backward("weights (004)", "dP" + tag, "D" + tag));
+    p.matrix("d_scores" + tag, a.d_scores).rows(q3).cols(k3).hidden()
+        .how(how::divided("dS" + tag, sqrt2, "sqrt(2) in float32, as DivBackward0 divides"));
+    p.matrix("d_scores.T" + tag, qkv::transposed(a.d_scores)).rows(k3).cols(q3).hidden()
+        .how(how::transposed("d_scores" + tag));
+    p.matrix("dQ" + tag, a.d_queries).rows(q3).hidden().how(how::matmul("d_scores" + tag, "k (004)", 3));
+    p.matrix("dK" + tag, a.d_keys).rows(k3).hidden().how(how::matmul("d_scores.T" + tag, "q (004)", 3));
+    p.matrix("dV" + tag, a.d_values).rows(k3).hidden().how(how::matmul("weights.T (004)", up, 3));
+    p.matrix("dQ.T" + tag, qkv::transposed(a.d_queries)).cols(q3).hidden().how(how::transposed("dQ" + tag));
+    p.matrix("dK.T" + tag, qkv::transposed(a.d_keys)).cols(k3).hidden().how(how::transposed("dK" + tag));
+    p.matrix("dV.T" + tag, qkv::transposed(a.d_values)).cols(k3).hidden().how(how::transposed("dV" + tag));
+    auto d_w = [&](const std::string& id, const auto& m, const std::string& dyt, bool hide) {
+      auto ref = p.matrix(id, m);
+      ref.how(how::matmul(dyt, "encodings (004)", 3));
+      if (hide) ref.hidden();
+    };
+    d_w(shown[0], r.d_w_query, "dQ.T" + tag, false);
+    d_w(shown[1], r.d_w_key, "dK.T" + tag, tag != " (004)");
+    d_w(shown[2], r.d_w_value, "dV.T" + tag, tag != " (004)");
+  };
+  backward(module::sum32, "dO (004)", " (004)", {"W_q.weight.grad", "W_k.weight.grad", "W_v.weight.grad"});
+  p.step(11);
+  matrix<float, 3, 2> minus_target{};
+  for (std::size_t k = 0; k < 6; ++k) minus_target.v[k] = -step::target.v[k];
+  p.matrix("-target (004)", minus_target).rows(q3).hidden();
+  p.matrix("output - target (004)", f4.context - step::target).rows(q3).hidden()
+      .how(how::add("output (004)", "-target (004)"));
+  p.matrix("d_output (MSE)", step::d_output<float>)
+      .how(how::scaled("output - target (004)", double(float(2.0 / 6)), "float(2/6): MseLossBackward0's 2 / 6"));
+  backward(step::grads<float>, "d_output (MSE)", " (MSE)",
+           {"W_q.weight.grad (MSE)", "W_k.weight.grad (MSE)", "W_v.weight.grad (MSE)"});
+  p.step(12);
+  p.matrix("W_q.weight after the step", step::W_q<float>).how(how::sgd("W_q (004)", "W_q.weight.grad (MSE)", 0.1f));
+  p.matrix("W_k.weight after the step", step::W_k<float>).how(how::sgd("W_k (004)", "W_k.weight.grad (MSE)", 0.1f));
+  p.matrix("W_v.weight after the step", step::W_v<float>).how(how::sgd("W_v (004)", "W_v.weight.grad (MSE)", 0.1f));
   const std::string why002 =
       "tutorial 002's single query (its X and weights, the tutorial's printed values in float32) and its float32 "
       "forward and backward are not on this page";
-  p.matrix("W_q.weight.grad", module::sum32.d_w_query).derived_because(module_why);
-  p.matrix("W_k.weight.grad", module::sum32.d_w_key).derived_because(module_why);
-  p.matrix("W_v.weight.grad", module::sum32.d_w_value).derived_because(module_why);
-  p.step(11);
-  p.matrix("d_output (MSE)", step::d_output<float>)
-      .derived_because("fl(fl(output - target) float(2/6)) from tutorial 004's module output, which is not on "
-                       "this page (its inputs and forward are not: step 10)");
-  p.matrix("W_q.weight.grad (MSE)", step::grads<float>.d_w_query).derived_because(module_why);
-  p.step(12);
-  p.matrix("W_q.weight after the step", step::W_q<float>).derived_because(step_why);
-  p.matrix("W_k.weight after the step", step::W_k<float>).derived_because(step_why);
-  p.matrix("W_v.weight after the step", step::W_v<float>).derived_because(step_why);
   p.step(13);
   p.matrix("d_W_q (002, output.sum())", math002::sum32.d_W_q).derived_because(why002);
   p.matrix("d_W_k (002, output.sum())", math002::sum32.d_W_k).derived_because(why002);
