@@ -22,6 +22,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/attention_backward.hpp>
@@ -743,20 +744,34 @@ void page(Page& p) {
       .how(how::matmul("d_scores (drawn dO)", "keys", 3));
   p.matrix("d_w_query (drawn dO)", gd.d_w_query).how(how::matmul("x.T", "d_querys (drawn dO)", 3));
   p.step(8);
-  p.matrix("d_querys (true softmax, float32)", sum32.attention.d_queries).rows(q3)
-      .derived_because(
-          "the float32 run: x and the weights converted to float32, the true softmax of the scores (e^s), then "
-          "self_attention_backward; this page's inputs are exact rationals and the module has no step from a "
-          "rational to a float (its casts go from a float), so it keeps the example's numbers");
-  p.matrix("d_querys (true softmax, double)", sum64.attention.d_queries).rows(q3)
-      .derived_because(
-          "the double run: x and the weights converted to double, the true softmax of the scores (e^s), then "
-          "self_attention_backward; this page's inputs are exact rationals and the module has no step from a "
-          "rational to a float (its casts go from a float), so it keeps the example's numbers");
+  // the true softmax in float32 and in double: x, the weights and dO converted from the page's
+  // rationals to the nearest float (matrix_cast, a cast step), then the forward and the backward's
+  // steps in that type (hidden; no scaling, so d_scores = dS)
+  const auto in_float = [&](const auto& fwd, const auto& grads, const std::string& tag, const std::string& dq) {
+    using F = std::remove_cvref_t<decltype(fwd.weights(0, 0))>;
+    p.matrix("x" + tag, qkv::matrix_cast<F>(x)).rows(in3).hidden().how(how::cast("x"));
+    p.matrix("w_key" + tag, qkv::matrix_cast<F>(w_key)).hidden().how(how::cast("w_key"));
+    p.matrix("w_query" + tag, qkv::matrix_cast<F>(w_query)).hidden().how(how::cast("w_query"));
+    p.matrix("w_value" + tag, qkv::matrix_cast<F>(w_value)).hidden().how(how::cast("w_value"));
+    p.matrix("dO = ones" + tag, qkv::matrix_cast<F>(ones)).rows(q3).hidden().how(how::cast("d_context"));
+    p.matrix("keys" + tag, fwd.keys).rows(k3).hidden().how(how::matmul("x" + tag, "w_key" + tag, 4));
+    p.matrix("querys" + tag, fwd.queries).rows(q3).hidden().how(how::matmul("x" + tag, "w_query" + tag, 4));
+    p.matrix("values" + tag, fwd.values).rows(k3).hidden().how(how::matmul("x" + tag, "w_value" + tag, 4));
+    p.matrix("scores" + tag, fwd.scores).rows(q3).cols(k3).hidden().how(how::dot("querys" + tag, "keys" + tag, 3));
+    p.matrix("weights" + tag, fwd.weights).rows(q3).cols(k3).hidden().how(how::softmax("scores" + tag));
+    const auto& a = grads.attention;
+    p.matrix("dP" + tag, a.d_weights).rows(q3).cols(k3).hidden().how(how::dot("dO = ones" + tag, "values" + tag, 3));
+    p.matrix("D" + tag, qkv::row_dots(a.d_weights, fwd.weights)).rows(q3).hidden()
+        .how(how::row_dot("dP" + tag, "weights" + tag, 3));
+    p.matrix("dS" + tag, a.d_scaled_scores).rows(q3).cols(k3).hidden()
+        .how(how::softmax_backward("weights" + tag, "dP" + tag, "D" + tag));
+    p.matrix(dq, a.d_queries).rows(q3).how(how::matmul("dS" + tag, "keys" + tag, 3));
+  };
+  in_float(forward_in<float>, sum32, " (float32)", "d_querys (true softmax, float32)");
+  in_float(forward_in<double>, sum64, " (double)", "d_querys (true softmax, double)");
   p.step(9);
   p.matrix("d_scaled_scores (double)", sum64.attention.d_scaled_scores).rows(q3).cols(k3)
-      .derived_because("step 8's double run (the true softmax in double, from x and the weights converted to "
-                       "double): the module has no step from this page's exact rationals to a float");
+      .how(how::softmax_backward("weights (double)", "dP (double)", "D (double)"));
   p.step(10);
   // tutorial 004's module in float32: its inputs on the page, its forward and both backwards as
   // hidden steps (the core's: dot for x Wᵀ, the division by float(sqrt(2)), the softmax, the
@@ -821,13 +836,41 @@ void page(Page& p) {
   p.matrix("W_q.weight after the step", step::W_q<float>).how(how::sgd("W_q (004)", "W_q.weight.grad (MSE)", 0.1f));
   p.matrix("W_k.weight after the step", step::W_k<float>).how(how::sgd("W_k (004)", "W_k.weight.grad (MSE)", 0.1f));
   p.matrix("W_v.weight after the step", step::W_v<float>).how(how::sgd("W_v (004)", "W_v.weight.grad (MSE)", 0.1f));
-  const std::string why002 =
-      "tutorial 002's single query (its X and weights, the tutorial's printed values in float32) and its float32 "
-      "forward and backward are not on this page";
   p.step(13);
-  p.matrix("d_W_q (002, output.sum())", math002::sum32.d_W_q).derived_because(why002);
-  p.matrix("d_W_k (002, output.sum())", math002::sum32.d_W_k).derived_because(why002);
-  p.matrix("d_W_v (002, output.sum())", math002::sum32.d_W_v).derived_because(why002);
+  // tutorial 002's single query in float32: its X, weights and dO (all ones) on the page, the
+  // forward (x_2 = row 2 of X; q = x_2 W_qᵀ, k, v = X Wᵀ, unscaled scores, the softmax) and the
+  // backward (dP, D, dS = d_scores, dQ, dK, dV, d_W = dYᵀ x) as hidden steps
+  namespace m2 = math002;
+  const auto& f2 = m2::forward;
+  const auto a2 = qkv::attention_backward(f2, qkv::filled<float, 1, 4>(1.0f), m2::unscaled);
+  const auto x4 = Page::labels("x", 4);
+  p.matrix("X (002)", m2::X).rows(x4).caption("tutorial 002's X (the printed values, float32)");
+  p.matrix("W_q (002)", m2::W_q).caption("W_q (002): (out, in)");
+  p.matrix("W_k (002)", m2::W_k).caption("W_k (002)");
+  p.matrix("W_v (002)", m2::W_v).caption("W_v (002)");
+  p.matrix("dO (002)", qkv::filled<float, 1, 4>(1.0f)).caption("dO: all ones (y_2.sum())");
+  p.matrix("x_2 (002)", m2::x_2).hidden().how(how::block("X (002)", 1));
+  p.matrix("q_2 (002)", f2.queries).hidden().how(how::dot("x_2 (002)", "W_q (002)", 4));
+  p.matrix("keys (002)", f2.keys).rows(x4).hidden().how(how::dot("X (002)", "W_k (002)", 4));
+  p.matrix("values (002)", f2.values).rows(x4).hidden().how(how::dot("X (002)", "W_v (002)", 4));
+  p.matrix("scores (002)", f2.scores).cols(x4).hidden().how(how::dot("q_2 (002)", "keys (002)", 4));
+  p.matrix("weights (002)", f2.weights).cols(x4).hidden().how(how::softmax("scores (002)"));
+  p.matrix("dP (002)", a2.d_weights).cols(x4).hidden().how(how::dot("dO (002)", "values (002)", 4));
+  p.matrix("D (002)", qkv::row_dots(a2.d_weights, f2.weights)).hidden()
+      .how(how::row_dot("dP (002)", "weights (002)", 4));
+  p.matrix("dS (002)", a2.d_scaled_scores).cols(x4).hidden()
+      .how(how::softmax_backward("weights (002)", "dP (002)", "D (002)"));
+  p.matrix("dS.T (002)", qkv::transposed(a2.d_scaled_scores)).rows(x4).hidden().how(how::transposed("dS (002)"));
+  p.matrix("weights.T (002)", qkv::transposed(f2.weights)).rows(x4).hidden().how(how::transposed("weights (002)"));
+  p.matrix("dQ (002)", a2.d_queries).hidden().how(how::matmul("dS (002)", "keys (002)", 4));
+  p.matrix("dK (002)", a2.d_keys).rows(x4).hidden().how(how::matmul("dS.T (002)", "q_2 (002)", 1));
+  p.matrix("dV (002)", a2.d_values).rows(x4).hidden().how(how::matmul("weights.T (002)", "dO (002)", 1));
+  p.matrix("dQ.T (002)", qkv::transposed(a2.d_queries)).hidden().how(how::transposed("dQ (002)"));
+  p.matrix("dK.T (002)", qkv::transposed(a2.d_keys)).cols(x4).hidden().how(how::transposed("dK (002)"));
+  p.matrix("dV.T (002)", qkv::transposed(a2.d_values)).cols(x4).hidden().how(how::transposed("dV (002)"));
+  p.matrix("d_W_q (002, output.sum())", m2::sum32.d_W_q).how(how::matmul("dQ.T (002)", "x_2 (002)", 1));
+  p.matrix("d_W_k (002, output.sum())", m2::sum32.d_W_k).how(how::matmul("dK.T (002)", "X (002)", 4));
+  p.matrix("d_W_v (002, output.sum())", m2::sum32.d_W_v).how(how::matmul("dV.T (002)", "X (002)", 4));
 }
 
 }  // namespace qkv::examples::how_attention_learns

@@ -139,6 +139,27 @@ TEST_CASE("a page with float and exact steps recomputes both, each in its own ty
   CHECK(plan.stale.empty());
 }
 
+TEST_CASE("an exact matrix cast to float32 or double is the nearest float, as matrix_cast converts") {
+  // 15's true softmax runs start from the page's rationals: 1/3 is 11184811 / 2^25 in float32
+  // (0.3333333432674407958984375, the nearer of its two neighbours: 1/3 - 11184810/2^25 = 2^-25/3
+  // against 2 2^-25/3) and 0x1.5555555555555p-2 in double; 1/10 is 0.1f and 0.1
+  using q = qkv::exact::rational<long long>;
+  page p("exact to float");
+  p.with_truth();
+  p.matrix("ex", qkv::matrix<q, 1, 2>{{{q(1, 3), q(1, 10)}}});
+  p.matrix("f32", qkv::matrix<float, 1, 2>{{{0x1.555556p-2f, 0.1f}}}).how(how::cast("ex"));
+  p.matrix("f64", qkv::matrix<double, 1, 2>{{{0x1.5555555555555p-2, 0.1}}}).how(how::cast("ex"));
+  p.matrix("f32 wrong", qkv::matrix<float, 1, 2>{{{0x1.555554p-2f, 0.1f}}}).how(how::cast("ex"));
+  const auto plan = qkv::io::plan_recompute(p);
+  REQUIRE(plan.steps.size() == 2);
+  CHECK(plan.steps[0].id == "f32");
+  CHECK(plan.steps[0].kind == qkv::flat::cast_kind);
+  CHECK(plan.steps[1].id == "f64");
+  REQUIRE(plan.stale.size() == 1);
+  CHECK(plan.stale[0].first == "f32 wrong");
+  CHECK(static_cast<float>(q(1, 3)) == 0x1.555556p-2f);
+}
+
 namespace {
 
 // a summarised page in small: 3 x 1 numbers in all before it summarises, and a dimension above 2

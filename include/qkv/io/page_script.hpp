@@ -314,7 +314,8 @@ function explain(id, i, j) {
   }
   if (h.op === 'cast') {  // another type (flat::cast): float32 -> double exactly, a float -> its exact rational
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, get(A, i, j)) + ' (' + A.dtype + ') as ' + (m.dtype === 'exact' ? 'an exact rational: the float\u2019s exact value' :
-      A.dtype === 'float64' && m.dtype === 'float32' ? 'float32, rounded to the nearest float32' : m.dtype + ', exactly');
+      A.dtype === 'float64' && m.dtype === 'float32' ? 'float32, rounded to the nearest float32' :
+      A.dtype === 'exact' ? m.dtype + ', rounded to the nearest (ties to even)' : m.dtype + ', exactly');
     x.sum = get(A, i, j); return x;
   }
   if (h.op === 'relu') {
