@@ -17,10 +17,12 @@
 // within derived bounds (core/backward_bounds.hpp), and why PyTorch's own float32 dQ is up to 994
 // ulps from the truth: cancellation in dP - D. Then tutorial 004's module, both upstream gradients,
 // and one training step of it (MSE, SGD); last, tutorial 002's single query.
+#include <array>
 #include <cstdint>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include <qkv/core/attention.hpp>
 #include <qkv/core/attention_backward.hpp>
@@ -692,9 +694,12 @@ void page(Page& p) {
   p.with_truth();
   p.step(1);
   p.matrix("x", x).rows(in3);
-  p.matrix("keys", keys).rows(k3);
-  p.matrix("querys", querys).rows(q3);
-  p.matrix("values", values).rows(Page::labels("v", 3));
+  p.matrix("w_key", w_key).caption("w_key: (in, out), keys = x @ w_key");
+  p.matrix("w_query", w_query).caption("w_query");
+  p.matrix("w_value", w_value).caption("w_value");
+  p.matrix("keys", keys).rows(k3).how(how::matmul("x", "w_key", 4));
+  p.matrix("querys", querys).rows(q3).how(how::matmul("x", "w_query", 4));
+  p.matrix("values", values).rows(Page::labels("v", 3)).how(how::matmul("x", "w_value", 4));
   p.matrix("weights", softmax_rounded).rows(q3).cols(k3);
   p.step(2);
   p.matrix("d_context", ones).rows(q3);
@@ -714,7 +719,18 @@ void page(Page& p) {
   p.matrix("d_w_query", gw.d_w_query).how(how::matmul("x.T", "d_querys", 3));
   p.matrix("d_w_key", gw.d_w_key).how(how::matmul("x.T", "d_keys", 3));
   p.matrix("d_w_value", gw.d_w_value).how(how::matmul("x.T", "d_values", 3));
-  p.matrix("d_x", gw.d_x).rows(in3).derived();
+  // d_x = dQ w_queryᵀ + dK w_keyᵀ + dV w_valueᵀ: project_backward's d_x per projection, summed
+  // as self_attention_backward sums them (hidden steps; exact, so any order is the same fraction)
+  const auto dq_w = qkv::matrix_product(g.d_queries, qkv::transposed(w_query));
+  const auto dk_w = qkv::matrix_product(g.d_keys, qkv::transposed(w_key));
+  p.matrix("d_querys w_query.T", dq_w).rows(in3).hidden().how(how::dot("d_querys", "w_query", 3));
+  p.matrix("d_keys w_key.T", dk_w).rows(in3).hidden().how(how::dot("d_keys", "w_key", 3));
+  p.matrix("d_values w_value.T", qkv::matrix_product(g.d_values, qkv::transposed(w_value))).rows(in3).hidden()
+      .how(how::dot("d_values", "w_value", 3));
+  p.matrix("d_querys w_query.T + d_keys w_key.T", dq_w + dk_w).rows(in3).hidden()
+      .how(how::add("d_querys w_query.T", "d_keys w_key.T"));
+  p.matrix("d_x", gw.d_x).rows(in3).caption("d_x = d_querys w_queryᵀ + d_keys w_keyᵀ + d_values w_valueᵀ")
+      .how(how::add("d_querys w_query.T + d_keys w_key.T", "d_values w_value.T"));
   p.step(7);
   p.matrix("dO", dO).rows(q3);
   // the same steps from the drawn dO (an input of the page: a draw, not a function of the others)
@@ -728,25 +744,133 @@ void page(Page& p) {
       .how(how::matmul("d_scores (drawn dO)", "keys", 3));
   p.matrix("d_w_query (drawn dO)", gd.d_w_query).how(how::matmul("x.T", "d_querys (drawn dO)", 3));
   p.step(8);
-  p.matrix("d_querys (true softmax, float32)", sum32.attention.d_queries).rows(q3).derived();
-  p.matrix("d_querys (true softmax, double)", sum64.attention.d_queries).rows(q3).derived();
+  // the true softmax in float32 and in double: x, the weights and dO converted from the page's
+  // rationals to the nearest float (matrix_cast, a cast step), then the forward and the backward's
+  // steps in that type (hidden; no scaling, so d_scores = dS)
+  const auto in_float = [&](const auto& fwd, const auto& grads, const std::string& tag, const std::string& dq) {
+    using F = std::remove_cvref_t<decltype(fwd.weights(0, 0))>;
+    p.matrix("x" + tag, qkv::matrix_cast<F>(x)).rows(in3).hidden().how(how::cast("x"));
+    p.matrix("w_key" + tag, qkv::matrix_cast<F>(w_key)).hidden().how(how::cast("w_key"));
+    p.matrix("w_query" + tag, qkv::matrix_cast<F>(w_query)).hidden().how(how::cast("w_query"));
+    p.matrix("w_value" + tag, qkv::matrix_cast<F>(w_value)).hidden().how(how::cast("w_value"));
+    p.matrix("dO = ones" + tag, qkv::matrix_cast<F>(ones)).rows(q3).hidden().how(how::cast("d_context"));
+    p.matrix("keys" + tag, fwd.keys).rows(k3).hidden().how(how::matmul("x" + tag, "w_key" + tag, 4));
+    p.matrix("querys" + tag, fwd.queries).rows(q3).hidden().how(how::matmul("x" + tag, "w_query" + tag, 4));
+    p.matrix("values" + tag, fwd.values).rows(k3).hidden().how(how::matmul("x" + tag, "w_value" + tag, 4));
+    p.matrix("scores" + tag, fwd.scores).rows(q3).cols(k3).hidden().how(how::dot("querys" + tag, "keys" + tag, 3));
+    p.matrix("weights" + tag, fwd.weights).rows(q3).cols(k3).hidden().how(how::softmax("scores" + tag));
+    const auto& a = grads.attention;
+    p.matrix("dP" + tag, a.d_weights).rows(q3).cols(k3).hidden().how(how::dot("dO = ones" + tag, "values" + tag, 3));
+    p.matrix("D" + tag, qkv::row_dots(a.d_weights, fwd.weights)).rows(q3).hidden()
+        .how(how::row_dot("dP" + tag, "weights" + tag, 3));
+    p.matrix("dS" + tag, a.d_scaled_scores).rows(q3).cols(k3).hidden()
+        .how(how::softmax_backward("weights" + tag, "dP" + tag, "D" + tag));
+    p.matrix(dq, a.d_queries).rows(q3).how(how::matmul("dS" + tag, "keys" + tag, 3));
+  };
+  in_float(forward_in<float>, sum32, " (float32)", "d_querys (true softmax, float32)");
+  in_float(forward_in<double>, sum64, " (double)", "d_querys (true softmax, double)");
   p.step(9);
-  p.matrix("d_scaled_scores (double)", sum64.attention.d_scaled_scores).rows(q3).cols(k3).derived();
+  p.matrix("d_scaled_scores (double)", sum64.attention.d_scaled_scores).rows(q3).cols(k3)
+      .how(how::softmax_backward("weights (double)", "dP (double)", "D (double)"));
   p.step(10);
-  p.matrix("W_q.weight.grad", module::sum32.d_w_query).derived();
-  p.matrix("W_k.weight.grad", module::sum32.d_w_key).derived();
-  p.matrix("W_v.weight.grad", module::sum32.d_w_value).derived();
+  // tutorial 004's module in float32: its inputs on the page, its forward and both backwards as
+  // hidden steps (the core's: dot for x Wᵀ, the division by float(sqrt(2)), the softmax, the
+  // weights times the values; dP, D, dS, d_scores, dQ, dK, dV, then d_w = dYᵀ x)
+  const auto& f4 = module::forward<float>;
+  const double sqrt2 = double(qkv::sqrt(2.0f));
+  p.matrix("encodings (004)", module::encodings_matrix).rows(in3).caption("tutorial 004's encodings_matrix");
+  p.matrix("W_q (004)", module::w.W_q).caption("W_q: nn.Linear(2, 2, bias=False) after torch.manual_seed(42)");
+  p.matrix("W_k (004)", module::w.W_k).caption("W_k");
+  p.matrix("W_v (004)", module::w.W_v).caption("W_v");
+  p.matrix("dO (004)", qkv::filled<float, 3, 2>(1.0f)).rows(q3).caption("dO: all ones (output.sum())");
+  p.matrix("q (004)", f4.queries).rows(q3).hidden().how(how::dot("encodings (004)", "W_q (004)", 2));
+  p.matrix("k (004)", f4.keys).rows(k3).hidden().how(how::dot("encodings (004)", "W_k (004)", 2));
+  p.matrix("v (004)", f4.values).rows(k3).hidden().how(how::dot("encodings (004)", "W_v (004)", 2));
+  p.matrix("scores (004)", f4.scores).rows(q3).cols(k3).hidden().how(how::dot("q (004)", "k (004)", 2));
+  p.matrix("scaled (004)", f4.scaled_scores).rows(q3).cols(k3).hidden()
+      .how(how::divided("scores (004)", sqrt2, "sqrt(2) in float32, as the module divides"));
+  p.matrix("weights (004)", f4.weights).rows(q3).cols(k3).hidden().how(how::softmax("scaled (004)"));
+  p.matrix("output (004)", f4.context).rows(q3).hidden().how(how::matmul("weights (004)", "v (004)", 3));
+  p.matrix("weights.T (004)", qkv::transposed(f4.weights)).rows(k3).cols(q3).hidden()
+      .how(how::transposed("weights (004)"));
+  // one backward from the upstream dO `up` (its gradients r): the ids end in `tag`
+  const auto backward = [&](const auto& r, const std::string& up, const std::string& tag,
+                            const std::array<std::string, 3>& shown) {
+    const auto& a = r.attention;
+    p.matrix("dP" + tag, a.d_weights).rows(q3).cols(k3).hidden().how(how::dot(up, "v (004)", 2));
+    p.matrix("D" + tag, qkv::row_dots(a.d_weights, f4.weights)).rows(q3).hidden()
+        .how(how::row_dot("dP" + tag, "weights (004)", 3));
+    p.matrix("dS" + tag, a.d_scaled_scores).rows(q3).cols(k3).hidden()
+        .how(how::softmax_backward("weights (004)", "dP" + tag, "D" + tag));
+    p.matrix("d_scores" + tag, a.d_scores).rows(q3).cols(k3).hidden()
+        .how(how::divided("dS" + tag, sqrt2, "sqrt(2) in float32, as DivBackward0 divides"));
+    p.matrix("d_scores.T" + tag, qkv::transposed(a.d_scores)).rows(k3).cols(q3).hidden()
+        .how(how::transposed("d_scores" + tag));
+    p.matrix("dQ" + tag, a.d_queries).rows(q3).hidden().how(how::matmul("d_scores" + tag, "k (004)", 3));
+    p.matrix("dK" + tag, a.d_keys).rows(k3).hidden().how(how::matmul("d_scores.T" + tag, "q (004)", 3));
+    p.matrix("dV" + tag, a.d_values).rows(k3).hidden().how(how::matmul("weights.T (004)", up, 3));
+    p.matrix("dQ.T" + tag, qkv::transposed(a.d_queries)).cols(q3).hidden().how(how::transposed("dQ" + tag));
+    p.matrix("dK.T" + tag, qkv::transposed(a.d_keys)).cols(k3).hidden().how(how::transposed("dK" + tag));
+    p.matrix("dV.T" + tag, qkv::transposed(a.d_values)).cols(k3).hidden().how(how::transposed("dV" + tag));
+    auto d_w = [&](const std::string& id, const auto& m, const std::string& dyt, bool hide) {
+      auto ref = p.matrix(id, m);
+      ref.how(how::matmul(dyt, "encodings (004)", 3));
+      if (hide) ref.hidden();
+    };
+    d_w(shown[0], r.d_w_query, "dQ.T" + tag, false);
+    d_w(shown[1], r.d_w_key, "dK.T" + tag, tag != " (004)");
+    d_w(shown[2], r.d_w_value, "dV.T" + tag, tag != " (004)");
+  };
+  backward(module::sum32, "dO (004)", " (004)", {"W_q.weight.grad", "W_k.weight.grad", "W_v.weight.grad"});
   p.step(11);
-  p.matrix("d_output (MSE)", step::d_output<float>).derived();
-  p.matrix("W_q.weight.grad (MSE)", step::grads<float>.d_w_query).derived();
+  matrix<float, 3, 2> minus_target{};
+  for (std::size_t k = 0; k < 6; ++k) minus_target.v[k] = -step::target.v[k];
+  p.matrix("-target (004)", minus_target).rows(q3).hidden();
+  p.matrix("output - target (004)", f4.context - step::target).rows(q3).hidden()
+      .how(how::add("output (004)", "-target (004)"));
+  p.matrix("d_output (MSE)", step::d_output<float>)
+      .how(how::scaled("output - target (004)", double(float(2.0 / 6)), "float(2/6): MseLossBackward0's 2 / 6"));
+  backward(step::grads<float>, "d_output (MSE)", " (MSE)",
+           {"W_q.weight.grad (MSE)", "W_k.weight.grad (MSE)", "W_v.weight.grad (MSE)"});
   p.step(12);
-  p.matrix("W_q.weight after the step", step::W_q<float>).derived();
-  p.matrix("W_k.weight after the step", step::W_k<float>).derived();
-  p.matrix("W_v.weight after the step", step::W_v<float>).derived();
+  p.matrix("W_q.weight after the step", step::W_q<float>).how(how::sgd("W_q (004)", "W_q.weight.grad (MSE)", 0.1f));
+  p.matrix("W_k.weight after the step", step::W_k<float>).how(how::sgd("W_k (004)", "W_k.weight.grad (MSE)", 0.1f));
+  p.matrix("W_v.weight after the step", step::W_v<float>).how(how::sgd("W_v (004)", "W_v.weight.grad (MSE)", 0.1f));
   p.step(13);
-  p.matrix("d_W_q (002, output.sum())", math002::sum32.d_W_q).derived();
-  p.matrix("d_W_k (002, output.sum())", math002::sum32.d_W_k).derived();
-  p.matrix("d_W_v (002, output.sum())", math002::sum32.d_W_v).derived();
+  // tutorial 002's single query in float32: its X, weights and dO (all ones) on the page, the
+  // forward (x_2 = row 2 of X; q = x_2 W_qᵀ, k, v = X Wᵀ, unscaled scores, the softmax) and the
+  // backward (dP, D, dS = d_scores, dQ, dK, dV, d_W = dYᵀ x) as hidden steps
+  namespace m2 = math002;
+  const auto& f2 = m2::forward;
+  const auto a2 = qkv::attention_backward(f2, qkv::filled<float, 1, 4>(1.0f), m2::unscaled);
+  const auto x4 = Page::labels("x", 4);
+  p.matrix("X (002)", m2::X).rows(x4).caption("tutorial 002's X (the printed values, float32)");
+  p.matrix("W_q (002)", m2::W_q).caption("W_q (002): (out, in)");
+  p.matrix("W_k (002)", m2::W_k).caption("W_k (002)");
+  p.matrix("W_v (002)", m2::W_v).caption("W_v (002)");
+  p.matrix("dO (002)", qkv::filled<float, 1, 4>(1.0f)).caption("dO: all ones (y_2.sum())");
+  p.matrix("x_2 (002)", m2::x_2).hidden().how(how::block("X (002)", 1));
+  p.matrix("q_2 (002)", f2.queries).hidden().how(how::dot("x_2 (002)", "W_q (002)", 4));
+  p.matrix("keys (002)", f2.keys).rows(x4).hidden().how(how::dot("X (002)", "W_k (002)", 4));
+  p.matrix("values (002)", f2.values).rows(x4).hidden().how(how::dot("X (002)", "W_v (002)", 4));
+  p.matrix("scores (002)", f2.scores).cols(x4).hidden().how(how::dot("q_2 (002)", "keys (002)", 4));
+  p.matrix("weights (002)", f2.weights).cols(x4).hidden().how(how::softmax("scores (002)"));
+  p.matrix("dP (002)", a2.d_weights).cols(x4).hidden().how(how::dot("dO (002)", "values (002)", 4));
+  p.matrix("D (002)", qkv::row_dots(a2.d_weights, f2.weights)).hidden()
+      .how(how::row_dot("dP (002)", "weights (002)", 4));
+  p.matrix("dS (002)", a2.d_scaled_scores).cols(x4).hidden()
+      .how(how::softmax_backward("weights (002)", "dP (002)", "D (002)"));
+  p.matrix("dS.T (002)", qkv::transposed(a2.d_scaled_scores)).rows(x4).hidden().how(how::transposed("dS (002)"));
+  p.matrix("weights.T (002)", qkv::transposed(f2.weights)).rows(x4).hidden().how(how::transposed("weights (002)"));
+  p.matrix("dQ (002)", a2.d_queries).hidden().how(how::matmul("dS (002)", "keys (002)", 4));
+  p.matrix("dK (002)", a2.d_keys).rows(x4).hidden().how(how::matmul("dS.T (002)", "q_2 (002)", 1));
+  p.matrix("dV (002)", a2.d_values).rows(x4).hidden().how(how::matmul("weights.T (002)", "dO (002)", 1));
+  p.matrix("dQ.T (002)", qkv::transposed(a2.d_queries)).hidden().how(how::transposed("dQ (002)"));
+  p.matrix("dK.T (002)", qkv::transposed(a2.d_keys)).cols(x4).hidden().how(how::transposed("dK (002)"));
+  p.matrix("dV.T (002)", qkv::transposed(a2.d_values)).cols(x4).hidden().how(how::transposed("dV (002)"));
+  p.matrix("d_W_q (002, output.sum())", m2::sum32.d_W_q).how(how::matmul("dQ.T (002)", "x_2 (002)", 1));
+  p.matrix("d_W_k (002, output.sum())", m2::sum32.d_W_k).how(how::matmul("dK.T (002)", "X (002)", 4));
+  p.matrix("d_W_v (002, output.sum())", m2::sum32.d_W_v).how(how::matmul("dV.T (002)", "X (002)", 4));
 }
 
 }  // namespace qkv::examples::how_attention_learns

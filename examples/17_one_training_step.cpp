@@ -570,6 +570,11 @@ constexpr parameters<F> adamw(const parameters<F>& p, const parameters<F>& d) {
 template <class F>
 constexpr auto adamw_stepped = adamw(init_in<F>, grad<F>.d);
 static_assert(proven<check::equal(qkv::row(adamw_stepped<float>.tok, 2), qkv::map(qkv::row(init.tok, 2), [](float w) { return float(w * 0.9999f); }))>);
+// The scalars the step hands its float32 kernels (adamw_step_scalars, the page's input): 1 - lr wd
+// = 1 - 0.0001 = 0.9999 -> float 0.9999f; bc1 = 1 - 0.9 = 0.09999999999999998 (double), -(0.01 /
+// bc1) = -0.10000000000000002 -> float -0.1f (float's ulp at 0.1 is 7.5e-9, the difference 2e-17)
+static_assert(qkv::adamw_step_scalars<float>({.lr = 0.01}, 1).decay == 0.9999f &&
+              qkv::adamw_step_scalars<float>({.lr = 0.01}, 1).step_size == -0.1f);
 // The bound. In real numbers the step is W (1 - lr wd) - lr r, r = g / (|g| + eps), |r| < 1.
 // The gradient's error e_g moves r by at most eps e_g / ((|g| - e_g + eps)(|g| + eps)) when
 // e_g < |g| (r's slope is eps / (|g| + eps)^2: tiny unless |g| is near eps; every gradient here
@@ -802,7 +807,15 @@ void page(Page& p) {
   p.matrix("probabilities after SGD", f2.loss.probabilities).rows(words).cols(vocabulary)
       .how(how::softmax("logits after SGD"));
   p.step(11);
-  p.matrix("W_q after AdamW", adamw_stepped<float>.W_q).caption("W_q 0.9999 - 0.01 g / (|g| + 1e-8)").derived();
+  // AdamW's options are Python doubles; the step hands its kernels 8 float32 scalars made from
+  // them (adamw_step_scalars): the page's input, which a learner may edit
+  const auto sc = qkv::adamw_step_scalars<float>({.lr = 0.01}, 1);
+  p.matrix("AdamW's scalars", matrix<float, 1, 8>{{{sc.decay, sc.beta1, sc.alpha1, sc.beta2, sc.value2, sc.step_size,
+                                                  sc.bc2_sqrt, sc.eps}}})
+      .cols({"1 - lr wd", "beta1", "1 - beta1", "beta2", "1 - beta2", "-lr / bc1", "sqrt(bc2)", "eps"})
+      .caption("AdamW's scalars on step 1 (lr 0.01, betas 0.9, 0.999, eps 1e-8, weight_decay 0.01), in float32");
+  p.matrix("W_q after AdamW", adamw_stepped<float>.W_q).caption("W_q 0.9999 - 0.01 g / (|g| + 1e-8)")
+      .how(how::adamw("W_q", "d_W_q", "AdamW's scalars"));
 }
 
 }  // namespace qkv::examples::one_training_step

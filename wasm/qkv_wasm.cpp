@@ -188,7 +188,8 @@ float qkv_round_float16(float x) { return static_cast<float>(qkv::float16(x)); }
 // a step from one type to another (flat_steps.hpp's cast, kind 40: a page whose steps mix float32,
 // float64 and exact rationals, io/page_recompute.hpp): n values of a, of type `from`, into out, of
 // type `to` (0 float32, 1 float64, 2 q64), as matrix_cast converts: float32 -> float64, float64 ->
-// float32 (rounded to nearest), a float -> its exact value (rational::exactly; a float outside the rational's range traps with its message).
+// float32 (rounded to nearest), a float -> its exact value (rational::exactly; a float outside the rational's range traps with its message),
+// an exact value -> the nearest float32 or float64 (rational::to, correctly rounded).
 // Returns 0, or 1 for a pair it does not convert (nothing written)
 extern "C" {
 int qkv_cast(int from, int to, const void* a, std::size_t n, void* out) {
@@ -200,6 +201,10 @@ int qkv_cast(int from, int to, const void* a, std::size_t n, void* out) {
     qkv::flat::cast(static_cast<const double*>(a), n, static_cast<q64*>(out));
   } else if (from == 1 && to == 0) {  // float64 -> float32, rounded to nearest (static_cast<float>)
     qkv::flat::cast(static_cast<const double*>(a), n, static_cast<float*>(out));
+  } else if (from == 2 && to == 0) {  // exact -> float32, the nearest float (rational::to)
+    qkv::flat::cast(static_cast<const q64*>(a), n, static_cast<float*>(out));
+  } else if (from == 2 && to == 1) {  // exact -> float64, the nearest double
+    qkv::flat::cast(static_cast<const q64*>(a), n, static_cast<double*>(out));
   } else {
     return 1;
   }

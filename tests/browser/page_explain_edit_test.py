@@ -68,27 +68,25 @@ STALE = {
     # flash's blocks and output are the online softmax's steps; its bound is a check, not a step
     'flash': {'bound'},
     # chapter three and four: the materialised backward and flash's (m, l, O, L, the weights its
-    # loop recomputes, its sums: kinds 21, 46-52) are recomputed; PyTorch's numbers, AdamW are not
+    # loop recomputes, its sums: kinds 21, 46-52) are recomputed; PyTorch's numbers are not
     'flash_backward': {'PyTorch float64 d_queries'},
     # 17: tok[ids] (the embedding), its losses (cross entropy), d_b_head (column sums), d_x, d_tok
-    # (the embedding's backward), d_pos, the SGD steps and the forward after them are
-    # recomputed; AdamW's step is not
-    'one_training_step': {'W_q after AdamW'},
+    # (the embedding's backward), d_pos, the SGD steps and the forward after them, and W_q after
+    # AdamW (kind 57, from its scalars, an input of the page) are recomputed
+    'one_training_step': set(),
     # summarised: query, key and value are its inputs (W_q, W_k, W_v are not on the page); the
     # output projection's W_o is not either
     'bert': {'output'},
 }
-# the exact pages (E.exact "q64": every step over qkv::exact::rational<long long> in the module)
-# and the matrices each does not recompute: 15's later parts, float numbers the example computes
-# outside the page's steps (the true softmax, the modules, the training step), and d_x (from
-# w_query, w_key, w_value, which are not on the page); the drawn dO's steps are recomputed
+# the exact pages (E.exact "q64": their steps over qkv::exact::rational<long long> in the module)
+# and the matrices each does not recompute: none. 15's keys, querys, values (x @ w, the weights
+# inputs of the page), d_x, the drawn dO's steps, the true softmax in float32 and double (x, the
+# weights and dO cast from the rationals to the nearest float), tutorial 004's module (forward,
+# both backwards, MSE, SGD) and tutorial 002's gradients (float32 steps from their inputs, on the
+# page) are recomputed
 EXACT = {
     'illustrated_exact': set(),
-    'how_attention_learns': {'d_x', 'd_querys (true softmax, float32)',
-                             'd_querys (true softmax, double)', 'd_scaled_scores (double)', 'W_q.weight.grad',
-                             'W_k.weight.grad', 'W_v.weight.grad', 'd_output (MSE)', 'W_q.weight.grad (MSE)',
-                             'W_q.weight after the step', 'W_k.weight after the step', 'W_v.weight after the step',
-                             'd_W_q (002, output.sum())', 'd_W_k (002, output.sum())', 'd_W_v (002, output.sum())'},
+    'how_attention_learns': set(),
 }
 # the pages that say why they are not editable: none (the exact pages and BERT's are editable)
 NOT_EDITABLE = []
@@ -158,12 +156,20 @@ def exact_texts(driver):
         ' v.push(m.exact[i + "," + j]); out[id] = v; }); return out;')
 
 
-def native_exact(edit, texts, tmp, typed=None):
+def native_exact(edit, texts, tmp, typed=None, bits=None):
     """page_steps_native on the page's fractions (with `typed` = (id, k, text) put in first, as a
-    learner types it): every step's fractions by id, or the error message it stops with"""
+    learner types it) and, for its float steps (15's tutorial-004 module), the float operands'
+    bits (page_bits()): every step's fractions (a float step's bits as hex) by id, or the error
+    message it stops with"""
     ops = {s[k] for s in edit['steps'] for k in ('a', 'b', 'c') if s[k]}
     steps = {s['id'] for s in edit['steps']}
-    doc = {'steps': edit['steps'], 'matrices': {i: {'dtype': 'exact', 'exact': list(texts[i])} for i in ops - steps}}
+    doc = {'steps': edit['steps'], 'matrices': {i: {'dtype': 'exact', 'exact': list(texts[i])} for i in ops - steps
+                                                if i in texts}}
+    for i in ops - steps - set(texts):
+        dt, b = bits[i]
+        size = 4 if dt == 'float32' else 8
+        doc['matrices'][i] = {'dtype': dt, 'bits': ['%x' % int.from_bytes(b[k:k + size], 'little')
+                                                    for k in range(0, len(b), size)]}
     if typed:
         doc['matrices'][typed[0]]['exact'][typed[1]] = typed[2]
     path = os.path.join(tmp, 'in_exact.json')
@@ -219,21 +225,27 @@ def exact_page(driver, name, edit, tmp):
     steps, inputs = [s['id'] for s in edit['steps']], edit['inputs']
     print('  %d exact steps recomputed from %d editable inputs (%s)' % (len(steps), len(inputs), ', '.join(inputs)))
 
-    def verify(what):
-        texts = exact_texts(driver)
-        now = native_exact(edit, texts, tmp)
+    def verify(what, float_edit=False):  # float_edit: the float input just edited
+        texts, fbits = exact_texts(driver), page_bits(driver)
+        now = native_exact(edit, texts, tmp, bits=fbits)
         if not check(isinstance(now, dict), '%s, %s: native steps fail: %s' % (name, what, now)):
             return texts
-        bad = [s for s in steps if now[s] != texts[s]]
-        check(not bad, '%s, %s: the page differs from the native exact steps in %s' % (name, what, bad))
+        bad = [s for s in steps if s in texts and now[s] != texts[s]]
+        # a float step (15's tutorial-004 module): its bits, NaN as one pattern
+        bad += [s for s in steps if s not in texts and words(fbits[s][0], b''.join(
+            int(h, 16).to_bytes(4 if fbits[s][0] == 'float32' else 8, 'little') for h in now[s])) !=
+            words(*fbits[s])]
+        check(not bad, '%s, %s: the page differs from the native steps in %s' % (name, what, bad))
         kept = [s for s in stale if s in texts and texts[s] != orig[s]]
         check(not kept, '%s, %s: matrices not recomputed changed: %s' % (name, what, kept))
-        check(page_bits(driver) == orig_bits, '%s, %s: the float matrices keep their bits' % (name, what))
-        reached = sum(1 for s in steps for a, b in zip(now[s], orig[s]) if a != b)
+        fixed = [k for k in fbits if k not in steps and (float_edit is False or k != float_edit)]
+        check(all(fbits[k] == orig_bits[k] for k in fixed), '%s, %s: the float matrices that are not steps keep '
+              'their bits' % (name, what))
+        reached = sum(1 for s in steps if s in texts for a, b in zip(now[s], orig[s]) if a != b)
         last = driver.execute_script('return window.qkvPage.editor().last;')
         print('  %-40s %s: %3d of %3d cells recomputed, every step fraction for fraction the native build; '
               'module %.2f ms, with the page redrawn %.1f ms' % (what, 'ok' if not bad else 'DIFFERS', reached,
-                                                                  sum(len(now[s]) for s in steps),
+                                                                  sum(len(now[s]) for s in steps if s in texts),
                                                                   last['compute_ms'], last['total_ms']))
         return texts
 
@@ -273,7 +285,7 @@ def exact_page(driver, name, edit, tmp):
     cols = driver.execute_script('return window.qkvPage.data.matrices[arguments[0]].cols;', a0)
     for text in ('1/0', '1/2/3', '2/', 'abc', '9223372036854775807'):
         before = exact_texts(driver)
-        want = native_exact(edit, before, tmp, (a0, cols + 1, text))
+        want = native_exact(edit, before, tmp, (a0, cols + 1, text), page_bits(driver))
         r = driver.execute_script('return window.qkvPage.editor().set(arguments[0], 1, 1, arguments[1]);', a0, text)
         check(isinstance(want, str) and r == want, '%s: %s refused with the native message %r (the page: %r)' % (name, text, want, r))
         check(exact_texts(driver) == before, '%s: after %s refused, every number is as it was' % (name, text))
@@ -285,6 +297,12 @@ def exact_page(driver, name, edit, tmp):
     check(driver.execute_script('return window.qkvPage.editor().set(arguments[0], 1, 1, "7/3");', a0) == '',
           '%s: the page is still editable after the errors' % name)
     verify('%s(2, 2) = 7/3 after the errors' % a0)
+    # a float input (15's tutorial-004 module): its float32 steps recomputed, bit for bit native
+    for f0 in [i for i in inputs if i in orig_bits][:1]:
+        r = driver.execute_script('return window.qkvPage.editor().set(arguments[0], 0, 0, "0.5");', f0)
+        check(r == '', '%s: %s(1, 1) = 0.5 is taken (%r)' % (name, f0, r))
+        verify('%s(1, 1) = 0.5 (float32)' % f0, float_edit=f0)
+        check(page_bits(driver) != orig_bits, '%s: the edit of %s changes its float steps' % (name, f0))
     driver.execute_script('window.qkvPage.editor().reset();')
     check(exact_texts(driver) == orig and page_bits(driver) == orig_bits, '%s: Reset brings back every fraction' % name)
 

@@ -53,7 +53,7 @@ PAGES = [
     'encoder_layer',   # biases, the residual sums, relu, LayerNorm
     'from_scratch',    # the division by float32(sqrt(24)), blocks, concatenations
     'flash_backward',  # the softmax's backward: D, dS; flash's m, l, O, L, P and its sums
-    'one_training_step',  # embeddings and their backward, cross entropy, column sums, SGD
+    'one_training_step',  # embeddings and their backward, cross entropy, column sums, SGD, AdamW
 ]
 
 # the input edited where the first is not the one that reaches the steps: 16's first input is x,
@@ -166,6 +166,10 @@ def oracle(kind, a, b, c, z, scalar, computed):
         for t in range(N):
             for j in range(C):
                 out[int(b[t]) * C + j] += a[t * C + j]
+    elif kind == 57:  # AdamW's first step: w decay + step_size m / (sqrt(v) / sqrt(bc2) + eps)
+        for q in range(R * C):
+            m, v = c[2] * b[q], c[4] * b[q] * b[q]
+            out[q] = a[q] * c[0] + c[5] * m / (v.sqrt() / c[6] + c[7])
     else:
         return None
     return out

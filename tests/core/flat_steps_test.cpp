@@ -13,6 +13,7 @@
 
 #include <doctest/doctest.h>
 
+#include <qkv/core/adamw.hpp>
 #include <qkv/core/attention.hpp>
 #include <qkv/core/batch.hpp>
 #include <qkv/core/cross_entropy.hpp>
@@ -688,4 +689,48 @@ TEST_CASE("flash's statistics, weights and backward sums give flash_attention_ba
     CHECK(same_bits(gl.d_keys, lse[2]));
     CHECK(same_bits(gl.d_values, lse[3]));
   }
+}
+
+// kind 57 (example 17's W_q after AdamW): the first step of AdamW from zero moments, bit for bit
+// adamw_step's (core/adamw.hpp: the same adamw_element) given the scalars adamw_step_scalars
+// makes. By hand, with torch.optim.AdamW(lr=0.01)'s scalars in float32 (decay 1 - 0.01 0.01 =
+// 0.9999, 1 - beta1 = 0.1, 1 - beta2 = 0.001, -(lr / bc1) = -0.1, sqrt(bc2) = sqrt(0.001)): W = 1,
+// g = 2: m = 0.2, v = 0.004, sqrt(v) / sqrt(bc2) = 2, so W' = 0.9999 - 0.1 0.2 / (2 + 1e-8) =
+// 0.9899 in real numbers; float32 rounds 7 operations of at most 2^-24 relative each and the
+// quotient's terms are near 1, so W' is within 8 ulps of 1 (8 2^-23 = 9.6e-7) of 0.9899.
+// g = 0: m = v = 0, the quotient -0.1 0 / eps = -0, W' = W decay exactly: 0.9999f.
+TEST_CASE("the AdamW step gives the bits of adamw_step's first step") {
+  const auto sc = qkv::adamw_step_scalars<float>({.lr = 0.01}, 1);
+  const matrix<float, 1, 8> s{
+      {{sc.decay, sc.beta1, sc.alpha1, sc.beta2, sc.value2, sc.step_size, sc.bc2_sqrt, sc.eps}}};
+  CHECK(sc.decay == 0.9999f);
+  CHECK(sc.step_size == -0.1f);
+  CHECK(sc.alpha1 == 0.1f);
+  CHECK(sc.value2 == 0.001f);
+  const float one = 1.f, two = 2.f, zero = 0.f;
+  float r = 0;
+  qkv::flat::adamw(&one, &two, s.v, 1, &r);
+  CHECK(std::fabs(r - 0.9899f) <= 8 * 0x1p-23f);
+  qkv::flat::adamw(&one, &zero, s.v, 1, &r);
+  CHECK(r == 0.9999f);
+  // x's numbers as the weights, w's as the gradient: adamw_step's bits (float32 and double)
+  std::vector<float> out(12);
+  const qkv::flat::step_sizes z{3, 4, 4, 4, 0, 0, 0, 0};
+  REQUIRE(qkv::flat::extended_step<float>(qkv::flat::adamw_kind, x.v, w.v, s.v, nullptr, z, 0.f,
+                                          out.data()) == 0);
+  CHECK(same_bits(qkv::adamw_step(qkv::adamw_parameter<float, 3, 4>{x}, w, {.lr = 0.01}).w, out));
+  const auto sd = qkv::adamw_step_scalars<double>({}, 1);  // PyTorch's defaults: lr 1e-3
+  const matrix<double, 1, 8> s64{
+      {{sd.decay, sd.beta1, sd.alpha1, sd.beta2, sd.value2, sd.step_size, sd.bc2_sqrt, sd.eps}}};
+  const auto xd = qkv::matrix_cast<double>(x), wd = qkv::matrix_cast<double>(w);
+  std::vector<double> outd(12);
+  qkv::flat::extended_step<double>(qkv::flat::adamw_kind, xd.v, wd.v, s64.v, nullptr, z, 0.0, outd.data());
+  CHECK(same_bits(qkv::adamw_step(qkv::adamw_parameter<double, 3, 4>{xd}, wd).w, outd));
+  // a NaN gradient gives a NaN weight (adamw.hpp's edges); an infinite one: m / sqrt(v) is inf / inf
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  qkv::flat::adamw(&one, &nan, s.v, 1, &r);
+  CHECK(std::isnan(r));
+  qkv::flat::adamw(&one, &inf, s.v, 1, &r);
+  CHECK(std::isnan(r));
+  CHECK(qkv::flat::adamw_kind == static_cast<qkv::flat::kind>(57));
 }

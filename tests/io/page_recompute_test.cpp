@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <qkv/core/adamw.hpp>
 #include <qkv/core/matrix.hpp>
 #include <qkv/exact/rational.hpp>
 #include <qkv/io/page_recompute.hpp>
@@ -138,6 +139,27 @@ TEST_CASE("a page with float and exact steps recomputes both, each in its own ty
   CHECK(plan.stale.empty());
 }
 
+TEST_CASE("an exact matrix cast to float32 or double is the nearest float, as matrix_cast converts") {
+  // 15's true softmax runs start from the page's rationals: 1/3 is 11184811 / 2^25 in float32
+  // (0.3333333432674407958984375, the nearer of its two neighbours: 1/3 - 11184810/2^25 = 2^-25/3
+  // against 2 2^-25/3) and 0x1.5555555555555p-2 in double; 1/10 is 0.1f and 0.1
+  using q = qkv::exact::rational<long long>;
+  page p("exact to float");
+  p.with_truth();
+  p.matrix("ex", qkv::matrix<q, 1, 2>{{{q(1, 3), q(1, 10)}}});
+  p.matrix("f32", qkv::matrix<float, 1, 2>{{{0x1.555556p-2f, 0.1f}}}).how(how::cast("ex"));
+  p.matrix("f64", qkv::matrix<double, 1, 2>{{{0x1.5555555555555p-2, 0.1}}}).how(how::cast("ex"));
+  p.matrix("f32 wrong", qkv::matrix<float, 1, 2>{{{0x1.555554p-2f, 0.1f}}}).how(how::cast("ex"));
+  const auto plan = qkv::io::plan_recompute(p);
+  REQUIRE(plan.steps.size() == 2);
+  CHECK(plan.steps[0].id == "f32");
+  CHECK(plan.steps[0].kind == qkv::flat::cast_kind);
+  CHECK(plan.steps[1].id == "f64");
+  REQUIRE(plan.stale.size() == 1);
+  CHECK(plan.stale[0].first == "f32 wrong");
+  CHECK(static_cast<float>(q(1, 3)) == 0x1.555556p-2f);
+}
+
 namespace {
 
 // a summarised page in small: 3 x 1 numbers in all before it summarises, and a dimension above 2
@@ -251,4 +273,34 @@ TEST_CASE("the online softmax, softmax_all, the roundings and (de)interleave are
   CHECK(plan.stale[0].second == "a rounding to 16 bits is a float32 step");
   CHECK(plan.stale[1].first == "bound");
   CHECK(plan.stale[1].second == "it is the example's bound, a check");
+}
+
+// kind 57 (example 17's W_q after AdamW): the step from W, its gradient and a (1, 8) matrix of the
+// step's scalars is kept when it gives adamw_step's numbers (computed here by adamw_step itself:
+// W = [1, -0.5], g = [2, 0] -> about [0.9999 - 0.01, -0.5 0.9999]); scalars of another size are
+// not read, and the step says why
+TEST_CASE("AdamW's first step is a step from its scalars, kept when it gives adamw_step's numbers") {
+  const auto sc = qkv::adamw_step_scalars<float>({.lr = 0.01}, 1);
+  const qkv::matrix<float, 1, 2> w{{{1.f, -0.5f}}}, g{{{2.f, 0.f}}};
+  const auto after = qkv::adamw_step(qkv::adamw_parameter<float, 1, 2>{w}, g, {.lr = 0.01}).w;
+  CHECK(after(0, 1) == -0.5f * 0.9999f);  // g = 0: the decay alone, one rounding
+  page p("adamw");
+  p.with_truth();
+  p.matrix("W", 1, 2, {1, -0.5});
+  p.matrix("g", 1, 2, {2, 0});
+  p.matrix("scalars", 1, 8,
+           {sc.decay, sc.beta1, sc.alpha1, sc.beta2, sc.value2, sc.step_size, sc.bc2_sqrt, sc.eps});
+  p.matrix("seven", 1, 7, {sc.decay, sc.beta1, sc.alpha1, sc.beta2, sc.value2, sc.step_size, sc.bc2_sqrt});
+  p.matrix("W after", 1, 2, {after(0, 0), after(0, 1)}).how(how::adamw("W", "g", "scalars"));
+  p.matrix("W after (7)", 1, 2, {after(0, 0), after(0, 1)}).how(how::adamw("W", "g", "seven"));
+  const auto plan = qkv::io::plan_recompute(p);
+  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.steps[0].id == "W after");
+  CHECK(plan.steps[0].kind == qkv::flat::adamw_kind);
+  CHECK(plan.steps[0].c == "scalars");
+  REQUIRE(plan.inputs.size() >= 3);  // "seven" too when a stale step's operand counts as read
+  CHECK(std::vector<std::string>(plan.inputs.begin(), plan.inputs.begin() + 3) ==
+        std::vector<std::string>{"W", "g", "scalars"});
+  REQUIRE(plan.stale.size() == 1);
+  CHECK(plan.stale[0].second == "its sizes do not fit its operands");
 }

@@ -58,6 +58,49 @@ constexpr double power(double b, std::size_t n) {
 }
 }  // namespace detail
 
+/// @brief the scalars one step passes to its kernels, in the parameters' type T: computed from
+/// the options in double (Python's floats) for step number `step` (1 on the first step), then
+/// converted, as _single_tensor_adamw passes them (the top of this file)
+template <class T>
+struct adamw_scalars {
+  T decay;      // 1 - lr wd
+  T beta1;      // beta1
+  T alpha1;     // 1 - beta1
+  T beta2;      // beta2
+  T value2;     // 1 - beta2
+  T step_size;  // -(lr / bc1), bc1 = 1 - beta1^step
+  T bc2_sqrt;   // sqrt(bc2), bc2 = 1 - beta2^step
+  T eps;        // eps
+};
+
+/// @brief the scalars of step number `step` (1, 2, ...) under options o
+template <class T>
+[[nodiscard]] constexpr adamw_scalars<T> adamw_step_scalars(const adamw_options& o, std::size_t step) {
+  const double bc1 = 1 - detail::power(o.beta1, step);
+  const double bc2 = 1 - detail::power(o.beta2, step);
+  return {T(1 - o.lr * o.weight_decay),
+          T(o.beta1),
+          T(1 - o.beta1),
+          T(o.beta2),
+          T(1 - o.beta2),
+          T(-(o.lr / bc1)),
+          T(qkv::sqrt(bc2)),
+          T(o.eps)};
+}
+
+/// @brief one element under one step: the weight w, its gradient g and its moments m, v before;
+/// writes the weight and the moments after (each operation rounded as the kernels round it)
+template <class T>
+constexpr void adamw_element(T w, T g, T m, T v, const adamw_scalars<T>& s, T& w_out, T& m_out, T& v_out) {
+  const T wd = T(w * s.decay);
+  const T m1 = qkv::fma(g, s.alpha1, T(m * s.beta1));
+  const T v1 = T(T(v * s.beta2) + T(T(s.value2 * g) * g));
+  const T denom = T(T(qkv::sqrt(v1) / s.bc2_sqrt) + s.eps);
+  w_out = T(wd + T(T(s.step_size * m1) / denom));
+  m_out = m1;
+  v_out = v1;
+}
+
 /// @brief optimizer.step() for one parameter p with gradient g (R, C): the parameter after it
 template <class T, std::size_t R, std::size_t C, std::size_t GR, std::size_t GC>
   requires same_shapes<R, C, GR, GC>
@@ -66,23 +109,9 @@ template <class T, std::size_t R, std::size_t C, std::size_t GR, std::size_t GC>
                                                             const adamw_options& o = {}) {
   adamw_parameter<T, R, C> out = p;
   out.step = p.step + 1;
-  const T decay = T(1 - o.lr * o.weight_decay);
-  const T beta1 = T(o.beta1), alpha1 = T(1 - o.beta1);
-  const T beta2 = T(o.beta2), value2 = T(1 - o.beta2);
-  const double bc1 = 1 - detail::power(o.beta1, out.step);
-  const double bc2 = 1 - detail::power(o.beta2, out.step);
-  const T step_size = T(-(o.lr / bc1));
-  const T bc2_sqrt = T(qkv::sqrt(bc2));
-  const T eps = T(o.eps);
-  for (std::size_t k = 0; k < R * C; ++k) {
-    const T w = T(p.w.v[k] * decay);
-    const T m = qkv::fma(g.v[k], alpha1, T(p.m.v[k] * beta1));
-    const T v = T(T(p.v.v[k] * beta2) + T(T(value2 * g.v[k]) * g.v[k]));
-    const T denom = T(T(qkv::sqrt(v) / bc2_sqrt) + eps);
-    out.w.v[k] = T(w + T(T(step_size * m) / denom));
-    out.m.v[k] = m;
-    out.v.v[k] = v;
-  }
+  const adamw_scalars<T> s = adamw_step_scalars<T>(o, out.step);
+  for (std::size_t k = 0; k < R * C; ++k)
+    adamw_element(p.w.v[k], g.v[k], p.m.v[k], p.v.v[k], s, out.w.v[k], out.m.v[k], out.v.v[k]);
   return out;
 }
 

@@ -45,6 +45,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "adamw.hpp"
 #include "fail.hpp"
 #include "half.hpp"
 #include "math.hpp"
@@ -749,6 +750,25 @@ constexpr void flash_sum(const T* a, std::size_t as, const T* b, std::size_t bs,
     }
 }
 
+/// kind 57, adamw: C = W after the first step of torch.optim.AdamW from zero moments (m = v =
+/// 0, step 1), as adamw_step computes it (core/adamw.hpp's adamw_element, the same function):
+/// W and G (rows, cols), S (1, 8) the step's scalars in W's type, as adamw_step_scalars converts
+/// them from the options: [1 - lr wd, beta1, 1 - beta1, beta2, 1 - beta2, -(lr / bc1),
+/// sqrt(bc2), eps] (the options are Python doubles: a step in float32 cannot hold them, the
+/// scalars the kernels see it can)
+inline constexpr kind adamw_kind = static_cast<kind>(57);
+
+/// C(k) = W(k) decay + step_size m / (sqrt(v) / bc2_sqrt + eps), m = (1 - beta1) G(k), v = (1 -
+/// beta2) G(k) G(k), each operation rounded as adamw_element rounds it; n numbers
+template <class T>
+constexpr void adamw(const T* w, const T* g, const T* s, std::size_t n, T* out) {
+  const qkv::adamw_scalars<T> sc{s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
+  for (std::size_t k = 0; k < n; ++k) {
+    T m = T(0), v = T(0);
+    qkv::adamw_element(w[k], g[k], T(0), T(0), sc, out[k], m, v);
+  }
+}
+
 /// @brief step(), and the kinds numbered 40-59 that are steps in one type (column_sums: a, the
 /// sizes' rows and cols of C and n rows of A; sgd: W in a, G in b, lr in scalar;
 /// cross_entropy_losses: the logits in a, the targets in b, n the logits' columns;
@@ -758,7 +778,7 @@ constexpr void flash_sum(const T* a, std::size_t as, const T* b, std::size_t bs,
 /// flash_row_max, flash_row_sum: the scores in a (as columns), blocks
 /// of n; flash_weights: the scores in a, m in b, l in c; logsumexp: m in a, l in b;
 /// logsumexp_weights: the scores in a, L in b; flash_over_keys, flash_over_queries: a, b, the
-/// scores in c (a's layout), n terms): the module's
+/// scores in c (a's layout), n terms; adamw: W in a, G in b, the scalars (1, 8) in c): the module's
 /// qkv_step_f32 / _f64 and page_recompute call this. Returns 0, or 1 for an unknown kind
 template <class T>
 constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const unsigned char* masked,
@@ -806,6 +826,10 @@ constexpr int extended_step(kind k, const T* a, const T* b, const T* c, const un
   }
   if (k == flash_over_keys_kind || k == flash_over_queries_kind) {
     flash_sum(a, z.as, b, z.bs, c, z.rows, z.cols, z.n, k == flash_over_keys_kind, out);
+    return 0;
+  }
+  if (k == adamw_kind) {
+    adamw(a, b, c, z.rows * z.cols, out);
     return 0;
   }
   return step(k, a, b, c, masked, z, scalar, out);

@@ -306,6 +306,16 @@ struct page_how {
     h.op = "embedding_backward", h.a = std::move(d_out), h.b = std::move(ids);
     return h;
   }
+  /// C = W after the first step of AdamW (zero moments): W decay + step_size m / (sqrt(v) /
+  /// sqrt(bc2) + eps), m = (1 - beta1) g, v = (1 - beta2) g g (adamw.hpp's adamw_step;
+  /// core/flat_steps.hpp's adamw, kind 57); `scalars` a (1, 8) matrix of the step's scalars in
+  /// the parameters' type (adamw_step_scalars: 1 - lr wd, beta1, 1 - beta1, beta2, 1 - beta2,
+  /// -(lr / bc1), sqrt(bc2), eps)
+  static page_how adamw(std::string w, std::string g, std::string scalars) {
+    page_how h;
+    h.op = "adamw", h.a = std::move(w), h.b = std::move(g), h.bias = std::move(scalars);
+    return h;
+  }
   /// C(k, j) = table(ids(k), j): an embedding's rows for the tokens (embed, nn.Embedding;
   /// core/flat_steps.hpp's embedding, kind 45), `ids` a (1, len) matrix of token ids
   static page_how embedding(std::string table, std::string ids) {

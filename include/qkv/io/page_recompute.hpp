@@ -346,6 +346,13 @@ inline std::optional<page_step> step_of(const entry& m, const std::map<std::stri
     s.kind = flat::sgd_kind, s.b = h.b, s.scalar = h.scale;
     return s;
   }
+  if (h.op == "adamw") {  // C = W after AdamW's first step: W in a, G in b, the scalars (1, 8) in c
+    if (B == nullptr || Bias == nullptr || A->rows != R || A->cols != C || B->rows != R || B->cols != C ||
+        Bias->rows != 1 || Bias->cols != 8)
+      return fail("its sizes do not fit its operands");
+    s.kind = flat::adamw_kind, s.b = h.b, s.c = h.bias;
+    return s;
+  }
   if (h.op == "cast") {  // another type (flat::cast): which pairs plan_recompute checks
     if (A->rows != R || A->cols != C) return fail("its sizes do not fit its operands");
     s.kind = flat::cast_kind;
@@ -440,14 +447,17 @@ inline std::optional<std::vector<page_exact>> run_exact(
 
 /// @brief the types a cast step converts between (flat::cast, the module's qkv_cast): float32 to
 /// float64 (exactly), float64 to float32 (rounded to nearest, as static_cast<float> rounds),
-/// float32 or float64 to exact (the float's exact value: rational::exactly)
+/// float32 or float64 to exact (the float's exact value: rational::exactly), exact to float32 or
+/// float64 (the nearest float, as matrix_cast<float> converts a rational: rational::to, correctly
+/// rounded)
 inline bool castable(const std::string& from, const std::string& to) {
   return (from == "float32" && (to == "float64" || to == "exact")) ||
-         (from == "float64" && (to == "float32" || to == "exact"));
+         (from == "float64" && (to == "float32" || to == "exact")) ||
+         (from == "exact" && (to == "float32" || to == "float64"));
 }
 
 /// cast step `s` natively (flat::cast) from its operand's type `from` into `to`'s map: f32 to f64,
-/// f64 to f32 (rounded), or a float to ex; false when castable() says no. A float's exact value is a rational when its
+/// f64 to f32 (rounded), a float to ex, or a rational to its nearest float; false when castable() says no. A float's exact value is a rational when its
 /// denominator fits 64-bit integers; NaN, infinity and a smaller value throw rational's error
 inline bool run_cast(const page_step& s, const std::string& from, const std::string& to,
                      std::map<std::string, std::vector<float>>& f32,
@@ -468,6 +478,12 @@ inline bool run_cast(const page_step& s, const std::string& from, const std::str
     std::vector<page_exact> out(n);
     flat::cast(f64.at(s.a).data(), n, out.data());
     ex[s.id] = std::move(out);
+  } else if (from == "exact" && to == "float32") {
+    f32[s.id].resize(n);
+    flat::cast(ex.at(s.a).data(), n, f32[s.id].data());
+  } else if (from == "exact" && to == "float64") {
+    f64[s.id].resize(n);
+    flat::cast(ex.at(s.a).data(), n, f64[s.id].data());
   } else {
     return false;
   }

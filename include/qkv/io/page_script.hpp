@@ -312,9 +312,18 @@ function explain(id, i, j) {
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(A, w8) + ' \u2212 ' + vt(m, h.scale) + ' \u00d7 ' + vt(B, g8) + ' (one rounding: a fused multiply-add, as PyTorch\u2019s SGD)';
     x.sum = w8 - h.scale * g8; return x;
   }
+  if (h.op === 'adamw') {  // AdamW's first step from zero moments (flat::adamw, adamw_element)
+    var w12 = get(A, i, j), g12 = get(B, i, j), S12 = M[h.bias], s12 = [];
+    for (var k12 = 0; k12 < 8; ++k12) s12.push(get(S12, 0, k12));
+    var m12 = s12[2] * g12, v12 = s12[4] * g12 * g12;
+    x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') \u00d7 ' + vt(S12, s12[0]) + ' + ' + vt(S12, s12[5]) + ' \u00d7 m / (sqrt(v) / ' + vt(S12, s12[6]) + ' + ' + vt(S12, s12[7]) + '), m = ' + vt(S12, s12[2]) + ' \u00d7 g, v = ' + vt(S12, s12[4]) + ' \u00d7 g \u00d7 g, g = ' + B.caption + '(' + rl(B, i) + ', ' + cl(B, j) + ') = ' + vt(B, g12) + ', ' + A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, w12);
+    x.lines.push('AdamW\u2019s first step (its moments start at 0; the scalars are ' + S12.caption + '): about lr against the sign of g, whatever its size; each operation rounded to float as PyTorch\u2019s kernels round it.');
+    x.sum = w12 * s12[0] + s12[5] * m12 / (Math.sqrt(v12) / s12[6] + s12[7]); return x;
+  }
   if (h.op === 'cast') {  // another type (flat::cast): float32 -> double exactly, a float -> its exact rational
     x.formula = A.caption + '(' + rl(A, i) + ', ' + cl(A, j) + ') = ' + vt(A, get(A, i, j)) + ' (' + A.dtype + ') as ' + (m.dtype === 'exact' ? 'an exact rational: the float\u2019s exact value' :
-      A.dtype === 'float64' && m.dtype === 'float32' ? 'float32, rounded to the nearest float32' : m.dtype + ', exactly');
+      A.dtype === 'float64' && m.dtype === 'float32' ? 'float32, rounded to the nearest float32' :
+      A.dtype === 'exact' ? m.dtype + ', rounded to the nearest (ties to even)' : m.dtype + ', exactly');
     x.sum = get(A, i, j); return x;
   }
   if (h.op === 'relu') {

@@ -223,7 +223,7 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
       }
     return 0;
   }
-  // kinds 40-45, 53, 54 (flat_steps.hpp's extended_step): sizes as extended_step reads them; an id that is
+  // kinds 40-45, 53, 54 and 57 (flat_steps.hpp's extended_step): sizes as extended_step reads them; an id that is
   // not an integer in range has no truth (the step itself fails on it)
   const auto id_at = [](const real& v, std::size_t limit, std::size_t& out_id) {
     if (!(v >= 0) || !(v < real(limit)) || mp::floor(v) != v) return false;
@@ -290,6 +290,17 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
       }
       out[q] = real(a[q] / real(scalar));
       if (c != nullptr && !mp::isinf(out[q])) out[q] += c[q];
+    }
+    return 0;
+  }
+  if (k == flat::adamw_kind) {
+    // AdamW's first step from zero moments with the step's scalars c = [decay, beta1, 1 - beta1,
+    // beta2, 1 - beta2, step_size, sqrt(bc2), eps] as given: w decay + step_size m / (sqrt(v) /
+    // sqrt(bc2) + eps), m = (1 - beta1) g, v = (1 - beta2) g^2, in 50 digits (Boost's sqrt)
+    for (std::size_t q = 0; q < R * C; ++q) {
+      const real m = c[2] * b[q];
+      const real v = c[4] * b[q] * b[q];
+      out[q] = a[q] * c[0] + c[5] * m / (mp::sqrt(v) / c[6] + c[7]);
     }
     return 0;
   }
