@@ -533,6 +533,9 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
        ",\"dc\":" + std::to_string(has_context ? context_cols : 0);
   s += ",\"scale\":";
   pd::json_number(s, double(r.scale), f32);
+  // whether the case gave its scale: else it is 1/sqrt(d_q / heads), which the editor makes again
+  // for another number of heads (T(1) / sqrt(T(d_head)), correctly rounded, as cmd_attend.hpp)
+  s += std::string(",\"scale_given\":") + (opt.scale ? "true" : "false");
   // causal and window as the runtime aligns them: query i sits at position i + mask_offset
   // (lower_right with S != T: S - T), and ALiBi's query position is the same
   const auto resolved = rt::detail::options_mask(opt, t_len, s_len);
