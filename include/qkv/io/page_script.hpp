@@ -708,21 +708,28 @@ main.appendChild(el('p', {'class': 'meta', id: 'numbering'}, 'Numbering: the row
 if (D.summarised) main.appendChild(el('div', {'class': 'banner', 'id': 'summary-banner'}, 'This page is summarised: its matrices hold ' + D.numbers +
   ' numbers, more than the ' + D.limits.full_numbers + ' that keep a page light. Tables show their first and last ' + D.limits.edge +
   ' rows and columns (all of them up to ' + D.limits.whole_side + '); heatmaps are downsampled to at most ' + D.limits.heatmap_side + ' \u00d7 ' + D.limits.heatmap_side + ' cells per head.'));
-var hk = 0;
-D.steps.forEach(function (st, n) {
-  var sec = el('section', {'class': 'step', id: 'step-' + (n + 1), 'data-step': String(n + 1)});
-  if (st.title) sec.appendChild(el('h2', null, st.title));
-  if (st.where) sec.appendChild(el('div', {'class': 'where'}, st.where));
-  if (st.prose) sec.appendChild(el('p', {'class': 'prose'}, st.prose));
-  var items = el('div', {'class': 'items'});
-  st.items.forEach(function (it) {
-    if (it.kind === 'text') items.appendChild(el('p', {'class': 'prose wide'}, it.text));
-    else if (it.kind === 'matrix') { if (!M[it.text].hidden) items.appendChild(table(it.text)); }
-    else if (it.kind === 'heatmap') items.appendChild(heatmap(it, hk++));
+// the steps' sections, drawn from D.steps; drawn again (in place, after the editor's panel) when an
+// attend page's editor rebuilds its per-head steps for another number of heads
+function renderSteps() {
+  var old = [].slice.call(main.querySelectorAll('section.step')), anchor = old.length ? old[old.length - 1].nextSibling : null, hk = 0;
+  old.forEach(function (o) { o.remove(); });
+  heatmaps.length = 0;
+  D.steps.forEach(function (st, n) {
+    var sec = el('section', {'class': 'step', id: 'step-' + (n + 1), 'data-step': String(n + 1)});
+    if (st.title) sec.appendChild(el('h2', null, st.title));
+    if (st.where) sec.appendChild(el('div', {'class': 'where'}, st.where));
+    if (st.prose) sec.appendChild(el('p', {'class': 'prose'}, st.prose));
+    var items = el('div', {'class': 'items'});
+    st.items.forEach(function (it) {
+      if (it.kind === 'text') items.appendChild(el('p', {'class': 'prose wide'}, it.text));
+      else if (it.kind === 'matrix') { if (!M[it.text].hidden) items.appendChild(table(it.text)); }
+      else if (it.kind === 'heatmap') items.appendChild(heatmap(it, hk++));
+    });
+    sec.appendChild(items);
+    main.insertBefore(sec, anchor);
   });
-  sec.appendChild(items);
-  main.appendChild(sec);
-});
+}
+renderSteps();
 // ---- editing (docs/pages.md, "Editing a page") --------------------------------------------------
 // D.edit: {why} when the page cannot be edited; else the module (base64), the sizes, the options
 // and which matrices are its inputs and outputs. An edit writes the inputs into the module's
@@ -887,13 +894,17 @@ function startEditor(E, panel, status) {
     // queries, keys and values (E.projected: the module's qkv_attend_projected_*, no output projection)
     var proj = E.projected || null, dout = proj ? 0 : E.dout;
     if (proj) inputs = proj.slice();
-    var original = {}, ptr = {}, total = 0;
-    // the module's steps (qkv::flat::steps_layout): with RoPE, the projections before it come last
-    var parts = [['queries', t * E.dq], ['keys', s * dkv], ['values', s * dvkv]];
-    for (var h = 0; h < H; ++h) parts.push(['', t * s], ['', t * s], ['', t * s], ['', t * dvh]);
-    parts.push(['', t * E.dv]); if (dout) parts.push(['', t * dout]);
-    if (E.rotary_dim) parts.push(['', t * E.dq], ['', s * dkv]);
-    parts.forEach(function (p, k) { p[0] = E.outputs[k] || ''; });
+    var original = {}, ptr = {}, total = 0, parts;
+    // the module's steps (qkv::flat::steps_layout), named by `outputs`: with RoPE, the projections
+    // before it come last; H heads (the page's, or the learner's: setHeads below)
+    function layoutParts(outputs) {
+      parts = [['queries', t * E.dq], ['keys', s * dkv], ['values', s * dvkv]];
+      for (var h = 0; h < H; ++h) parts.push(['', t * s], ['', t * s], ['', t * s], ['', t * dvh]);
+      parts.push(['', t * E.dv]); if (dout) parts.push(['', t * dout]);
+      if (E.rotary_dim) parts.push(['', t * E.dq], ['', s * dkv]);
+      parts.forEach(function (p, k) { p[0] = outputs[k] || ''; });
+    }
+    layoutParts(E.outputs);
     inputs.concat(parts.map(function (p) { return p[0]; })).forEach(function (id) { if (id && M[id] && M[id].data) original[id] = M[id].data.slice(); });
     inputs.forEach(function (id) { ptr[id] = X.qkv_alloc(M[id].data.length * size); });
     // what the module adds and rotates with, copied in once: the bias rows, ALiBi's slopes, RoPE's cos and sin
@@ -902,20 +913,155 @@ function startEditor(E, panel, status) {
       if (!id) return; var n = M[id].data.length; fixed[id] = X.qkv_alloc(n * size); new Arr(X.memory.buffer, fixed[id], n).set(M[id].data);
     });
     var zPtr = X.qkv_alloc(13 * 4), pPtr = X.qkv_alloc(16 * 4);  // the sizes and the pointers of qkv_attend_case_*
-    new Uint32Array(X.memory.buffer, zPtr, 13).set([t, E.d, s, E.dc || 0, E.dq, E.dv, H, E.kv_heads || 0, E.dout, E.out_in ? 1 : 0,
-      E.bias_heads || 0, E.rotary_dim || 0, E.interleaved ? 1 : 0]);
-    var nOut = (proj ? X.qkv_projected_output_size : X.qkv_case_output_size)(zPtr), outPtr = X.qkv_alloc(nOut * size), maskPtr = X.qkv_alloc(t * s);
+    var nOut, outPtr, outs = {}, maskPtr = X.qkv_alloc(t * s);
+    function setSizes() {  // z for H heads (kv_heads 0: as many as the heads), and the output's buffer (one per number of heads)
+      new Uint32Array(X.memory.buffer, zPtr, 13).set([t, E.d, s, E.dc || 0, E.dq, E.dv, H, HK === H ? 0 : HK, E.dout, E.out_in ? 1 : 0,
+        E.bias_heads || 0, E.rotary_dim || 0, E.interleaved ? 1 : 0]);
+      nOut = (proj ? X.qkv_projected_output_size : X.qkv_case_output_size)(zPtr);
+      outPtr = outs[H] || (outs[H] = X.qkv_alloc(nOut * size));
+    }
+    setSizes();
     var baseline = {};  // the module's own numbers for the original inputs (the first run)
     // the case's own mask cells (E.masked "": none)
     function maskCells() { var c = E.masked ? E.masked.split('').map(Number) : []; while (c.length < t * s) c.push(0); return c; }
     var runBackward = E.grad_outputs ? backwardEditor() : null;  // a case with d_output: the gradients too
-    var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: maskCells()};
+    var opts = {scale: f32 ? Math.fround(E.scale) : E.scale, causal: E.causal, window: E.window, cells: maskCells(), heads: H, kv_heads: HK, scaleTyped: false};
     // the cells a -inf of the bias masks in every head: hatched on the heatmap with the others, as the page was written
     var biasAll = null;
     if (E.bias) {
       var B = M[E.bias].data; biasAll = [];
       for (var k = 0; k < t * s; ++k) { var all = true; for (var b = 0; b < E.bias_heads; ++b) all = all && B[b * t * s + k] === -Infinity; biasAll.push(all); }
     }
+    /*heads{*/
+    // ---- the number of heads (issue 30: "add a head"; docs/pages.md, "Changing the heads"): the
+    // learner's H'. The projections do not depend on it (the queries, keys and values keep their
+    // numbers); head h reads d_q / H' columns of them from h d_q / H'. kv_heads follows in the
+    // case's ratio: wk and wv are written for key/value heads that each serve G = heads / kv_heads
+    // query heads (d_q / G outputs, whatever the heads), so H' heads have H' / G key/value heads.
+    // The scale: the case's or the learner's when given, else 1/sqrt(d_q / H'), as qkv attend makes
+    // it for a case with H' heads. The per-head steps are made from the page's own head 0 (its
+    // matrices, captions and how each cell is computed, renamed and moved as tools/attend_page.hpp
+    // writes head h: ids with [h] when there is more than one head, columns from h d_head), and
+    // drawn again; the page's own steps come back for its own heads (and with Reset)
+    var H0 = H, HK0 = HK, G = H0 / HK0, fresh = {}, saved = null;
+    var headsWhy = E.slopes ? 'ALiBi\u2019s slopes are per head (Press et al.\u2019s m_h for ' + H0 + ' heads) and this page holds its ' + H0 + ' heads\u2019 slopes only' :
+      E.bias_heads > 1 ? 'the case\u2019s bias has one block of rows per head (' + H0 + ' heads)' :
+      E.rotary_dim ? 'RoPE rotates each head\u2019s columns with this page\u2019s cos and sin tables, made for heads of ' + E.dq / H0 + ' columns' :
+      E.grad_outputs ? 'the gradients\u2019 tables are laid out for the case\u2019s ' + H0 + ' heads (write the case with other heads for them)' : '';
+    var hid = function (base, n, h) { return base + (n > 1 ? '[' + h + ']' : ''); }, bases = ['scores', 'added', 'scaled', 'weights', 'context'];
+    var stepNo = function (st) { var r = /^Step (\d+)/.exec(st.title || ''); return r ? +r[1] : 0; };
+    var s3 = -1; D.steps.forEach(function (st, k) { if (s3 < 0 && stepNo(st) === 3) s3 = k; });
+    if (!headsWhy && (s3 < 0 || !D.steps[s3 + 2] || stepNo(D.steps[s3 + 1]) !== 4 || stepNo(D.steps[s3 + 2]) !== 5 || !M[hid('weights', H0, 0)]))
+      headsWhy = 'its steps are not the per-head steps qkv attend writes';
+    function defaultScale(dk) { return f32 ? Math.fround(1 / Math.fround(Math.sqrt(dk))) : 1 / Math.sqrt(dk); }  // T(1) / sqrt(T(dk)), each correctly rounded
+    function scaleNote() {  // as the trace says it (cmd_attend.hpp): the number, and where it came from
+      if (opts.scaleTyped) return (f32 ? text32 : full)(opts.scale) + ' (yours)';
+      var m0 = (saved ? saved.M : M)[hid('scaled', H0, 0)];
+      return E.scale_given ? m0.how.note : String(Number(opts.scale.toPrecision(6))) + ' = 1/sqrt(' + E.dq / H + ')';
+    }
+    function perHead(n) { var ids = []; for (var h = 0; h < n; ++h) bases.forEach(function (b) { if (M[hid(b, n, h)]) ids.push(hid(b, n, h)); }); return ids; }
+    function outputsFor(n) {  // edit_spec's "outputs" for n heads
+      var o = E.outputs.slice(0, 3);
+      for (var h = 0; h < n; ++h) o.push(hid('scores', n, h), hid('scaled', n, h), hid('weights', n, h), hid('context', n, h));
+      return o.concat([n > 1 ? 'concat' : ''], E.outputs.slice(3 + 4 * H0 + 1));
+    }
+    function shownOf(c) {  // the columns a table shows (page.hpp: all up to whole_side on a summarised page, else the first and last edge)
+      var all = []; for (var k = 0; k < c; ++k) all.push(k);
+      return !D.summarised || c <= D.limits.whole_side ? all : all.slice(0, D.limits.edge).concat(all.slice(c - D.limits.edge));
+    }
+    // D.steps for n heads (n != the page's), the matrices they show made in M (fresh: no number of the case's)
+    function headSteps(n) {
+      var steps = saved.steps, SM = saved.M, nk = n / G, dk = E.dq / n, dh = E.dv / n, out = [], h, k;
+      var head = function (h) { return n > 1 ? ' of head ' + h : ''; };
+      var make = function (id0, h, cols, how) {  // head h's matrix, from head 0's
+        var m0 = SM[id0], base = id0.replace(/\[0\]$/, ''), id = hid(base, n, h), m = {};
+        Object.keys(m0).forEach(function (key) { if (!/^(data|row_data|col_data|rpos|cpos|row_index|col_index|row_b85|col_b85)$/.test(key)) m[key] = m0[key]; });
+        m.id = id; m.cols = cols; m.caption = (H0 > 1 ? m0.caption.replace(/\[0\]$/, '') : m0.caption) + (n > 1 ? '[' + h + ']' : '');
+        if (cols !== m0.cols) m.shown_cols = shownOf(cols);
+        if (how) { m.how = {}; Object.keys(m0.how).forEach(function (key) { m.how[key] = key in how ? how[key] : m0.how[key]; }); }
+        if (base === 'added') { m.data = m0.data.slice(); original[id] = m.data.slice(); }  // the bias, the same in every head: not recomputed
+        else { m.data = new Array(m.rows * cols).fill(0); fresh[id] = true; }
+        M[id] = m; return id;
+      };
+      var hm0 = null; steps.forEach(function (st) { st.items.forEach(function (it) { if (it.kind === 'heatmap') hm0 = it; }); });
+      var gqa = function (it) { return it.kind === 'text' && /^Grouped-query attention:/.test(it.text); };
+      for (k = 0; k < s3; ++k) {  // Steps 1 and 2; the grouped-query text says the new heads
+        var st0 = steps[k];
+        out.push(st0.items.some(gqa) ? {title: st0.title, prose: st0.prose, where: st0.where, items: st0.items.map(function (it) {
+          return gqa(it) ? {kind: 'text', text: 'Grouped-query attention: ' + n + ' query heads share ' + nk + (nk === 1 ? ' key/value head' : ' key/value heads') +
+            ' (kv_heads); query head h reads key/value head h / ' + G + ', columns ' + dk + ' \u00d7 (h / ' + G + ') onwards of keys and values.'} : it; })} : st0);
+      }
+      var weightIds = [];
+      for (h = 0; h < n; ++h) {
+        var g = Math.floor(h / G), items3 = [], items4 = [], items5 = [];
+        steps[s3].items.forEach(function (it) {
+          if (it.kind === 'matrix') items3.push({kind: 'matrix', text: make(it.text, h, s, {ac: h * dk, bc: g * dk, n: dk})});
+          else if (/^Query head/.test(it.text)) items3.push({kind: 'text', text: 'Query head ' + h + ' reads key/value head ' + g + '.'});
+        });
+        steps[s3 + 1].items.forEach(function (it) {
+          if (it.kind === 'text') { if (h === 0) items4.push(it); return; }
+          if (it.kind !== 'matrix') return;
+          var op = SM[it.text].how ? SM[it.text].how.op : '';
+          var id = make(it.text, h, s, op === 'scale' ? {a: hid('scores', n, h), b: SM[it.text].how.b ? hid('added', n, h) : ''} : op === 'softmax' ? {a: hid('scaled', n, h)} : null);
+          items4.push({kind: 'matrix', text: id});
+          if (op === 'softmax') weightIds.push(id);
+        });
+        if (h === n - 1 && hm0) {
+          var hm = {}; Object.keys(hm0).forEach(function (key) { hm[key] = hm0[key]; });
+          hm.text = hm0.text.replace(/^attention weights( per head)?/, 'attention weights' + (n > 1 ? ' per head' : ''));
+          hm.ids = weightIds; hm.names = weightIds.map(function (_, q) { return 'head ' + q; });
+          if (hm0.blocks) hm.blocks = weightIds.map(function () { return {mean: []}; });
+          items4.push(hm);
+        }
+        steps[s3 + 2].items.forEach(function (it) { if (it.kind === 'matrix') items5.push({kind: 'matrix', text: make(it.text, h, dh, {a: hid('weights', n, h), bc: g * dh})}); });
+        var t3 = steps[s3].title.replace(/^Step 3: scores( of head \d+)?/, 'Step 3: scores' + head(h));
+        var t4 = steps[s3 + 1].title.replace(/^Step 4: weights( of head \d+)?/, 'Step 4: weights' + head(h)).replace(/\(scale .*?, mask /, E.scale_given && !opts.scaleTyped ? '$&' : '(scale ' + scaleNote() + ', mask ')
+          .replace(/\), (each row sums to 1|every row NaN).*$/, '), each row sums to 1 (a row with every key masked is 0)');
+        var t5 = 'Step 5: context' + head(h) + ' = weights \u00b7 values' + (G > 1 ? ' of key/value head ' + g : n > 1 ? ' of head ' + h : '') + ', ' + t + 'x' + dh;  // the shape as the trace prints it
+        out.push({title: t3, prose: steps[s3].prose, where: steps[s3].where, items: items3}, {title: t4, prose: '', where: '', items: items4}, {title: t5, prose: '', where: '', items: items5});
+      }
+      var rest = steps.slice(s3 + 3 * H0);
+      if (H0 > 1) rest = rest.filter(function (st) { return stepNo(st) !== 6 || !st.items.some(function (it) { return it.text === 'concat'; }); });
+      if (n > 1) {  // the heads side by side (Step 6); a one-head page has none: made from its context (T x d_v)
+        var cst = steps.filter(function (st) { return stepNo(st) === 6 && st.items.some(function (it) { return it.text === 'concat'; }); })[0];
+        if (!cst) {
+          var c0 = SM.context, cm = {}; Object.keys(c0).forEach(function (key) { if (!/^(data|row_data|col_data|rpos|cpos|row_index|col_index|how)$/.test(key)) cm[key] = c0[key]; });
+          cm.id = cm.caption = 'concat'; cm.data = new Array(t * E.dv).fill(0); M.concat = cm; fresh.concat = true;
+          cst = {title: 'Step 6: the heads side by side, concat ' + t + 'x' + E.dv, prose: '', where: '', items: [{kind: 'matrix', text: 'concat'}]};
+        }
+        out.push(cst);
+      }
+      rest.forEach(function (st) {  // the output projection: Step 7 after the heads side by side, else 6
+        out.push(stepNo(st) >= 6 ? {title: st.title.replace(/^Step \d+/, 'Step ' + (n > 1 ? 7 : 6)), prose: st.prose, where: st.where, items: st.items} : st);
+      });
+      if (M.output && M.output.how) M.output.how.a = n > 1 ? 'concat' : 'context';
+      return out;
+    }
+    // '' when the page now has n heads (recomputed, its per-head steps drawn again), else why not
+    function setHeads(text) {
+      if (headsWhy) return 'The heads cannot change on this page: ' + headsWhy;
+      var n = /^\s*\d+\s*$/.test(String(text)) ? parseInt(text, 10) : NaN;
+      if (!(n >= 1)) return '\u201c' + text + '\u201d is not a number of heads (a whole number, 1 or more)';
+      if (E.dq % n || E.dv % n) return n + (n === 1 ? ' head does' : ' heads do') + ' not divide d_q = ' + E.dq + ' and d_v = ' + E.dv + ' (each head takes d_q / heads columns of the queries and keys, d_v / heads of the values)';
+      if (n % G) return 'kv_heads follows the heads: each of this case\u2019s ' + HK0 + ' key/value heads serves ' + G + ' query heads (wk and wv are written for that), so the heads must be a multiple of ' + G + ', and ' + n + ' is not';
+      if (n * t * s > 16777216) return n + ' heads would need ' + n + ' \u00d7 ' + t + ' \u00d7 ' + s + ' attention weights, above the 2^24 qkv attend draws on a page';
+      if (n === H) return '';
+      var t0 = performance.now();
+      if (!saved) { saved = {steps: D.steps, M: {}, out: M.output && M.output.how ? M.output.how.a : ''}; perHead(H0).concat(['concat']).forEach(function (id) { if (M[id]) saved.M[id] = M[id]; }); }
+      perHead(H).forEach(function (id) { delete M[id]; delete fresh[id]; });
+      if (fresh.concat) { delete M.concat; delete fresh.concat; }
+      H = n; HK = n / G; dvh = E.dv / n; opts.heads = H; opts.kv_heads = HK;
+      if (!opts.scaleTyped && !E.scale_given) opts.scale = defaultScale(E.dq / n);
+      if (n === H0) { D.steps = saved.steps; Object.keys(saved.M).forEach(function (id) { M[id] = saved.M[id]; }); if (M.output && M.output.how) M.output.how.a = saved.out; }
+      else D.steps = headSteps(n);
+      layoutParts(outputsFor(n)); setSizes();
+      renderSteps();
+      inputs.forEach(function (id) { [].forEach.call(document.querySelectorAll('td[data-m="' + id.replace(/"/g, '\\"') + '"]'), function (td) { td.classList.add('editable'); }); });
+      syncPanel(); run();
+      editor.last.rebuild_ms = performance.now() - t0;
+      return '';
+    }
+    /*}heads*/
     // query i sits at position i + off (causal aligned lower_right with s != t: off = s - t)
     function masked(i, j) { return opts.cells[i * s + j] === 1 || (opts.causal && j > i + off) || (opts.window > 0 && j < i + off - opts.window + 1); }
     function run() {
@@ -932,7 +1078,8 @@ function startEditor(E, panel, status) {
       // a cell the edit does not reach (the module gives it the bits it gives for the original
       // inputs) keeps the number qkv computed for the page; a cell it reaches takes the module's
       parts.forEach(function (q) {
-        if (q[0] && M[q[0]] && !M[q[0]].data) summarisedOutput(M[q[0]], out, at, q[1]);
+        if (fresh[q[0]]) M[q[0]].data = Array.prototype.slice.call(out, at, at + q[1]);  // made for the learner's heads: no number of the case's
+        else if (q[0] && M[q[0]] && !M[q[0]].data) summarisedOutput(M[q[0]], out, at, q[1]);
         else if (q[0] && M[q[0]]) {
           var d = M[q[0]].data, o = original[q[0]], b = baseline[q[0]];
           for (var k = 0; k < q[1]; ++k) d[k] = !b || Object.is(out[at + k], b[k]) ? o[k] : out[at + k];
@@ -941,6 +1088,7 @@ function startEditor(E, panel, status) {
         at += q[1];
       });
       if (runBackward) runBackward(p);
+      Object.keys(fresh).forEach(function (id) { var hw = M[id].how; if (hw && hw.op === 'scale') { hw.scale = opts.scale; hw.note = scaleNote(); } });
       edited = !first; first = false;
       var t1 = performance.now();
       refresh();
@@ -982,7 +1130,7 @@ function startEditor(E, panel, status) {
     }
     function refresh() {
       [].forEach.call(document.querySelectorAll('td[data-m]'), function (td) {
-        var id = td.getAttribute('data-m'), m = M[id]; if (!original[id]) return;
+        var id = td.getAttribute('data-m'), m = M[id]; if (!original[id] && !fresh[id]) return;
         var i = +td.getAttribute('data-i'), j = +td.getAttribute('data-j'), v = get(m, i, j);
         if (td.firstChild && td.firstChild.nodeName === 'INPUT') return;
         td.textContent = cellText(m, v);
@@ -1003,6 +1151,8 @@ function startEditor(E, panel, status) {
         if (st && edited) box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Not recomputed for your edit: ' + st + '; this is the number qkv attend computed for the case\u2019s inputs.'));
         if (!editor.changed(x.id, x.i, x.j)) return;
         var m = M[x.id];
+        if (fresh[x.id]) { box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Recomputed for your ' + H + (H === 1 ? ' head' : ' heads') + ' by qkv\u2019s C++ core (WebAssembly, in this page): the case has ' +
+          H0 + ', so qkv attend computed no such matrix for it; the lines below are from the numbers shown. Reset brings back the case\u2019s heads.')); return; }
         // an input the learner typed (a summarised page's queries, keys and values have a how too)
         if (inputs.indexOf(x.id) >= 0) { box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Your number: an input of this page\u2019s module. qkv attend computed ' +
           vt(m, editor.original(x.id, x.i, x.j)) + ' for the case\u2019s inputs; the lines below are about those. Reset brings them back.')); return; }
@@ -1010,7 +1160,7 @@ function startEditor(E, panel, status) {
       vt(m, editor.original(x.id, x.i, x.j)) + '; recomputed for yours by qkv\u2019s C++ core (WebAssembly, in this page). ' +
       'The lines below are about the ' + (D.source ? 'example\u2019s' : 'case\u2019s') + ' inputs; Reset brings them back.'));
       },
-      changed: function (id, i, j) { var o = original[id]; if (!o) return false; return !Object.is(o[i * M[id].cols + j], M[id].data[i * M[id].cols + j]); },
+      changed: function (id, i, j) { if (fresh[id]) return true; var o = original[id]; if (!o) return false; return !Object.is(o[i * M[id].cols + j], M[id].data[i * M[id].cols + j]); },
       original: function (id, i, j) { return original[id][i * M[id].cols + j]; },
       set: function (id, i, j, text) {
         var v = typeof text === 'number' ? (f32 ? Math.fround(text) : text) : parseNumber(String(text), f32);
@@ -1020,17 +1170,20 @@ function startEditor(E, panel, status) {
         M[id].data[i * M[id].cols + j] = v; run(); return true;
       },
       options: function (o) {
-        if (o.scale !== undefined) { var s1 = typeof o.scale === 'number' ? o.scale : parseNumber(String(o.scale), f32); if (s1 === undefined || !isFinite(s1)) return false; opts.scale = f32 ? Math.fround(s1) : s1; }
+        if (o.scale !== undefined) { var s1 = typeof o.scale === 'number' ? o.scale : parseNumber(String(o.scale), f32); if (s1 === undefined || !isFinite(s1)) return false; opts.scale = f32 ? Math.fround(s1) : s1; opts.scaleTyped = true; }
+        if (o.heads !== undefined) return !setHeads(o.heads);
         if (o.causal !== undefined) opts.causal = !!o.causal;
         if (o.window !== undefined) opts.window = Math.max(0, Math.floor(+o.window) || 0);
         syncPanel(); run(); return true;
       },
       toggleMask: function (i, j) { opts.cells[i * s + j] = opts.cells[i * s + j] ? 0 : 1; run(); },
       reset: function () {
+        opts.scaleTyped = false; if (H !== H0) setHeads(H0);
         Object.keys(original).forEach(function (id) { M[id].data = original[id].slice(); });
         opts.scale = f32 ? Math.fround(E.scale) : E.scale; opts.causal = E.causal; opts.window = E.window; opts.cells = maskCells();
         edited = false; syncPanel(); refresh(); status.textContent = 'Reset: every number is the ' + (D.source ? 'example\u2019s proven value' : 'value qkv attend computed for the case') + ' again.';
       },
+      heads: function (n) { return setHeads(n); },  // '' when the page now has n heads, else why not
       inputs: inputs, state: opts, last: null
     };
     var first = true, edited = false, stale = E.stale || [];
@@ -1075,15 +1228,26 @@ function startEditor(E, panel, status) {
     editor.loadDiffers = loadDiffers;
     var scaleIn = el('input', {type: 'text', id: 'edit-scale', 'aria-label': 'scale'}), causalIn = el('input', {type: 'checkbox', id: 'edit-causal'});
     var windowIn = el('input', {type: 'number', min: '0', id: 'edit-window', 'aria-label': 'window'}), resetB = el('button', {type: 'button', id: 'edit-reset'}, 'Reset');
-    function syncPanel() { scaleIn.value = f32 ? text32(opts.scale) : full(opts.scale); causalIn.checked = opts.causal; windowIn.value = String(opts.window); }
+    var headsIn = el('input', {type: 'number', min: '1', id: 'edit-heads', 'aria-label': 'heads'}), headsNote = el('span', {'class': 'edit-status', id: 'edit-heads-why'});
+    function syncPanel() {
+      scaleIn.value = f32 ? text32(opts.scale) : full(opts.scale); causalIn.checked = opts.causal; windowIn.value = String(opts.window); headsIn.value = String(H);
+      headsIn.classList.remove('bad');
+      headsNote.textContent = headsWhy ? 'The heads are fixed on this page: ' + headsWhy + '.' : H === H0 ? '' :
+        H + (H === 1 ? ' head' : ' heads') + ' of ' + E.dq / H + ' columns' + (G > 1 ? ', ' + HK + ' key/value ' + (HK === 1 ? 'head' : 'heads') + ' (each serves ' + G + ', as in the case)' : '') +
+        '; scale ' + scaleNote() + ' (the case has ' + H0 + '; Reset brings them back).';
+    }
     scaleIn.addEventListener('change', function () { if (!editor.options({scale: scaleIn.value})) scaleIn.classList.add('bad'); else scaleIn.classList.remove('bad'); });
     causalIn.addEventListener('change', function () { editor.options({causal: causalIn.checked}); });
     windowIn.addEventListener('change', function () { editor.options({window: windowIn.value}); });
+    if (headsWhy) { headsIn.disabled = true; headsIn.title = headsWhy; }
+    headsIn.addEventListener('change', function () {  // refused: the field turns red and says why
+      var why = setHeads(headsIn.value); if (why) { headsIn.classList.add('bad'); headsIn.title = headsNote.textContent = why + '.'; }
+    });
     resetB.addEventListener('click', function () { editor.reset(); });
     var row = el('div', {'class': 'row'});
     var lab = function (text, input) { var l = el('label', null, text + ' '); l.appendChild(input); return l; };
-    row.appendChild(lab('scale', scaleIn)); row.appendChild(lab('causal', causalIn)); row.appendChild(lab('window (0: none)', windowIn)); row.appendChild(resetB);
-    panel.insertBefore(row, status);
+    row.appendChild(lab('scale', scaleIn)); row.appendChild(lab('causal', causalIn)); row.appendChild(lab('window (0: none)', windowIn)); row.appendChild(lab('heads', headsIn)); row.appendChild(resetB);
+    panel.insertBefore(row, status); panel.insertBefore(headsNote, status);
     syncPanel();
     cellEditing(inputs, function () { return f32; }, refresh);
     // Alt+click on a scaled score or a weight masks its key for that query (in every head), or unmasks it
@@ -1100,6 +1264,13 @@ function startEditor(E, panel, status) {
   });
 }
 )JS";
+
+/// what replaces edit_attend_js's heads code (from /*heads{*/ to /*}heads*/) on a page it would take
+/// past 2 MB (tools/attend_page.hpp's heads_budget): the heads field disabled, saying why
+inline constexpr const char* edit_heads_none_js = R"JS(var H0 = H, HK0 = HK, G = H0 / HK0, fresh = {},
+      headsWhy = 'this page leaves out the script that changes them (13 KB): with it the page would weigh more than the 2 MB a page of this size may';
+    function setHeads() { return 'The heads cannot change on this page: ' + headsWhy; }
+    function scaleNote() { return ''; })JS";
 
 /// the editor of a `qkv explain` page (io/page_recompute.hpp's edit object): after edit_js
 inline constexpr const char* edit_steps_js = R"JS(
