@@ -617,10 +617,6 @@ std::string edit_spec(const qkv::io::page& p, bool has_context, const rt::attent
   return s + "}";
 }
 
-/// the most bytes an attend page weighs with its editor's heads code (issue 12's 2 MB for a BERT-size
-/// page, tests/browser/page_test.py); above, the code is left out and the heads field says why
-inline constexpr std::size_t heads_budget = 2 * 1024 * 1024;
-
 /// the learner's page of an attend case; `trace` is the text qkv attend prints (its Step lines
 /// are the page's steps); tokens / context_tokens label rows and keys when given; `core`: the
 /// numbers are the core's arithmetic (the page says which, and only then is it editable);
@@ -826,29 +822,7 @@ std::string page(const std::string& file, const std::string& trace, const rt::dy
   }
   p.edit(edit_spec(p, has_context, w, opt, r, t_len, x.cols(), d.half_inputs, d.backward ? &grads : nullptr,
                    core, editable, context.cols(), d.half_type, sc ? &*sc : nullptr));
-  std::string html = p.str();
-  // the editor's heads code (docs/pages.md, "Changing the heads"; 13 KB) is left out of a page it
-  // takes past heads_budget (a BERT-size summarised page), its panel saying why; and that page's
-  // script loses its lines' indentation (3.5 KB; the script has no string that spans lines)
-  if (html.size() > heads_budget) {
-    const auto from = html.find("/*heads{*/"), to = html.find("/*}heads*/");
-    if (from != std::string::npos && to != std::string::npos && to > from)
-      html.replace(from, to + std::string_view("/*}heads*/").size() - from,
-                   qkv::io::page_script::edit_heads_none_js);
-    const auto script = html.find("<script>//<![CDATA[");
-    if (script != std::string::npos) {
-      std::string out = html.substr(0, script);
-      out.reserve(html.size());
-      bool line_start = false;
-      for (std::size_t k = script; k < html.size(); ++k) {
-        if (line_start && html[k] == ' ') continue;
-        line_start = html[k] == '\n';
-        out += html[k];
-      }
-      html = std::move(out);
-    }
-  }
-  return html;
+  return p.str();
 }
 
 /// the --svg heatmap: every head as a panel, masked entries hatched (`mask`: page_data's); above svg_full_cells

@@ -932,7 +932,6 @@ function startEditor(E, panel, status) {
       var B = M[E.bias].data; biasAll = [];
       for (var k = 0; k < t * s; ++k) { var all = true; for (var b = 0; b < E.bias_heads; ++b) all = all && B[b * t * s + k] === -Infinity; biasAll.push(all); }
     }
-    /*heads{*/
     // ---- the number of heads (issue 30: "add a head"; docs/pages.md, "Changing the heads"): the
     // learner's H'. The projections do not depend on it (the queries, keys and values keep their
     // numbers); head h reads d_q / H' columns of them from h d_q / H'. kv_heads follows in the
@@ -1061,7 +1060,6 @@ function startEditor(E, panel, status) {
       editor.last.rebuild_ms = performance.now() - t0;
       return '';
     }
-    /*}heads*/
     // query i sits at position i + off (causal aligned lower_right with s != t: off = s - t)
     function masked(i, j) { return opts.cells[i * s + j] === 1 || (opts.causal && j > i + off) || (opts.window > 0 && j < i + off - opts.window + 1); }
     function run() {
@@ -1264,13 +1262,6 @@ function startEditor(E, panel, status) {
   });
 }
 )JS";
-
-/// what replaces edit_attend_js's heads code (from /*heads{*/ to /*}heads*/) on a page it would take
-/// past 2 MB (tools/attend_page.hpp's heads_budget): the heads field disabled, saying why
-inline constexpr const char* edit_heads_none_js = R"JS(var H0 = H, HK0 = HK, G = H0 / HK0, fresh = {},
-      headsWhy = 'this page leaves out the script that changes them (13 KB): with it the page would weigh more than the 2 MB a page of this size may';
-    function setHeads() { return 'The heads cannot change on this page: ' + headsWhy; }
-    function scaleNote() { return ''; })JS";
 
 /// the editor of a `qkv explain` page (io/page_recompute.hpp's edit object): after edit_js
 inline constexpr const char* edit_steps_js = R"JS(
