@@ -297,6 +297,11 @@ return out;''', n)
             check('bad' in f_.get_attribute('class') and word in why and pe.page_bits(driver) == before,
                   '%s: heads %r is refused, the field red, saying why (%r), nothing recomputed' % (name, bad, why))
         print('  refused: 3, "abc", 0%s: the field says why, e.g. %r' % (', 1' if G > 1 else '', why))
+        # the heads the page has now, typed into the red field: taken (nothing to recompute), no longer red
+        now = page_state(driver)[4]
+        type_heads(driver, now)
+        check('bad' not in driver.find_element(By.ID, 'edit-heads').get_attribute('class') and pe.page_bits(driver) == before,
+              '%s: the current %d heads typed after a refusal clear the red field, nothing recomputed' % (name, now))
         driver.find_element(By.ID, 'edit-reset').click()
         st = page_state(driver)
         check(st[4] == H0 and pe.page_bits(driver) == orig and driver.find_element(By.ID, 'edit-heads').get_attribute('value') == str(H0),

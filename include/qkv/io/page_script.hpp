@@ -1044,7 +1044,7 @@ function startEditor(E, panel, status) {
       if (E.dq % n || E.dv % n) return n + (n === 1 ? ' head does' : ' heads do') + ' not divide d_q = ' + E.dq + ' and d_v = ' + E.dv + ' (each head takes d_q / heads columns of the queries and keys, d_v / heads of the values)';
       if (n % G) return 'kv_heads follows the heads: each of this case\u2019s ' + HK0 + ' key/value heads serves ' + G + ' query heads (wk and wv are written for that), so the heads must be a multiple of ' + G + ', and ' + n + ' is not';
       if (n * t * s > 16777216) return n + ' heads would need ' + n + ' \u00d7 ' + t + ' \u00d7 ' + s + ' attention weights, above the 2^24 qkv attend draws on a page';
-      if (n === H) return '';
+      if (n === H) { syncPanel(); return ''; }  // the same number: nothing to recompute, a red field cleared
       var t0 = performance.now();
       if (!saved) { saved = {steps: D.steps, M: {}, out: M.output && M.output.how ? M.output.how.a : ''}; perHead(H0).concat(['concat']).forEach(function (id) { if (M[id]) saved.M[id] = M[id]; }); }
       perHead(H).forEach(function (id) { delete M[id]; delete fresh[id]; });
@@ -1759,7 +1759,7 @@ function startExactStepsEditor(E, panel, status, X, failure, wide) {
       if (!editor.changed(x.id, x.i, x.j)) return;
       var o = editor.original(x.id, x.i, x.j);
       box.appendChild(el('div', {'class': 'x-note x-changed'}, 'Proven for the example\u2019s inputs: ' + (typeof o === 'number' ? vt(M[x.id], o) : o) +
-        '; recomputed for yours, exactly, by qkv\u2019s C++ (WebAssembly, in this page). The lines below are about the example\u2019s inputs; Reset brings them back.'));
+        '; recomputed for yours' + (isQ(x.id) ? ', exactly,' : ' in ' + M[x.id].dtype + ',') + ' by qkv\u2019s C++ (WebAssembly, in this page). The lines below are about the example\u2019s inputs; Reset brings them back.'));
     },
     changed: function (id, i, j) {
       if (!originalData[id] || staleWhy[id] !== undefined) return false;
