@@ -16,27 +16,11 @@
 
 #include <qkv/reference/step_truth.hpp>
 
+#include "boost_wasm.hpp"  // Boost without exceptions, the stack guard
+
 using real = qkv::reference::truth_real;
 
-namespace boost {
-// -DBOOST_NO_EXCEPTIONS: Boost calls these where it would throw (none of the steps' arithmetic
-// does on finite operands; a NaN is a value of real, not an error)
-void throw_exception(const std::exception& e) {
-  std::fputs("qkv: ", stderr);
-  std::fputs(e.what(), stderr);
-  std::fputs("\n", stderr);
-  __builtin_trap();
-}
-void throw_exception(const std::exception& e, const boost::source_location&) { throw_exception(e); }
-}  // namespace boost
-
 extern "C" {
-
-// Debian's compiler-rt builtins for wasm32 were built with the stack protector (__umodti3, the
-// 128-bit division Boost's integers use, checks its stack): the module supplies the guard and
-// what a smashed stack does
-unsigned long __stack_chk_guard = 0x5a17c0deUL;
-[[noreturn]] void __stack_chk_fail() { __builtin_trap(); }
 
 void* qkv_alloc(std::size_t bytes) { return std::malloc(bytes); }
 void qkv_free(void* p) { std::free(p); }

@@ -18,20 +18,10 @@
 #include <qkv/core/flat_steps.hpp>
 #include <qkv/exact/fixed_width.hpp>
 
+#include "boost_wasm.hpp"  // Boost without exceptions, the stack guard
+
 using q128 = qkv::exact::q128;
 using int128 = boost::multiprecision::int128_t;
-
-namespace boost {
-// -DBOOST_NO_EXCEPTIONS: Boost calls these where it would throw (rational.hpp checks every
-// overflow before Boost's integers could)
-void throw_exception(const std::exception& e) {
-  std::fputs("qkv: ", stderr);
-  std::fputs(e.what(), stderr);
-  std::fputs("\n", stderr);
-  __builtin_trap();
-}
-void throw_exception(const std::exception& e, const boost::source_location&) { throw_exception(e); }
-}  // namespace boost
 
 namespace {
 // |x| in decimal into buf (at least 40 bytes: 2^128 has 39 digits), from its last digit; returns
@@ -50,10 +40,6 @@ std::size_t digits(int128 x, char* buf) {
 }  // namespace
 
 extern "C" {
-
-// Debian's compiler-rt builtins for wasm32 were built with the stack protector (as in qkv_truth.cpp)
-unsigned long __stack_chk_guard = 0x5a17c0deUL;
-[[noreturn]] void __stack_chk_fail() { __builtin_trap(); }
 
 void* qkv_alloc(std::size_t bytes) { return std::malloc(bytes); }
 void qkv_free(void* p) { std::free(p); }

@@ -33,6 +33,18 @@ namespace qkv::reference {
 /// 50 significant decimal digits (reference/multiprecision.hpp's real, without its rationals)
 using truth_real = boost::multiprecision::cpp_bin_float_50;
 
+/// the largest of the n numbers from `row` (-inf when every one is -inf: a fully masked row) and
+/// whether one is NaN: a softmax's and flash's maximum, before their sums of e^(x - top)
+inline truth_real row_top(const truth_real* row, std::size_t n, bool& nan) {
+  truth_real top = -std::numeric_limits<truth_real>::infinity();
+  nan = false;
+  for (std::size_t j = 0; j < n; ++j) {
+    nan = nan || boost::multiprecision::isnan(row[j]);
+    if (row[j] > top) top = row[j];
+  }
+  return top;
+}
+
 /// @brief the truth of step `k` into out (rows x cols, row-major), from the truths of its operands
 /// a, b, c (laid out as flat::step reads them: z's as, bs, n, ac, br, bc), `scalar` the factor,
 /// divisor or eps as the page states it, `computed` the step's own numbers (a scaled score that
@@ -152,12 +164,9 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
       return 0;
     case flat::kind::online_attention:  // flash's output: the exact softmax of each row of a times b
       for (std::size_t i = 0; i < R; ++i) {
-        real top = -std::numeric_limits<real>::infinity(), sum = 0;
         bool nan = false;
-        for (std::size_t j = 0; j < z.as; ++j) {
-          nan = nan || mp::isnan(a[i * z.as + j]);
-          if (a[i * z.as + j] > top) top = a[i * z.as + j];
-        }
+        const real top = row_top(a + i * z.as, z.as, nan);
+        real sum = 0;
         for (std::size_t c = 0; c < C; ++c) out[i * C + c] = 0;
         for (std::size_t j = 0; j < z.as; ++j) {
           const real& x = a[i * z.as + j];
@@ -180,12 +189,9 @@ inline int step_truth(flat::kind k, const truth_real* a, const truth_real* b, co
   // L = m + log l, and the backward's sums, a masked score (-inf) skipped
   if (k == flat::flash_row_max_kind || k == flat::flash_row_sum_kind) {  // the scores a (R, as)
     for (std::size_t i = 0; i < R; ++i) {
-      real top = -std::numeric_limits<real>::infinity(), sum = 0;
       bool nan = false;
-      for (std::size_t j = 0; j < z.as; ++j) {
-        nan = nan || mp::isnan(a[i * z.as + j]);
-        if (a[i * z.as + j] > top) top = a[i * z.as + j];
-      }
+      const real top = row_top(a + i * z.as, z.as, nan);
+      real sum = 0;
       for (std::size_t j = 0; j < z.as; ++j)
         if (!(mp::isinf(a[i * z.as + j]) && a[i * z.as + j] < 0)) sum += mp::exp(a[i * z.as + j] - top);
       out[i] = nan ? std::numeric_limits<real>::quiet_NaN() : k == flat::flash_row_max_kind ? top : sum;
