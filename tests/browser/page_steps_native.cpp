@@ -119,11 +119,7 @@ int main(int argc, char** argv) {
 #ifndef QKV_STEPS_NATIVE_WIDE
           throw std::runtime_error("step " + s.id + ": a 128-bit step, and this was built without Boost");
 #else
-          static const std::vector<qkv::io::page_exact> none;
-          auto val = [&](const std::string& id) -> const std::vector<qkv::io::page_exact>& {
-            return id.empty() ? none : ex.at(id);
-          };
-          const auto texts = qkv::io::wide_exact_q128(s, val(s.a), val(s.b), val(s.c));
+          const auto texts = qkv::io::page_recompute_detail::run_wide(qkv::io::wide_exact_q128, s, ex);
           if (!texts) throw std::runtime_error("step " + s.id + ": no exact form");
           out[s.id] = *texts;
           continue;

@@ -445,6 +445,18 @@ inline std::optional<std::vector<page_exact>> run_exact(
   return out;
 }
 
+/// exact step `s` over the wider rationals of `wide` (a page_wide_exact), its operands' values in
+/// `data`: the result's fractions, or nothing for a kind with no exact form; an overflow throws
+inline std::optional<std::vector<std::string>> run_wide(
+    const page_wide_exact& wide, const page_step& s,
+    const std::map<std::string, std::vector<page_exact>>& data) {
+  static const std::vector<page_exact> none;
+  auto val = [&](const std::string& id) -> const std::vector<page_exact>& {
+    return id.empty() ? none : data.at(id);
+  };
+  return wide(s, val(s.a), val(s.b), val(s.c));
+}
+
 /// @brief the types a cast step converts between (flat::cast, the module's qkv_cast): float32 to
 /// float64 (exactly), float64 to float32 (rounded to nearest, as static_cast<float> rounds),
 /// float32 or float64 to exact (the float's exact value: rational::exactly), exact to float32 or
@@ -654,11 +666,7 @@ inline page_recompute_plan plan_recompute(const page& p, const page_wide_exact& 
             why = std::string("the module's exact step fails on the example's own numbers: ") + e.what();
             if (wide) {  // the fractions overflow 64-bit integers: the same step over 128-bit ones
               try {
-                static const std::vector<page_exact> none;
-                auto val = [&](const std::string& id) -> const std::vector<page_exact>& {
-                  return id.empty() ? none : ex.at(id);
-                };
-                const auto texts = wide(*s, val(s->a), val(s->b), val(s->c));
+                const auto texts = run_wide(wide, *s, ex);
                 if (texts && *texts == m.exact) {
                   why.clear();
                   s->wide = true;

@@ -773,6 +773,20 @@ document.documentElement.setAttribute('data-qkv-ready', '1');
 /// the editor (docs/pages.md, "Editing a page"): only on a page whose "edit" object holds a
 /// WebAssembly module; io/page.hpp puts it where js says "@@edit@@", inside the script's scope
 inline constexpr const char* edit_js = R"JS(
+// f() in module X (its exports) as a guarded call: '' or the message of the error it trapped on
+// (failure: instantiateModule's); the trapped calls' frames are never popped otherwise, so the
+// stack pointer is put back
+function trapGuard(X, failure) {
+  return function (f) {
+    var sp = X.__stack_pointer.value; failure();
+    try { f(); return ''; } catch (err) {
+      X.__stack_pointer.value = sp;
+      var w = failure().replace(/^qkv: /, '').trim();
+      return w || 'the module stopped (' + err + ')';
+    }
+  };
+}
+
 function parseNumber(text, f32) {
   var t = text.trim().replace('\u2212', '-').replace('\u221e', 'inf').toLowerCase();
   var v = /^[-+]?(inf|infinity)$/.test(t) ? (t.charAt(0) === '-' ? -Infinity : Infinity) : t === 'nan' ? NaN :
@@ -1296,14 +1310,7 @@ function startStepsEditor(E, panel, status) {
     Object.keys(staleWhy).forEach(function (id) { if (M[id]) original[id] = M[id].data.slice(); });
     var operands = Object.keys(ptr).filter(function (id) { return !isStep[id]; });
     var anyEdit = false, lastInputs = {};
-    function guarded(f) {  // f() in the module; '' or the message of the error it trapped on
-      var sp = X.__stack_pointer.value; res.failure();
-      try { f(); return ''; } catch (err) {
-        X.__stack_pointer.value = sp;  // the trapped calls' frames: never popped otherwise
-        var w = res.failure().replace(/^qkv: /, '').trim();
-        return w || 'the module stopped (' + err + ')';
-      }
-    }
+    var guarded = trapGuard(X, res.failure);  // f() in the module; '' or the message it trapped on
     var truth = stepTruths(E, isStep, staleWhy);  // the 50-digit truth for the learner's inputs, on hover
     function run() {
       truth.invalidate();
@@ -1642,14 +1649,7 @@ function startExactStepsEditor(E, panel, status, X, failure, wide) {
     });
   }
   // the wide module's guarded call: '' or the message of the error it trapped on (its own WASI output)
-  function guardedWide(f) {
-    var sp = WX.__stack_pointer.value; wide.failure();
-    try { f(); return ''; } catch (err) {
-      WX.__stack_pointer.value = sp;
-      var w = wide.failure().replace(/^qkv: /, '').trim();
-      return w || 'the module stopped (' + err + ')';
-    }
-  }
+  var guardedWide = WX ? trapGuard(WX, wide.failure) : null;
   function wideStep(c) {  // the operands' q64 values into q128, then the step; '' or why
     if (!c.w) return 'this page does not carry the module of 128-bit rationals this step needs';
     var rc = 0, why = guardedWide(function () {
@@ -1664,14 +1664,7 @@ function startExactStepsEditor(E, panel, status, X, failure, wide) {
     return why || (rc ? 'the module has no exact form of this step' : '');
   }
   // f() in the module; '' or the message of the error it trapped on
-  function guarded(f) {
-    var sp = X.__stack_pointer.value; failure();
-    try { f(); return ''; } catch (err) {
-      X.__stack_pointer.value = sp;  // the trapped calls' frames: never popped otherwise
-      var w = failure().replace(/^qkv: /, '').trim();
-      return w || 'the module stopped (' + err + ')';
-    }
-  }
+  var guarded = trapGuard(X, failure);
   function parseInto(text, at) {
     var b = new TextEncoder().encode(text);
     if (b.length > 255) return 'qkv::exact::rational: the value does not fit the integer type';
